@@ -1,0 +1,67 @@
+//! `/resource_providers/{uuid}/aggregates` (1.1+; generations from 1.19).
+
+use super::extract::{JsonBody, PathParams};
+use super::microversion::Microversion;
+use super::resource_providers::{find, find_for_update};
+use super::respond::Reply;
+use super::schema;
+use crate::db::{aggregates as db, providers};
+use crate::error::{codes, ApiError, ApiResult};
+use crate::types::parse_uuid_like;
+use crate::AppState;
+use axum::extract::State;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+fn body(aggs: &[Uuid], generation: i32, mv: Microversion) -> Value {
+    let mut v = json!({"aggregates": aggs});
+    if mv.at_least(1, 19) {
+        v["resource_provider_generation"] = json!(generation);
+    }
+    v
+}
+
+/// `GET .../aggregates`.
+pub async fn show(State(st): State<AppState>, mv: Microversion, PathParams(id): PathParams<String>) -> ApiResult<Reply> {
+    mv.require(1, 1)?;
+    let mut conn = st.pool.acquire().await?;
+    let rp = find(&mut conn, &id).await?;
+    let aggs = db::of_provider(&mut conn, rp.id).await?;
+    Ok(Reply::ok(&body(&aggs, rp.generation, mv)).cache(mv, None))
+}
+
+/// `PUT .../aggregates`: a bare list before 1.19; with a checked, bumped generation after.
+pub async fn replace(
+    State(st): State<AppState>,
+    mv: Microversion,
+    PathParams(id): PathParams<String>,
+    req: JsonBody,
+) -> ApiResult<Reply> {
+    mv.require(1, 1)?;
+    let mut tx = st.pool.begin().await?;
+    let rp = find_for_update(&mut tx, &id).await?;
+    let b: Value = req.parse(&schema::aggregates_put(mv))?;
+    let list = if mv.at_least(1, 19) { &b["aggregates"] } else { &b };
+    let aggs: Vec<Uuid> = list
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str().and_then(parse_uuid_like)).collect())
+        .unwrap_or_default();
+    let mut gen = rp.generation;
+    if mv.at_least(1, 19) {
+        let conflict = || {
+            ApiError::conflict("Resource provider's generation already changed. Please update the generation and try again.")
+                .code(codes::CONCURRENT_UPDATE)
+        };
+        if b["resource_provider_generation"].as_i64() != Some(gen as i64) {
+            return Err(conflict());
+        }
+        if !providers::bump_generation(&mut tx, rp.id, gen).await? {
+            return Err(conflict());
+        }
+        gen += 1;
+    }
+    db::set_for_provider(&mut tx, rp.id, &aggs).await?;
+    let stored = db::of_provider(&mut tx, rp.id).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(&body(&stored, gen, mv)).cache(mv, None))
+}

@@ -1,0 +1,108 @@
+//! Request extractors whose rejections are [`ApiError`]s, so that malformed
+//! bodies and paths get Placement's error format, and the body-validation
+//! helpers every write handler uses.
+
+use super::schema::validate::validate;
+use crate::error::ApiError;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::header;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// A JSON request body: `Content-Type: application/json` required (415
+/// otherwise), parsed but not yet validated.
+pub struct JsonBody(pub Value);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let ctype = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap_or("").to_string());
+        let media = ctype
+            .as_deref()
+            .map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+        if media.as_deref() != Some("application/json") {
+            return Err(ApiError::unsupported_media(ctype.as_deref()));
+        }
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("Malformed JSON: {e}")))?;
+        let value: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::bad_request(format!("Malformed JSON: {e}")))?;
+        Ok(JsonBody(value))
+    }
+}
+
+impl JsonBody {
+    /// Validates against `schema` (400 `JSON does not validate: ...`) and
+    /// deserialises into `T`.
+    pub fn parse<T: DeserializeOwned>(self, schema: &Value) -> Result<T, ApiError> {
+        validate(schema, &self.0)
+            .map_err(|e| ApiError::bad_request(format!("JSON does not validate: {}", e.render())))?;
+        serde_json::from_value(self.0)
+            .map_err(|e| ApiError::bad_request(format!("JSON does not validate: {e}")))
+    }
+}
+
+/// The query string as ordered (key, value) pairs; repeats preserved.
+#[derive(Debug, Clone, Default)]
+pub struct QueryPairs(pub Vec<(String, String)>);
+
+impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let q = parts.uri.query().unwrap_or("");
+        Ok(QueryPairs(
+            form_urlencoded::parse(q.as_bytes())
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect(),
+        ))
+    }
+}
+
+impl QueryPairs {
+    /// The last value of `key`, as Placement's flat schema view sees it.
+    pub fn last(&self, key: &str) -> Option<&str> {
+        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of `key`, in order.
+    pub fn all(&self, key: &str) -> Vec<&str> {
+        self.0.iter().filter(|(k, _)| k == key).map(|(_, v)| v.as_str()).collect()
+    }
+
+    /// The flat `{key: last value}` object Placement validates query strings as.
+    pub fn flat(&self) -> Value {
+        let mut m = serde_json::Map::new();
+        for (k, v) in &self.0 {
+            m.insert(k.clone(), Value::String(v.clone()));
+        }
+        Value::Object(m)
+    }
+
+    /// Validates the flat view (400 `Invalid query string parameters: ...`).
+    pub fn validate(&self, schema: &Value) -> Result<(), ApiError> {
+        validate(schema, &self.flat()).map_err(|e| {
+            ApiError::bad_request(format!("Invalid query string parameters: {}", e.render()))
+        })
+    }
+}
+
+/// Path parameters; a path that cannot be decoded is simply not found.
+pub struct PathParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| PathParams(p.0))
+            .map_err(|_| ApiError::not_found(""))
+    }
+}

@@ -1,0 +1,291 @@
+//! `/resource_providers/{uuid}/inventories[/{rc}]`.
+
+use super::extract::{JsonBody, PathParams};
+use super::microversion::Microversion;
+use super::resource_providers::find_for_update;
+use super::respond::{latest, Reply};
+use super::schema;
+use crate::db::inventories::{self, Inventory, InventoryRow};
+use crate::db::{classes, providers};
+use crate::error::{codes, ApiError, ApiResult};
+use crate::AppState;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use serde_json::{json, Map, Value};
+use sqlx::PgConnection;
+
+/// An inventory record from a validated body, with Placement's defaults.
+pub fn inventory_from(v: &Value) -> Inventory {
+    let int = |k: &str, d: i64| v.get(k).and_then(Value::as_i64).unwrap_or(d) as i32;
+    Inventory {
+        total: int("total", 0),
+        reserved: int("reserved", 0),
+        min_unit: int("min_unit", 1),
+        max_unit: int("max_unit", 2147483647),
+        step_size: int("step_size", 1),
+        allocation_ratio: v.get("allocation_ratio").and_then(Value::as_f64).unwrap_or(1.0),
+    }
+}
+
+/// Why an inventory's capacity is invalid for the version, if it is.
+pub fn invalid_capacity(inv: &Inventory, mv: Microversion, rc: &str, rp: &uuid::Uuid) -> Option<String> {
+    let cap = inv.capacity_int();
+    if mv.at_least(1, 26) {
+        (cap < 0 || inv.reserved > inv.total).then(|| {
+            format!("Invalid inventory for '{rc}' on resource provider '{rp}'. The reserved value is greater than total.")
+        })
+    } else {
+        (cap <= 0 || inv.reserved >= inv.total).then(|| {
+            format!("Invalid inventory for '{rc}' on resource provider '{rp}'. The reserved value is greater than or equal to total.")
+        })
+    }
+}
+
+fn record_json(inv: &Inventory) -> Value {
+    json!({
+        "total": inv.total, "reserved": inv.reserved, "min_unit": inv.min_unit,
+        "max_unit": inv.max_unit, "step_size": inv.step_size, "allocation_ratio": inv.allocation_ratio
+    })
+}
+
+fn one_json(inv: &Inventory, generation: i32) -> Value {
+    let mut v = record_json(inv);
+    v["resource_provider_generation"] = json!(generation);
+    v
+}
+
+/// The `GET .../inventories` shape.
+pub fn inventories_json(rows: &[InventoryRow], generation: i32) -> Value {
+    let mut m = Map::new();
+    for r in rows {
+        m.insert(r.resource_class.clone(), record_json(&r.inventory()));
+    }
+    json!({"resource_provider_generation": generation, "inventories": m})
+}
+
+fn row_modified(r: &InventoryRow) -> Option<chrono::DateTime<chrono::Utc>> {
+    r.updated_at.or(r.created_at)
+}
+
+/// `GET .../inventories`.
+pub async fn list(State(st): State<AppState>, mv: Microversion, PathParams(id): PathParams<String>) -> ApiResult<Reply> {
+    let mut conn = st.pool.acquire().await?;
+    let rp = super::resource_providers::find(&mut conn, &id).await?;
+    let rows = inventories::of_provider(&mut conn, rp.id).await?;
+    Ok(Reply::ok(&inventories_json(&rows, rp.generation)).cache(mv, latest(rows.iter().map(row_modified))))
+}
+
+/// `GET .../inventories/{rc}`.
+pub async fn show(
+    State(st): State<AppState>,
+    mv: Microversion,
+    PathParams((id, rc)): PathParams<(String, String)>,
+) -> ApiResult<Reply> {
+    let mut conn = st.pool.acquire().await?;
+    let rp = super::resource_providers::find(&mut conn, &id).await?;
+    let rows = inventories::of_provider(&mut conn, rp.id).await?;
+    let row = rows
+        .iter()
+        .find(|r| r.resource_class == rc)
+        .ok_or_else(|| ApiError::not_found(format!("No inventory of class {rc} for {}", rp.uuid)))?;
+    Ok(Reply::ok(&one_json(&row.inventory(), rp.generation)).cache(mv, row_modified(row)))
+}
+
+async fn bump(conn: &mut PgConnection, rp_id: i64, gen: i32) -> ApiResult<i32> {
+    if !providers::bump_generation(conn, rp_id, gen).await? {
+        return Err(ApiError::conflict("resource provider generation conflict").code(codes::CONCURRENT_UPDATE));
+    }
+    Ok(gen + 1)
+}
+
+fn generation_conflict() -> ApiError {
+    ApiError::conflict("resource provider generation conflict").code(codes::CONCURRENT_UPDATE)
+}
+
+fn in_use(rcs: &[String], rp: &uuid::Uuid) -> String {
+    format!("update conflict: Inventory for '{}' on resource provider '{rp}' in use.", rcs.join(", "))
+}
+
+/// `POST .../inventories`: add one class (no generation check).
+pub async fn create(
+    State(st): State<AppState>,
+    mv: Microversion,
+    headers: HeaderMap,
+    PathParams(id): PathParams<String>,
+    body: JsonBody,
+) -> ApiResult<Reply> {
+    let mut tx = st.pool.begin().await?;
+    let rp = find_for_update(&mut tx, &id).await?;
+    let b: Value = body.parse(&schema::inventory_post())?;
+    let rc = b["resource_class"].as_str().unwrap_or_default().to_string();
+    let Some(class) = classes::get(&mut tx, &rc).await? else {
+        return Err(ApiError::bad_request(format!(
+            "Unable to create inventory for resource provider {}: No such resource class {rc}.",
+            rp.uuid
+        )));
+    };
+    let inv = inventory_from(&b);
+    if let Some(why) = invalid_capacity(&inv, mv, &rc, &rp.uuid) {
+        return Err(ApiError::bad_request(format!(
+            "Unable to create inventory for resource provider {}: {why}",
+            rp.uuid
+        )));
+    }
+    let existing = inventories::of_provider(&mut tx, rp.id).await?;
+    if existing.iter().any(|r| r.resource_class_id == class.id) {
+        return Err(ApiError::conflict(format!(
+            "Update conflict: Inventory for '{rc}' on resource provider '{}' already exists.",
+            rp.uuid
+        ))
+        .code(codes::CONCURRENT_UPDATE));
+    }
+    inventories::upsert(&mut tx, rp.id, class.id, &inv).await?;
+    let gen = bump(&mut tx, rp.id, rp.generation).await?;
+    tx.commit().await?;
+    let path = format!("/resource_providers/{}/inventories/{rc}", rp.uuid);
+    Ok(Reply::json(StatusCode::CREATED, &one_json(&inv, gen)).location(&headers, &path).cache(mv, None))
+}
+
+/// `PUT .../inventories`: replace the whole set.
+pub async fn replace(
+    State(st): State<AppState>,
+    mv: Microversion,
+    PathParams(id): PathParams<String>,
+    body: JsonBody,
+) -> ApiResult<Reply> {
+    let mut tx = st.pool.begin().await?;
+    let rp = find_for_update(&mut tx, &id).await?;
+    let b: Value = body.parse(&schema::inventories_put())?;
+    if b["resource_provider_generation"].as_i64() != Some(rp.generation as i64) {
+        return Err(generation_conflict());
+    }
+    let wanted = b["inventories"].as_object().cloned().unwrap_or_default();
+    let rows = set_inventories(&mut tx, &rp, &wanted, mv).await?;
+    let gen = bump(&mut tx, rp.id, rp.generation).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(&inventories_json(&rows, gen)).cache(mv, None))
+}
+
+/// Replaces a locked provider's inventories with `wanted` (class → record),
+/// refusing to remove classes in use. Shared with the reshaper.
+pub async fn set_inventories(
+    conn: &mut PgConnection,
+    rp: &providers::ProviderRow,
+    wanted: &Map<String, Value>,
+    mv: Microversion,
+) -> ApiResult<Vec<InventoryRow>> {
+    let names: Vec<String> = wanted.keys().cloned().collect();
+    let ids = classes::ids(conn, &names).await?.map_err(|rc| {
+        ApiError::bad_request(format!(
+            "Unknown resource class in inventory for resource provider {}: No such resource class {rc}.",
+            rp.uuid
+        ))
+    })?;
+    let mut records = Vec::new();
+    for ((rc, v), class_id) in wanted.iter().zip(ids) {
+        let inv = inventory_from(v);
+        if let Some(why) = invalid_capacity(&inv, mv, rc, &rp.uuid) {
+            return Err(ApiError::bad_request(format!(
+                "Unable to update inventory for resource provider {}: {why}",
+                rp.uuid
+            )));
+        }
+        records.push((class_id, inv));
+    }
+    let current = inventories::of_provider(conn, rp.id).await?;
+    let removed: Vec<i32> = current
+        .iter()
+        .map(|r| r.resource_class_id)
+        .filter(|c| !records.iter().any(|(id, _)| id == c))
+        .collect();
+    let busy = inventories::classes_in_use(conn, rp.id, &removed).await?;
+    if !busy.is_empty() {
+        return Err(ApiError::conflict(in_use(&busy, &rp.uuid)).code(codes::INVENTORY_INUSE));
+    }
+    inventories::delete(conn, rp.id, &removed).await?;
+    for (class_id, inv) in &records {
+        inventories::upsert(conn, rp.id, *class_id, inv).await?;
+    }
+    Ok(inventories::of_provider(conn, rp.id).await?)
+}
+
+/// `PUT .../inventories/{rc}`: update one existing class.
+pub async fn update(
+    State(st): State<AppState>,
+    mv: Microversion,
+    PathParams((id, rc)): PathParams<(String, String)>,
+    body: JsonBody,
+) -> ApiResult<Reply> {
+    let mut tx = st.pool.begin().await?;
+    let rp = find_for_update(&mut tx, &id).await?;
+    let b: Value = body.parse(&schema::inventory_put_one())?;
+    let Some(class) = classes::get(&mut tx, &rc).await? else {
+        return Err(ApiError::not_found(format!("No such resource class {rc}.")));
+    };
+    if b["resource_provider_generation"].as_i64() != Some(rp.generation as i64) {
+        return Err(generation_conflict());
+    }
+    let existing = inventories::of_provider(&mut tx, rp.id).await?;
+    if !existing.iter().any(|r| r.resource_class_id == class.id) {
+        return Err(ApiError::bad_request(format!(
+            "No inventory record with resource class for resource provider {}: {rc}",
+            rp.uuid
+        )));
+    }
+    let inv = inventory_from(&b);
+    if let Some(why) = invalid_capacity(&inv, mv, &rc, &rp.uuid) {
+        return Err(ApiError::bad_request(format!(
+            "Unable to update inventory for resource provider {}: {why}",
+            rp.uuid
+        )));
+    }
+    inventories::upsert(&mut tx, rp.id, class.id, &inv).await?;
+    let gen = bump(&mut tx, rp.id, rp.generation).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(&one_json(&inv, gen)).cache(mv, None))
+}
+
+/// `DELETE .../inventories/{rc}`.
+pub async fn delete(
+    State(st): State<AppState>,
+    PathParams((id, rc)): PathParams<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let mut tx = st.pool.begin().await?;
+    let rp = find_for_update(&mut tx, &id).await?;
+    let existing = inventories::of_provider(&mut tx, rp.id).await?;
+    let Some(row) = existing.iter().find(|r| r.resource_class == rc) else {
+        return Err(ApiError::not_found(format!("No inventory of class {rc} found for delete")));
+    };
+    let busy = inventories::classes_in_use(&mut tx, rp.id, &[row.resource_class_id]).await?;
+    if !busy.is_empty() {
+        // Placement answers this one with concurrent_update, not inventory.inuse.
+        return Err(ApiError::conflict(in_use(&busy, &rp.uuid)).code(codes::CONCURRENT_UPDATE));
+    }
+    inventories::delete(&mut tx, rp.id, &[row.resource_class_id]).await?;
+    bump(&mut tx, rp.id, rp.generation).await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `DELETE .../inventories` (1.5+; 405 before).
+pub async fn delete_all(
+    State(st): State<AppState>,
+    mv: Microversion,
+    PathParams(id): PathParams<String>,
+) -> ApiResult<StatusCode> {
+    if !mv.at_least(1, 5) {
+        return Err(ApiError::method_not_allowed("DELETE", None));
+    }
+    let mut tx = st.pool.begin().await?;
+    let rp = find_for_update(&mut tx, &id).await?;
+    let existing = inventories::of_provider(&mut tx, rp.id).await?;
+    let ids: Vec<i32> = existing.iter().map(|r| r.resource_class_id).collect();
+    let busy = inventories::classes_in_use(&mut tx, rp.id, &ids).await?;
+    if !busy.is_empty() {
+        return Err(ApiError::conflict(in_use(&busy, &rp.uuid)).code(codes::INVENTORY_INUSE));
+    }
+    inventories::delete(&mut tx, rp.id, &ids).await?;
+    bump(&mut tx, rp.id, rp.generation).await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,250 @@
+//! The request pipeline, in Placement's order: request id and log line →
+//! authentication (noauth2 tokens) → content-length/content-type rules →
+//! microversion negotiation → routing → policy and `Accept` checks per route
+//! → error rendering and version headers on the way out.
+
+use super::microversion::{self, Microversion};
+use crate::error::{ApiError, PendingError};
+use axum::extract::{MatchedPath, Request};
+use axum::http::{header, HeaderValue, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::time::Instant;
+use tracing::Instrument;
+
+/// The request id (`req-<uuid4>`) shared by the response header, error bodies and logs.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+/// Who is calling, from the noauth2 token `USER[:PROJECT]` and `X-Roles`.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The user part of the token.
+    pub user_id: String,
+    /// The project part of the token, if any.
+    pub project_id: Option<String>,
+    /// Roles: `admin` for the `admin` user, else those in `X-Roles`.
+    pub roles: Vec<String>,
+}
+
+impl Caller {
+    /// True for the admin (or service) role, which every policy admits.
+    pub fn is_admin(&self) -> bool {
+        self.roles.iter().any(|r| r == "admin" || r == "service")
+    }
+}
+
+fn caller_from(headers: &axum::http::HeaderMap) -> Option<Caller> {
+    let token = headers.get("x-auth-token")?.to_str().ok()?.trim().to_string();
+    if token.is_empty() {
+        return None;
+    }
+    let (user, project) = match token.split_once(':') {
+        Some((u, p)) => (u.to_string(), Some(p.to_string())),
+        None => (token.clone(), None),
+    };
+    let mut roles: Vec<String> = headers
+        .get("x-roles")
+        .and_then(|v| v.to_str().ok())
+        .map(|r| r.split(',').map(|s| s.trim().to_lowercase()).filter(|s| !s.is_empty()).collect())
+        .unwrap_or_default();
+    if user == "admin" {
+        roles.push("admin".into());
+    }
+    Some(Caller {
+        user_id: user,
+        project_id: project,
+        roles,
+    })
+}
+
+/// The quality with which `accept` admits `offer` (`type/subtype`), 0 when not at all.
+pub fn accept_quality(accept: &str, offer: &str) -> f32 {
+    let (otype, _) = offer.split_once('/').unwrap_or((offer, ""));
+    let mut best: Option<(u8, f32)> = None;
+    for range in accept.split(',') {
+        let mut parts = range.split(';');
+        let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let q = parts
+            .filter_map(|p| p.trim().strip_prefix("q=").map(str::to_string))
+            .find_map(|q| q.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        let specificity = if media == offer {
+            3
+        } else if media == format!("{otype}/*") {
+            2
+        } else if media == "*/*" {
+            1
+        } else {
+            continue;
+        };
+        if best.is_none_or(|(s, _)| specificity > s) {
+            best = Some((specificity, q));
+        }
+    }
+    best.map(|(_, q)| q).unwrap_or(0.0)
+}
+
+/// The outermost middleware: everything that happens before routing and the
+/// rendering of every error afterwards.
+pub async fn pipeline(mut req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let request_id = format!("req-{}", uuid::Uuid::new_v4());
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let span = tracing::info_span!("request", request_id = %request_id, method = %method, path = %path);
+
+    async move {
+        let mut mv: Option<Microversion> = None;
+        let pre = (|| -> Result<Microversion, ApiError> {
+            let is_root = path.is_empty() || path == "/";
+            let caller = caller_from(req.headers());
+            if caller.is_none() && !is_root {
+                return Err(ApiError::unauthorized());
+            }
+            if let Some(c) = caller {
+                req.extensions_mut().insert(c);
+            }
+            let headers = req.headers();
+            if let Some(len) = headers.get(header::CONTENT_LENGTH) {
+                let n: u64 = len
+                    .to_str()
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok())
+                    .ok_or_else(|| ApiError::bad_request("content-length header must be an integer"))?;
+                if n > 0 && !headers.contains_key(header::CONTENT_TYPE) {
+                    return Err(ApiError::bad_request(
+                        "content-type header required when content-length > 0",
+                    ));
+                }
+            }
+            microversion::negotiate(headers)
+        })();
+        let mut resp = match pre {
+            Err(e) => e.render(&request_id, false, accept.as_deref()),
+            Ok(v) => {
+                mv = Some(v);
+                req.extensions_mut().insert(v);
+                req.extensions_mut().insert(RequestId(request_id.clone()));
+                let mut resp = next.run(req).await;
+                if let Some(PendingError(e)) = resp.extensions_mut().remove::<PendingError>() {
+                    let mut rendered = e.render(&request_id, v.at_least(1, 23), accept.as_deref());
+                    // Keep headers a handler set on purpose (none today), drop the rest.
+                    std::mem::swap(rendered.extensions_mut(), resp.extensions_mut());
+                    resp = rendered;
+                }
+                resp
+            }
+        };
+        let headers = resp.headers_mut();
+        if let Ok(v) = HeaderValue::from_str(&request_id) {
+            headers.insert("x-openstack-request-id", v);
+        }
+        if let Some(v) = mv {
+            if let Ok(h) = HeaderValue::from_str(&format!("placement {v}")) {
+                headers.insert("openstack-api-version", h);
+            }
+            headers.insert(header::VARY, HeaderValue::from_static("openstack-api-version"));
+        }
+        let status = resp.status().as_u16();
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        if status >= 500 {
+            tracing::error!(status, ms, "request failed");
+        } else {
+            tracing::info!(status, ms, "request");
+        }
+        resp
+    }
+    .instrument(span)
+    .await
+}
+
+/// Per-route checks after routing: `Accept` for GETs (406), then policy
+/// (admin or service; `GET /usages` also admits a reader of its project).
+pub async fn route_guard(req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_default();
+    if req.method() == Method::GET {
+        if let Some(accept) = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()) {
+            if !accept.trim().is_empty() && accept_quality(accept, "application/json") <= 0.0 {
+                return ApiError::not_acceptable(accept, "Only application/json is provided")
+                    .into_response();
+            }
+        }
+    }
+    if route != "/" {
+        let allowed = match req.extensions().get::<Caller>() {
+            None => false,
+            Some(c) if c.is_admin() => true,
+            Some(c) => route == "/usages" && reader_of_queried_project(c, req.uri().query()),
+        };
+        if !allowed {
+            return ApiError::forbidden(&policy_name(req.method(), &route)).into_response();
+        }
+    }
+    next.run(req).await
+}
+
+fn reader_of_queried_project(caller: &Caller, query: Option<&str>) -> bool {
+    let Some(project) = &caller.project_id else { return false };
+    caller.roles.iter().any(|r| r == "reader")
+        && form_urlencoded::parse(query.unwrap_or("").as_bytes())
+            .any(|(k, v)| k == "project_id" && v == project.as_str())
+}
+
+/// Placement's policy rule name for a route, used in 403 messages.
+fn policy_name(method: &Method, route: &str) -> String {
+    let segments: Vec<&str> = route
+        .split('/')
+        .filter(|s| !s.is_empty() && !s.starts_with('{'))
+        .collect();
+    let action = match (method.as_str(), route.ends_with('}')) {
+        ("GET", false) => "list",
+        ("GET", true) => "show",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("DELETE", _) => "delete",
+        _ => "index",
+    };
+    format!("placement:{}:{action}", segments.join(":"))
+}
+
+/// A handler answering 405 with the route's `Allow` list.
+pub fn method_not_allowed(
+    allow: &'static str,
+) -> impl Fn(Method) -> std::future::Ready<ApiError> + Clone + Send + Sync + 'static {
+    move |method: Method| {
+        std::future::ready(ApiError::method_not_allowed(method.as_str(), Some(allow.to_string())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_rules() {
+        assert!(accept_quality("application/json", "application/json") > 0.0);
+        assert!(accept_quality("text/html,application/xml;q=0.9,*/*;q=0.8", "application/json") > 0.0);
+        assert_eq!(accept_quality("text/html,application/xml;q=0.9", "application/json"), 0.0);
+        assert_eq!(accept_quality("text/plain", "application/json"), 0.0);
+        assert_eq!(accept_quality("application/json;q=0", "application/json"), 0.0);
+    }
+
+    #[test]
+    fn policy_names() {
+        assert_eq!(policy_name(&Method::GET, "/resource_providers"), "placement:resource_providers:list");
+        assert_eq!(
+            policy_name(&Method::DELETE, "/resource_providers/{uuid}/traits"),
+            "placement:resource_providers:traits:delete"
+        );
+    }
+}

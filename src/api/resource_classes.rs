@@ -1,0 +1,104 @@
+//! `/resource_classes[/{name}]` (1.2+).
+
+use super::extract::{JsonBody, PathParams};
+use super::microversion::Microversion;
+use super::respond::{latest, Reply};
+use super::schema;
+use crate::db::classes::{self as db, ClassRow, FIRST_CUSTOM_ID};
+use crate::error::{ApiError, ApiResult};
+use crate::AppState;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use serde_json::{json, Value};
+
+fn class_json(name: &str) -> Value {
+    json!({"name": name, "links": [{"rel": "self", "href": format!("/resource_classes/{name}")}]})
+}
+
+fn modified(c: &ClassRow) -> Option<chrono::DateTime<chrono::Utc>> {
+    c.updated_at.or(c.created_at)
+}
+
+fn no_such(name: &str) -> ApiError {
+    ApiError::not_found(format!("No such resource class {name}."))
+}
+
+/// `GET /resource_classes`.
+pub async fn list(State(st): State<AppState>, mv: Microversion) -> ApiResult<Reply> {
+    mv.require(1, 2)?;
+    let mut conn = st.pool.acquire().await?;
+    let rows = db::list(&mut conn).await?;
+    let body = json!({"resource_classes": rows.iter().map(|c| class_json(&c.name)).collect::<Vec<_>>()});
+    Ok(Reply::ok(&body).cache(mv, latest(rows.iter().map(modified))))
+}
+
+/// `GET /resource_classes/{name}`.
+pub async fn show(State(st): State<AppState>, mv: Microversion, PathParams(name): PathParams<String>) -> ApiResult<Reply> {
+    mv.require(1, 2)?;
+    let mut conn = st.pool.acquire().await?;
+    let c = db::get(&mut conn, &name).await?.ok_or_else(|| no_such(&name))?;
+    Ok(Reply::ok(&class_json(&c.name)).cache(mv, modified(&c)))
+}
+
+/// `POST /resource_classes`.
+pub async fn create(State(st): State<AppState>, mv: Microversion, headers: HeaderMap, body: JsonBody) -> ApiResult<Reply> {
+    mv.require(1, 2)?;
+    let b: Value = body.parse(&schema::resource_class_body())?;
+    let name = b["name"].as_str().unwrap_or_default();
+    let mut conn = st.pool.acquire().await?;
+    if !db::create(&mut conn, name).await? {
+        return Err(ApiError::conflict(format!("Conflicting resource class already exists: {name}")));
+    }
+    Ok(Reply::empty(StatusCode::CREATED).location(&headers, &format!("/resource_classes/{name}")))
+}
+
+/// `PUT /resource_classes/{name}`: rename (1.2–1.6) or create-or-verify (1.7+).
+pub async fn update(
+    State(st): State<AppState>,
+    mv: Microversion,
+    headers: HeaderMap,
+    PathParams(name): PathParams<String>,
+    req: axum::extract::Request,
+) -> ApiResult<Reply> {
+    mv.require(1, 2)?;
+    let mut conn = st.pool.acquire().await?;
+    if mv.at_least(1, 7) {
+        // The path is validated with the body schema's rules.
+        let as_body = JsonBody(json!({"name": name}));
+        as_body.parse::<Value>(&schema::resource_class_body())?;
+        let created = db::create(&mut conn, &name).await?;
+        let status = if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT };
+        return Ok(Reply::empty(status).location(&headers, &format!("/resource_classes/{name}")));
+    }
+    let body = <JsonBody as axum::extract::FromRequest<()>>::from_request(req, &()).await?;
+    let b: Value = body.parse(&schema::resource_class_body())?;
+    let new_name = b["name"].as_str().unwrap_or_default();
+    let c = db::get(&mut conn, &name).await?.ok_or_else(|| no_such(&name))?;
+    if c.id < FIRST_CUSTOM_ID {
+        return Err(ApiError::bad_request(format!("Cannot update standard resource class {name}")));
+    }
+    if !db::rename(&mut conn, c.id, new_name).await? {
+        return Err(ApiError::conflict(format!("Resource class already exists: {new_name}")));
+    }
+    Ok(Reply::ok(&class_json(new_name)))
+}
+
+/// `DELETE /resource_classes/{name}`.
+pub async fn delete(State(st): State<AppState>, mv: Microversion, PathParams(name): PathParams<String>) -> ApiResult<StatusCode> {
+    mv.require(1, 2)?;
+    let mut tx = st.pool.begin().await?;
+    let c = db::get(&mut tx, &name).await?.ok_or_else(|| no_such(&name))?;
+    if c.id < FIRST_CUSTOM_ID {
+        return Err(ApiError::bad_request(format!(
+            "Error in delete resource class: Cannot delete standard resource class {name}."
+        )));
+    }
+    if db::in_use(&mut tx, c.id).await? {
+        return Err(ApiError::conflict(format!(
+            "Error in delete resource class: Cannot delete resource class {name}. Class is in use in inventory."
+        )));
+    }
+    db::delete(&mut tx, c.id).await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}

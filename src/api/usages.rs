@@ -1,0 +1,70 @@
+//! `/resource_providers/{uuid}/usages` and `/usages` (1.9+; by consumer type from 1.38).
+
+use super::extract::{PathParams, QueryPairs};
+use super::microversion::Microversion;
+use super::resource_providers::find;
+use super::respond::Reply;
+use super::schema;
+use crate::db::usages as db;
+use crate::error::ApiResult;
+use crate::AppState;
+use axum::extract::State;
+use serde_json::{json, Map, Value};
+
+/// `GET /resource_providers/{uuid}/usages`.
+pub async fn provider(State(st): State<AppState>, mv: Microversion, PathParams(id): PathParams<String>) -> ApiResult<Reply> {
+    let mut conn = st.pool.acquire().await?;
+    let rp = find(&mut conn, &id).await?;
+    let rows = db::of_provider(&mut conn, rp.id).await?;
+    let usages: Map<String, Value> = rows.into_iter().map(|(rc, n)| (rc, json!(n))).collect();
+    Ok(Reply::ok(&json!({"resource_provider_generation": rp.generation, "usages": usages})).cache(mv, None))
+}
+
+/// `GET /usages?project_id=&user_id=[&consumer_type=]`.
+pub async fn project(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -> ApiResult<Reply> {
+    mv.require(1, 9)?;
+    q.validate(&schema::usages_query(mv))?;
+    let project = q.last("project_id").unwrap_or_default();
+    let user = q.last("user_id");
+    let mut conn = st.pool.acquire().await?;
+    let rows = db::of_project(&mut conn, project, user).await?;
+    if !mv.at_least(1, 38) {
+        let mut usages = Map::new();
+        for r in rows {
+            let slot = usages.entry(r.resource_class).or_insert(json!(0));
+            *slot = json!(slot.as_i64().unwrap_or(0) + r.used);
+        }
+        return Ok(Reply::ok(&json!({"usages": usages})).cache(mv, None));
+    }
+    let counts = db::consumer_counts(&mut conn, project, user).await?;
+    let filter = q.last("consumer_type");
+    // Which group a consumer type falls in, or None when filtered out.
+    let group = |t: &Option<String>| -> Option<String> {
+        let name = t.clone().unwrap_or_else(|| "unknown".to_string());
+        match filter {
+            None => Some(name),
+            Some("all") => Some("all".into()),
+            Some("unknown") => t.is_none().then_some(name),
+            Some(f) => (t.as_deref() == Some(f)).then_some(name),
+        }
+    };
+    let mut usages: Map<String, Value> = Map::new();
+    for r in rows {
+        if let Some(g) = group(&r.consumer_type) {
+            let entry = usages.entry(g).or_insert_with(|| json!({}));
+            let slot = entry.as_object_mut().and_then(|m| Some(m.entry(r.resource_class).or_insert(json!(0))));
+            if let Some(slot) = slot {
+                *slot = json!(slot.as_i64().unwrap_or(0) + r.used);
+            }
+        }
+    }
+    for (t, n) in counts {
+        if let Some(g) = group(&t) {
+            if let Some(m) = usages.get_mut(&g).and_then(Value::as_object_mut) {
+                let c = m.get("consumer_count").and_then(Value::as_i64).unwrap_or(0);
+                m.insert("consumer_count".into(), json!(c + n));
+            }
+        }
+    }
+    Ok(Reply::ok(&json!({"usages": usages})).cache(mv, None))
+}

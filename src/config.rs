@@ -1,0 +1,90 @@
+//! Command-line and environment configuration. Every option has an
+//! environment fallback so containers can be configured without flags.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// The `placement` command.
+#[derive(Debug, Parser)]
+#[command(name = "placement", version, about = "OpenStack Placement-compatible resource placement and scheduling service")]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP service.
+    Serve(ServeArgs),
+    /// Print the OpenAPI document to standard output.
+    Openapi,
+}
+
+/// How candidate generation walks the anchor trees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GenerationStrategy {
+    /// All results of one tree before the next.
+    DepthFirst,
+    /// One result of each tree in turn.
+    BreadthFirst,
+}
+
+/// Options of `placement serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address and port to listen on.
+    #[arg(long, env = "PLACEMENT_BIND", default_value = "127.0.0.1:8778")]
+    pub bind: String,
+    /// PostgreSQL URL. Without it, a local PostgreSQL is started from the
+    /// system install in --data-dir and stopped on shutdown.
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Data directory of the local PostgreSQL (only without DATABASE_URL).
+    /// Defaults to $XDG_DATA_HOME/placement (or ~/.local/share/placement).
+    #[arg(long, env = "PLACEMENT_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Maximum database connections of this process.
+    #[arg(long, env = "PLACEMENT_DB_MAX_CONNECTIONS", default_value_t = 20)]
+    pub db_max_connections: u32,
+    #[command(flatten)]
+    /// Settings that change API behaviour.
+    pub settings: Settings,
+}
+
+/// Placement's `[placement]` options that change API behaviour.
+#[derive(Debug, Clone, Args)]
+pub struct Settings {
+    /// Cap on allocation candidates generated per request (-1: no cap).
+    #[arg(long, env = "PLACEMENT_MAX_ALLOCATION_CANDIDATES", default_value_t = 1000, allow_negative_numbers = true)]
+    pub max_allocation_candidates: i64,
+    /// Sample candidates randomly under `limit` instead of taking the first.
+    #[arg(long, env = "PLACEMENT_RANDOMIZE_ALLOCATION_CANDIDATES", default_value_t = false)]
+    pub randomize_allocation_candidates: bool,
+    /// Order in which candidate generation visits provider trees.
+    #[arg(long, env = "PLACEMENT_ALLOCATION_CANDIDATES_GENERATION_STRATEGY", value_enum, default_value = "depth-first")]
+    pub allocation_candidates_generation_strategy: GenerationStrategy,
+    /// Server-side retries of an allocation write that lost a database race.
+    #[arg(long, env = "PLACEMENT_ALLOCATION_CONFLICT_RETRY_COUNT", default_value_t = 10)]
+    pub allocation_conflict_retry_count: u32,
+    /// Project recorded for allocations written before microversion 1.8.
+    #[arg(long, env = "PLACEMENT_INCOMPLETE_CONSUMER_PROJECT_ID", default_value = "00000000-0000-0000-0000-000000000000")]
+    pub incomplete_consumer_project_id: String,
+    /// User recorded for allocations written before microversion 1.8.
+    #[arg(long, env = "PLACEMENT_INCOMPLETE_CONSUMER_USER_ID", default_value = "00000000-0000-0000-0000-000000000000")]
+    pub incomplete_consumer_user_id: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            max_allocation_candidates: 1000,
+            randomize_allocation_candidates: false,
+            allocation_candidates_generation_strategy: GenerationStrategy::DepthFirst,
+            allocation_conflict_retry_count: 10,
+            incomplete_consumer_project_id: "00000000-0000-0000-0000-000000000000".into(),
+            incomplete_consumer_user_id: "00000000-0000-0000-0000-000000000000".into(),
+        }
+    }
+}

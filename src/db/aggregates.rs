@@ -1,0 +1,37 @@
+//! Aggregates and provider membership.
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// A provider's aggregate uuids, in the order they were first created.
+pub async fn of_provider(conn: &mut PgConnection, rp_id: i64) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT pa.uuid FROM placement_aggregates pa
+         JOIN resource_provider_aggregates ra ON ra.aggregate_id = pa.id
+         WHERE ra.resource_provider_id = $1 ORDER BY pa.id",
+    )
+    .bind(rp_id)
+    .fetch_all(conn)
+    .await
+}
+
+/// Replaces a provider's aggregates, creating unknown aggregates on the way.
+pub async fn set_for_provider(conn: &mut PgConnection, rp_id: i64, aggs: &[Uuid]) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO placement_aggregates (uuid) SELECT UNNEST($1::uuid[]) ON CONFLICT (uuid) DO NOTHING")
+        .bind(aggs)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("DELETE FROM resource_provider_aggregates WHERE resource_provider_id = $1")
+        .bind(rp_id)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(
+        "INSERT INTO resource_provider_aggregates (resource_provider_id, aggregate_id)
+         SELECT $1, id FROM placement_aggregates WHERE uuid = ANY($2)",
+    )
+    .bind(rp_id)
+    .bind(aggs)
+    .execute(conn)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,351 @@
+//! Allocations: reads by consumer and by provider, and the one write path
+//! used by PUT/POST /allocations, the reshaper and deployments.
+//!
+//! Concurrency: the write locks every provider that receives allocations
+//! (`FOR UPDATE`, in id order) before it reads usage, so concurrent writers
+//! from any number of server processes serialise per provider and capacity
+//! can never be overcommitted. Consumers are locked too, so consumer
+//! generations are compared and bumped atomically.
+
+use super::consumers::{self, ConsumerRow};
+use super::inventories::Inventory;
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+use std::collections::{BTreeMap, HashMap};
+use uuid::Uuid;
+
+/// One allocation row with names resolved.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct AllocationRow {
+    /// Provider uuid.
+    pub provider_uuid: Uuid,
+    /// Provider generation.
+    pub provider_generation: i32,
+    /// Consumer uuid.
+    pub consumer_uuid: Uuid,
+    /// Consumer generation.
+    pub consumer_generation: i32,
+    /// Resource class name.
+    pub resource_class: String,
+    /// Units.
+    pub used: i32,
+    /// Creation time.
+    pub created_at: Option<DateTime<Utc>>,
+    /// Last update time.
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
+const SELECT: &str = "SELECT rp.uuid AS provider_uuid, rp.generation AS provider_generation,
+        c.uuid AS consumer_uuid, c.generation AS consumer_generation, rc.name AS resource_class,
+        a.used, a.created_at, a.updated_at
+    FROM allocations a
+    JOIN resource_providers rp ON rp.id = a.resource_provider_id
+    JOIN consumers c ON c.id = a.consumer_id
+    JOIN resource_classes rc ON rc.id = a.resource_class_id";
+
+/// A consumer's allocations, ordered by provider then class.
+pub async fn of_consumer(conn: &mut PgConnection, consumer: Uuid) -> Result<Vec<AllocationRow>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!("{SELECT} WHERE c.uuid = $1 ORDER BY rp.id, rc.id")))
+        .bind(consumer)
+        .fetch_all(conn)
+        .await
+}
+
+/// A provider's allocations, ordered by consumer then class.
+pub async fn of_provider(conn: &mut PgConnection, rp_id: i64) -> Result<Vec<AllocationRow>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!("{SELECT} WHERE a.resource_provider_id = $1 ORDER BY c.id, rc.id")))
+        .bind(rp_id)
+        .fetch_all(conn)
+        .await
+}
+
+/// The consumer generation check asked for by the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GenerationCheck {
+    /// Before 1.28: no check.
+    None,
+    /// `null`: the consumer must not exist yet.
+    New,
+    /// The consumer must exist with this generation.
+    Is(i32),
+}
+
+/// Everything one consumer's write says.
+#[derive(Debug, Clone)]
+pub struct ConsumerWrite {
+    /// The consumer.
+    pub consumer: Uuid,
+    /// Owning project.
+    pub project_id: String,
+    /// Owning user.
+    pub user_id: String,
+    /// Consumer type to set (None keeps the current one, as before 1.38).
+    pub consumer_type: Option<String>,
+    /// Generation check.
+    pub generation: GenerationCheck,
+    /// New allocations: provider → class → units (empty: remove the consumer).
+    pub allocations: BTreeMap<Uuid, BTreeMap<String, i64>>,
+}
+
+/// Why an allocation write was refused. Each maps to one Placement error.
+#[derive(Debug, thiserror::Error)]
+pub enum AllocError {
+    /// 400: a provider named in the request does not exist.
+    #[error("Allocation for resource provider '{0}' that does not exist.")]
+    NoProvider(Uuid),
+    /// 400: an unknown resource class.
+    #[error("No such resource class {1}.")]
+    NoClass(Uuid, String),
+    /// 409 undefined_code: the provider lacks inventory of the classes.
+    #[error("Unable to allocate inventory: Inventory for '{1}' on resource provider '{0}' invalid.")]
+    NoInventory(Uuid, String),
+    /// 409 undefined_code: min_unit/max_unit/step_size violated.
+    #[error("Unable to allocate inventory: Unable to create allocation for '{1}' on resource provider '{0}'. The requested amount would violate inventory constraints.")]
+    Constraints(Uuid, String),
+    /// 409 undefined_code: not enough capacity.
+    #[error("Unable to allocate inventory: Unable to create allocation for '{1}' on resource provider '{0}'. The requested amount would exceed the capacity.")]
+    Capacity(Uuid, String),
+    /// 409 concurrent_update: consumer generation mismatch.
+    #[error("consumer generation conflict - expected {expected} but got {got}")]
+    ConsumerGeneration {
+        /// What the server has ("null" for no consumer).
+        expected: String,
+        /// What the client sent ("None" for null).
+        got: String,
+    },
+    /// Database failure.
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+}
+
+/// Writes the allocations of several consumers atomically inside the
+/// caller's transaction. Returns the ids of providers it bumped.
+pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<(), AllocError> {
+    // Resolve providers, lock those receiving allocations in id order.
+    let mut wanted: Vec<Uuid> = writes.iter().flat_map(|w| w.allocations.keys().copied()).collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let rows: Vec<(i64, Uuid)> = sqlx::query_as(
+        "SELECT id, uuid FROM resource_providers WHERE uuid = ANY($1) ORDER BY id FOR UPDATE",
+    )
+    .bind(&wanted)
+    .fetch_all(&mut *conn)
+    .await?;
+    let provider_ids: HashMap<Uuid, i64> = rows.iter().map(|(id, u)| (*u, *id)).collect();
+    if let Some(missing) = wanted.iter().find(|u| !provider_ids.contains_key(u)) {
+        return Err(AllocError::NoProvider(*missing));
+    }
+
+    // Resolve classes.
+    let mut class_names: Vec<String> = writes
+        .iter()
+        .flat_map(|w| w.allocations.values().flat_map(|m| m.keys().cloned()))
+        .collect();
+    class_names.sort();
+    class_names.dedup();
+    let class_rows: Vec<(i32, String)> = sqlx::query_as("SELECT id, name FROM resource_classes WHERE name = ANY($1)")
+        .bind(&class_names)
+        .fetch_all(&mut *conn)
+        .await?;
+    let class_ids: HashMap<&str, i32> = class_rows.iter().map(|(id, n)| (n.as_str(), *id)).collect();
+    for w in writes {
+        for classes in w.allocations.values() {
+            if let Some(rc) = classes.keys().find(|c| !class_ids.contains_key(c.as_str())) {
+                return Err(AllocError::NoClass(w.consumer, rc.clone()));
+            }
+        }
+    }
+
+    // Lock consumers (in uuid order) and check their generations.
+    let mut order: Vec<&ConsumerWrite> = writes.iter().collect();
+    order.sort_by_key(|w| w.consumer);
+    let mut existing: HashMap<Uuid, ConsumerRow> = HashMap::new();
+    for w in &order {
+        let current = consumers::get_for_update(conn, w.consumer).await?;
+        match (w.generation, &current) {
+            (GenerationCheck::New, Some(c)) => {
+                return Err(AllocError::ConsumerGeneration { expected: c.generation.to_string(), got: "None".into() })
+            }
+            (GenerationCheck::Is(g), None) => {
+                return Err(AllocError::ConsumerGeneration { expected: "null".into(), got: g.to_string() })
+            }
+            (GenerationCheck::Is(g), Some(c)) if c.generation != g => {
+                return Err(AllocError::ConsumerGeneration { expected: c.generation.to_string(), got: g.to_string() })
+            }
+            _ => {}
+        }
+        if let Some(c) = current {
+            existing.insert(w.consumer, c);
+        }
+    }
+
+    // Usage before the request on the locked providers, then remove the
+    // consumers' current allocations.
+    let locked: Vec<i64> = rows.iter().map(|(id, _)| *id).collect();
+    let before = usage(conn, &locked).await?;
+    let existing_ids: Vec<i64> = existing.values().map(|c| c.id).collect();
+    let cleared_providers: Vec<i64> = sqlx::query_scalar(
+        "DELETE FROM allocations WHERE consumer_id = ANY($1) RETURNING resource_provider_id",
+    )
+    .bind(&existing_ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    let after_delete = usage(conn, &locked).await?;
+
+    // Validate amounts against inventories.
+    let inventories = inventories_of(conn, &locked).await?;
+    let mut requested: HashMap<(i64, i32), i64> = HashMap::new();
+    for w in writes {
+        for (rp, classes) in &w.allocations {
+            let rp_id = provider_ids[rp];
+            let missing: Vec<&str> = classes
+                .keys()
+                .filter(|c| !inventories.contains_key(&(rp_id, class_ids[c.as_str()])))
+                .map(String::as_str)
+                .collect();
+            if !missing.is_empty() {
+                return Err(AllocError::NoInventory(*rp, missing.join(", ")));
+            }
+            for (rc, &n) in classes {
+                let key = (rp_id, class_ids[rc.as_str()]);
+                let inv = &inventories[&key];
+                if n < inv.min_unit as i64 || n > inv.max_unit as i64 || n % inv.step_size as i64 != 0 {
+                    return Err(AllocError::Constraints(*rp, rc.clone()));
+                }
+                *requested.entry(key).or_default() += n;
+            }
+        }
+    }
+    for w in writes {
+        for (rp, classes) in &w.allocations {
+            for rc in classes.keys() {
+                let key = (provider_ids[rp], class_ids[rc.as_str()]);
+                let inv = &inventories[&key];
+                let used_after = after_delete.get(&key).copied().unwrap_or(0) + requested[&key];
+                let used_before = before.get(&key).copied().unwrap_or(0);
+                // Shrinking an already over-committed provider is allowed.
+                if used_after as f64 > inv.capacity() && used_after > used_before {
+                    return Err(AllocError::Capacity(*rp, rc.clone()));
+                }
+            }
+        }
+    }
+
+    // Write consumers and allocations.
+    for w in writes {
+        let owner = consumers::ensure_owner(conn, &w.project_id, &w.user_id, w.consumer_type.as_deref()).await?;
+        let consumer_id = match existing.get(&w.consumer) {
+            Some(c) if w.allocations.is_empty() => {
+                consumers::delete(conn, c.id).await?;
+                continue;
+            }
+            Some(c) => {
+                consumers::update_and_bump(conn, c.id, owner, w.consumer_type.is_some()).await?;
+                c.id
+            }
+            None if w.allocations.is_empty() => continue,
+            None => {
+                let Some(id) = consumers::create(conn, w.consumer, owner).await? else {
+                    // Created concurrently between our lock attempt and now.
+                    return Err(AllocError::ConsumerGeneration { expected: "0".into(), got: "None".into() });
+                };
+                consumers::update_and_bump(conn, id, owner, w.consumer_type.is_some()).await?;
+                id
+            }
+        };
+        let mut rps = Vec::new();
+        let mut rcs = Vec::new();
+        let mut used = Vec::new();
+        for (rp, classes) in &w.allocations {
+            for (rc, &n) in classes {
+                rps.push(provider_ids[rp]);
+                rcs.push(class_ids[rc.as_str()]);
+                used.push(n as i32);
+            }
+        }
+        sqlx::query(
+            "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used)
+             SELECT rp, $1, rc, u FROM UNNEST($2::bigint[], $3::int[], $4::int[]) AS t(rp, rc, u)",
+        )
+        .bind(consumer_id)
+        .bind(&rps)
+        .bind(&rcs)
+        .bind(&used)
+        .execute(&mut *conn)
+        .await?;
+    }
+
+    // Bump every provider named in the new set, and those cleared by an
+    // explicitly emptied consumer (Placement names them implicitly).
+    let mut bump: Vec<i64> = locked.clone();
+    if writes.iter().any(|w| w.allocations.is_empty()) {
+        bump.extend(cleared_providers);
+    }
+    bump.sort_unstable();
+    bump.dedup();
+    sqlx::query("UPDATE resource_providers SET generation = generation + 1, updated_at = now() WHERE id = ANY($1)")
+        .bind(&bump)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+async fn usage(conn: &mut PgConnection, rp_ids: &[i64]) -> Result<HashMap<(i64, i32), i64>, sqlx::Error> {
+    let rows: Vec<(i64, i32, i64)> = sqlx::query_as(
+        "SELECT resource_provider_id, resource_class_id, SUM(used)::bigint FROM allocations
+         WHERE resource_provider_id = ANY($1) GROUP BY 1, 2",
+    )
+    .bind(rp_ids)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|(rp, rc, n)| ((rp, rc), n)).collect())
+}
+
+async fn inventories_of(conn: &mut PgConnection, rp_ids: &[i64]) -> Result<HashMap<(i64, i32), Inventory>, sqlx::Error> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        resource_provider_id: i64,
+        resource_class_id: i32,
+        total: i32,
+        reserved: i32,
+        min_unit: i32,
+        max_unit: i32,
+        step_size: i32,
+        allocation_ratio: f64,
+    }
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit, step_size,
+                allocation_ratio FROM inventories WHERE resource_provider_id = ANY($1)",
+    )
+    .bind(rp_ids)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            (
+                (r.resource_provider_id, r.resource_class_id),
+                Inventory {
+                    total: r.total,
+                    reserved: r.reserved,
+                    min_unit: r.min_unit,
+                    max_unit: r.max_unit,
+                    step_size: r.step_size,
+                    allocation_ratio: r.allocation_ratio,
+                },
+            )
+        })
+        .collect())
+}
+
+/// Deletes all of a consumer's allocations and the consumer; false when it had none.
+pub async fn delete_consumer(conn: &mut PgConnection, consumer: Uuid) -> Result<bool, sqlx::Error> {
+    let Some(c) = consumers::get_for_update(conn, consumer).await? else { return Ok(false) };
+    let n = sqlx::query("DELETE FROM allocations WHERE consumer_id = $1")
+        .bind(c.id)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    consumers::delete(conn, c.id).await?;
+    Ok(n > 0)
+}

@@ -1,0 +1,136 @@
+//! Inventories of providers and the in-use checks around them.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::PgConnection;
+
+/// The capacity fields of one inventory record.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Inventory {
+    /// Units in total.
+    pub total: i32,
+    /// Units held back from allocation.
+    pub reserved: i32,
+    /// Smallest allocation.
+    pub min_unit: i32,
+    /// Largest allocation.
+    pub max_unit: i32,
+    /// Allocations must be multiples of this.
+    pub step_size: i32,
+    /// Overcommit factor.
+    pub allocation_ratio: f64,
+}
+
+impl Inventory {
+    /// Exact capacity used by allocation checks: `(total - reserved) * ratio`.
+    pub fn capacity(&self) -> f64 {
+        (self.total as f64 - self.reserved as f64) * self.allocation_ratio
+    }
+
+    /// Truncated capacity shown in summaries and checked on inventory writes.
+    pub fn capacity_int(&self) -> i64 {
+        self.capacity() as i64
+    }
+}
+
+/// An inventory record with its class name and timestamps.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct InventoryRow {
+    /// Class id.
+    pub resource_class_id: i32,
+    /// Class name.
+    pub resource_class: String,
+    /// Units in total.
+    pub total: i32,
+    /// Units held back.
+    pub reserved: i32,
+    /// Smallest allocation.
+    pub min_unit: i32,
+    /// Largest allocation.
+    pub max_unit: i32,
+    /// Allocation granularity.
+    pub step_size: i32,
+    /// Overcommit factor.
+    pub allocation_ratio: f64,
+    /// Creation time.
+    pub created_at: Option<DateTime<Utc>>,
+    /// Last update time.
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
+impl InventoryRow {
+    /// The capacity fields alone.
+    pub fn inventory(&self) -> Inventory {
+        Inventory {
+            total: self.total,
+            reserved: self.reserved,
+            min_unit: self.min_unit,
+            max_unit: self.max_unit,
+            step_size: self.step_size,
+            allocation_ratio: self.allocation_ratio,
+        }
+    }
+}
+
+/// A provider's inventories, by class id.
+pub async fn of_provider(conn: &mut PgConnection, rp_id: i64) -> Result<Vec<InventoryRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT i.resource_class_id, c.name AS resource_class, i.total, i.reserved, i.min_unit,
+                i.max_unit, i.step_size, i.allocation_ratio, i.created_at, i.updated_at
+         FROM inventories i JOIN resource_classes c ON c.id = i.resource_class_id
+         WHERE i.resource_provider_id = $1 ORDER BY i.resource_class_id",
+    )
+    .bind(rp_id)
+    .fetch_all(conn)
+    .await
+}
+
+/// Inserts or updates one record.
+pub async fn upsert(conn: &mut PgConnection, rp_id: i64, class_id: i32, inv: &Inventory) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO inventories (resource_provider_id, resource_class_id, total, reserved, min_unit,
+                                  max_unit, step_size, allocation_ratio)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         ON CONFLICT (resource_provider_id, resource_class_id) DO UPDATE SET
+            total = EXCLUDED.total, reserved = EXCLUDED.reserved, min_unit = EXCLUDED.min_unit,
+            max_unit = EXCLUDED.max_unit, step_size = EXCLUDED.step_size,
+            allocation_ratio = EXCLUDED.allocation_ratio, updated_at = now()",
+    )
+    .bind(rp_id)
+    .bind(class_id)
+    .bind(inv.total)
+    .bind(inv.reserved)
+    .bind(inv.min_unit)
+    .bind(inv.max_unit)
+    .bind(inv.step_size)
+    .bind(inv.allocation_ratio)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Deletes the records of the given classes.
+pub async fn delete(conn: &mut PgConnection, rp_id: i64, class_ids: &[i32]) -> Result<(), sqlx::Error> {
+    sqlx::query("DELETE FROM inventories WHERE resource_provider_id = $1 AND resource_class_id = ANY($2)")
+        .bind(rp_id)
+        .bind(class_ids)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// The classes among `class_ids` that have allocations on the provider, by name.
+pub async fn classes_in_use(
+    conn: &mut PgConnection,
+    rp_id: i64,
+    class_ids: &[i32],
+) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT DISTINCT c.name FROM allocations a JOIN resource_classes c ON c.id = a.resource_class_id
+         WHERE a.resource_provider_id = $1 AND a.resource_class_id = ANY($2) ORDER BY c.name",
+    )
+    .bind(rp_id)
+    .bind(class_ids)
+    .fetch_all(conn)
+    .await
+}

@@ -1,0 +1,53 @@
+//! All SQL lives here, one file per table family. Functions take a
+//! `&mut PgConnection` so that handlers decide the transaction boundary.
+
+pub mod aggregates;
+pub mod allocations;
+pub mod classes;
+pub mod consumers;
+pub mod inventories;
+pub mod providers;
+pub mod traits;
+pub mod usages;
+
+use sqlx::PgPool;
+
+/// True when `e` is a unique violation of the named constraint.
+pub fn is_unique_violation(e: &sqlx::Error, constraint: &str) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("23505")
+        && db.constraint() == Some(constraint))
+}
+
+/// Applies the migrations and inserts any missing standard resource classes
+/// and traits. Tolerates other processes doing the same at the same time.
+pub async fn prepare(pool: &PgPool) -> Result<(), sqlx::Error> {
+    // Several servers may start at once on one database: serialise migrations.
+    let mut conn = pool.acquire().await?;
+    sqlx::query("SELECT pg_advisory_lock(7355608)").execute(&mut *conn).await?;
+    let migrated = sqlx::migrate!("./migrations").run(&mut *conn).await;
+    let seeded = match migrated {
+        Ok(()) => seed_standard_names(&mut conn).await,
+        Err(e) => Err(sqlx::Error::Migrate(Box::new(e))),
+    };
+    sqlx::query("SELECT pg_advisory_unlock(7355608)").execute(&mut *conn).await?;
+    seeded
+}
+
+async fn seed_standard_names(conn: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
+    let classes: Vec<&str> = crate::types::standard_resource_classes().collect();
+    let ids: Vec<i32> = (0..classes.len() as i32).collect();
+    sqlx::query(
+        "INSERT INTO resource_classes (id, name) SELECT * FROM UNNEST($1::int[], $2::text[])
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(&ids)
+    .bind(&classes)
+    .execute(&mut *conn)
+    .await?;
+    let traits: Vec<&str> = crate::types::standard_traits().collect();
+    sqlx::query("INSERT INTO traits (name) SELECT UNNEST($1::text[]) ON CONFLICT DO NOTHING")
+        .bind(&traits)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}

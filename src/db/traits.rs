@@ -1,0 +1,146 @@
+//! Traits and the traits of providers.
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgConnection, Postgres, QueryBuilder};
+
+/// A trait row.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct TraitRow {
+    /// Internal id.
+    pub id: i32,
+    /// The trait name.
+    pub name: String,
+    /// Creation time.
+    pub created_at: Option<DateTime<Utc>>,
+    /// Last update time.
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
+/// Name filter of `GET /traits`.
+pub enum NameFilter {
+    /// No filter.
+    All,
+    /// `name=in:A,B`.
+    In(Vec<String>),
+    /// `name=startswith:P`.
+    StartsWith(String),
+}
+
+/// Lists traits by name filter and association with any provider.
+pub async fn list(
+    conn: &mut PgConnection,
+    name: &NameFilter,
+    associated: Option<bool>,
+) -> Result<Vec<TraitRow>, sqlx::Error> {
+    let mut q: QueryBuilder<Postgres> =
+        QueryBuilder::new("SELECT t.id, t.name, t.created_at, t.updated_at FROM traits t WHERE TRUE");
+    match name {
+        NameFilter::All => {}
+        NameFilter::In(names) => {
+            q.push(" AND t.name = ANY(").push_bind(names.clone()).push(")");
+        }
+        NameFilter::StartsWith(p) => {
+            q.push(" AND starts_with(t.name, ").push_bind(p.clone()).push(")");
+        }
+    }
+    match associated {
+        Some(true) => {
+            q.push(" AND EXISTS (SELECT 1 FROM resource_provider_traits r WHERE r.trait_id = t.id)");
+        }
+        Some(false) => {
+            q.push(" AND NOT EXISTS (SELECT 1 FROM resource_provider_traits r WHERE r.trait_id = t.id)");
+        }
+        None => {}
+    }
+    q.push(" ORDER BY t.name");
+    q.build_query_as().fetch_all(conn).await
+}
+
+/// One trait by name.
+pub async fn get(conn: &mut PgConnection, name: &str) -> Result<Option<TraitRow>, sqlx::Error> {
+    sqlx::query_as("SELECT id, name, created_at, updated_at FROM traits WHERE name = $1")
+        .bind(name)
+        .fetch_optional(conn)
+        .await
+}
+
+/// Creates a trait; false when it already existed.
+pub async fn create(conn: &mut PgConnection, name: &str) -> Result<bool, sqlx::Error> {
+    let res = sqlx::query("INSERT INTO traits (name) VALUES ($1) ON CONFLICT (name) DO NOTHING")
+        .bind(name)
+        .execute(conn)
+        .await?;
+    Ok(res.rows_affected() == 1)
+}
+
+/// True when a provider has the trait.
+pub async fn in_use(conn: &mut PgConnection, id: i32) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM resource_provider_traits WHERE trait_id = $1)")
+        .bind(id)
+        .fetch_one(conn)
+        .await
+}
+
+/// Deletes a trait (callers check standard and in-use first).
+pub async fn delete(conn: &mut PgConnection, id: i32) -> Result<(), sqlx::Error> {
+    sqlx::query("DELETE FROM traits WHERE id = $1").bind(id).execute(conn).await?;
+    Ok(())
+}
+
+/// Resolves names to (name, id); the names not found are returned apart.
+pub async fn resolve(
+    conn: &mut PgConnection,
+    names: &[String],
+) -> Result<(Vec<(String, i32)>, Vec<String>), sqlx::Error> {
+    let rows: Vec<(i32, String)> = sqlx::query_as("SELECT id, name FROM traits WHERE name = ANY($1)")
+        .bind(names)
+        .fetch_all(conn)
+        .await?;
+    let mut found = Vec::new();
+    let mut missing = Vec::new();
+    for n in names {
+        match rows.iter().find(|(_, name)| name == n) {
+            Some((id, _)) => found.push((n.clone(), *id)),
+            None => missing.push(n.clone()),
+        }
+    }
+    Ok((found, missing))
+}
+
+/// A provider's traits (sorted by name) with the latest change time among them.
+pub async fn of_provider(conn: &mut PgConnection, rp_id: i64) -> Result<Vec<TraitRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT t.id, t.name, t.created_at, t.updated_at FROM traits t
+         JOIN resource_provider_traits r ON r.trait_id = t.id
+         WHERE r.resource_provider_id = $1 ORDER BY t.name",
+    )
+    .bind(rp_id)
+    .fetch_all(conn)
+    .await
+}
+
+/// Replaces a provider's traits with `ids`; true when the set changed.
+pub async fn set_for_provider(conn: &mut PgConnection, rp_id: i64, ids: &[i32]) -> Result<bool, sqlx::Error> {
+    let mut current: Vec<i32> =
+        sqlx::query_scalar("SELECT trait_id FROM resource_provider_traits WHERE resource_provider_id = $1")
+            .bind(rp_id)
+            .fetch_all(&mut *conn)
+            .await?;
+    let mut wanted = ids.to_vec();
+    current.sort_unstable();
+    wanted.sort_unstable();
+    wanted.dedup();
+    if current == wanted {
+        return Ok(false);
+    }
+    sqlx::query("DELETE FROM resource_provider_traits WHERE resource_provider_id = $1")
+        .bind(rp_id)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("INSERT INTO resource_provider_traits (resource_provider_id, trait_id) SELECT $1, UNNEST($2::int[])")
+        .bind(rp_id)
+        .bind(&wanted)
+        .execute(conn)
+        .await?;
+    Ok(true)
+}

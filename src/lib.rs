@@ -1,0 +1,26 @@
+//! A resource placement and scheduling service: the OpenStack Placement API
+//! on PostgreSQL, with an Eru-style scheduler on top.
+
+pub mod api;
+pub mod candidates;
+pub mod config;
+pub mod db;
+pub mod error;
+pub mod localdb;
+pub mod types;
+
+use std::sync::Arc;
+
+/// Shared state of every handler.
+#[derive(Clone)]
+pub struct AppState {
+    /// The database pool.
+    pub pool: sqlx::PgPool,
+    /// Behaviour settings.
+    pub settings: Arc<config::Settings>,
+}
+
+/// The whole HTTP application, used by `main` and by the tests.
+pub fn app(state: AppState) -> axum::Router {
+    api::router(state)
+}

@@ -1,0 +1,94 @@
+//! `placement serve`: parse config, start or connect to PostgreSQL, migrate, serve.
+
+use clap::Parser;
+use placement::config::{Cli, Command, ServeArgs};
+use placement::localdb::{default_data_dir, LocalDb};
+use placement::{app, db, AppState};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Openapi => {
+            let doc = placement::api::docs::openapi();
+            println!("{}", doc.to_pretty_json().unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Command::Serve(args) => match serve(args).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("placement: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let local = match &args.database_url {
+        Some(_) => None,
+        None => {
+            let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+            tracing::info!(data_dir = %dir.display(), "no DATABASE_URL: starting a local PostgreSQL");
+            Some(tokio::task::spawn_blocking(move || LocalDb::start(&dir)).await??)
+        }
+    };
+    let url = args
+        .database_url
+        .clone()
+        .or_else(|| local.as_ref().map(|l| l.url.clone()))
+        .unwrap_or_default();
+    let result = run(&args, &url).await;
+    if let Some(l) = local {
+        if let Err(e) = l.stop() {
+            tracing::warn!(error = %e, "stopping the local PostgreSQL failed");
+        }
+    }
+    result
+}
+
+async fn run(args: &ServeArgs, url: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(args.db_max_connections)
+        .connect(url)
+        .await?;
+    db::prepare(&pool).await?;
+    let state = AppState {
+        pool,
+        settings: Arc::new(args.settings.clone()),
+    };
+    let listener = tokio::net::TcpListener::bind(&args.bind).await?;
+    tracing::info!(bind = %listener.local_addr()?, "placement listening");
+    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown()).await?;
+    tracing::info!("shut down");
+    Ok(())
+}
+
+async fn shutdown() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

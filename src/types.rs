@@ -1,0 +1,122 @@
+//! Newtypes for the identifiers and names the API passes around, each with
+//! the validation Placement applies to it.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A resource provider's external identity (always rendered dashed lower case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ProviderUuid(pub uuid::Uuid);
+
+/// A consumer's external identity (an instance, a migration, a deployment's instance).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ConsumerUuid(pub uuid::Uuid);
+
+/// Parses a string the way Placement's `is_uuid_like` accepts it: dashed or
+/// plain hex, braces and `urn:uuid:` allowed.
+pub fn parse_uuid_like(s: &str) -> Option<uuid::Uuid> {
+    uuid::Uuid::parse_str(s.trim()).ok()
+}
+
+impl ProviderUuid {
+    /// Parses a provider uuid from any uuid-like string.
+    pub fn parse(s: &str) -> Option<Self> {
+        parse_uuid_like(s).map(Self)
+    }
+}
+
+impl ConsumerUuid {
+    /// Parses a consumer uuid from any uuid-like string.
+    pub fn parse(s: &str) -> Option<Self> {
+        parse_uuid_like(s).map(Self)
+    }
+}
+
+impl fmt::Display for ProviderUuid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.hyphenated().fmt(f)
+    }
+}
+
+impl fmt::Display for ConsumerUuid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.hyphenated().fmt(f)
+    }
+}
+
+/// Standard resource classes in their canonical order (index = database id),
+/// generated from `os-resource-classes` by `scripts/gen_standard_names.sh`.
+pub fn standard_resource_classes() -> impl Iterator<Item = &'static str> {
+    include_str!("../data/standard_resource_classes.txt")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+}
+
+/// Standard traits, generated from `os-traits` by `scripts/gen_standard_names.sh`.
+pub fn standard_traits() -> impl Iterator<Item = &'static str> {
+    include_str!("../data/standard_traits.txt")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+}
+
+/// True when `name` is a valid custom class or trait name: `^CUSTOM_[A-Z0-9_]+$`, at most 255 chars.
+pub fn is_custom_name(name: &str) -> bool {
+    name.len() <= 255
+        && name.strip_prefix("CUSTOM_").is_some_and(|rest| {
+            !rest.is_empty()
+                && rest
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+        })
+}
+
+/// True when `name` matches the general class-name pattern `^[A-Z0-9_]+$`.
+pub fn is_class_like(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// The trait whose presence makes a provider share its inventory with every
+/// tree in its aggregates.
+pub const MISC_SHARES_VIA_AGGREGATE: &str = "MISC_SHARES_VIA_AGGREGATE";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn standard_names_are_unique_and_well_formed() {
+        let classes: Vec<_> = standard_resource_classes().collect();
+        assert_eq!(classes.len(), classes.iter().collect::<HashSet<_>>().len());
+        assert!(classes.iter().all(|c| is_class_like(c)));
+        // Append-only: ids of standard classes are their index.
+        assert_eq!(&classes[..3], &["VCPU", "MEMORY_MB", "DISK_GB"]);
+        assert_eq!(classes[14], "PCPU");
+        let traits: Vec<_> = standard_traits().collect();
+        assert_eq!(traits.len(), traits.iter().collect::<HashSet<_>>().len());
+        assert!(traits.iter().all(|t| is_class_like(t)));
+        assert!(traits.contains(&MISC_SHARES_VIA_AGGREGATE));
+    }
+
+    #[test]
+    fn custom_names() {
+        assert!(is_custom_name("CUSTOM_FOO_1"));
+        assert!(!is_custom_name("CUSTOM_"));
+        assert!(!is_custom_name("custom_foo"));
+        assert!(!is_custom_name("VCPU"));
+        assert!(!is_custom_name(&format!("CUSTOM_{}", "A".repeat(250))));
+    }
+
+    #[test]
+    fn uuid_like_forms() {
+        let u = "a0b15655-273a-4b3d-9792-2e579b7d5ad9";
+        assert!(parse_uuid_like(u).is_some());
+        assert!(parse_uuid_like("a0b15655273a4b3d97922e579b7d5ad9").is_some());
+        assert!(parse_uuid_like("spameggs").is_none());
+    }
+}
