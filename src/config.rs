@@ -6,7 +6,11 @@ use std::path::PathBuf;
 
 /// The `placement` command.
 #[derive(Debug, Parser)]
-#[command(name = "placement", version, about = "OpenStack Placement-compatible resource placement and scheduling service")]
+#[command(
+    name = "placement",
+    version,
+    about = "OpenStack Placement-compatible resource placement and scheduling service"
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -57,22 +61,48 @@ pub struct ServeArgs {
 #[derive(Debug, Clone, Args)]
 pub struct Settings {
     /// Cap on allocation candidates generated per request (-1: no cap).
-    #[arg(long, env = "PLACEMENT_MAX_ALLOCATION_CANDIDATES", default_value_t = 1000, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        env = "PLACEMENT_MAX_ALLOCATION_CANDIDATES",
+        default_value_t = 1000,
+        allow_negative_numbers = true
+    )]
     pub max_allocation_candidates: i64,
     /// Sample candidates randomly under `limit` instead of taking the first.
-    #[arg(long, env = "PLACEMENT_RANDOMIZE_ALLOCATION_CANDIDATES", default_value_t = false)]
+    #[arg(
+        long,
+        env = "PLACEMENT_RANDOMIZE_ALLOCATION_CANDIDATES",
+        default_value_t = false
+    )]
     pub randomize_allocation_candidates: bool,
     /// Order in which candidate generation visits provider trees.
-    #[arg(long, env = "PLACEMENT_ALLOCATION_CANDIDATES_GENERATION_STRATEGY", value_enum, default_value = "depth-first")]
+    #[arg(
+        long,
+        env = "PLACEMENT_ALLOCATION_CANDIDATES_GENERATION_STRATEGY",
+        value_enum,
+        default_value = "depth-first"
+    )]
     pub allocation_candidates_generation_strategy: GenerationStrategy,
     /// Server-side retries of an allocation write that lost a database race.
-    #[arg(long, env = "PLACEMENT_ALLOCATION_CONFLICT_RETRY_COUNT", default_value_t = 10)]
+    #[arg(
+        long,
+        env = "PLACEMENT_ALLOCATION_CONFLICT_RETRY_COUNT",
+        default_value_t = 10
+    )]
     pub allocation_conflict_retry_count: u32,
     /// Project recorded for allocations written before microversion 1.8.
-    #[arg(long, env = "PLACEMENT_INCOMPLETE_CONSUMER_PROJECT_ID", default_value = "00000000-0000-0000-0000-000000000000")]
+    #[arg(
+        long,
+        env = "PLACEMENT_INCOMPLETE_CONSUMER_PROJECT_ID",
+        default_value = "00000000-0000-0000-0000-000000000000"
+    )]
     pub incomplete_consumer_project_id: String,
     /// User recorded for allocations written before microversion 1.8.
-    #[arg(long, env = "PLACEMENT_INCOMPLETE_CONSUMER_USER_ID", default_value = "00000000-0000-0000-0000-000000000000")]
+    #[arg(
+        long,
+        env = "PLACEMENT_INCOMPLETE_CONSUMER_USER_ID",
+        default_value = "00000000-0000-0000-0000-000000000000"
+    )]
     pub incomplete_consumer_user_id: String,
 }
 

@@ -177,8 +177,14 @@ impl ApiError {
                 }
                 obj.insert("request_id".into(), request_id.into());
                 if self.version_bounds {
-                    obj.insert("max_version".into(), crate::api::microversion::MAX.to_string().into());
-                    obj.insert("min_version".into(), crate::api::microversion::MIN.to_string().into());
+                    obj.insert(
+                        "max_version".into(),
+                        crate::api::microversion::MAX.to_string().into(),
+                    );
+                    obj.insert(
+                        "min_version".into(),
+                        crate::api::microversion::MIN.to_string().into(),
+                    );
                 }
                 let body = serde_json::json!({ "errors": [obj] });
                 ("application/json", body.to_string())
@@ -193,7 +199,12 @@ impl ApiError {
             }
             ErrorFormat::Plain => (
                 "text/plain; charset=UTF-8",
-                format!("{} {}\n\n{}\n", self.status.as_u16(), self.title(), self.detail),
+                format!(
+                    "{} {}\n\n{}\n",
+                    self.status.as_u16(),
+                    self.title(),
+                    self.detail
+                ),
             ),
         };
         let mut resp = (self.status, body).into_response();
@@ -209,7 +220,9 @@ impl ApiError {
 }
 
 fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 enum ErrorFormat {
@@ -221,7 +234,10 @@ enum ErrorFormat {
 /// webob's choice among HTML, JSON and plain text; a missing `Accept` or a
 /// bare `*/*` means JSON, as Placement's clients expect.
 fn preferred_error_format(accept: Option<&str>) -> ErrorFormat {
-    let Some(accept) = accept.map(str::trim).filter(|a| !a.is_empty() && *a != "*/*") else {
+    let Some(accept) = accept
+        .map(str::trim)
+        .filter(|a| !a.is_empty() && *a != "*/*")
+    else {
         return ErrorFormat::Json;
     };
     let q_html = crate::api::middleware::accept_quality(accept, "text/html");

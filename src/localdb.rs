@@ -60,7 +60,8 @@ fn postgres_ids() -> Option<(u32, u32)> {
     let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
     passwd.lines().find_map(|l| {
         let f: Vec<&str> = l.split(':').collect();
-        (f.first() == Some(&"postgres")).then(|| Some((f.get(2)?.parse().ok()?, f.get(3)?.parse().ok()?)))?
+        (f.first() == Some(&"postgres"))
+            .then(|| Some((f.get(2)?.parse().ok()?, f.get(3)?.parse().ok()?)))?
     })
 }
 
@@ -86,7 +87,9 @@ pub fn default_data_dir() -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|x| !x.is_empty()) {
         return PathBuf::from(x).join("placement");
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
     home.join(".local/share/placement")
 }
 
@@ -142,7 +145,14 @@ impl LocalDb {
         }
         if !data.join("PG_VERSION").exists() {
             let mut c = db.cmd("initdb");
-            c.arg("-D").arg(&data).args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale"]);
+            c.arg("-D").arg(&data).args([
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-locale",
+            ]);
             db.run("initdb", c)?;
         }
         let port = free_port()?;
@@ -158,11 +168,29 @@ impl LocalDb {
             .arg("start");
         db.run("pg_ctl start", c)?;
         let mut c = db.cmd("psql");
-        c.args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "postgres", "-d", "postgres", "-tAc"])
-            .arg("SELECT 1 FROM pg_database WHERE datname = 'placement'");
+        c.args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-tAc",
+        ])
+        .arg("SELECT 1 FROM pg_database WHERE datname = 'placement'");
         if db.run("psql", c)?.trim() != "1" {
             let mut c = db.cmd("createdb");
-            c.args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "postgres", "placement"]);
+            c.args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-U",
+                "postgres",
+                "placement",
+            ]);
             db.run("createdb", c)?;
         }
         db.url = format!("postgres://postgres@127.0.0.1:{port}/placement");
@@ -172,7 +200,9 @@ impl LocalDb {
     /// Stops the cluster (fast shutdown: open sessions are ended).
     pub fn stop(&self) -> Result<(), LocalDbError> {
         let mut c = self.cmd("pg_ctl");
-        c.arg("-D").arg(&self.data).args(["-m", "fast", "-w", "stop"]);
+        c.arg("-D")
+            .arg(&self.data)
+            .args(["-m", "fast", "-w", "stop"]);
         self.run("pg_ctl stop", c).map(|_| ())
     }
 }

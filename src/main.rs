@@ -68,7 +68,9 @@ async fn run(args: &ServeArgs, url: &str) -> Result<(), Box<dyn std::error::Erro
     };
     let listener = tokio::net::TcpListener::bind(&args.bind).await?;
     tracing::info!(bind = %listener.local_addr()?, "placement listening");
-    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown()).await?;
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown())
+        .await?;
     tracing::info!("shut down");
     Ok(())
 }
@@ -77,13 +79,14 @@ async fn shutdown() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {},
             _ = term.recv() => {},

@@ -22,8 +22,11 @@ fn body(aggs: &[Uuid], generation: i32, mv: Microversion) -> Value {
 }
 
 /// `GET .../aggregates`.
-pub async fn show(State(st): State<AppState>, mv: Microversion, PathParams(id): PathParams<String>) -> ApiResult<Reply> {
-    mv.require(1, 1)?;
+pub async fn show(
+    State(st): State<AppState>,
+    mv: Microversion,
+    PathParams(id): PathParams<String>,
+) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
     let rp = find(&mut conn, &id).await?;
     let aggs = db::of_provider(&mut conn, rp.id).await?;
@@ -37,14 +40,21 @@ pub async fn replace(
     PathParams(id): PathParams<String>,
     req: JsonBody,
 ) -> ApiResult<Reply> {
-    mv.require(1, 1)?;
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
     let b: Value = req.parse(&schema::aggregates_put(mv))?;
-    let list = if mv.at_least(1, 19) { &b["aggregates"] } else { &b };
+    let list = if mv.at_least(1, 19) {
+        &b["aggregates"]
+    } else {
+        &b
+    };
     let aggs: Vec<Uuid> = list
         .as_array()
-        .map(|a| a.iter().filter_map(|v| v.as_str().and_then(parse_uuid_like)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().and_then(parse_uuid_like))
+                .collect()
+        })
         .unwrap_or_default();
     let mut gen = rp.generation;
     if mv.at_least(1, 19) {

@@ -19,7 +19,12 @@ use std::collections::BTreeMap;
 use uuid::Uuid;
 
 /// Turns one consumer's validated body (any version's form) into a write.
-pub fn consumer_write(consumer: Uuid, v: &Value, mv: Microversion, settings: &Settings) -> ConsumerWrite {
+pub fn consumer_write(
+    consumer: Uuid,
+    v: &Value,
+    mv: Microversion,
+    settings: &Settings,
+) -> ConsumerWrite {
     let mut allocations: BTreeMap<Uuid, BTreeMap<String, i64>> = BTreeMap::new();
     let mut add = |rp: Option<Uuid>, resources: &Value| {
         // Unparseable keys cannot name a provider; nil makes that a 400 later.
@@ -31,7 +36,12 @@ pub fn consumer_write(consumer: Uuid, v: &Value, mv: Microversion, settings: &Se
     match &v["allocations"] {
         Value::Array(list) => {
             for item in list {
-                add(item["resource_provider"]["uuid"].as_str().and_then(parse_uuid_like), &item["resources"]);
+                add(
+                    item["resource_provider"]["uuid"]
+                        .as_str()
+                        .and_then(parse_uuid_like),
+                    &item["resources"],
+                );
             }
         }
         Value::Object(map) => {
@@ -41,7 +51,12 @@ pub fn consumer_write(consumer: Uuid, v: &Value, mv: Microversion, settings: &Se
         }
         _ => {}
     }
-    let owner = |k: &str, default: &str| v.get(k).and_then(Value::as_str).unwrap_or(default).to_string();
+    let owner = |k: &str, default: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or(default)
+            .to_string()
+    };
     ConsumerWrite {
         consumer,
         project_id: owner("project_id", &settings.incomplete_consumer_project_id),
@@ -64,13 +79,19 @@ pub fn alloc_error(e: AllocError, put_consumer: Option<Uuid>) -> ApiError {
         }
         AllocError::NoProvider(_) => ApiError::bad_request(e.to_string()),
         AllocError::NoClass(_, ref rc) => match put_consumer {
-            Some(c) => ApiError::bad_request(format!("Unable to allocate inventory for consumer {c}: No such resource class {rc}.")),
-            None => ApiError::bad_request(format!("Unable to allocate inventory No such resource class {rc}.")),
+            Some(c) => ApiError::bad_request(format!(
+                "Unable to allocate inventory for consumer {c}: No such resource class {rc}."
+            )),
+            None => ApiError::bad_request(format!(
+                "Unable to allocate inventory No such resource class {rc}."
+            )),
         },
         AllocError::NoInventory(..) | AllocError::Constraints(..) | AllocError::Capacity(..) => {
             ApiError::conflict(e.to_string())
         }
-        AllocError::ConsumerGeneration { .. } => ApiError::conflict(e.to_string()).code(codes::CONCURRENT_UPDATE),
+        AllocError::ConsumerGeneration { .. } => {
+            ApiError::conflict(e.to_string()).code(codes::CONCURRENT_UPDATE)
+        }
         AllocError::Db(db) => ApiError::internal(db),
     }
 }
@@ -108,7 +129,11 @@ pub async fn write_with_retry(st: &AppState, writes: &[ConsumerWrite]) -> Result
 }
 
 /// `GET /allocations/{consumer}`: never 404; `{"allocations": {}}` when none.
-pub async fn show(State(st): State<AppState>, mv: Microversion, PathParams(id): PathParams<String>) -> ApiResult<Reply> {
+pub async fn show(
+    State(st): State<AppState>,
+    mv: Microversion,
+    PathParams(id): PathParams<String>,
+) -> ApiResult<Reply> {
     let Some(consumer) = parse_uuid_like(&id) else {
         return Ok(Reply::ok(&json!({"allocations": {}})).cache(mv, None));
     };
@@ -139,23 +164,32 @@ pub async fn show(State(st): State<AppState>, mv: Microversion, PathParams(id): 
 }
 
 /// `GET /resource_providers/{uuid}/allocations`.
-pub async fn of_provider(State(st): State<AppState>, mv: Microversion, PathParams(id): PathParams<String>) -> ApiResult<Reply> {
+pub async fn of_provider(
+    State(st): State<AppState>,
+    mv: Microversion,
+    PathParams(id): PathParams<String>,
+) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
     let rp = find(&mut conn, &id).await?;
     let rows = db::of_provider(&mut conn, rp.id).await?;
     let mut allocs = Map::new();
     for r in &rows {
-        let entry = allocs.entry(r.consumer_uuid.to_string()).or_insert_with(|| {
-            let mut e = json!({"resources": {}});
-            if mv.at_least(1, 28) {
-                e["consumer_generation"] = json!(r.consumer_generation);
-            }
-            e
-        });
+        let entry = allocs
+            .entry(r.consumer_uuid.to_string())
+            .or_insert_with(|| {
+                let mut e = json!({"resources": {}});
+                if mv.at_least(1, 28) {
+                    e["consumer_generation"] = json!(r.consumer_generation);
+                }
+                e
+            });
         entry["resources"][&r.resource_class] = json!(r.used);
     }
     let modified = latest(rows.iter().map(|r| r.updated_at.or(r.created_at)));
-    Ok(Reply::ok(&json!({"allocations": allocs, "resource_provider_generation": rp.generation})).cache(mv, modified))
+    Ok(
+        Reply::ok(&json!({"allocations": allocs, "resource_provider_generation": rp.generation}))
+            .cache(mv, modified),
+    )
 }
 
 /// `PUT /allocations/{consumer}`: replace one consumer's allocations.
@@ -165,19 +199,27 @@ pub async fn replace(
     PathParams(id): PathParams<String>,
     body: JsonBody,
 ) -> ApiResult<StatusCode> {
-    let consumer = parse_uuid_like(&id).ok_or_else(|| ApiError::bad_request(format!("Malformed consumer_uuid: {id}")))?;
+    let consumer = parse_uuid_like(&id)
+        .ok_or_else(|| ApiError::bad_request(format!("Malformed consumer_uuid: {id}")))?;
     let b: Value = body.parse(&schema::allocations_put(mv))?;
     let write = consumer_write(consumer, &b, mv, &st.settings);
-    write_with_retry(&st, &[write]).await.map_err(|e| alloc_error(e, Some(consumer)))?;
+    write_with_retry(&st, &[write])
+        .await
+        .map_err(|e| alloc_error(e, Some(consumer)))?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /allocations`: several consumers in one transaction.
-pub async fn post_many(State(st): State<AppState>, mv: Microversion, body: JsonBody) -> ApiResult<StatusCode> {
-    mv.require(1, 13)?;
+pub async fn post_many(
+    State(st): State<AppState>,
+    mv: Microversion,
+    body: JsonBody,
+) -> ApiResult<StatusCode> {
     let b: Value = body.parse(&schema::allocations_post(mv, false))?;
     let writes = writes_from_map(&b, mv, &st.settings);
-    write_with_retry(&st, &writes).await.map_err(|e| alloc_error(e, None))?;
+    write_with_retry(&st, &writes)
+        .await
+        .map_err(|e| alloc_error(e, None))?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -191,7 +233,10 @@ pub fn writes_from_map(b: &Value, mv: Microversion, settings: &Settings) -> Vec<
 }
 
 /// `DELETE /allocations/{consumer}`.
-pub async fn delete(State(st): State<AppState>, PathParams(id): PathParams<String>) -> ApiResult<StatusCode> {
+pub async fn delete(
+    State(st): State<AppState>,
+    PathParams(id): PathParams<String>,
+) -> ApiResult<StatusCode> {
     let not_found = || ApiError::not_found(format!("No allocations for consumer '{id}'"));
     let consumer = parse_uuid_like(&id).ok_or_else(not_found)?;
     let mut tx = st.pool.begin().await?;

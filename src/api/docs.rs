@@ -12,40 +12,199 @@ use utoipa_swagger_ui::SwaggerUi;
 /// Every route: path, method, summary, microversion it appeared in.
 pub const ROUTES: &[(&str, &str, &str, &str)] = &[
     ("/", "GET", "Version document", "1.0"),
-    ("/resource_providers", "GET", "List resource providers (filters: name, uuid, member_of, resources, in_tree, required)", "1.0"),
-    ("/resource_providers", "POST", "Create a resource provider", "1.0"),
-    ("/resource_providers/{uuid}", "GET", "Show a resource provider", "1.0"),
-    ("/resource_providers/{uuid}", "PUT", "Rename or re-parent a resource provider", "1.0"),
-    ("/resource_providers/{uuid}", "DELETE", "Delete a resource provider", "1.0"),
-    ("/resource_providers/{uuid}/inventories", "GET", "List a provider's inventories", "1.0"),
-    ("/resource_providers/{uuid}/inventories", "POST", "Add one inventory", "1.0"),
-    ("/resource_providers/{uuid}/inventories", "PUT", "Replace all inventories", "1.0"),
-    ("/resource_providers/{uuid}/inventories", "DELETE", "Delete all inventories", "1.5"),
-    ("/resource_providers/{uuid}/inventories/{resource_class}", "GET", "Show one inventory", "1.0"),
-    ("/resource_providers/{uuid}/inventories/{resource_class}", "PUT", "Update one inventory", "1.0"),
-    ("/resource_providers/{uuid}/inventories/{resource_class}", "DELETE", "Delete one inventory", "1.0"),
-    ("/resource_providers/{uuid}/usages", "GET", "Usages of a provider", "1.0"),
-    ("/resource_providers/{uuid}/aggregates", "GET", "A provider's aggregates", "1.1"),
-    ("/resource_providers/{uuid}/aggregates", "PUT", "Replace a provider's aggregates", "1.1"),
-    ("/resource_providers/{uuid}/allocations", "GET", "Allocations against a provider", "1.0"),
-    ("/resource_providers/{uuid}/traits", "GET", "A provider's traits", "1.6"),
-    ("/resource_providers/{uuid}/traits", "PUT", "Replace a provider's traits", "1.6"),
-    ("/resource_providers/{uuid}/traits", "DELETE", "Remove a provider's traits", "1.6"),
+    (
+        "/resource_providers",
+        "GET",
+        "List resource providers (filters: name, uuid, member_of, resources, in_tree, required)",
+        "1.0",
+    ),
+    (
+        "/resource_providers",
+        "POST",
+        "Create a resource provider",
+        "1.0",
+    ),
+    (
+        "/resource_providers/{uuid}",
+        "GET",
+        "Show a resource provider",
+        "1.0",
+    ),
+    (
+        "/resource_providers/{uuid}",
+        "PUT",
+        "Rename or re-parent a resource provider",
+        "1.0",
+    ),
+    (
+        "/resource_providers/{uuid}",
+        "DELETE",
+        "Delete a resource provider",
+        "1.0",
+    ),
+    (
+        "/resource_providers/{uuid}/inventories",
+        "GET",
+        "List a provider's inventories",
+        "1.0",
+    ),
+    (
+        "/resource_providers/{uuid}/inventories",
+        "POST",
+        "Add one inventory",
+        "1.0",
+    ),
+    (
+        "/resource_providers/{uuid}/inventories",
+        "PUT",
+        "Replace all inventories",
+        "1.0",
+    ),
+    (
+        "/resource_providers/{uuid}/inventories",
+        "DELETE",
+        "Delete all inventories",
+        "1.5",
+    ),
+    (
+        "/resource_providers/{uuid}/inventories/{resource_class}",
+        "GET",
+        "Show one inventory",
+        "1.0",
+    ),
+    (
+        "/resource_providers/{uuid}/inventories/{resource_class}",
+        "PUT",
+        "Update one inventory",
+        "1.0",
+    ),
+    (
+        "/resource_providers/{uuid}/inventories/{resource_class}",
+        "DELETE",
+        "Delete one inventory",
+        "1.0",
+    ),
+    (
+        "/resource_providers/{uuid}/usages",
+        "GET",
+        "Usages of a provider",
+        "1.0",
+    ),
+    (
+        "/resource_providers/{uuid}/aggregates",
+        "GET",
+        "A provider's aggregates",
+        "1.1",
+    ),
+    (
+        "/resource_providers/{uuid}/aggregates",
+        "PUT",
+        "Replace a provider's aggregates",
+        "1.1",
+    ),
+    (
+        "/resource_providers/{uuid}/allocations",
+        "GET",
+        "Allocations against a provider",
+        "1.0",
+    ),
+    (
+        "/resource_providers/{uuid}/traits",
+        "GET",
+        "A provider's traits",
+        "1.6",
+    ),
+    (
+        "/resource_providers/{uuid}/traits",
+        "PUT",
+        "Replace a provider's traits",
+        "1.6",
+    ),
+    (
+        "/resource_providers/{uuid}/traits",
+        "DELETE",
+        "Remove a provider's traits",
+        "1.6",
+    ),
     ("/resource_classes", "GET", "List resource classes", "1.2"),
-    ("/resource_classes", "POST", "Create a custom resource class", "1.2"),
-    ("/resource_classes/{name}", "GET", "Show a resource class", "1.2"),
-    ("/resource_classes/{name}", "PUT", "Rename (1.2-1.6) or create-or-verify (1.7+) a custom class", "1.2"),
-    ("/resource_classes/{name}", "DELETE", "Delete a custom resource class", "1.2"),
-    ("/traits", "GET", "List traits (name=in:/startswith:, associated=)", "1.6"),
+    (
+        "/resource_classes",
+        "POST",
+        "Create a custom resource class",
+        "1.2",
+    ),
+    (
+        "/resource_classes/{name}",
+        "GET",
+        "Show a resource class",
+        "1.2",
+    ),
+    (
+        "/resource_classes/{name}",
+        "PUT",
+        "Rename (1.2-1.6) or create-or-verify (1.7+) a custom class",
+        "1.2",
+    ),
+    (
+        "/resource_classes/{name}",
+        "DELETE",
+        "Delete a custom resource class",
+        "1.2",
+    ),
+    (
+        "/traits",
+        "GET",
+        "List traits (name=in:/startswith:, associated=)",
+        "1.6",
+    ),
     ("/traits/{name}", "GET", "Check a trait exists", "1.6"),
     ("/traits/{name}", "PUT", "Create a custom trait", "1.6"),
     ("/traits/{name}", "DELETE", "Delete a custom trait", "1.6"),
-    ("/allocations", "POST", "Write allocations of several consumers atomically", "1.13"),
-    ("/allocations/{consumer_uuid}", "GET", "A consumer's allocations", "1.0"),
-    ("/allocations/{consumer_uuid}", "PUT", "Replace a consumer's allocations", "1.0"),
-    ("/allocations/{consumer_uuid}", "DELETE", "Delete a consumer's allocations", "1.0"),
-    ("/usages", "GET", "Usages of a project (and user, by consumer type from 1.38)", "1.9"),
+    (
+        "/allocations",
+        "POST",
+        "Write allocations of several consumers atomically",
+        "1.13",
+    ),
+    (
+        "/allocations/{consumer_uuid}",
+        "GET",
+        "A consumer's allocations",
+        "1.0",
+    ),
+    (
+        "/allocations/{consumer_uuid}",
+        "PUT",
+        "Replace a consumer's allocations",
+        "1.0",
+    ),
+    (
+        "/allocations/{consumer_uuid}",
+        "DELETE",
+        "Delete a consumer's allocations",
+        "1.0",
+    ),
+    (
+        "/usages",
+        "GET",
+        "Usages of a project (and user, by consumer type from 1.38)",
+        "1.9",
+    ),
 ];
+
+/// The microversion a route appeared in, the single place versions gate routes.
+pub fn since(method: &str, route: &str) -> Option<super::microversion::Microversion> {
+    ROUTES
+        .iter()
+        .find(|(p, m, _, _)| *p == route && *m == method)
+        .and_then(|(_, _, _, v)| v.split_once('.'))
+        .and_then(|(a, b)| {
+            Some(super::microversion::Microversion::new(
+                a.parse().ok()?,
+                b.parse().ok()?,
+            ))
+        })
+}
 
 fn method(m: &str) -> HttpMethod {
     match m {
@@ -58,7 +217,10 @@ fn method(m: &str) -> HttpMethod {
 
 /// Builds the OpenAPI document.
 pub fn openapi() -> OpenApi {
-    let history: Vec<String> = HISTORY.iter().map(|(v, what)| format!("- {v}: {what}")).collect();
+    let history: Vec<String> = HISTORY
+        .iter()
+        .map(|(v, what)| format!("- {v}: {what}"))
+        .collect();
     let description = format!(
         "OpenStack Placement API, microversions {MIN} to {MAX} (header `OpenStack-API-Version: placement X.Y`). \
          Errors use `{{\"errors\": [{{status, title, detail, code, request_id}}]}}`.\n\n{}",
@@ -70,12 +232,20 @@ pub fn openapi() -> OpenApi {
             .summary(Some(summary.to_string()))
             .description(Some(format!("Available from microversion {since}.")))
             .response("200", ResponseBuilder::new().description("Success"))
-            .response("400", ResponseBuilder::new().description("Bad request (Placement error body)"))
+            .response(
+                "400",
+                ResponseBuilder::new().description("Bad request (Placement error body)"),
+            )
             .build();
         paths = paths.path(path.to_string(), PathItem::new(method(m), op));
     }
     OpenApiBuilder::new()
-        .info(InfoBuilder::new().title("placement").version(env!("CARGO_PKG_VERSION")).description(Some(description)))
+        .info(
+            InfoBuilder::new()
+                .title("placement")
+                .version(env!("CARGO_PKG_VERSION"))
+                .description(Some(description)),
+        )
         .paths(paths)
         .build()
 }

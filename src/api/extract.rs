@@ -22,9 +22,13 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
             .headers()
             .get(header::CONTENT_TYPE)
             .map(|v| v.to_str().unwrap_or("").to_string());
-        let media = ctype
-            .as_deref()
-            .map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+        let media = ctype.as_deref().map(|c| {
+            c.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        });
         if media.as_deref() != Some("application/json") {
             return Err(ApiError::unsupported_media(ctype.as_deref()));
         }
@@ -41,8 +45,9 @@ impl JsonBody {
     /// Validates against `schema` (400 `JSON does not validate: ...`) and
     /// deserialises into `T`.
     pub fn parse<T: DeserializeOwned>(self, schema: &Value) -> Result<T, ApiError> {
-        validate(schema, &self.0)
-            .map_err(|e| ApiError::bad_request(format!("JSON does not validate: {}", e.render())))?;
+        validate(schema, &self.0).map_err(|e| {
+            ApiError::bad_request(format!("JSON does not validate: {}", e.render()))
+        })?;
         serde_json::from_value(self.0)
             .map_err(|e| ApiError::bad_request(format!("JSON does not validate: {e}")))
     }
@@ -68,12 +73,20 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
 impl QueryPairs {
     /// The last value of `key`, as Placement's flat schema view sees it.
     pub fn last(&self, key: &str) -> Option<&str> {
-        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Every value of `key`, in order.
     pub fn all(&self, key: &str) -> Vec<&str> {
-        self.0.iter().filter(|(k, _)| k == key).map(|(_, v)| v.as_str()).collect()
+        self.0
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect()
     }
 
     /// The flat `{key: last value}` object Placement validates query strings as.

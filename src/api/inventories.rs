@@ -23,12 +23,20 @@ pub fn inventory_from(v: &Value) -> Inventory {
         min_unit: int("min_unit", 1),
         max_unit: int("max_unit", 2147483647),
         step_size: int("step_size", 1),
-        allocation_ratio: v.get("allocation_ratio").and_then(Value::as_f64).unwrap_or(1.0),
+        allocation_ratio: v
+            .get("allocation_ratio")
+            .and_then(Value::as_f64)
+            .unwrap_or(1.0),
     }
 }
 
 /// Why an inventory's capacity is invalid for the version, if it is.
-pub fn invalid_capacity(inv: &Inventory, mv: Microversion, rc: &str, rp: &uuid::Uuid) -> Option<String> {
+pub fn invalid_capacity(
+    inv: &Inventory,
+    mv: Microversion,
+    rc: &str,
+    rp: &uuid::Uuid,
+) -> Option<String> {
     let cap = inv.capacity_int();
     if mv.at_least(1, 26) {
         (cap < 0 || inv.reserved > inv.total).then(|| {
@@ -68,11 +76,16 @@ fn row_modified(r: &InventoryRow) -> Option<chrono::DateTime<chrono::Utc>> {
 }
 
 /// `GET .../inventories`.
-pub async fn list(State(st): State<AppState>, mv: Microversion, PathParams(id): PathParams<String>) -> ApiResult<Reply> {
+pub async fn list(
+    State(st): State<AppState>,
+    mv: Microversion,
+    PathParams(id): PathParams<String>,
+) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
     let rp = super::resource_providers::find(&mut conn, &id).await?;
     let rows = inventories::of_provider(&mut conn, rp.id).await?;
-    Ok(Reply::ok(&inventories_json(&rows, rp.generation)).cache(mv, latest(rows.iter().map(row_modified))))
+    Ok(Reply::ok(&inventories_json(&rows, rp.generation))
+        .cache(mv, latest(rows.iter().map(row_modified))))
 }
 
 /// `GET .../inventories/{rc}`.
@@ -87,13 +100,16 @@ pub async fn show(
     let row = rows
         .iter()
         .find(|r| r.resource_class == rc)
-        .ok_or_else(|| ApiError::not_found(format!("No inventory of class {rc} for {}", rp.uuid)))?;
+        .ok_or_else(|| {
+            ApiError::not_found(format!("No inventory of class {rc} for {}", rp.uuid))
+        })?;
     Ok(Reply::ok(&one_json(&row.inventory(), rp.generation)).cache(mv, row_modified(row)))
 }
 
 async fn bump(conn: &mut PgConnection, rp_id: i64, gen: i32) -> ApiResult<i32> {
     if !providers::bump_generation(conn, rp_id, gen).await? {
-        return Err(ApiError::conflict("resource provider generation conflict").code(codes::CONCURRENT_UPDATE));
+        return Err(ApiError::conflict("resource provider generation conflict")
+            .code(codes::CONCURRENT_UPDATE));
     }
     Ok(gen + 1)
 }
@@ -103,7 +119,10 @@ fn generation_conflict() -> ApiError {
 }
 
 fn in_use(rcs: &[String], rp: &uuid::Uuid) -> String {
-    format!("update conflict: Inventory for '{}' on resource provider '{rp}' in use.", rcs.join(", "))
+    format!(
+        "update conflict: Inventory for '{}' on resource provider '{rp}' in use.",
+        rcs.join(", ")
+    )
 }
 
 /// `POST .../inventories`: add one class (no generation check).
@@ -143,7 +162,9 @@ pub async fn create(
     let gen = bump(&mut tx, rp.id, rp.generation).await?;
     tx.commit().await?;
     let path = format!("/resource_providers/{}/inventories/{rc}", rp.uuid);
-    Ok(Reply::json(StatusCode::CREATED, &one_json(&inv, gen)).location(&headers, &path).cache(mv, None))
+    Ok(Reply::json(StatusCode::CREATED, &one_json(&inv, gen))
+        .location(&headers, &path)
+        .cache(mv, None))
 }
 
 /// `PUT .../inventories`: replace the whole set.
@@ -225,17 +246,17 @@ pub async fn update(
     if b["resource_provider_generation"].as_i64() != Some(rp.generation as i64) {
         return Err(generation_conflict());
     }
-    let existing = inventories::of_provider(&mut tx, rp.id).await?;
-    if !existing.iter().any(|r| r.resource_class_id == class.id) {
-        return Err(ApiError::bad_request(format!(
-            "No inventory record with resource class for resource provider {}: {rc}",
-            rp.uuid
-        )));
-    }
     let inv = inventory_from(&b);
     if let Some(why) = invalid_capacity(&inv, mv, &rc, &rp.uuid) {
         return Err(ApiError::bad_request(format!(
             "Unable to update inventory for resource provider {}: {why}",
+            rp.uuid
+        )));
+    }
+    let existing = inventories::of_provider(&mut tx, rp.id).await?;
+    if !existing.iter().any(|r| r.resource_class_id == class.id) {
+        return Err(ApiError::bad_request(format!(
+            "No inventory record with resource class for resource provider {}: {rc}",
             rp.uuid
         )));
     }
@@ -254,7 +275,9 @@ pub async fn delete(
     let rp = find_for_update(&mut tx, &id).await?;
     let existing = inventories::of_provider(&mut tx, rp.id).await?;
     let Some(row) = existing.iter().find(|r| r.resource_class == rc) else {
-        return Err(ApiError::not_found(format!("No inventory of class {rc} found for delete")));
+        return Err(ApiError::not_found(format!(
+            "No inventory of class {rc} found for delete"
+        )));
     };
     let busy = inventories::classes_in_use(&mut tx, rp.id, &[row.resource_class_id]).await?;
     if !busy.is_empty() {
@@ -270,12 +293,8 @@ pub async fn delete(
 /// `DELETE .../inventories` (1.5+; 405 before).
 pub async fn delete_all(
     State(st): State<AppState>,
-    mv: Microversion,
     PathParams(id): PathParams<String>,
 ) -> ApiResult<StatusCode> {
-    if !mv.at_least(1, 5) {
-        return Err(ApiError::method_not_allowed("DELETE", None));
-    }
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
     let existing = inventories::of_provider(&mut tx, rp.id).await?;

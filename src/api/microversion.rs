@@ -21,11 +21,17 @@ pub struct Microversion {
 /// The oldest version served.
 pub const MIN: Microversion = Microversion { major: 1, minor: 0 };
 /// The newest version served (`latest`).
-pub const MAX: Microversion = Microversion { major: 1, minor: 39 };
+pub const MAX: Microversion = Microversion {
+    major: 1,
+    minor: 39,
+};
 
 /// What each version added, for documentation and the OpenAPI description.
 pub const HISTORY: &[(&str, &str)] = &[
-    ("1.0", "providers, inventories, usages, allocations (list form)"),
+    (
+        "1.0",
+        "providers, inventories, usages, allocations (list form)",
+    ),
     ("1.1", "provider aggregates"),
     ("1.2", "custom resource classes"),
     ("1.3", "member_of on provider lists"),
@@ -76,15 +82,6 @@ impl Microversion {
     /// True when this version is `major.minor` or newer.
     pub fn at_least(self, major: u16, minor: u16) -> bool {
         self >= Self::new(major, minor)
-    }
-
-    /// 404 (as Placement answers for a route newer than the request) unless at least `major.minor`.
-    pub fn require(self, major: u16, minor: u16) -> Result<(), ApiError> {
-        if self.at_least(major, minor) {
-            Ok(())
-        } else {
-            Err(ApiError::not_found(""))
-        }
     }
 }
 
@@ -144,7 +141,11 @@ impl<S: Send + Sync> FromRequestParts<S> for Microversion {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(parts.extensions.get::<Microversion>().copied().unwrap_or(MIN))
+        Ok(parts
+            .extensions
+            .get::<Microversion>()
+            .copied()
+            .unwrap_or(MIN))
     }
 }
 
@@ -163,7 +164,10 @@ mod tests {
     fn parses_and_bounds() {
         assert_eq!(neg("placement 1.02").unwrap(), Microversion::new(1, 2));
         assert_eq!(neg("placement latest").unwrap(), MAX);
-        assert_eq!(neg("compute 2.1, placement 1.14").unwrap(), Microversion::new(1, 14));
+        assert_eq!(
+            neg("compute 2.1, placement 1.14").unwrap(),
+            Microversion::new(1, 14)
+        );
         assert_eq!(neg("placement pony.horse").unwrap_err().status, 400);
         assert_eq!(neg("placement 1.2.3").unwrap_err().status, 400);
         assert_eq!(neg("placement LATEST").unwrap_err().status, 400);

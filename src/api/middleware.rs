@@ -23,30 +23,49 @@ pub struct Caller {
     pub user_id: String,
     /// The project part of the token, if any.
     pub project_id: Option<String>,
-    /// Roles: `admin` for the `admin` user, else those in `X-Roles`.
+    /// Roles: `admin` for the `admin` user, plus those in `X-Roles`.
     pub roles: Vec<String>,
+    /// A system-scoped token (`OpenStack-System-Scope: all`), which the
+    /// project-scoped default policies refuse.
+    pub system_scope: bool,
 }
 
 impl Caller {
     /// True for the admin (or service) role, which every policy admits.
     pub fn is_admin(&self) -> bool {
-        self.roles.iter().any(|r| r == "admin" || r == "service")
+        !self.system_scope && self.roles.iter().any(|r| r == "admin" || r == "service")
     }
 }
 
 fn caller_from(headers: &axum::http::HeaderMap) -> Option<Caller> {
-    let token = headers.get("x-auth-token")?.to_str().ok()?.trim().to_string();
+    let token = headers
+        .get("x-auth-token")?
+        .to_str()
+        .ok()?
+        .trim()
+        .to_string();
     if token.is_empty() {
         return None;
     }
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
     let (user, project) = match token.split_once(':') {
         Some((u, p)) => (u.to_string(), Some(p.to_string())),
-        None => (token.clone(), None),
+        None => (token.clone(), header("x-project-id").map(str::to_string)),
     };
     let mut roles: Vec<String> = headers
         .get("x-roles")
         .and_then(|v| v.to_str().ok())
-        .map(|r| r.split(',').map(|s| s.trim().to_lowercase()).filter(|s| !s.is_empty()).collect())
+        .map(|r| {
+            r.split(',')
+                .map(|s| s.trim().to_lowercase())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
         .unwrap_or_default();
     if user == "admin" {
         roles.push("admin".into());
@@ -55,6 +74,7 @@ fn caller_from(headers: &axum::http::HeaderMap) -> Option<Caller> {
         user_id: user,
         project_id: project,
         roles,
+        system_scope: header("openstack-system-scope").is_some_and(|s| !s.is_empty()),
     })
 }
 
@@ -97,7 +117,8 @@ pub async fn pipeline(mut req: Request, next: Next) -> Response {
         .map(str::to_string);
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let span = tracing::info_span!("request", request_id = %request_id, method = %method, path = %path);
+    let span =
+        tracing::info_span!("request", request_id = %request_id, method = %method, path = %path);
 
     async move {
         let mut mv: Option<Microversion> = None;
@@ -116,7 +137,9 @@ pub async fn pipeline(mut req: Request, next: Next) -> Response {
                     .to_str()
                     .ok()
                     .and_then(|s| s.trim().parse().ok())
-                    .ok_or_else(|| ApiError::bad_request("content-length header must be an integer"))?;
+                    .ok_or_else(|| {
+                        ApiError::bad_request("content-length header must be an integer")
+                    })?;
                 if n > 0 && !headers.contains_key(header::CONTENT_TYPE) {
                     return Err(ApiError::bad_request(
                         "content-type header required when content-length > 0",
@@ -149,7 +172,10 @@ pub async fn pipeline(mut req: Request, next: Next) -> Response {
             if let Ok(h) = HeaderValue::from_str(&format!("placement {v}")) {
                 headers.insert("openstack-api-version", h);
             }
-            headers.insert(header::VARY, HeaderValue::from_static("openstack-api-version"));
+            headers.insert(
+                header::VARY,
+                HeaderValue::from_static("openstack-api-version"),
+            );
         }
         let status = resp.status().as_u16();
         let ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -164,16 +190,37 @@ pub async fn pipeline(mut req: Request, next: Next) -> Response {
     .await
 }
 
-/// Per-route checks after routing: `Accept` for GETs (406), then policy
-/// (admin or service; `GET /usages` also admits a reader of its project).
+/// Per-route checks after routing, in Placement's order: the route's
+/// microversion (404 when the request is older; 405 for DELETE of all
+/// inventories before 1.5), `Accept` for GETs (406), then policy (admin or
+/// service; `GET /usages` also admits a reader of its project).
 pub async fn route_guard(req: Request, next: Next) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map(|m| m.as_str().to_string())
         .unwrap_or_default();
+    let mv = req
+        .extensions()
+        .get::<Microversion>()
+        .copied()
+        .unwrap_or(microversion::MIN);
+    if let Some(since) = super::docs::since(req.method().as_str(), &route) {
+        if mv < since {
+            let e = if route.ends_with("/inventories") && req.method() == Method::DELETE {
+                ApiError::method_not_allowed("DELETE", None)
+            } else {
+                ApiError::not_found("")
+            };
+            return e.into_response();
+        }
+    }
     if req.method() == Method::GET {
-        if let Some(accept) = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()) {
+        if let Some(accept) = req
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+        {
             if !accept.trim().is_empty() && accept_quality(accept, "application/json") <= 0.0 {
                 return ApiError::not_acceptable(accept, "Only application/json is provided")
                     .into_response();
@@ -194,7 +241,9 @@ pub async fn route_guard(req: Request, next: Next) -> Response {
 }
 
 fn reader_of_queried_project(caller: &Caller, query: Option<&str>) -> bool {
-    let Some(project) = &caller.project_id else { return false };
+    let Some(project) = &caller.project_id else {
+        return false;
+    };
     caller.roles.iter().any(|r| r == "reader")
         && form_urlencoded::parse(query.unwrap_or("").as_bytes())
             .any(|(k, v)| k == "project_id" && v == project.as_str())
@@ -222,7 +271,10 @@ pub fn method_not_allowed(
     allow: &'static str,
 ) -> impl Fn(Method) -> std::future::Ready<ApiError> + Clone + Send + Sync + 'static {
     move |method: Method| {
-        std::future::ready(ApiError::method_not_allowed(method.as_str(), Some(allow.to_string())))
+        std::future::ready(ApiError::method_not_allowed(
+            method.as_str(),
+            Some(allow.to_string()),
+        ))
     }
 }
 
@@ -233,15 +285,29 @@ mod tests {
     #[test]
     fn accept_rules() {
         assert!(accept_quality("application/json", "application/json") > 0.0);
-        assert!(accept_quality("text/html,application/xml;q=0.9,*/*;q=0.8", "application/json") > 0.0);
-        assert_eq!(accept_quality("text/html,application/xml;q=0.9", "application/json"), 0.0);
+        assert!(
+            accept_quality(
+                "text/html,application/xml;q=0.9,*/*;q=0.8",
+                "application/json"
+            ) > 0.0
+        );
+        assert_eq!(
+            accept_quality("text/html,application/xml;q=0.9", "application/json"),
+            0.0
+        );
         assert_eq!(accept_quality("text/plain", "application/json"), 0.0);
-        assert_eq!(accept_quality("application/json;q=0", "application/json"), 0.0);
+        assert_eq!(
+            accept_quality("application/json;q=0", "application/json"),
+            0.0
+        );
     }
 
     #[test]
     fn policy_names() {
-        assert_eq!(policy_name(&Method::GET, "/resource_providers"), "placement:resource_providers:list");
+        assert_eq!(
+            policy_name(&Method::GET, "/resource_providers"),
+            "placement:resource_providers:list"
+        );
         assert_eq!(
             policy_name(&Method::DELETE, "/resource_providers/{uuid}/traits"),
             "placement:resource_providers:traits:delete"

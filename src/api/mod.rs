@@ -36,46 +36,88 @@ pub fn router(state: AppState) -> Router {
     use resource_providers as rp;
     let api = Router::new()
         .route("/", route(get(root::home), "GET"))
-        .route("/resource_providers", route(get(rp::list).post(rp::create), "GET, POST"))
+        .route(
+            "/resource_providers",
+            route(get(rp::list).post(rp::create), "GET, POST"),
+        )
         .route(
             "/resource_providers/{uuid}",
-            route(get(rp::show).put(rp::update).delete(rp::delete), "GET, PUT, DELETE"),
+            route(
+                get(rp::show).put(rp::update).delete(rp::delete),
+                "GET, PUT, DELETE",
+            ),
         )
         .route(
             "/resource_providers/{uuid}/inventories",
             route(
-                get(inv::list).post(inv::create).put(inv::replace).delete(inv::delete_all),
+                get(inv::list)
+                    .post(inv::create)
+                    .put(inv::replace)
+                    .delete(inv::delete_all),
                 "GET, POST, PUT, DELETE",
             ),
         )
         .route(
-            "/resource_providers/{uuid}/inventories/{rc}",
-            route(get(inv::show).put(inv::update).delete(inv::delete), "GET, PUT, DELETE"),
-        )
-        .route("/resource_providers/{uuid}/usages", route(get(usages::provider), "GET"))
-        .route("/resource_providers/{uuid}/aggregates", route(get(agg::show).put(agg::replace), "GET, PUT"))
-        .route("/resource_providers/{uuid}/allocations", route(get(alloc::of_provider), "GET"))
-        .route(
-            "/resource_providers/{uuid}/traits",
+            "/resource_providers/{uuid}/inventories/{resource_class}",
             route(
-                get(traits::of_provider).put(traits::set_for_provider).delete(traits::clear_provider),
+                get(inv::show).put(inv::update).delete(inv::delete),
                 "GET, PUT, DELETE",
             ),
         )
-        .route("/resource_classes", route(get(rc::list).post(rc::create), "GET, POST"))
-        .route("/resource_classes/{name}", route(get(rc::show).put(rc::update).delete(rc::delete), "GET, PUT, DELETE"))
+        .route(
+            "/resource_providers/{uuid}/usages",
+            route(get(usages::provider), "GET"),
+        )
+        .route(
+            "/resource_providers/{uuid}/aggregates",
+            route(get(agg::show).put(agg::replace), "GET, PUT"),
+        )
+        .route(
+            "/resource_providers/{uuid}/allocations",
+            route(get(alloc::of_provider), "GET"),
+        )
+        .route(
+            "/resource_providers/{uuid}/traits",
+            route(
+                get(traits::of_provider)
+                    .put(traits::set_for_provider)
+                    .delete(traits::clear_provider),
+                "GET, PUT, DELETE",
+            ),
+        )
+        .route(
+            "/resource_classes",
+            route(get(rc::list).post(rc::create), "GET, POST"),
+        )
+        .route(
+            "/resource_classes/{name}",
+            route(
+                get(rc::show).put(rc::update).delete(rc::delete),
+                "GET, PUT, DELETE",
+            ),
+        )
         .route("/traits", route(get(traits::list), "GET"))
-        .route("/traits/{name}", route(get(traits::show).put(traits::create).delete(traits::delete), "GET, PUT, DELETE"))
+        .route(
+            "/traits/{name}",
+            route(
+                get(traits::show).put(traits::create).delete(traits::delete),
+                "GET, PUT, DELETE",
+            ),
+        )
         .route("/allocations", route(post(alloc::post_many), "POST"))
         .route(
             "/allocations/{consumer_uuid}",
-            route(get(alloc::show).put(alloc::replace).delete(alloc::delete), "GET, PUT, DELETE"),
+            route(
+                get(alloc::show).put(alloc::replace).delete(alloc::delete),
+                "GET, PUT, DELETE",
+            ),
         )
         .route("/usages", route(get(usages::project), "GET"))
         .route_layer(axum::middleware::from_fn(middleware::route_guard))
         .fallback(not_found)
         .with_state(state);
-    api.merge(docs::router()).layer(axum::middleware::from_fn(middleware::pipeline))
+    api.merge(docs::router())
+        .layer(axum::middleware::from_fn(middleware::pipeline))
 }
 
 async fn not_found() -> ApiError {

@@ -25,29 +25,39 @@ fn no_such(name: &str) -> ApiError {
 
 /// `GET /resource_classes`.
 pub async fn list(State(st): State<AppState>, mv: Microversion) -> ApiResult<Reply> {
-    mv.require(1, 2)?;
     let mut conn = st.pool.acquire().await?;
     let rows = db::list(&mut conn).await?;
-    let body = json!({"resource_classes": rows.iter().map(|c| class_json(&c.name)).collect::<Vec<_>>()});
+    let body =
+        json!({"resource_classes": rows.iter().map(|c| class_json(&c.name)).collect::<Vec<_>>()});
     Ok(Reply::ok(&body).cache(mv, latest(rows.iter().map(modified))))
 }
 
 /// `GET /resource_classes/{name}`.
-pub async fn show(State(st): State<AppState>, mv: Microversion, PathParams(name): PathParams<String>) -> ApiResult<Reply> {
-    mv.require(1, 2)?;
+pub async fn show(
+    State(st): State<AppState>,
+    mv: Microversion,
+    PathParams(name): PathParams<String>,
+) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
-    let c = db::get(&mut conn, &name).await?.ok_or_else(|| no_such(&name))?;
+    let c = db::get(&mut conn, &name)
+        .await?
+        .ok_or_else(|| no_such(&name))?;
     Ok(Reply::ok(&class_json(&c.name)).cache(mv, modified(&c)))
 }
 
 /// `POST /resource_classes`.
-pub async fn create(State(st): State<AppState>, mv: Microversion, headers: HeaderMap, body: JsonBody) -> ApiResult<Reply> {
-    mv.require(1, 2)?;
+pub async fn create(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    body: JsonBody,
+) -> ApiResult<Reply> {
     let b: Value = body.parse(&schema::resource_class_body())?;
     let name = b["name"].as_str().unwrap_or_default();
     let mut conn = st.pool.acquire().await?;
     if !db::create(&mut conn, name).await? {
-        return Err(ApiError::conflict(format!("Conflicting resource class already exists: {name}")));
+        return Err(ApiError::conflict(format!(
+            "Conflicting resource class already exists: {name}"
+        )));
     }
     Ok(Reply::empty(StatusCode::CREATED).location(&headers, &format!("/resource_classes/{name}")))
 }
@@ -60,34 +70,47 @@ pub async fn update(
     PathParams(name): PathParams<String>,
     req: axum::extract::Request,
 ) -> ApiResult<Reply> {
-    mv.require(1, 2)?;
     let mut conn = st.pool.acquire().await?;
     if mv.at_least(1, 7) {
         // The path is validated with the body schema's rules.
         let as_body = JsonBody(json!({"name": name}));
         as_body.parse::<Value>(&schema::resource_class_body())?;
         let created = db::create(&mut conn, &name).await?;
-        let status = if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT };
+        let status = if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::NO_CONTENT
+        };
         return Ok(Reply::empty(status).location(&headers, &format!("/resource_classes/{name}")));
     }
     let body = <JsonBody as axum::extract::FromRequest<()>>::from_request(req, &()).await?;
     let b: Value = body.parse(&schema::resource_class_body())?;
     let new_name = b["name"].as_str().unwrap_or_default();
-    let c = db::get(&mut conn, &name).await?.ok_or_else(|| no_such(&name))?;
+    let c = db::get(&mut conn, &name)
+        .await?
+        .ok_or_else(|| no_such(&name))?;
     if c.id < FIRST_CUSTOM_ID {
-        return Err(ApiError::bad_request(format!("Cannot update standard resource class {name}")));
+        return Err(ApiError::bad_request(format!(
+            "Cannot update standard resource class {name}"
+        )));
     }
     if !db::rename(&mut conn, c.id, new_name).await? {
-        return Err(ApiError::conflict(format!("Resource class already exists: {new_name}")));
+        return Err(ApiError::conflict(format!(
+            "Resource class already exists: {new_name}"
+        )));
     }
     Ok(Reply::ok(&class_json(new_name)))
 }
 
 /// `DELETE /resource_classes/{name}`.
-pub async fn delete(State(st): State<AppState>, mv: Microversion, PathParams(name): PathParams<String>) -> ApiResult<StatusCode> {
-    mv.require(1, 2)?;
+pub async fn delete(
+    State(st): State<AppState>,
+    PathParams(name): PathParams<String>,
+) -> ApiResult<StatusCode> {
     let mut tx = st.pool.begin().await?;
-    let c = db::get(&mut tx, &name).await?.ok_or_else(|| no_such(&name))?;
+    let c = db::get(&mut tx, &name)
+        .await?
+        .ok_or_else(|| no_such(&name))?;
     if c.id < FIRST_CUSTOM_ID {
         return Err(ApiError::bad_request(format!(
             "Error in delete resource class: Cannot delete standard resource class {name}."

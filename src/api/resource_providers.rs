@@ -51,7 +51,8 @@ pub fn provider_json(rp: &ProviderRow, mv: Microversion) -> Value {
     if mv.at_least(1, 11) {
         links.push(json!({"rel": "allocations", "href": format!("{base}/allocations")}));
     }
-    let mut v = json!({"uuid": rp.uuid, "name": rp.name, "generation": rp.generation, "links": links});
+    let mut v =
+        json!({"uuid": rp.uuid, "name": rp.name, "generation": rp.generation, "links": links});
     if mv.at_least(1, 14) {
         v["parent_provider_uuid"] = json!(rp.parent_uuid);
         v["root_provider_uuid"] = json!(rp.root_uuid);
@@ -78,14 +79,18 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
         f.member_of = parse_member_of(&q.all("member_of"), v, "").map_err(ApiError::bad_request)?;
     }
     if let Some(r) = q.last("resources") {
-        let wanted = crate::candidates::request::parse_resources(r).map_err(ApiError::bad_request)?;
+        let wanted =
+            crate::candidates::request::parse_resources(r).map_err(ApiError::bad_request)?;
         let names: Vec<String> = wanted.iter().map(|(n, _)| n.clone()).collect();
         let ids = classes::ids(&mut conn, &names).await?.map_err(|rc| {
             ApiError::bad_request(format!(
                 "Invalid resource class in resources parameter: No such resource class {rc}."
             ))
         })?;
-        f.resources = ids.into_iter().zip(wanted.iter().map(|(_, n)| *n)).collect();
+        f.resources = ids
+            .into_iter()
+            .zip(wanted.iter().map(|(_, n)| *n))
+            .collect();
     }
     if mv.at_least(1, 18) {
         let filter = parse_required(&q.all("required"), v).map_err(ApiError::bad_request)?;
@@ -97,8 +102,18 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
                 missing.join(", ")
             )));
         }
-        let id_of = |n: &String| found.iter().find(|(f, _)| f == n).map(|(_, id)| *id).unwrap_or(-1);
-        f.required_trait_ids = filter.required.iter().map(|set| set.iter().map(id_of).collect()).collect();
+        let id_of = |n: &String| {
+            found
+                .iter()
+                .find(|(f, _)| f == n)
+                .map(|(_, id)| *id)
+                .unwrap_or(-1)
+        };
+        f.required_trait_ids = filter
+            .required
+            .iter()
+            .map(|set| set.iter().map(id_of).collect())
+            .collect();
         f.forbidden_trait_ids = filter.forbidden.iter().map(id_of).collect();
     }
     let rows = providers::list(&mut conn, &f).await?;
@@ -107,7 +122,11 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
 }
 
 /// `GET /resource_providers/{uuid}`.
-pub async fn show(State(st): State<AppState>, mv: Microversion, PathParams(id): PathParams<String>) -> ApiResult<Reply> {
+pub async fn show(
+    State(st): State<AppState>,
+    mv: Microversion,
+    PathParams(id): PathParams<String>,
+) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
     let rp = find(&mut conn, &id).await?;
     Ok(Reply::ok(&provider_json(&rp, mv)).cache(mv, modified(&rp)))
@@ -147,20 +166,28 @@ pub async fn create(
     match providers::create(&mut tx, uuid, &name, parent).await {
         Ok(()) => {}
         Err(CreateError::DuplicateName) => {
-            return Err(ApiError::conflict(format!("Conflicting resource provider name: {name} already exists."))
-                .code(codes::DUPLICATE_NAME))
+            return Err(ApiError::conflict(format!(
+                "Conflicting resource provider name: {name} already exists."
+            ))
+            .code(codes::DUPLICATE_NAME))
         }
         Err(CreateError::DuplicateUuid) => {
-            return Err(ApiError::conflict(format!("Conflicting resource provider uuid: {uuid} already exists."))
-                .code(codes::DUPLICATE_NAME))
+            return Err(ApiError::conflict(format!(
+                "Conflicting resource provider uuid: {uuid} already exists."
+            ))
+            .code(codes::DUPLICATE_NAME))
         }
         Err(CreateError::Db(e)) => return Err(e.into()),
     }
-    let rp = providers::get(&mut tx, uuid).await?.ok_or_else(|| ApiError::internal("provider vanished"))?;
+    let rp = providers::get(&mut tx, uuid)
+        .await?
+        .ok_or_else(|| ApiError::internal("provider vanished"))?;
     tx.commit().await?;
     let path = format!("/resource_providers/{uuid}");
     if mv.at_least(1, 20) {
-        Ok(Reply::ok(&provider_json(&rp, mv)).location(&headers, &path).cache(mv, modified(&rp)))
+        Ok(Reply::ok(&provider_json(&rp, mv))
+            .location(&headers, &path)
+            .cache(mv, modified(&rp)))
     } else {
         Ok(Reply::empty(StatusCode::CREATED).location(&headers, &path))
     }
@@ -185,7 +212,9 @@ pub async fn update(
         ))
     };
     let current_parent = match rp.parent_uuid {
-        Some(p) => providers::get(&mut tx, p).await?.map(|r| (r.id, r.root_provider_id)),
+        Some(p) => providers::get(&mut tx, p)
+            .await?
+            .map(|r| (r.id, r.root_provider_id)),
         None => None,
     };
     let parent = match body_uuid(&b, "parent_provider_uuid") {
@@ -208,20 +237,29 @@ pub async fn update(
         }
     };
     if !providers::update(&mut tx, rp.id, &name, parent).await? {
-        return Err(ApiError::conflict(format!("Conflicting resource provider {name} already exists."))
-            .code(codes::DUPLICATE_NAME));
+        return Err(ApiError::conflict(format!(
+            "Conflicting resource provider {name} already exists."
+        ))
+        .code(codes::DUPLICATE_NAME));
     }
-    let updated = providers::get(&mut tx, rp.uuid).await?.ok_or_else(|| ApiError::internal("provider vanished"))?;
+    let updated = providers::get(&mut tx, rp.uuid)
+        .await?
+        .ok_or_else(|| ApiError::internal("provider vanished"))?;
     tx.commit().await?;
     Ok(Reply::ok(&provider_json(&updated, mv)).cache(mv, modified(&rp)))
 }
 
 /// `DELETE /resource_providers/{uuid}`.
-pub async fn delete(State(st): State<AppState>, PathParams(id): PathParams<String>) -> ApiResult<StatusCode> {
+pub async fn delete(
+    State(st): State<AppState>,
+    PathParams(id): PathParams<String>,
+) -> ApiResult<StatusCode> {
     let mut tx = st.pool.begin().await?;
-    let rp = find_for_update(&mut tx, &id)
-        .await
-        .map_err(|_| ApiError::not_found(format!("No resource provider with uuid {id} found for delete")))?;
+    let rp = find_for_update(&mut tx, &id).await.map_err(|_| {
+        ApiError::not_found(format!(
+            "No resource provider with uuid {id} found for delete"
+        ))
+    })?;
     match providers::delete(&mut tx, rp.id).await? {
         Some(DeleteBlock::HasChildren) => Err(ApiError::conflict(format!(
             "Unable to delete parent resource provider {}: It has child resource providers.",

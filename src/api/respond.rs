@@ -24,7 +24,10 @@ impl Reply {
     pub fn json<T: Serialize>(status: StatusCode, body: &T) -> Self {
         let text = serde_json::to_string(body).unwrap_or_else(|_| "{}".into());
         let mut headers = HeaderMap::new();
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         Reply {
             status,
             body: Some(text),

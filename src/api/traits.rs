@@ -5,8 +5,8 @@ use super::microversion::Microversion;
 use super::resource_providers::{find, find_for_update};
 use super::respond::{latest, Reply};
 use super::schema;
-use crate::db::traits::{self as db, NameFilter, TraitRow};
 use crate::db::providers;
+use crate::db::traits::{self as db, NameFilter, TraitRow};
 use crate::error::{codes, ApiError, ApiResult};
 use crate::types::is_custom_name;
 use crate::AppState;
@@ -25,7 +25,6 @@ fn generation_changed() -> ApiError {
 
 /// `GET /traits`.
 pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -> ApiResult<Reply> {
-    mv.require(1, 6)?;
     q.validate(&schema::traits_list_query())?;
     let name = match q.last("name") {
         None => NameFilter::All,
@@ -45,7 +44,9 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
         Some("true") => Some(true),
         Some("false") => Some(false),
         Some(_) => {
-            return Err(ApiError::bad_request("The query parameter \"associated\" only accepts \"true\" or \"false\""))
+            return Err(ApiError::bad_request(
+                "The query parameter \"associated\" only accepts \"true\" or \"false\"",
+            ))
         }
     };
     let mut conn = st.pool.acquire().await?;
@@ -55,8 +56,11 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
 }
 
 /// `GET /traits/{name}`: 204 when it exists.
-pub async fn show(State(st): State<AppState>, mv: Microversion, PathParams(name): PathParams<String>) -> ApiResult<Reply> {
-    mv.require(1, 6)?;
+pub async fn show(
+    State(st): State<AppState>,
+    mv: Microversion,
+    PathParams(name): PathParams<String>,
+) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
     let t = db::get(&mut conn, &name)
         .await?
@@ -71,7 +75,6 @@ pub async fn create(
     headers: HeaderMap,
     PathParams(name): PathParams<String>,
 ) -> ApiResult<Reply> {
-    mv.require(1, 6)?;
     if !is_custom_name(&name) {
         return Err(ApiError::bad_request(
             "The trait is invalid. A valid trait must be no longer than 255 characters, start with the prefix \"CUSTOM_\" and use following characters: \"A\"-\"Z\", \"0\"-\"9\" and \"_\"",
@@ -80,24 +83,34 @@ pub async fn create(
     let mut conn = st.pool.acquire().await?;
     let created = db::create(&mut conn, &name).await?;
     let t = db::get(&mut conn, &name).await?;
-    let status = if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT };
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::NO_CONTENT
+    };
     Ok(Reply::empty(status)
         .location(&headers, &format!("/traits/{name}"))
         .cache(mv, t.as_ref().and_then(modified)))
 }
 
 /// `DELETE /traits/{name}`.
-pub async fn delete(State(st): State<AppState>, mv: Microversion, PathParams(name): PathParams<String>) -> ApiResult<StatusCode> {
-    mv.require(1, 6)?;
+pub async fn delete(
+    State(st): State<AppState>,
+    PathParams(name): PathParams<String>,
+) -> ApiResult<StatusCode> {
     let mut tx = st.pool.begin().await?;
     let t = db::get(&mut tx, &name)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No such trait(s): {name}.")))?;
     if !name.starts_with("CUSTOM_") {
-        return Err(ApiError::bad_request(format!("Cannot delete standard trait {name}.")));
+        return Err(ApiError::bad_request(format!(
+            "Cannot delete standard trait {name}."
+        )));
     }
     if db::in_use(&mut tx, t.id).await? {
-        return Err(ApiError::conflict(format!("The trait {name} is in use by a resource provider.")));
+        return Err(ApiError::conflict(format!(
+            "The trait {name} is in use by a resource provider."
+        )));
     }
     db::delete(&mut tx, t.id).await?;
     tx.commit().await?;
@@ -110,12 +123,16 @@ fn provider_traits_json(rows: &[TraitRow], generation: i32) -> Value {
 }
 
 /// `GET /resource_providers/{uuid}/traits`.
-pub async fn of_provider(State(st): State<AppState>, mv: Microversion, PathParams(id): PathParams<String>) -> ApiResult<Reply> {
-    mv.require(1, 6)?;
+pub async fn of_provider(
+    State(st): State<AppState>,
+    mv: Microversion,
+    PathParams(id): PathParams<String>,
+) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
     let rp = find(&mut conn, &id).await?;
     let rows = db::of_provider(&mut conn, rp.id).await?;
-    Ok(Reply::ok(&provider_traits_json(&rows, rp.generation)).cache(mv, latest(rows.iter().map(modified))))
+    Ok(Reply::ok(&provider_traits_json(&rows, rp.generation))
+        .cache(mv, latest(rows.iter().map(modified))))
 }
 
 /// `PUT /resource_providers/{uuid}/traits`: replace the set; bumps only on change.
@@ -125,7 +142,6 @@ pub async fn set_for_provider(
     PathParams(id): PathParams<String>,
     body: JsonBody,
 ) -> ApiResult<Reply> {
-    mv.require(1, 6)?;
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
     let b: Value = body.parse(&schema::provider_traits_put())?;
@@ -134,11 +150,18 @@ pub async fn set_for_provider(
     }
     let names: Vec<String> = b["traits"]
         .as_array()
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default();
     let (found, missing) = db::resolve(&mut tx, &names).await?;
     if !missing.is_empty() {
-        return Err(ApiError::bad_request(format!("No such trait(s): {}.", missing.join(", "))));
+        return Err(ApiError::bad_request(format!(
+            "No such trait(s): {}.",
+            missing.join(", ")
+        )));
     }
     let ids: Vec<i32> = found.iter().map(|(_, id)| *id).collect();
     let mut gen = rp.generation;
@@ -154,8 +177,10 @@ pub async fn set_for_provider(
 }
 
 /// `DELETE /resource_providers/{uuid}/traits`.
-pub async fn clear_provider(State(st): State<AppState>, mv: Microversion, PathParams(id): PathParams<String>) -> ApiResult<StatusCode> {
-    mv.require(1, 6)?;
+pub async fn clear_provider(
+    State(st): State<AppState>,
+    PathParams(id): PathParams<String>,
+) -> ApiResult<StatusCode> {
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
     if db::set_for_provider(&mut tx, rp.id, &[]).await?

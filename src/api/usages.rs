@@ -12,17 +12,27 @@ use axum::extract::State;
 use serde_json::{json, Map, Value};
 
 /// `GET /resource_providers/{uuid}/usages`.
-pub async fn provider(State(st): State<AppState>, mv: Microversion, PathParams(id): PathParams<String>) -> ApiResult<Reply> {
+pub async fn provider(
+    State(st): State<AppState>,
+    mv: Microversion,
+    PathParams(id): PathParams<String>,
+) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
     let rp = find(&mut conn, &id).await?;
     let rows = db::of_provider(&mut conn, rp.id).await?;
     let usages: Map<String, Value> = rows.into_iter().map(|(rc, n)| (rc, json!(n))).collect();
-    Ok(Reply::ok(&json!({"resource_provider_generation": rp.generation, "usages": usages})).cache(mv, None))
+    Ok(
+        Reply::ok(&json!({"resource_provider_generation": rp.generation, "usages": usages}))
+            .cache(mv, None),
+    )
 }
 
 /// `GET /usages?project_id=&user_id=[&consumer_type=]`.
-pub async fn project(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -> ApiResult<Reply> {
-    mv.require(1, 9)?;
+pub async fn project(
+    State(st): State<AppState>,
+    mv: Microversion,
+    q: QueryPairs,
+) -> ApiResult<Reply> {
     q.validate(&schema::usages_query(mv))?;
     let project = q.last("project_id").unwrap_or_default();
     let user = q.last("user_id");
@@ -52,7 +62,9 @@ pub async fn project(State(st): State<AppState>, mv: Microversion, q: QueryPairs
     for r in rows {
         if let Some(g) = group(&r.consumer_type) {
             let entry = usages.entry(g).or_insert_with(|| json!({}));
-            let slot = entry.as_object_mut().and_then(|m| Some(m.entry(r.resource_class).or_insert(json!(0))));
+            let slot = entry
+                .as_object_mut()
+                .and_then(|m| Some(m.entry(r.resource_class).or_insert(json!(0))));
             if let Some(slot) = slot {
                 *slot = json!(slot.as_i64().unwrap_or(0) + r.used);
             }

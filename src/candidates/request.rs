@@ -66,7 +66,9 @@ pub fn parse_resources(qs: &str) -> Result<Vec<(String, i64)>, String> {
             format!("Requested resource {rc} expected positive integer amount. Got: {amount}.")
         })?;
         if n < 1 {
-            return Err(format!("Requested resource {rc} requires amount >= 1. Got: {n}."));
+            return Err(format!(
+                "Requested resource {rc} requires amount >= 1. Got: {n}."
+            ));
         }
         // A repeated class takes the last amount, as a Python dict would.
         if let Some(slot) = out.iter_mut().find(|(c, _)| c == rc) {
@@ -107,7 +109,9 @@ pub fn parse_required(values: &[&str], v: Version) -> Result<TraitFilter, String
             if names.iter().any(|n| n.starts_with('!')) {
                 return Err(format!("Invalid query string parameters: Expected 'required' parameter value of the form: in:HW_CPU_X86_VMX,CUSTOM_MAGIC. Got: {value}"));
             }
-            filter.required.push(names.into_iter().map(String::from).collect());
+            filter
+                .required
+                .push(names.into_iter().map(String::from).collect());
             continue;
         }
         for name in value.split(',').map(str::trim) {
@@ -151,7 +155,9 @@ pub fn conflicting_traits(filter: &TraitFilter) -> Vec<String> {
 /// Parses every value of a `member_of` (or `member_ofS`) parameter.
 pub fn parse_member_of(values: &[&str], v: Version, suffix: &str) -> Result<AggFilter, String> {
     if !at_least(v, 24) && values.len() > 1 {
-        return Err(format!("Multiple member_of{suffix} parameters are not supported"));
+        return Err(format!(
+            "Multiple member_of{suffix} parameters are not supported"
+        ));
     }
     let mut filter = AggFilter::default();
     for &raw in values {
@@ -193,11 +199,20 @@ mod tests {
 
     #[test]
     fn resources() {
-        assert_eq!(parse_resources("VCPU:2,MEMORY_MB:1024").unwrap(), vec![("VCPU".into(), 2), ("MEMORY_MB".into(), 1024)]);
-        assert!(parse_resources("").unwrap_err().contains("Got: empty string."));
+        assert_eq!(
+            parse_resources("VCPU:2,MEMORY_MB:1024").unwrap(),
+            vec![("VCPU".into(), 2), ("MEMORY_MB".into(), 1024)]
+        );
+        assert!(parse_resources("")
+            .unwrap_err()
+            .contains("Got: empty string."));
         assert!(parse_resources("VCPU").unwrap_err().contains("Got: VCPU."));
-        assert!(parse_resources("VCPU:x").unwrap_err().contains("expected positive integer amount"));
-        assert!(parse_resources("VCPU:0").unwrap_err().contains("requires amount >= 1. Got: 0."));
+        assert!(parse_resources("VCPU:x")
+            .unwrap_err()
+            .contains("expected positive integer amount"));
+        assert!(parse_resources("VCPU:0")
+            .unwrap_err()
+            .contains("requires amount >= 1. Got: 0."));
     }
 
     #[test]
@@ -206,12 +221,16 @@ mod tests {
         assert_eq!(f.required, vec![BTreeSet::from(["A".to_string()])]);
         assert!(f.forbidden.contains("B"));
         assert!(parse_required(&["!B"], (1, 21)).is_err());
-        assert!(parse_required(&["in:A,B"], (1, 38)).unwrap_err().contains("1.39"));
+        assert!(parse_required(&["in:A,B"], (1, 38))
+            .unwrap_err()
+            .contains("1.39"));
         let f = parse_required(&["A", "B"], (1, 38)).unwrap();
         assert_eq!(f.required.len(), 1);
         let f = parse_required(&["in:A,B", "C"], (1, 39)).unwrap();
         assert_eq!(f.required.len(), 2);
-        assert!(parse_required(&["A,,B"], (1, 22)).unwrap_err().contains("empty trait"));
+        assert!(parse_required(&["A,,B"], (1, 22))
+            .unwrap_err()
+            .contains("empty trait"));
         let f = parse_required(&["!!!A"], (1, 22)).unwrap();
         assert!(f.forbidden.contains("A"));
     }
@@ -221,10 +240,23 @@ mod tests {
         let a = "a0b15655-273a-4b3d-9792-2e579b7d5ad9";
         let b = "b0b15655-273a-4b3d-9792-2e579b7d5ad9";
         assert!(parse_member_of(&[a, b], (1, 23), "").is_err());
-        assert_eq!(parse_member_of(&[a, b], (1, 24), "").unwrap().any_of.len(), 2);
+        assert_eq!(
+            parse_member_of(&[a, b], (1, 24), "").unwrap().any_of.len(),
+            2
+        );
         assert!(parse_member_of(&[&format!("!{a}")], (1, 31), "").is_err());
-        assert_eq!(parse_member_of(&[&format!("!in:{a},{b}")], (1, 32), "").unwrap().forbidden.len(), 2);
-        assert!(parse_member_of(&[&format!("{a},{b}")], (1, 32), "").unwrap_err().contains("prefixed"));
-        assert!(parse_member_of(&["x"], (1, 32), "").unwrap_err().contains("valid UUID"));
+        assert_eq!(
+            parse_member_of(&[&format!("!in:{a},{b}")], (1, 32), "")
+                .unwrap()
+                .forbidden
+                .len(),
+            2
+        );
+        assert!(parse_member_of(&[&format!("{a},{b}")], (1, 32), "")
+            .unwrap_err()
+            .contains("prefixed"));
+        assert!(parse_member_of(&["x"], (1, 32), "")
+            .unwrap_err()
+            .contains("valid UUID"));
     }
 }

@@ -16,7 +16,11 @@ pub async fn of_provider(conn: &mut PgConnection, rp_id: i64) -> Result<Vec<Uuid
 }
 
 /// Replaces a provider's aggregates, creating unknown aggregates on the way.
-pub async fn set_for_provider(conn: &mut PgConnection, rp_id: i64, aggs: &[Uuid]) -> Result<(), sqlx::Error> {
+pub async fn set_for_provider(
+    conn: &mut PgConnection,
+    rp_id: i64,
+    aggs: &[Uuid],
+) -> Result<(), sqlx::Error> {
     sqlx::query("INSERT INTO placement_aggregates (uuid) SELECT UNNEST($1::uuid[]) ON CONFLICT (uuid) DO NOTHING")
         .bind(aggs)
         .execute(&mut *conn)

@@ -44,19 +44,29 @@ const SELECT: &str = "SELECT rp.uuid AS provider_uuid, rp.generation AS provider
     JOIN resource_classes rc ON rc.id = a.resource_class_id";
 
 /// A consumer's allocations, ordered by provider then class.
-pub async fn of_consumer(conn: &mut PgConnection, consumer: Uuid) -> Result<Vec<AllocationRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!("{SELECT} WHERE c.uuid = $1 ORDER BY rp.id, rc.id")))
-        .bind(consumer)
-        .fetch_all(conn)
-        .await
+pub async fn of_consumer(
+    conn: &mut PgConnection,
+    consumer: Uuid,
+) -> Result<Vec<AllocationRow>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{SELECT} WHERE c.uuid = $1 ORDER BY rp.id, rc.id"
+    )))
+    .bind(consumer)
+    .fetch_all(conn)
+    .await
 }
 
 /// A provider's allocations, ordered by consumer then class.
-pub async fn of_provider(conn: &mut PgConnection, rp_id: i64) -> Result<Vec<AllocationRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!("{SELECT} WHERE a.resource_provider_id = $1 ORDER BY c.id, rc.id")))
-        .bind(rp_id)
-        .fetch_all(conn)
-        .await
+pub async fn of_provider(
+    conn: &mut PgConnection,
+    rp_id: i64,
+) -> Result<Vec<AllocationRow>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{SELECT} WHERE a.resource_provider_id = $1 ORDER BY c.id, rc.id"
+    )))
+    .bind(rp_id)
+    .fetch_all(conn)
+    .await
 }
 
 /// The consumer generation check asked for by the request.
@@ -97,7 +107,9 @@ pub enum AllocError {
     #[error("No such resource class {1}.")]
     NoClass(Uuid, String),
     /// 409 undefined_code: the provider lacks inventory of the classes.
-    #[error("Unable to allocate inventory: Inventory for '{1}' on resource provider '{0}' invalid.")]
+    #[error(
+        "Unable to allocate inventory: Inventory for '{1}' on resource provider '{0}' invalid."
+    )]
     NoInventory(Uuid, String),
     /// 409 undefined_code: min_unit/max_unit/step_size violated.
     #[error("Unable to allocate inventory: Unable to create allocation for '{1}' on resource provider '{0}'. The requested amount would violate inventory constraints.")]
@@ -122,7 +134,10 @@ pub enum AllocError {
 /// caller's transaction. Returns the ids of providers it bumped.
 pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<(), AllocError> {
     // Resolve providers, lock those receiving allocations in id order.
-    let mut wanted: Vec<Uuid> = writes.iter().flat_map(|w| w.allocations.keys().copied()).collect();
+    let mut wanted: Vec<Uuid> = writes
+        .iter()
+        .flat_map(|w| w.allocations.keys().copied())
+        .collect();
     wanted.sort_unstable();
     wanted.dedup();
     let rows: Vec<(i64, Uuid)> = sqlx::query_as(
@@ -143,11 +158,13 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
         .collect();
     class_names.sort();
     class_names.dedup();
-    let class_rows: Vec<(i32, String)> = sqlx::query_as("SELECT id, name FROM resource_classes WHERE name = ANY($1)")
-        .bind(&class_names)
-        .fetch_all(&mut *conn)
-        .await?;
-    let class_ids: HashMap<&str, i32> = class_rows.iter().map(|(id, n)| (n.as_str(), *id)).collect();
+    let class_rows: Vec<(i32, String)> =
+        sqlx::query_as("SELECT id, name FROM resource_classes WHERE name = ANY($1)")
+            .bind(&class_names)
+            .fetch_all(&mut *conn)
+            .await?;
+    let class_ids: HashMap<&str, i32> =
+        class_rows.iter().map(|(id, n)| (n.as_str(), *id)).collect();
     for w in writes {
         for classes in w.allocations.values() {
             if let Some(rc) = classes.keys().find(|c| !class_ids.contains_key(c.as_str())) {
@@ -164,13 +181,22 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
         let current = consumers::get_for_update(conn, w.consumer).await?;
         match (w.generation, &current) {
             (GenerationCheck::New, Some(c)) => {
-                return Err(AllocError::ConsumerGeneration { expected: c.generation.to_string(), got: "None".into() })
+                return Err(AllocError::ConsumerGeneration {
+                    expected: c.generation.to_string(),
+                    got: "None".into(),
+                })
             }
             (GenerationCheck::Is(g), None) => {
-                return Err(AllocError::ConsumerGeneration { expected: "null".into(), got: g.to_string() })
+                return Err(AllocError::ConsumerGeneration {
+                    expected: "null".into(),
+                    got: g.to_string(),
+                })
             }
             (GenerationCheck::Is(g), Some(c)) if c.generation != g => {
-                return Err(AllocError::ConsumerGeneration { expected: c.generation.to_string(), got: g.to_string() })
+                return Err(AllocError::ConsumerGeneration {
+                    expected: c.generation.to_string(),
+                    got: g.to_string(),
+                })
             }
             _ => {}
         }
@@ -209,7 +235,10 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
             for (rc, &n) in classes {
                 let key = (rp_id, class_ids[rc.as_str()]);
                 let inv = &inventories[&key];
-                if n < inv.min_unit as i64 || n > inv.max_unit as i64 || n % inv.step_size as i64 != 0 {
+                if n < inv.min_unit as i64
+                    || n > inv.max_unit as i64
+                    || n % inv.step_size as i64 != 0
+                {
                     return Err(AllocError::Constraints(*rp, rc.clone()));
                 }
                 *requested.entry(key).or_default() += n;
@@ -233,7 +262,9 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
 
     // Write consumers and allocations.
     for w in writes {
-        let owner = consumers::ensure_owner(conn, &w.project_id, &w.user_id, w.consumer_type.as_deref()).await?;
+        let owner =
+            consumers::ensure_owner(conn, &w.project_id, &w.user_id, w.consumer_type.as_deref())
+                .await?;
         let consumer_id = match existing.get(&w.consumer) {
             Some(c) if w.allocations.is_empty() => {
                 consumers::delete(conn, c.id).await?;
@@ -247,7 +278,10 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
             None => {
                 let Some(id) = consumers::create(conn, w.consumer, owner).await? else {
                     // Created concurrently between our lock attempt and now.
-                    return Err(AllocError::ConsumerGeneration { expected: "0".into(), got: "None".into() });
+                    return Err(AllocError::ConsumerGeneration {
+                        expected: "0".into(),
+                        got: "None".into(),
+                    });
                 };
                 consumers::update_and_bump(conn, id, owner, w.consumer_type.is_some()).await?;
                 id
@@ -290,7 +324,10 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
     Ok(())
 }
 
-async fn usage(conn: &mut PgConnection, rp_ids: &[i64]) -> Result<HashMap<(i64, i32), i64>, sqlx::Error> {
+async fn usage(
+    conn: &mut PgConnection,
+    rp_ids: &[i64],
+) -> Result<HashMap<(i64, i32), i64>, sqlx::Error> {
     let rows: Vec<(i64, i32, i64)> = sqlx::query_as(
         "SELECT resource_provider_id, resource_class_id, SUM(used)::bigint FROM allocations
          WHERE resource_provider_id = ANY($1) GROUP BY 1, 2",
@@ -301,7 +338,10 @@ async fn usage(conn: &mut PgConnection, rp_ids: &[i64]) -> Result<HashMap<(i64, 
     Ok(rows.into_iter().map(|(rp, rc, n)| ((rp, rc), n)).collect())
 }
 
-async fn inventories_of(conn: &mut PgConnection, rp_ids: &[i64]) -> Result<HashMap<(i64, i32), Inventory>, sqlx::Error> {
+async fn inventories_of(
+    conn: &mut PgConnection,
+    rp_ids: &[i64],
+) -> Result<HashMap<(i64, i32), Inventory>, sqlx::Error> {
     #[derive(sqlx::FromRow)]
     struct Row {
         resource_provider_id: i64,
@@ -340,7 +380,9 @@ async fn inventories_of(conn: &mut PgConnection, rp_ids: &[i64]) -> Result<HashM
 
 /// Deletes all of a consumer's allocations and the consumer; false when it had none.
 pub async fn delete_consumer(conn: &mut PgConnection, consumer: Uuid) -> Result<bool, sqlx::Error> {
-    let Some(c) = consumers::get_for_update(conn, consumer).await? else { return Ok(false) };
+    let Some(c) = consumers::get_for_update(conn, consumer).await? else {
+        return Ok(false);
+    };
     let n = sqlx::query("DELETE FROM allocations WHERE consumer_id = $1")
         .bind(c.id)
         .execute(&mut *conn)

@@ -35,11 +35,15 @@ pub async fn get(conn: &mut PgConnection, name: &str) -> Result<Option<ClassRow>
 }
 
 /// Resolves names to ids; returns the first unknown name as the error.
-pub async fn ids(conn: &mut PgConnection, names: &[String]) -> Result<Result<Vec<i32>, String>, sqlx::Error> {
-    let rows: Vec<(i32, String)> = sqlx::query_as("SELECT id, name FROM resource_classes WHERE name = ANY($1)")
-        .bind(names)
-        .fetch_all(conn)
-        .await?;
+pub async fn ids(
+    conn: &mut PgConnection,
+    names: &[String],
+) -> Result<Result<Vec<i32>, String>, sqlx::Error> {
+    let rows: Vec<(i32, String)> =
+        sqlx::query_as("SELECT id, name FROM resource_classes WHERE name = ANY($1)")
+            .bind(names)
+            .fetch_all(conn)
+            .await?;
     let mut out = Vec::with_capacity(names.len());
     for n in names {
         match rows.iter().find(|(_, name)| name == n) {
@@ -64,11 +68,12 @@ pub async fn create(conn: &mut PgConnection, name: &str) -> Result<bool, sqlx::E
 
 /// Renames a custom class; false when the new name is taken.
 pub async fn rename(conn: &mut PgConnection, id: i32, new_name: &str) -> Result<bool, sqlx::Error> {
-    let res = sqlx::query("UPDATE resource_classes SET name = $2, updated_at = now() WHERE id = $1")
-        .bind(id)
-        .bind(new_name)
-        .execute(conn)
-        .await;
+    let res =
+        sqlx::query("UPDATE resource_classes SET name = $2, updated_at = now() WHERE id = $1")
+            .bind(id)
+            .bind(new_name)
+            .execute(conn)
+            .await;
     match res {
         Ok(_) => Ok(true),
         Err(e) if super::is_unique_violation(&e, "resource_classes_name_key") => Ok(false),
@@ -86,6 +91,9 @@ pub async fn in_use(conn: &mut PgConnection, id: i32) -> Result<bool, sqlx::Erro
 
 /// Deletes a class (callers check standard and in-use first).
 pub async fn delete(conn: &mut PgConnection, id: i32) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM resource_classes WHERE id = $1").bind(id).execute(conn).await?;
+    sqlx::query("DELETE FROM resource_classes WHERE id = $1")
+        .bind(id)
+        .execute(conn)
+        .await?;
     Ok(())
 }

@@ -34,14 +34,24 @@ pub async fn get(conn: &mut PgConnection, uuid: Uuid) -> Result<Option<ConsumerR
 }
 
 /// Loads a consumer and locks it until the transaction ends.
-pub async fn get_for_update(conn: &mut PgConnection, uuid: Uuid) -> Result<Option<ConsumerRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!("{SELECT} WHERE c.uuid = $1 FOR UPDATE OF c")))
-        .bind(uuid)
-        .fetch_optional(conn)
-        .await
+pub async fn get_for_update(
+    conn: &mut PgConnection,
+    uuid: Uuid,
+) -> Result<Option<ConsumerRow>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{SELECT} WHERE c.uuid = $1 FOR UPDATE OF c"
+    )))
+    .bind(uuid)
+    .fetch_optional(conn)
+    .await
 }
 
-async fn ensure_named(conn: &mut PgConnection, table: &str, column: &str, value: &str) -> Result<i32, sqlx::Error> {
+async fn ensure_named(
+    conn: &mut PgConnection,
+    table: &str,
+    column: &str,
+    value: &str,
+) -> Result<i32, sqlx::Error> {
     // INSERT .. ON CONFLICT DO UPDATE returns the row whether new or not,
     // and is safe against concurrent inserts of the same name.
     sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
@@ -112,6 +122,9 @@ pub async fn update_and_bump(
 
 /// Deletes a consumer (its allocations go with it).
 pub async fn delete(conn: &mut PgConnection, id: i64) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM consumers WHERE id = $1").bind(id).execute(conn).await?;
+    sqlx::query("DELETE FROM consumers WHERE id = $1")
+        .bind(id)
+        .execute(conn)
+        .await?;
     Ok(())
 }

@@ -73,7 +73,10 @@ impl InventoryRow {
 }
 
 /// A provider's inventories, by class id.
-pub async fn of_provider(conn: &mut PgConnection, rp_id: i64) -> Result<Vec<InventoryRow>, sqlx::Error> {
+pub async fn of_provider(
+    conn: &mut PgConnection,
+    rp_id: i64,
+) -> Result<Vec<InventoryRow>, sqlx::Error> {
     sqlx::query_as(
         "SELECT i.resource_class_id, c.name AS resource_class, i.total, i.reserved, i.min_unit,
                 i.max_unit, i.step_size, i.allocation_ratio, i.created_at, i.updated_at
@@ -86,7 +89,12 @@ pub async fn of_provider(conn: &mut PgConnection, rp_id: i64) -> Result<Vec<Inve
 }
 
 /// Inserts or updates one record.
-pub async fn upsert(conn: &mut PgConnection, rp_id: i64, class_id: i32, inv: &Inventory) -> Result<(), sqlx::Error> {
+pub async fn upsert(
+    conn: &mut PgConnection,
+    rp_id: i64,
+    class_id: i32,
+    inv: &Inventory,
+) -> Result<(), sqlx::Error> {
     sqlx::query(
         "INSERT INTO inventories (resource_provider_id, resource_class_id, total, reserved, min_unit,
                                   max_unit, step_size, allocation_ratio)
@@ -110,12 +118,18 @@ pub async fn upsert(conn: &mut PgConnection, rp_id: i64, class_id: i32, inv: &In
 }
 
 /// Deletes the records of the given classes.
-pub async fn delete(conn: &mut PgConnection, rp_id: i64, class_ids: &[i32]) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM inventories WHERE resource_provider_id = $1 AND resource_class_id = ANY($2)")
-        .bind(rp_id)
-        .bind(class_ids)
-        .execute(conn)
-        .await?;
+pub async fn delete(
+    conn: &mut PgConnection,
+    rp_id: i64,
+    class_ids: &[i32],
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "DELETE FROM inventories WHERE resource_provider_id = $1 AND resource_class_id = ANY($2)",
+    )
+    .bind(rp_id)
+    .bind(class_ids)
+    .execute(conn)
+    .await?;
     Ok(())
 }
 

@@ -23,13 +23,17 @@ pub fn is_unique_violation(e: &sqlx::Error, constraint: &str) -> bool {
 pub async fn prepare(pool: &PgPool) -> Result<(), sqlx::Error> {
     // Several servers may start at once on one database: serialise migrations.
     let mut conn = pool.acquire().await?;
-    sqlx::query("SELECT pg_advisory_lock(7355608)").execute(&mut *conn).await?;
+    sqlx::query("SELECT pg_advisory_lock(7355608)")
+        .execute(&mut *conn)
+        .await?;
     let migrated = sqlx::migrate!("./migrations").run(&mut *conn).await;
     let seeded = match migrated {
         Ok(()) => seed_standard_names(&mut conn).await,
         Err(e) => Err(sqlx::Error::Migrate(Box::new(e))),
     };
-    sqlx::query("SELECT pg_advisory_unlock(7355608)").execute(&mut *conn).await?;
+    sqlx::query("SELECT pg_advisory_unlock(7355608)")
+        .execute(&mut *conn)
+        .await?;
     seeded
 }
 

@@ -47,10 +47,12 @@ pub async fn get_for_update(
     conn: &mut PgConnection,
     uuid: Uuid,
 ) -> Result<Option<ProviderRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!("{SELECT} WHERE rp.uuid = $1 FOR UPDATE OF rp")))
-        .bind(uuid)
-        .fetch_optional(conn)
-        .await
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{SELECT} WHERE rp.uuid = $1 FOR UPDATE OF rp"
+    )))
+    .bind(uuid)
+    .fetch_optional(conn)
+    .await
 }
 
 /// Filters of `GET /resource_providers`, already resolved to ids.
@@ -73,7 +75,10 @@ pub struct ProviderFilter {
 }
 
 /// Lists providers matching every filter, ordered by id.
-pub async fn list(conn: &mut PgConnection, f: &ProviderFilter) -> Result<Vec<ProviderRow>, sqlx::Error> {
+pub async fn list(
+    conn: &mut PgConnection,
+    f: &ProviderFilter,
+) -> Result<Vec<ProviderRow>, sqlx::Error> {
     let mut q: QueryBuilder<Postgres> = QueryBuilder::new(SELECT);
     q.push(" WHERE TRUE");
     if let Some(name) = &f.name {
@@ -154,8 +159,12 @@ pub async fn create(
     .await;
     match res {
         Ok(_) => Ok(()),
-        Err(e) if super::is_unique_violation(&e, "resource_providers_name_key") => Err(CreateError::DuplicateName),
-        Err(e) if super::is_unique_violation(&e, "resource_providers_uuid_key") => Err(CreateError::DuplicateUuid),
+        Err(e) if super::is_unique_violation(&e, "resource_providers_name_key") => {
+            Err(CreateError::DuplicateName)
+        }
+        Err(e) if super::is_unique_violation(&e, "resource_providers_uuid_key") => {
+            Err(CreateError::DuplicateUuid)
+        }
         Err(e) => Err(CreateError::Db(e)),
     }
 }
@@ -178,7 +187,9 @@ pub async fn update(
     .await;
     match res {
         Ok(_) => {}
-        Err(e) if super::is_unique_violation(&e, "resource_providers_name_key") => return Ok(false),
+        Err(e) if super::is_unique_violation(&e, "resource_providers_name_key") => {
+            return Ok(false)
+        }
         Err(e) => return Err(e),
     }
     let new_root = parent.map(|p| p.1).unwrap_or(id);
@@ -196,7 +207,11 @@ pub async fn update(
 }
 
 /// True when `candidate` is `id` or one of its descendants.
-pub async fn is_in_subtree(conn: &mut PgConnection, id: i64, candidate: i64) -> Result<bool, sqlx::Error> {
+pub async fn is_in_subtree(
+    conn: &mut PgConnection,
+    id: i64,
+    candidate: i64,
+) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar(
         "WITH RECURSIVE sub AS (
             SELECT id FROM resource_providers WHERE id = $1
@@ -219,27 +234,38 @@ pub enum DeleteBlock {
 
 /// Deletes a provider with its inventories, traits and aggregate links.
 pub async fn delete(conn: &mut PgConnection, id: i64) -> Result<Option<DeleteBlock>, sqlx::Error> {
-    let children: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM resource_providers WHERE parent_provider_id = $1)")
-        .bind(id)
-        .fetch_one(&mut *conn)
-        .await?;
+    let children: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM resource_providers WHERE parent_provider_id = $1)",
+    )
+    .bind(id)
+    .fetch_one(&mut *conn)
+    .await?;
     if children {
         return Ok(Some(DeleteBlock::HasChildren));
     }
-    let allocs: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM allocations WHERE resource_provider_id = $1)")
-        .bind(id)
-        .fetch_one(&mut *conn)
-        .await?;
+    let allocs: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM allocations WHERE resource_provider_id = $1)",
+    )
+    .bind(id)
+    .fetch_one(&mut *conn)
+    .await?;
     if allocs {
         return Ok(Some(DeleteBlock::HasAllocations));
     }
-    sqlx::query("DELETE FROM resource_providers WHERE id = $1").bind(id).execute(conn).await?;
+    sqlx::query("DELETE FROM resource_providers WHERE id = $1")
+        .bind(id)
+        .execute(conn)
+        .await?;
     Ok(None)
 }
 
 /// Bumps a provider's generation if it still is `expected`; false when a
 /// concurrent writer got there first.
-pub async fn bump_generation(conn: &mut PgConnection, id: i64, expected: i32) -> Result<bool, sqlx::Error> {
+pub async fn bump_generation(
+    conn: &mut PgConnection,
+    id: i64,
+    expected: i32,
+) -> Result<bool, sqlx::Error> {
     let res = sqlx::query(
         "UPDATE resource_providers SET generation = generation + 1, updated_at = now()
          WHERE id = $1 AND generation = $2",

@@ -32,20 +32,27 @@ pub async fn list(
     name: &NameFilter,
     associated: Option<bool>,
 ) -> Result<Vec<TraitRow>, sqlx::Error> {
-    let mut q: QueryBuilder<Postgres> =
-        QueryBuilder::new("SELECT t.id, t.name, t.created_at, t.updated_at FROM traits t WHERE TRUE");
+    let mut q: QueryBuilder<Postgres> = QueryBuilder::new(
+        "SELECT t.id, t.name, t.created_at, t.updated_at FROM traits t WHERE TRUE",
+    );
     match name {
         NameFilter::All => {}
         NameFilter::In(names) => {
-            q.push(" AND t.name = ANY(").push_bind(names.clone()).push(")");
+            q.push(" AND t.name = ANY(")
+                .push_bind(names.clone())
+                .push(")");
         }
         NameFilter::StartsWith(p) => {
-            q.push(" AND starts_with(t.name, ").push_bind(p.clone()).push(")");
+            q.push(" AND starts_with(t.name, ")
+                .push_bind(p.clone())
+                .push(")");
         }
     }
     match associated {
         Some(true) => {
-            q.push(" AND EXISTS (SELECT 1 FROM resource_provider_traits r WHERE r.trait_id = t.id)");
+            q.push(
+                " AND EXISTS (SELECT 1 FROM resource_provider_traits r WHERE r.trait_id = t.id)",
+            );
         }
         Some(false) => {
             q.push(" AND NOT EXISTS (SELECT 1 FROM resource_provider_traits r WHERE r.trait_id = t.id)");
@@ -83,7 +90,10 @@ pub async fn in_use(conn: &mut PgConnection, id: i32) -> Result<bool, sqlx::Erro
 
 /// Deletes a trait (callers check standard and in-use first).
 pub async fn delete(conn: &mut PgConnection, id: i32) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM traits WHERE id = $1").bind(id).execute(conn).await?;
+    sqlx::query("DELETE FROM traits WHERE id = $1")
+        .bind(id)
+        .execute(conn)
+        .await?;
     Ok(())
 }
 
@@ -92,10 +102,11 @@ pub async fn resolve(
     conn: &mut PgConnection,
     names: &[String],
 ) -> Result<(Vec<(String, i32)>, Vec<String>), sqlx::Error> {
-    let rows: Vec<(i32, String)> = sqlx::query_as("SELECT id, name FROM traits WHERE name = ANY($1)")
-        .bind(names)
-        .fetch_all(conn)
-        .await?;
+    let rows: Vec<(i32, String)> =
+        sqlx::query_as("SELECT id, name FROM traits WHERE name = ANY($1)")
+            .bind(names)
+            .fetch_all(conn)
+            .await?;
     let mut found = Vec::new();
     let mut missing = Vec::new();
     for n in names {
@@ -108,7 +119,10 @@ pub async fn resolve(
 }
 
 /// A provider's traits (sorted by name) with the latest change time among them.
-pub async fn of_provider(conn: &mut PgConnection, rp_id: i64) -> Result<Vec<TraitRow>, sqlx::Error> {
+pub async fn of_provider(
+    conn: &mut PgConnection,
+    rp_id: i64,
+) -> Result<Vec<TraitRow>, sqlx::Error> {
     sqlx::query_as(
         "SELECT t.id, t.name, t.created_at, t.updated_at FROM traits t
          JOIN resource_provider_traits r ON r.trait_id = t.id
@@ -120,12 +134,17 @@ pub async fn of_provider(conn: &mut PgConnection, rp_id: i64) -> Result<Vec<Trai
 }
 
 /// Replaces a provider's traits with `ids`; true when the set changed.
-pub async fn set_for_provider(conn: &mut PgConnection, rp_id: i64, ids: &[i32]) -> Result<bool, sqlx::Error> {
-    let mut current: Vec<i32> =
-        sqlx::query_scalar("SELECT trait_id FROM resource_provider_traits WHERE resource_provider_id = $1")
-            .bind(rp_id)
-            .fetch_all(&mut *conn)
-            .await?;
+pub async fn set_for_provider(
+    conn: &mut PgConnection,
+    rp_id: i64,
+    ids: &[i32],
+) -> Result<bool, sqlx::Error> {
+    let mut current: Vec<i32> = sqlx::query_scalar(
+        "SELECT trait_id FROM resource_provider_traits WHERE resource_provider_id = $1",
+    )
+    .bind(rp_id)
+    .fetch_all(&mut *conn)
+    .await?;
     let mut wanted = ids.to_vec();
     current.sort_unstable();
     wanted.sort_unstable();

@@ -3,7 +3,10 @@
 use sqlx::PgConnection;
 
 /// Units used per class name on a provider, one entry per inventory class (0 if unused).
-pub async fn of_provider(conn: &mut PgConnection, rp_id: i64) -> Result<Vec<(String, i64)>, sqlx::Error> {
+pub async fn of_provider(
+    conn: &mut PgConnection,
+    rp_id: i64,
+) -> Result<Vec<(String, i64)>, sqlx::Error> {
     sqlx::query_as(
         "SELECT c.name, COALESCE((SELECT SUM(a.used) FROM allocations a
                  WHERE a.resource_provider_id = i.resource_provider_id

@@ -52,7 +52,13 @@ impl SchemaError {
 /// Validates `instance` against `schema`, returning the best error.
 pub fn validate(schema: &Value, instance: &Value) -> Result<(), SchemaError> {
     let mut errors = Vec::new();
-    check(schema, instance, &mut Vec::new(), &mut Vec::new(), &mut errors);
+    check(
+        schema,
+        instance,
+        &mut Vec::new(),
+        &mut Vec::new(),
+        &mut errors,
+    );
     match errors.into_iter().min_by_key(|e| e.instance_path.len()) {
         None => Ok(()),
         Some(e) => Err(e),
@@ -113,7 +119,9 @@ fn check(
     ipath: &mut Vec<String>,
     errors: &mut Vec<SchemaError>,
 ) {
-    let Some(obj) = schema.as_object() else { return };
+    let Some(obj) = schema.as_object() else {
+        return;
+    };
     for (kw, arg) in obj {
         match kw.as_str() {
             "type" => {
@@ -144,14 +152,19 @@ fn check(
                     // Like jsonschema's best_match: report the failure of the
                     // branch whose type fits the instance, if there is one.
                     let fitting = options.iter().find(|s| {
-                        s.get("type").and_then(Value::as_str).is_some_and(|t| type_matches(t, inst))
+                        s.get("type")
+                            .and_then(Value::as_str)
+                            .is_some_and(|t| type_matches(t, inst))
                     });
                     if let (false, Some(branch)) = (ok, fitting) {
                         spath.push(kw.clone());
                         check(branch, inst, spath, ipath, errors);
                         spath.pop();
                     } else if !ok {
-                        let msg = format!("{} is not valid under any of the given schemas", py_repr(inst));
+                        let msg = format!(
+                            "{} is not valid under any of the given schemas",
+                            py_repr(inst)
+                        );
                         push(errors, kw, msg, spath, ipath, schema, inst);
                     }
                 }
@@ -169,7 +182,11 @@ fn check(
                     ("minimum", Some(m)) if x < m => push(
                         errors,
                         kw,
-                        format!("{} is less than the minimum of {}", py_repr(inst), py_repr(arg)),
+                        format!(
+                            "{} is less than the minimum of {}",
+                            py_repr(inst),
+                            py_repr(arg)
+                        ),
                         spath,
                         ipath,
                         schema,
@@ -178,7 +195,11 @@ fn check(
                     ("maximum", Some(m)) if x > m => push(
                         errors,
                         kw,
-                        format!("{} is greater than the maximum of {}", py_repr(inst), py_repr(arg)),
+                        format!(
+                            "{} is greater than the maximum of {}",
+                            py_repr(inst),
+                            py_repr(arg)
+                        ),
                         spath,
                         ipath,
                         schema,
@@ -257,14 +278,26 @@ fn check_object(
                         patterns.sort();
                         format!(
                             "{} {} not match any of the regexes: {}",
-                            sorted.iter().map(|e| py_str(e)).collect::<Vec<_>>().join(", "),
+                            sorted
+                                .iter()
+                                .map(|e| py_str(e))
+                                .collect::<Vec<_>>()
+                                .join(", "),
                             if sorted.len() == 1 { "does" } else { "do" },
-                            patterns.iter().map(|p| py_str(p)).collect::<Vec<_>>().join(", ")
+                            patterns
+                                .iter()
+                                .map(|p| py_str(p))
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         )
                     } else {
                         format!(
                             "Additional properties are not allowed ({} {} unexpected)",
-                            extras.iter().map(|e| py_str(e)).collect::<Vec<_>>().join(", "),
+                            extras
+                                .iter()
+                                .map(|e| py_str(e))
+                                .collect::<Vec<_>>()
+                                .join(", "),
                             if extras.len() == 1 { "was" } else { "were" }
                         )
                     };
@@ -283,7 +316,12 @@ fn check_object(
             }
         }
         "required" => {
-            for name in arg.as_array().into_iter().flatten().filter_map(Value::as_str) {
+            for name in arg
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+            {
                 if !map.contains_key(name) {
                     let msg = format!("{} is a required property", py_str(name));
                     push(errors, kw, msg, spath, ipath, schema, inst);
@@ -395,7 +433,11 @@ fn check_string(
 
 /// Python's `repr` of a string.
 pub fn py_str(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
     let mut out = String::with_capacity(s.len() + 2);
     out.push(quote);
     for c in s.chars() {
@@ -462,13 +504,24 @@ mod tests {
         });
         let err = |v: Value| validate(&schema, &v).unwrap_err().message;
         assert_eq!(err(json!({})), "'name' is a required property");
-        assert_eq!(err(json!({"name": "a", "x": 1})), "Additional properties are not allowed ('x' was unexpected)");
+        assert_eq!(
+            err(json!({"name": "a", "x": 1})),
+            "Additional properties are not allowed ('x' was unexpected)"
+        );
         assert_eq!(err(json!({"name": "abcdefg"})), "'abcdefg' is too long");
-        assert_eq!(err(json!({"name": "a", "total": 0})), "0 is less than the minimum of 1");
-        assert_eq!(err(json!({"name": "a", "total": 1.0})), "1.0 is not of type 'integer'");
+        assert_eq!(
+            err(json!({"name": "a", "total": 0})),
+            "0 is less than the minimum of 1"
+        );
+        assert_eq!(
+            err(json!({"name": "a", "total": 1.0})),
+            "1.0 is not of type 'integer'"
+        );
         assert_eq!(err(json!({"name": 3})), "3 is not of type 'string'");
         let e = validate(&schema, &json!({"name": "a", "total": 0})).unwrap_err();
-        assert!(e.render().contains("Failed validating 'minimum' in schema['properties']['total']"));
+        assert!(e
+            .render()
+            .contains("Failed validating 'minimum' in schema['properties']['total']"));
         assert!(validate(&schema, &json!({"name": "a", "total": 3})).is_ok());
     }
 
@@ -476,6 +529,9 @@ mod tests {
     fn pattern_properties_message() {
         let schema = json!({"type": "object", "patternProperties": {"^[A-Z0-9_]+$": {"type": "integer"}}, "additionalProperties": false});
         let e = validate(&schema, &json!({"bad": 1})).unwrap_err();
-        assert_eq!(e.message, "'bad' does not match any of the regexes: '^[A-Z0-9_]+$'");
+        assert_eq!(
+            e.message,
+            "'bad' does not match any of the regexes: '^[A-Z0-9_]+$'"
+        );
     }
 }
