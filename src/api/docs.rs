@@ -185,6 +185,12 @@ pub const ROUTES: &[(&str, &str, &str, &str)] = &[
         "1.0",
     ),
     (
+        "/reshaper",
+        "POST",
+        "Move inventories and allocations atomically",
+        "1.30",
+    ),
+    (
         "/usages",
         "GET",
         "Usages of a project (and user, by consumer type from 1.38)",

@@ -9,6 +9,7 @@ pub mod extract;
 pub mod inventories;
 pub mod microversion;
 pub mod middleware;
+pub mod reshaper;
 pub mod resource_classes;
 pub mod resource_providers;
 pub mod respond;
@@ -113,6 +114,7 @@ pub fn router(state: AppState) -> Router {
             ),
         )
         .route("/usages", route(get(usages::project), "GET"))
+        .route("/reshaper", route(post(reshaper::reshape), "POST"))
         .route_layer(axum::middleware::from_fn(middleware::route_guard))
         .fallback(not_found)
         .with_state(state);

@@ -317,10 +317,7 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
     }
     bump.sort_unstable();
     bump.dedup();
-    sqlx::query("UPDATE resource_providers SET generation = generation + 1, updated_at = now() WHERE id = ANY($1)")
-        .bind(&bump)
-        .execute(&mut *conn)
-        .await?;
+    super::providers::bump_locked(conn, &bump).await?;
     Ok(())
 }
 

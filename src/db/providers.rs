@@ -284,3 +284,12 @@ pub async fn generation(conn: &mut PgConnection, id: i64) -> Result<i32, sqlx::E
         .fetch_one(conn)
         .await
 }
+
+/// Bumps the generations of providers this transaction already holds locked.
+pub async fn bump_locked(conn: &mut PgConnection, ids: &[i64]) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE resource_providers SET generation = generation + 1, updated_at = now() WHERE id = ANY($1)")
+        .bind(ids)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
