@@ -7,6 +7,7 @@ pub mod config;
 pub mod db;
 pub mod error;
 pub mod localdb;
+pub mod sched;
 pub mod types;
 
 use std::sync::Arc;

@@ -185,6 +185,12 @@ pub const ROUTES: &[(&str, &str, &str, &str)] = &[
         "1.0",
     ),
     (
+        "/allocation_candidates",
+        "GET",
+        "Allocation candidates for request groups (resources, required, member_of, in_tree, group_policy, same_subtree, root_required)",
+        "1.10",
+    ),
+    (
         "/reshaper",
         "POST",
         "Move inventories and allocations atomically",

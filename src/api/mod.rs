@@ -3,6 +3,7 @@
 //! request pipeline.
 
 pub mod aggregates;
+pub mod allocation_candidates;
 pub mod allocations;
 pub mod docs;
 pub mod extract;
@@ -114,6 +115,10 @@ pub fn router(state: AppState) -> Router {
             ),
         )
         .route("/usages", route(get(usages::project), "GET"))
+        .route(
+            "/allocation_candidates",
+            route(get(allocation_candidates::list), "GET"),
+        )
         .route("/reshaper", route(post(reshaper::reshape), "POST"))
         .route_layer(axum::middleware::from_fn(middleware::route_guard))
         .fallback(not_found)

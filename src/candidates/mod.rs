@@ -1,4 +1,8 @@
 //! The allocation-candidate engine: request parsing, the provider data a
 //! request needs, the pure solver, and rendering.
 
+pub mod groups;
+pub mod render;
 pub mod request;
+pub mod snapshot;
+pub mod solve;

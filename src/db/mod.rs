@@ -3,6 +3,7 @@
 
 pub mod aggregates;
 pub mod allocations;
+pub mod candidates;
 pub mod classes;
 pub mod consumers;
 pub mod inventories;

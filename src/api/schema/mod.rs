@@ -267,3 +267,43 @@ pub fn reshaper(mv: Microversion) -> Value {
         "additionalProperties": false
     })
 }
+
+/// Query of `GET /allocation_candidates`.
+pub fn candidates_query(mv: Microversion) -> Value {
+    let limit = json!({"type": "string", "pattern": "^[1-9][0-9]*$"});
+    if !mv.at_least(1, 25) {
+        let mut props = json!({"resources": {"type": "string"}});
+        if mv.at_least(1, 16) {
+            props["limit"] = limit;
+        }
+        if mv.at_least(1, 17) {
+            props["required"] = json!({"type": "string"});
+        }
+        if mv.at_least(1, 21) {
+            props["member_of"] = json!({"type": "string"});
+        }
+        return json!({"type": "object", "properties": props, "required": ["resources"], "additionalProperties": false});
+    }
+    let suffix = if mv.at_least(1, 33) {
+        "[a-zA-Z0-9_-]{1,64}"
+    } else {
+        "[1-9][0-9]*"
+    };
+    let mut props =
+        json!({"group_policy": {"type": "string", "enum": ["none", "isolate"]}, "limit": limit});
+    if mv.at_least(1, 35) {
+        props["root_required"] = json!({"type": "string"});
+    }
+    if mv.at_least(1, 36) {
+        props["same_subtree"] = json!({"type": "string"});
+    }
+    let mut patterns = serde_json::Map::new();
+    let mut keys = vec!["resources", "required", "member_of"];
+    if mv.at_least(1, 31) {
+        keys.push("in_tree");
+    }
+    for k in keys {
+        patterns.insert(format!("^{k}({suffix})?$"), json!({"type": "string"}));
+    }
+    json!({"type": "object", "properties": props, "patternProperties": patterns, "additionalProperties": false})
+}

@@ -1,0 +1,336 @@
+//! Parsing of `GET /allocation_candidates` into request groups, with the
+//! group-level validation Placement applies per microversion. Pure.
+
+use super::request::{
+    conflicting_traits, parse_member_of, parse_required, parse_resources, AggFilter, TraitFilter,
+    Version,
+};
+use std::collections::BTreeMap;
+
+/// A query error: the message and Placement's error code (None: undefined_code).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryError {
+    /// The specific message.
+    pub message: String,
+    /// `placement.query.*` code, when Placement gives one.
+    pub code: Option<&'static str>,
+}
+
+fn bad(message: impl Into<String>) -> QueryError {
+    QueryError {
+        message: message.into(),
+        code: None,
+    }
+}
+
+fn coded(message: impl Into<String>, code: &'static str) -> QueryError {
+    QueryError {
+        message: message.into(),
+        code: Some(code),
+    }
+}
+
+/// One request group: the unnumbered one (suffix "") or a suffixed one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupSpec {
+    /// "" for the unnumbered group.
+    pub suffix: String,
+    /// (class name, amount), in request order.
+    pub resources: Vec<(String, i64)>,
+    /// Required / forbidden traits.
+    pub traits: TraitFilter,
+    /// Aggregate filters.
+    pub member_of: AggFilter,
+    /// Restrict to the tree of this provider.
+    pub in_tree: Option<uuid::Uuid>,
+}
+
+/// `group_policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupPolicy {
+    /// Suffixed groups may share providers.
+    None,
+    /// Suffixed groups use distinct providers.
+    Isolate,
+}
+
+/// A whole parsed candidates query.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CandidateQuery {
+    /// Groups, the unnumbered one first when present, then by suffix.
+    pub groups: Vec<GroupSpec>,
+    /// `group_policy`.
+    pub group_policy: Option<GroupPolicy>,
+    /// `limit` (first value).
+    pub limit: Option<usize>,
+    /// `root_required`.
+    pub root_required: TraitFilter,
+    /// `same_subtree` sets of suffixes.
+    pub same_subtree: Vec<Vec<String>>,
+}
+
+fn suffix_ok(s: &str, v: Version) -> bool {
+    if s.is_empty() {
+        return true;
+    }
+    if v >= (1, 33) {
+        s.len() <= 64
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    } else {
+        s.as_bytes()[0] != b'0' && s.bytes().all(|b| b.is_ascii_digit())
+    }
+}
+
+const PREFIXES: [&str; 4] = ["resources", "required", "member_of", "in_tree"];
+
+/// Splits `resources12` into (`resources`, `12`) when the key is a group key.
+fn group_key(key: &str, v: Version) -> Option<(&'static str, &str)> {
+    for p in PREFIXES {
+        if let Some(rest) = key.strip_prefix(p) {
+            if suffix_ok(rest, v) && (rest.is_empty() || v >= (1, 25)) {
+                return Some((p, rest));
+            }
+        }
+    }
+    None
+}
+
+/// Parses the query pairs (already schema-validated) into groups.
+pub fn parse(pairs: &[(String, String)], v: Version) -> Result<CandidateQuery, QueryError> {
+    let mut q = CandidateQuery::default();
+    let mut by_suffix: BTreeMap<String, GroupSpec> = BTreeMap::new();
+    let all = |key: &str| -> Vec<&str> {
+        pairs
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    };
+    let mut seen_keys: Vec<&str> = Vec::new();
+    for (key, _) in pairs {
+        if seen_keys.contains(&key.as_str()) {
+            continue;
+        }
+        seen_keys.push(key);
+        let Some((prefix, suffix)) = group_key(key, v) else {
+            continue;
+        };
+        let values = all(key);
+        let last = values.last().copied().unwrap_or_default();
+        let g = by_suffix
+            .entry(suffix.to_string())
+            .or_insert_with(|| GroupSpec {
+                suffix: suffix.to_string(),
+                ..Default::default()
+            });
+        match prefix {
+            "resources" => g.resources = parse_resources(last).map_err(bad)?,
+            "required" => g.traits = parse_required(&values, v).map_err(bad)?,
+            "member_of" => g.member_of = parse_member_of(&values, v, suffix).map_err(bad)?,
+            _ => {
+                g.in_tree = Some(crate::types::parse_uuid_like(last).ok_or_else(|| {
+                    bad(format!("Invalid query string parameters: Expected 'in_tree' parameter to be a format of uuid. Got: {last}"))
+                })?)
+            }
+        }
+    }
+    q.limit = all("limit").first().and_then(|l| l.parse().ok());
+    q.group_policy = match pairs
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "group_policy")
+        .map(|(_, v)| v.as_str())
+    {
+        Some("isolate") => Some(GroupPolicy::Isolate),
+        Some(_) => Some(GroupPolicy::None),
+        None => None,
+    };
+    if v >= (1, 35) {
+        let roots = all("root_required");
+        if roots.len() > 1 {
+            return Err(coded(
+                "Query parameter 'root_required' may be specified only once.",
+                "placement.query.duplicate_key",
+            ));
+        }
+        if let Some(r) = roots.first() {
+            q.root_required = parse_required(&[r], v).map_err(bad)?;
+            let both: Vec<String> = q
+                .root_required
+                .required
+                .iter()
+                .flatten()
+                .filter(|t| q.root_required.forbidden.contains(*t))
+                .cloned()
+                .collect();
+            if !both.is_empty() {
+                return Err(coded(
+                    format!(
+                        "Conflicting required and forbidden traits found in root_required: {}",
+                        both.join(", ")
+                    ),
+                    "placement.query.bad_value",
+                ));
+            }
+        }
+    }
+    if v >= (1, 36) {
+        for value in all("same_subtree") {
+            let set: Vec<String> = value.split(',').map(|s| s.trim().to_string()).collect();
+            if set.iter().any(String::is_empty) {
+                return Err(coded(
+                    "Empty string (unsuffixed group) can not be specified in `same_subtree` ",
+                    "placement.query.bad_value",
+                ));
+            }
+            let unknown: Vec<&String> = set
+                .iter()
+                .filter(|s| !by_suffix.contains_key(s.as_str()))
+                .collect();
+            if !unknown.is_empty() {
+                let known: Vec<&String> = by_suffix.keys().collect();
+                return Err(coded(
+                    format!("Real suffixes should be specified in `same_subtree`: {unknown:?} not found in {known:?}"),
+                    "placement.query.bad_value",
+                ));
+            }
+            q.same_subtree.push(set);
+        }
+    }
+    validate_groups(&by_suffix, &q, v)?;
+    let suffixed = by_suffix.keys().filter(|s| !s.is_empty()).count();
+    if suffixed > 1 && q.group_policy.is_none() {
+        return Err(bad("The \"group_policy\" parameter is required when specifying more than one \"resources{N}\" parameter."));
+    }
+    let mut groups: Vec<GroupSpec> = by_suffix.into_values().collect();
+    groups.sort_by(|a, b| {
+        (!a.suffix.is_empty(), a.suffix.len(), &a.suffix).cmp(&(
+            !b.suffix.is_empty(),
+            b.suffix.len(),
+            &b.suffix,
+        ))
+    });
+    q.groups = groups;
+    Ok(q)
+}
+
+fn validate_groups(
+    by_suffix: &BTreeMap<String, GroupSpec>,
+    q: &CandidateQuery,
+    v: Version,
+) -> Result<(), QueryError> {
+    if v >= (1, 36) {
+        if !by_suffix.values().any(|g| !g.resources.is_empty()) {
+            return Err(coded(
+                "There must be at least one resources or resources[$S] parameter.",
+                "placement.query.missing_value",
+            ));
+        }
+        let named: Vec<&String> = q.same_subtree.iter().flatten().collect();
+        let bad_groups: Vec<&String> = by_suffix
+            .iter()
+            .filter(|(s, g)| g.resources.is_empty() && (s.is_empty() || !named.contains(s)))
+            .map(|(s, _)| s)
+            .collect();
+        if !bad_groups.is_empty() {
+            return Err(coded(
+                format!("Resourceless suffixed group request should be specified in `same_subtree` query param: bad group(s) - {bad_groups:?}."),
+                "placement.query.bad_value",
+            ));
+        }
+    } else {
+        let orphans: Vec<String> = by_suffix
+            .iter()
+            .filter(|(_, g)| g.resources.is_empty() && !g.traits.is_empty())
+            .map(|(s, _)| format!("required{s}"))
+            .collect();
+        if !orphans.is_empty() {
+            return Err(bad(format!(
+                "All traits parameters must be associated with resources.  Found the following orphaned traits keys: {}",
+                orphans.join(", ")
+            )));
+        }
+        let orphans: Vec<String> = by_suffix
+            .iter()
+            .filter(|(_, g)| g.resources.is_empty() && !g.member_of.is_empty())
+            .map(|(s, _)| format!("member_of{s}"))
+            .collect();
+        if !orphans.is_empty() {
+            return Err(bad(format!(
+                "All member_of parameters must be associated with resources. Found the following orphaned member_of keys: {}",
+                orphans.join(", ")
+            )));
+        }
+        if by_suffix.values().any(|g| g.resources.is_empty()) {
+            return Err(bad("All request groups must specify resources."));
+        }
+        if by_suffix.is_empty() {
+            return Err(bad(
+                "At least one request group (`resources` or `resources{$S}`) is required.",
+            ));
+        }
+    }
+    if v >= (1, 22) {
+        let conflicts: Vec<String> = by_suffix
+            .iter()
+            .filter_map(|(s, g)| {
+                let c = conflicting_traits(&g.traits);
+                (!c.is_empty()).then(|| format!("required{s}: ({})", c.join(", ")))
+            })
+            .collect();
+        if !conflicts.is_empty() {
+            return Err(bad(format!(
+                "Conflicting required and forbidden traits found in the following traits keys: {}",
+                conflicts.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(q: &str) -> Vec<(String, String)> {
+        form_urlencoded::parse(q.as_bytes())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn groups_and_policy() {
+        let q = parse(&p("resources=VCPU:1&resources1=VF:1&resources2=VF:1&group_policy=isolate&limit=5&limit=9"), (1, 25)).unwrap();
+        assert_eq!(q.groups.len(), 3);
+        assert_eq!(q.groups[0].suffix, "");
+        assert_eq!(q.limit, Some(5));
+        assert_eq!(q.group_policy, Some(GroupPolicy::Isolate));
+        assert!(parse(&p("resources1=VF:1&resources2=VF:1"), (1, 25))
+            .unwrap_err()
+            .message
+            .contains("group_policy"));
+        assert!(parse(&p("resources=VCPU:1&required1=FOO"), (1, 25))
+            .unwrap_err()
+            .message
+            .contains("orphaned traits keys: required1"));
+    }
+
+    #[test]
+    fn same_subtree_rules() {
+        let e = parse(
+            &p("resources1=VF:1&required2=FOO&group_policy=none"),
+            (1, 36),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, Some("placement.query.bad_value"));
+        let q = parse(
+            &p("resources1=VF:1&required2=FOO&same_subtree=1,2&group_policy=none"),
+            (1, 36),
+        )
+        .unwrap();
+        assert_eq!(q.same_subtree, vec![vec!["1".to_string(), "2".to_string()]]);
+        let e = parse(&p("required2=FOO&same_subtree=2"), (1, 36)).unwrap_err();
+        assert_eq!(e.code, Some("placement.query.missing_value"));
+    }
+}

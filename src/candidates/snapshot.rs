@@ -1,0 +1,131 @@
+//! The provider data one candidates request needs, as plain data: the trees
+//! that can take part in an answer, with inventories, usage, traits and
+//! aggregates. Loaded by `db::candidates`; read by the pure solver.
+
+use std::collections::HashMap;
+
+/// One inventory record with its current usage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stock {
+    /// Resource class id.
+    pub class: i32,
+    /// Units in total.
+    pub total: i64,
+    /// Units held back.
+    pub reserved: i64,
+    /// Smallest allocation.
+    pub min_unit: i64,
+    /// Largest allocation.
+    pub max_unit: i64,
+    /// Allocation granularity.
+    pub step_size: i64,
+    /// Overcommit factor.
+    pub allocation_ratio: f64,
+    /// Units allocated now.
+    pub used: i64,
+}
+
+impl Stock {
+    /// Exact capacity, as the allocation check computes it.
+    pub fn capacity(&self) -> f64 {
+        (self.total - self.reserved) as f64 * self.allocation_ratio
+    }
+
+    /// Truncated capacity, as summaries show it and merging re-checks it.
+    pub fn capacity_int(&self) -> i64 {
+        self.capacity() as i64
+    }
+
+    /// True when one allocation of `n` fits: capacity and unit constraints.
+    pub fn fits(&self, n: i64) -> bool {
+        (self.used + n) as f64 <= self.capacity()
+            && n >= self.min_unit
+            && n <= self.max_unit
+            && self.step_size > 0
+            && n % self.step_size == 0
+    }
+}
+
+/// One provider.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// Database id (orders results).
+    pub id: i64,
+    /// External uuid.
+    pub uuid: uuid::Uuid,
+    /// Index of the parent in [`Snapshot::nodes`].
+    pub parent: Option<usize>,
+    /// Index of the root.
+    pub root: usize,
+    /// Trait ids, sorted.
+    pub traits: Vec<i32>,
+    /// Aggregate ids, sorted.
+    pub aggs: Vec<i32>,
+    /// Inventories, sorted by class.
+    pub stock: Vec<Stock>,
+}
+
+impl Node {
+    /// The inventory of `class`, if any.
+    pub fn stock(&self, class: i32) -> Option<&Stock> {
+        self.stock.iter().find(|s| s.class == class)
+    }
+
+    /// True when the provider has the trait.
+    pub fn has_trait(&self, t: i32) -> bool {
+        self.traits.binary_search(&t).is_ok()
+    }
+
+    /// True when the provider is in the aggregate.
+    pub fn in_agg(&self, a: i32) -> bool {
+        self.aggs.binary_search(&a).is_ok()
+    }
+}
+
+/// The data of one request.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Providers, parents before children within a tree, ordered by id.
+    pub nodes: Vec<Node>,
+    /// Index by provider uuid.
+    pub by_uuid: HashMap<uuid::Uuid, usize>,
+    /// Id of the MISC_SHARES_VIA_AGGREGATE trait.
+    pub sharing_trait: Option<i32>,
+    /// Whether any provider anywhere has a parent (changes pre-1.29 answers).
+    pub any_nested: bool,
+    /// Resource class names by id.
+    pub class_names: HashMap<i32, String>,
+    /// Trait names by id (those present in the snapshot).
+    pub trait_names: HashMap<i32, String>,
+}
+
+impl Snapshot {
+    /// Builds the uuid index after `nodes` is filled.
+    pub fn index(&mut self) {
+        self.by_uuid = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.uuid, i))
+            .collect();
+    }
+
+    /// True when `a` is `b` or an ancestor of `b`.
+    pub fn is_ancestor_or_self(&self, a: usize, mut b: usize) -> bool {
+        loop {
+            if a == b {
+                return true;
+            }
+            match self.nodes[b].parent {
+                Some(p) => b = p,
+                None => return false,
+            }
+        }
+    }
+
+    /// True when the provider shares its inventory through aggregates.
+    pub fn is_sharing(&self, i: usize) -> bool {
+        self.sharing_trait
+            .is_some_and(|t| self.nodes[i].has_trait(t))
+    }
+}
