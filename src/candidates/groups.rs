@@ -136,9 +136,9 @@ pub fn parse(pairs: &[(String, String)], v: Version) -> Result<CandidateQuery, Q
         }
     }
     q.limit = all("limit").first().and_then(|l| l.parse().ok());
+    // Like `limit`, a repeated group_policy takes its first value.
     q.group_policy = match pairs
         .iter()
-        .rev()
         .find(|(k, _)| k == "group_policy")
         .map(|(_, v)| v.as_str())
     {

@@ -100,12 +100,12 @@ pub fn render(
         }
         let mut summary = json!({"resources": resources});
         if shape.traits {
-            let mut names: Vec<String> = node
+            // Trait id order (standard traits first), as Placement lists them.
+            let names: Vec<String> = node
                 .traits
                 .iter()
                 .filter_map(|t| snap.trait_names.get(t).cloned())
                 .collect();
-            names.sort();
             summary["traits"] = json!(names);
         }
         if shape.nested {
