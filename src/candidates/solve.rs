@@ -439,3 +439,7 @@ pub fn solve(snap: &Snapshot, req: &Request, limits: &Limits) -> Vec<Candidate> 
     }
     out
 }
+
+#[cfg(test)]
+#[path = "solve_tests.rs"]
+mod tests;

@@ -1,0 +1,241 @@
+//! Unit tests of the pure solver on small trees built in code.
+
+use crate::candidates::snapshot::{Node, Snapshot, Stock};
+use crate::candidates::solve::{solve, Group, Limits, Request};
+
+const VCPU: i32 = 0;
+const DISK: i32 = 2;
+const VF: i32 = 4;
+const X: i32 = 10000;
+const SHARES: i32 = 1;
+const PHYS_A: i32 = 500;
+
+fn stock(class: i32, total: i64) -> Stock {
+    Stock {
+        class,
+        total,
+        reserved: 0,
+        min_unit: 1,
+        max_unit: total,
+        step_size: 1,
+        allocation_ratio: 1.0,
+        used: 0,
+    }
+}
+
+/// Builds a snapshot from (parent index, stock, traits, aggregates) rows.
+fn snap(rows: Vec<(Option<usize>, Vec<Stock>, Vec<i32>, Vec<i32>)>) -> Snapshot {
+    let mut nodes: Vec<Node> = Vec::new();
+    for (i, (parent, stock, traits, aggs)) in rows.into_iter().enumerate() {
+        let root = parent.map(|p| nodes[p].root).unwrap_or(i);
+        nodes.push(Node {
+            id: i as i64 + 1,
+            uuid: uuid::Uuid::from_u128(i as u128 + 1),
+            parent,
+            root,
+            traits,
+            aggs,
+            stock,
+        });
+    }
+    let any_nested = nodes.iter().any(|n| n.parent.is_some());
+    let mut s = Snapshot {
+        nodes,
+        sharing_trait: Some(SHARES),
+        any_nested,
+        ..Default::default()
+    };
+    s.index();
+    s
+}
+
+fn group(suffix: &str, resources: &[(i32, i64)]) -> Group {
+    Group {
+        suffix: suffix.into(),
+        resources: resources.to_vec(),
+        ..Default::default()
+    }
+}
+
+fn all() -> Limits {
+    Limits {
+        nested_aware: true,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn single_root_and_capacity() {
+    let mut s = snap(vec![
+        (None, vec![stock(VCPU, 4)], vec![], vec![]),
+        (None, vec![stock(VCPU, 1)], vec![], vec![]),
+    ]);
+    let req = Request {
+        groups: vec![group("", &[(VCPU, 2)])],
+        ..Default::default()
+    };
+    let r = solve(&s, &req, &all());
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].allocations, vec![(0, VCPU, 2)]);
+    s.nodes[0].stock[0].used = 3;
+    assert!(solve(&s, &req, &all()).is_empty());
+}
+
+#[test]
+fn sharing_provider_joins_through_aggregate() {
+    // compute (VCPU) and a sharing disk in aggregate 7; another compute outside it.
+    let s = snap(vec![
+        (None, vec![stock(VCPU, 8)], vec![], vec![7]),
+        (None, vec![stock(DISK, 100)], vec![SHARES], vec![7]),
+        (None, vec![stock(VCPU, 8)], vec![], vec![]),
+    ]);
+    let req = Request {
+        groups: vec![group("", &[(VCPU, 1), (DISK, 10)])],
+        ..Default::default()
+    };
+    let r = solve(&s, &req, &all());
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].allocations, vec![(0, VCPU, 1), (1, DISK, 10)]);
+    // The sharing provider alone covers a disk-only request, anchored at itself (deduplicated).
+    let req = Request {
+        groups: vec![group("", &[(DISK, 10)])],
+        ..Default::default()
+    };
+    assert_eq!(solve(&s, &req, &all()).len(), 1);
+}
+
+#[test]
+fn nested_tree_spans_providers_and_traits_count_only_contributors() {
+    // root with VCPU, child PF with VF and trait PHYS_A.
+    let s = snap(vec![
+        (None, vec![stock(VCPU, 8)], vec![], vec![]),
+        (Some(0), vec![stock(VF, 8)], vec![PHYS_A], vec![]),
+    ]);
+    let mut g = group("", &[(VCPU, 1), (VF, 1)]);
+    g.required = vec![vec![PHYS_A]];
+    let req = Request {
+        groups: vec![g.clone()],
+        ..Default::default()
+    };
+    assert_eq!(solve(&s, &req, &all()).len(), 1);
+    // Before 1.29 a result may not use two providers of one tree.
+    assert!(solve(&s, &req, &Limits::default()).is_empty());
+    // A trait on a non-contributing provider does not count.
+    let mut g2 = group("", &[(VCPU, 1)]);
+    g2.required = vec![vec![PHYS_A]];
+    assert!(solve(
+        &s,
+        &Request {
+            groups: vec![g2],
+            ..Default::default()
+        },
+        &all()
+    )
+    .is_empty());
+}
+
+#[test]
+fn isolate_and_summed_capacity() {
+    // One PF with 1 VF: two groups of 1 VF cannot both land on it.
+    let s = snap(vec![
+        (None, vec![], vec![], vec![]),
+        (Some(0), vec![stock(VF, 1)], vec![], vec![]),
+        (Some(0), vec![stock(VF, 1)], vec![], vec![]),
+    ]);
+    let groups = vec![group("1", &[(VF, 1)]), group("2", &[(VF, 1)])];
+    let none = Request {
+        groups: groups.clone(),
+        ..Default::default()
+    };
+    // Summing re-checks capacity: the same PF twice exceeds 1 unit.
+    assert_eq!(solve(&s, &none, &all()).len(), 2);
+    let isolate = Request {
+        groups,
+        isolate: true,
+        ..Default::default()
+    };
+    let r = solve(&s, &isolate, &all());
+    assert_eq!(r.len(), 2);
+    assert!(r.iter().all(|c| c.mappings[0] != c.mappings[1]));
+}
+
+#[test]
+fn same_subtree_requires_a_common_ancestor() {
+    // root → numa0 → pf0 ; root → numa1 → pf1 ; PCPU-like class on numa, VF on pf.
+    let s = snap(vec![
+        (None, vec![], vec![], vec![]),
+        (Some(0), vec![stock(VCPU, 4)], vec![], vec![]),
+        (Some(1), vec![stock(VF, 4)], vec![], vec![]),
+        (Some(0), vec![stock(VCPU, 4)], vec![], vec![]),
+        (Some(3), vec![stock(VF, 4)], vec![], vec![]),
+    ]);
+    let groups = vec![group("1", &[(VCPU, 1)]), group("2", &[(VF, 1)])];
+    let free = Request {
+        groups: groups.clone(),
+        ..Default::default()
+    };
+    assert_eq!(solve(&s, &free, &all()).len(), 4);
+    let tied = Request {
+        groups,
+        same_subtree: vec![vec![0, 1]],
+        ..Default::default()
+    };
+    assert_eq!(solve(&s, &tied, &all()).len(), 2);
+}
+
+#[test]
+fn wide_tree_w3_is_bounded_by_the_limit() {
+    // One root, 8 children with 6 units of X each; 6 groups of X:1 (8^6 = 262,144 results).
+    let mut rows = vec![(None, vec![], vec![], vec![])];
+    for _ in 0..8 {
+        rows.push((Some(0), vec![stock(X, 6)], vec![], vec![]));
+    }
+    let s = snap(rows);
+    let groups: Vec<Group> = (1..=6).map(|i| group(&i.to_string(), &[(X, 1)])).collect();
+    let req = Request {
+        groups,
+        ..Default::default()
+    };
+    let limits = Limits {
+        max_results: Some(1000),
+        nested_aware: true,
+        ..Default::default()
+    };
+    let r = solve(&s, &req, &limits);
+    assert_eq!(r.len(), 1000);
+    // Every result respects capacity once summed.
+    for c in &r {
+        assert!(c.allocations.iter().all(|&(_, _, n)| n <= 6));
+        assert_eq!(c.allocations.iter().map(|a| a.2).sum::<i64>(), 6);
+    }
+    // Breadth-first and shuffled generation stay bounded too.
+    let limits = Limits {
+        max_results: Some(10),
+        nested_aware: true,
+        breadth_first: true,
+        shuffle_seed: Some(7),
+    };
+    assert_eq!(solve(&s, &req, &limits).len(), 10);
+}
+
+#[test]
+fn root_required_filters_anchors() {
+    let s = snap(vec![
+        (None, vec![stock(VCPU, 4)], vec![PHYS_A], vec![]),
+        (None, vec![stock(VCPU, 4)], vec![], vec![]),
+    ]);
+    let req = Request {
+        groups: vec![group("", &[(VCPU, 1)])],
+        root_required: vec![PHYS_A],
+        ..Default::default()
+    };
+    let r = solve(&s, &req, &all());
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].allocations[0].0, 0);
+    let req = Request {
+        groups: vec![group("", &[(VCPU, 1)])],
+        root_forbidden: vec![PHYS_A],
+        ..Default::default()
+    };
+    assert_eq!(solve(&s, &req, &all())[0].allocations[0].0, 1);
+}
