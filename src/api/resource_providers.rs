@@ -255,10 +255,14 @@ pub async fn delete(
     PathParams(id): PathParams<String>,
 ) -> ApiResult<StatusCode> {
     let mut tx = st.pool.begin().await?;
-    let rp = find_for_update(&mut tx, &id).await.map_err(|_| {
-        ApiError::not_found(format!(
-            "No resource provider with uuid {id} found for delete"
-        ))
+    let rp = find_for_update(&mut tx, &id).await.map_err(|e| {
+        if e.status == StatusCode::NOT_FOUND {
+            ApiError::not_found(format!(
+                "No resource provider with uuid {id} found for delete"
+            ))
+        } else {
+            e
+        }
     })?;
     match providers::delete(&mut tx, rp.id).await? {
         Some(DeleteBlock::HasChildren) => Err(ApiError::conflict(format!(
