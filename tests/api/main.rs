@@ -1,0 +1,20 @@
+//! HTTP tests of the Placement API against a real PostgreSQL: one binary
+//! (to keep link time low), one module per resource or feature. Every test
+//! gets a brand-new database (see `common`) and drives `placement::app` with
+//! `tower::ServiceExt::oneshot`, no socket.
+//!
+//! Needs `DATABASE_URL` (a server where the role may `CREATE DATABASE`);
+//! `bash scripts/test.sh` starts a throwaway PostgreSQL and sets it.
+
+mod common;
+
+mod aggregates;
+mod allocations;
+mod bad_input;
+mod http;
+mod inventories;
+mod providers;
+mod reshaper;
+mod resource_classes;
+mod traits;
+mod usages;
