@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Runs every test of the project:
+#   1. cargo test --all-targets (unit tests, HTTP tests against PostgreSQL,
+#      the two-server concurrency test, property tests, vectors);
+#   2. a release build and OpenStack Placement's own gabbi suite against it
+#      (../shared/conformance, when present);
+#   3. optionally (OSC_CHECK=1) scripts/osc_check.sh with the real openstack CLI.
+#
+# Without DATABASE_URL a throwaway PostgreSQL cluster is started from the
+# system install (/usr/lib/postgresql/*/bin) and removed on exit; as root the
+# server runs as the `postgres` user.
+#
+# Environment:
+#   DATABASE_URL          use this server instead (its role needs CREATEDB)
+#   CONFORMANCE_STRICT=1  fail when the conformance suite has failures
+#                         (default: run it, print its summary, do not fail)
+#   SKIP_CONFORMANCE=1    skip step 2
+#   OSC_CHECK=1           run step 3 (installs the openstack CLI once, cached)
+# Extra arguments are passed to the conformance runner, e.g.
+#   bash scripts/test.sh --only 'allocations*' -v
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$(pwd)
+STARTED=$SECONDS
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+
+say() { printf '\n==> %s\n' "$*"; }
+
+# --- PostgreSQL ---------------------------------------------------------------
+PGTMP=""
+cleanup() {
+    if [ -n "$PGTMP" ]; then
+        as_pg "$PGBIN/pg_ctl" -D "$PGTMP/data" -m immediate stop >/dev/null 2>&1 || true
+        rm -rf "$PGTMP"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+if [ -z "${DATABASE_URL:-}" ]; then
+    say "starting a throwaway PostgreSQL"
+    ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || {
+        echo "PostgreSQL is not installed: apt-get install postgresql, or set DATABASE_URL" >&2
+        exit 1
+    }
+    PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+    PGTMP=$(mktemp -d /tmp/pgtest.XXXXXX)
+    chmod 755 "$PGTMP"
+    if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$PGTMP"; fi
+    as_pg "$PGBIN/initdb" -D "$PGTMP/data" -U postgres --auth=trust -E UTF8 --no-locale --no-sync >/dev/null
+    PGPORT=""
+    for p in $(seq 54330 54429); do
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then PGPORT=$p; break; fi
+    done
+    [ -n "$PGPORT" ] || { echo "no free port in 54330-54429" >&2; exit 1; }
+    as_pg "$PGBIN/pg_ctl" -D "$PGTMP/data" -l "$PGTMP/log" -w -t 30 \
+        -o "-p $PGPORT -k $PGTMP -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+        start >/dev/null || { cat "$PGTMP/log" >&2; exit 1; }
+    "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres app
+    export DATABASE_URL="postgres://postgres@127.0.0.1:$PGPORT/app"
+    echo "DATABASE_URL=$DATABASE_URL"
+fi
+
+# --- 1. cargo test ------------------------------------------------------------
+say "cargo test --all-targets"
+CARGO_LOG=$(mktemp /tmp/cargo-test.XXXXXX)
+set +e
+# The HTTP tests wait on the database, not the CPU: more threads than cores.
+RUST_TEST_THREADS=${RUST_TEST_THREADS:-6} cargo test --all-targets 2>&1 | tee "$CARGO_LOG"
+CARGO_STATUS=${PIPESTATUS[0]}
+set -e
+read -r PASSED FAILED IGNORED < <(awk '
+    /^test result:/ {
+        for (i = 1; i <= NF; i++) {
+            if ($(i+1) ~ /^passed/) p += $i
+            if ($(i+1) ~ /^failed/) f += $i
+            if ($(i+1) ~ /^ignored/) g += $i
+        }
+    }
+    END { print p+0, f+0, g+0 }' "$CARGO_LOG")
+rm -f "$CARGO_LOG"
+
+# --- 2. conformance -------------------------------------------------------------
+CONFORMANCE_STATUS=0
+CONFORMANCE_SUMMARY="not run"
+CONFORMANCE=$ROOT/../shared/conformance/run-against.sh
+if [ "$CARGO_STATUS" = 0 ] && [ -z "${SKIP_CONFORMANCE:-}" ] && [ -f "$CONFORMANCE" ]; then
+    say "cargo build --release"
+    cargo build --release
+    say "conformance: OpenStack Placement's gabbi tests against target/release/placement"
+    CONF_LOG=$(mktemp /tmp/conformance.XXXXXX)
+    set +e
+    bash "$CONFORMANCE" target/release/placement "$@" 2>&1 | tee "$CONF_LOG"
+    CONFORMANCE_STATUS=${PIPESTATUS[0]}
+    set -e
+    CONFORMANCE_SUMMARY=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$CONF_LOG" | tail -1 || true)
+    [ -n "$CONFORMANCE_SUMMARY" ] || CONFORMANCE_SUMMARY="runner failed (exit $CONFORMANCE_STATUS)"
+    rm -f "$CONF_LOG"
+fi
+
+# --- 3. the openstack CLI -------------------------------------------------------
+OSC_STATUS=0
+if [ "$CARGO_STATUS" = 0 ] && [ -n "${OSC_CHECK:-}" ] && [ "${OSC_CHECK}" != 0 ]; then
+    say "openstack CLI check"
+    [ -x target/release/placement ] || cargo build --release
+    set +e
+    bash scripts/osc_check.sh target/release/placement
+    OSC_STATUS=$?
+    set -e
+fi
+
+# --- summary --------------------------------------------------------------------
+say "summary ($((SECONDS - STARTED)) s)"
+echo "cargo test:   exit $CARGO_STATUS ($PASSED passed, $FAILED failed, $IGNORED ignored)"
+if [ "${CONFORMANCE_STRICT:-0}" = 1 ]; then
+    echo "conformance (strict): $CONFORMANCE_SUMMARY"
+else
+    echo "conformance (informational, CONFORMANCE_STRICT=1 to enforce): $CONFORMANCE_SUMMARY"
+fi
+[ -z "${OSC_CHECK:-}" ] || echo "openstack CLI check: exit $OSC_STATUS"
+
+STATUS=0
+[ "$CARGO_STATUS" = 0 ] || STATUS=1
+[ "$OSC_STATUS" = 0 ] || STATUS=1
+if [ "${CONFORMANCE_STRICT:-0}" = 1 ] && [ "$CONFORMANCE_STATUS" != 0 ]; then STATUS=1; fi
+# The closing line counts the cargo tests (ignored ones as skipped).
+echo "$PASSED passed, $FAILED failed, $IGNORED skipped"
+exit $STATUS

@@ -1,0 +1,314 @@
+//! Races between two real server processes on one database: capacity is
+//! never oversold and every lost race is a clean 409, whichever process
+//! served the request.
+
+#[path = "api/common.rs"]
+mod common;
+
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `placement serve` process, killed when dropped (also on panic).
+struct Server {
+    child: Child,
+    base: String,
+    log: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_file(&self.log);
+        } else {
+            eprintln!("server log kept: {}", self.log.display());
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn start_server(database_url: &str) -> Server {
+    let port = free_port();
+    let log = std::env::temp_dir().join(format!("placement-concurrency-{port}.log"));
+    let out = std::fs::File::create(&log).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_placement"))
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .env("DATABASE_URL", database_url)
+        .env("PLACEMENT_DB_MAX_CONNECTIONS", "10")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("start placement serve");
+    let mut server = Server {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+        log,
+    };
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(r) = client.get(format!("{}/", server.base)).send().await {
+            if r.status() == 200 {
+                return server;
+            }
+        }
+        if let Ok(Some(status)) = server.child.try_wait() {
+            panic!(
+                "placement serve exited ({status}): {}",
+                std::fs::read_to_string(&server.log).unwrap_or_default()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server on port {port} never answered GET /"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A fresh database served by two processes.
+struct Cluster {
+    servers: Vec<Server>,
+    client: reqwest::Client,
+    admin_url: String,
+    db: String,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.servers.clear();
+        common::drop_database(&self.admin_url, &self.db);
+    }
+}
+
+impl Cluster {
+    async fn new() -> Cluster {
+        let (admin_url, db) = common::fresh_database().await;
+        let url = common::url_with_db(&admin_url, &db);
+        let (a, b) = tokio::join!(start_server(&url), start_server(&url));
+        Cluster {
+            servers: vec![a, b],
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .unwrap(),
+            admin_url,
+            db,
+        }
+    }
+
+    fn request(
+        &self,
+        server: usize,
+        method: reqwest::Method,
+        path: &str,
+    ) -> reqwest::RequestBuilder {
+        let base = &self.servers[server % self.servers.len()].base;
+        self.client
+            .request(method, format!("{base}{path}"))
+            .header("x-auth-token", "admin")
+            .header("openstack-api-version", "placement 1.28")
+    }
+
+    async fn json(&self, server: usize, path: &str) -> Value {
+        let r = self
+            .request(server, reqwest::Method::GET, path)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "GET {path}");
+        r.json().await.unwrap()
+    }
+}
+
+/// One answer: status and the error code, if any.
+async fn outcome(r: reqwest::Response) -> (u16, Option<String>) {
+    let status = r.status().as_u16();
+    let body: Value = if status == 204 {
+        Value::Null
+    } else {
+        r.json().await.unwrap_or(Value::Null)
+    };
+    let code = body["errors"][0]["code"].as_str().map(str::to_string);
+    (status, code)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn capacity_is_never_oversold_across_two_servers() {
+    let c = Cluster::new().await;
+    let r = c
+        .request(0, reqwest::Method::POST, "/resource_providers")
+        .header("openstack-api-version", "placement 1.20")
+        .json(&json!({"name": "cn"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let rp = r.json::<Value>().await.unwrap()["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = c
+        .request(
+            1,
+            reqwest::Method::PUT,
+            &format!("/resource_providers/{rp}/inventories"),
+        )
+        .json(&json!({"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 10}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+
+    const CLAIMS: usize = 60;
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(CLAIMS));
+    let mut tasks = Vec::new();
+    for i in 0..CLAIMS {
+        let consumer = uuid::Uuid::new_v4().to_string();
+        let req = c
+            .request(i, reqwest::Method::PUT, &format!("/allocations/{consumer}"))
+            .json(&json!({
+                "allocations": {&rp: {"resources": {"VCPU": 1}}},
+                "project_id": "p", "user_id": "u", "consumer_generation": null,
+            }));
+        let barrier = barrier.clone();
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let r = req.send().await.expect("request");
+            (consumer, outcome(r).await)
+        }));
+    }
+    let mut won = Vec::new();
+    let mut codes = std::collections::BTreeMap::<String, usize>::new();
+    let mut other = Vec::new();
+    for t in tasks {
+        let (consumer, (status, code)) = t.await.unwrap();
+        match status {
+            204 => won.push(consumer),
+            409 => *codes.entry(code.unwrap_or_default()).or_default() += 1,
+            _ => other.push(format!("{consumer}: {status} {code:?}")),
+        }
+    }
+    assert!(other.is_empty(), "answers other than 204/409: {other:?}");
+    assert_eq!(won.len(), 10, "claims won; 409 codes: {codes:?}");
+    assert_eq!(codes.values().sum::<usize>(), CLAIMS - 10, "{codes:?}");
+    for code in codes.keys() {
+        assert!(
+            code == "placement.undefined_code" || code == "placement.concurrent_update",
+            "{codes:?}"
+        );
+    }
+
+    // Both servers see the same, exact state.
+    for s in 0..2 {
+        let usages = c.json(s, &format!("/resource_providers/{rp}/usages")).await;
+        assert_eq!(usages["usages"], json!({"VCPU": 10}));
+        let allocs = c
+            .json(s, &format!("/resource_providers/{rp}/allocations"))
+            .await;
+        let map = allocs["allocations"].as_object().unwrap();
+        let sum: i64 = map
+            .values()
+            .map(|a| a["resources"]["VCPU"].as_i64().unwrap())
+            .sum();
+        assert_eq!(sum, 10);
+        let mut holders: Vec<&String> = map.keys().collect();
+        holders.sort();
+        let mut winners: Vec<&String> = won.iter().collect();
+        winners.sort();
+        assert_eq!(holders, winners);
+    }
+    // Each winner's own view agrees.
+    for consumer in &won {
+        let a = c.json(0, &format!("/allocations/{consumer}")).await;
+        assert_eq!(a["allocations"][&rp]["resources"]["VCPU"], json!(1));
+        assert_eq!(a["consumer_generation"], json!(1));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_consumer_generation_wins_across_two_servers() {
+    let c = Cluster::new().await;
+    let rp = uuid::Uuid::new_v4().to_string();
+    let r = c
+        .request(0, reqwest::Method::POST, "/resource_providers")
+        .header("openstack-api-version", "placement 1.20")
+        .json(&json!({"name": "cn", "uuid": rp}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = c
+        .request(
+            1,
+            reqwest::Method::PUT,
+            &format!("/resource_providers/{rp}/inventories"),
+        )
+        .json(&json!({"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 100}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let consumer = uuid::Uuid::new_v4().to_string();
+    let body = |vcpu: i64, gen: Value| {
+        json!({"allocations": {&rp: {"resources": {"VCPU": vcpu}}},
+               "project_id": "p", "user_id": "u", "consumer_generation": gen})
+    };
+    let r = c
+        .request(0, reqwest::Method::PUT, &format!("/allocations/{consumer}"))
+        .json(&body(1, json!(null)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+
+    // 20 writers all holding generation 1: exactly one may win.
+    const WRITERS: usize = 20;
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(WRITERS));
+    let mut tasks = Vec::new();
+    for i in 0..WRITERS {
+        let req = c
+            .request(i, reqwest::Method::PUT, &format!("/allocations/{consumer}"))
+            .json(&body(i as i64 + 2, json!(1)));
+        let barrier = barrier.clone();
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            (
+                i as i64 + 2,
+                outcome(req.send().await.expect("request")).await,
+            )
+        }));
+    }
+    let mut winners = Vec::new();
+    let mut other = Vec::new();
+    for t in tasks {
+        let (vcpu, (status, code)) = t.await.unwrap();
+        match (status, code.as_deref()) {
+            (204, _) => winners.push(vcpu),
+            (409, Some("placement.concurrent_update")) => {}
+            _ => other.push(format!("{vcpu}: {status} {code:?}")),
+        }
+    }
+    assert!(other.is_empty(), "{other:?}");
+    assert_eq!(winners.len(), 1, "{winners:?}");
+    let a = c.json(1, &format!("/allocations/{consumer}")).await;
+    assert_eq!(a["consumer_generation"], json!(2));
+    assert_eq!(
+        a["allocations"][&rp]["resources"]["VCPU"],
+        json!(winners[0])
+    );
+    let usages = c.json(0, &format!("/resource_providers/{rp}/usages")).await;
+    assert_eq!(usages["usages"]["VCPU"], json!(winners[0]));
+}
