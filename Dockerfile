@@ -1,0 +1,30 @@
+# The placement service as a container image: a release build in the Rust
+# image, then only the binary on Debian slim. The image has no PostgreSQL:
+# set DATABASE_URL (docker-compose.yml runs postgres:15 beside it).
+#
+#   docker build -t placement .
+#   docker run -e DATABASE_URL=postgres://user:pass@host:5432/placement -p 8778:8778 placement
+
+FROM rust:1.95-bookworm AS build
+WORKDIR /src
+# Everything the manifest names (benches and tests are declared targets).
+COPY Cargo.toml Cargo.lock ./
+COPY src src
+COPY migrations migrations
+COPY data data
+COPY benches benches
+COPY tests tests
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked --bin placement \
+    && cp target/release/placement /usr/local/bin/placement
+
+FROM debian:bookworm-slim
+RUN useradd --system --uid 10001 --no-create-home placement
+COPY --from=build /usr/local/bin/placement /usr/local/bin/placement
+USER placement
+ENV PLACEMENT_BIND=0.0.0.0:8778 \
+    RUST_LOG=info
+EXPOSE 8778
+ENTRYPOINT ["placement"]
+CMD ["serve"]
