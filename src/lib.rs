@@ -19,6 +19,19 @@ pub struct AppState {
     pub pool: sqlx::PgPool,
     /// Behaviour settings.
     pub settings: Arc<config::Settings>,
+    /// This process's snapshot of the provider data candidates need.
+    pub candidates: Arc<candidates::cache::SnapshotCache>,
+}
+
+impl AppState {
+    /// State over a pool with the given settings and an empty candidates cache.
+    pub fn new(pool: sqlx::PgPool, settings: config::Settings) -> Self {
+        AppState {
+            pool,
+            settings: Arc::new(settings),
+            candidates: Arc::default(),
+        }
+    }
 }
 
 /// The whole HTTP application, used by `main` and by the tests.

@@ -5,7 +5,6 @@ use placement::config::{Cli, Command, ServeArgs};
 use placement::localdb::{default_data_dir, LocalDb};
 use placement::{app, db, AppState};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -62,10 +61,8 @@ async fn run(args: &ServeArgs, url: &str) -> Result<(), Box<dyn std::error::Erro
         .connect(url)
         .await?;
     db::prepare(&pool).await?;
-    let state = AppState {
-        pool,
-        settings: Arc::new(args.settings.clone()),
-    };
+    let state = AppState::new(pool.clone(), args.settings.clone());
+    tokio::spawn(prune_change_log(pool));
     let listener = tokio::net::TcpListener::bind(&args.bind).await?;
     tracing::info!(bind = %listener.local_addr()?, "placement listening");
     axum::serve(listener, app(state))
@@ -94,4 +91,20 @@ async fn shutdown() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+/// Keeps the candidates change log short: entries older than ten minutes go
+/// (a cache that far behind reloads in full).
+async fn prune_change_log(pool: sqlx::PgPool) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+    loop {
+        tick.tick().await;
+        let pruned = match pool.acquire().await {
+            Ok(mut conn) => db::candidates::prune_change_log(&mut conn, 600.0).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = pruned {
+            tracing::warn!(error = %e, "pruning the change log failed");
+        }
+    }
 }

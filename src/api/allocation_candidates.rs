@@ -75,7 +75,7 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
     let agg_id = db::aggregate_ids(&mut tx, &agg_uuids).await?;
 
     let requested: Vec<i32> = class_ids.values().copied().collect();
-    let snap = db::load(&mut tx, &requested).await?;
+    let snap = st.candidates.current(&mut tx).await?;
     tx.commit().await?;
 
     let mut groups_out = Vec::new();

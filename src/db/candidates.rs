@@ -1,76 +1,65 @@
-//! Loads the [`Snapshot`] a candidates request needs: every tree holding
-//! inventory of a requested class, and every tree a sharing provider of such
-//! a class shares with, in a handful of queries inside one repeatable-read
-//! transaction, so the answer reflects exactly the writes committed before it.
-//!
-//! Chosen over a per-process cache because it is trivially correct across
-//! several server processes; the cost is a few indexed queries per request.
+//! The provider data behind allocation candidates: a full load of every
+//! provider into a [`Snapshot`], the per-provider reload that patches it,
+//! and the change-log query that says which providers changed between two
+//! PostgreSQL snapshots (see `migrations/*_change_log.sql`).
 
 use crate::candidates::snapshot::{Node, Snapshot, Stock};
 use crate::types::MISC_SHARES_VIA_AGGREGATE;
 use sqlx::PgConnection;
 use std::collections::HashMap;
 
-/// Loads the snapshot for the given requested class ids.
-pub async fn load(conn: &mut PgConnection, classes: &[i32]) -> Result<Snapshot, sqlx::Error> {
-    let sharing: Option<i32> = sqlx::query_scalar("SELECT id FROM traits WHERE name = $1")
-        .bind(MISC_SHARES_VIA_AGGREGATE)
-        .fetch_optional(&mut *conn)
-        .await?;
-    let roots: Vec<i64> = sqlx::query_scalar(
-        "SELECT DISTINCT rp.root_provider_id FROM inventories i
-           JOIN resource_providers rp ON rp.id = i.resource_provider_id
-          WHERE i.resource_class_id = ANY($1)
-         UNION
-         SELECT DISTINCT rp2.root_provider_id FROM inventories i
-           JOIN resource_provider_traits t ON t.resource_provider_id = i.resource_provider_id AND t.trait_id = $2
-           JOIN resource_provider_aggregates ra ON ra.resource_provider_id = i.resource_provider_id
-           JOIN resource_provider_aggregates ra2 ON ra2.aggregate_id = ra.aggregate_id
-           JOIN resource_providers rp2 ON rp2.id = ra2.resource_provider_id
-          WHERE i.resource_class_id = ANY($1)",
-    )
-    .bind(classes)
-    .bind(sharing.unwrap_or(-1))
-    .fetch_all(&mut *conn)
-    .await?;
-    let rows: Vec<(i64, uuid::Uuid, Option<i64>, i64)> = sqlx::query_as(
-        "SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers
-          WHERE root_provider_id = ANY($1) ORDER BY id",
-    )
-    .bind(&roots)
-    .fetch_all(&mut *conn)
-    .await?;
-    let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
-    let index: HashMap<i64, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
-    let mut nodes: Vec<Node> = rows
-        .iter()
-        .map(|&(id, uuid, parent, root)| Node {
-            id,
-            uuid,
-            parent: parent.and_then(|p| index.get(&p).copied()),
-            root: index.get(&root).copied().unwrap_or_default(),
-            traits: Vec::new(),
-            aggs: Vec::new(),
-            stock: Vec::new(),
-        })
-        .collect();
-    type StockRow = (i64, i32, i32, i32, i32, i32, i32, f64, i64);
+type StockRow = (i64, i32, i32, i32, i32, i32, i32, f64, i64);
+
+/// Inventories with usage, traits and aggregates of the given providers (all when None).
+async fn node_data(
+    conn: &mut PgConnection,
+    ids: Option<&[i64]>,
+) -> Result<(Vec<StockRow>, Vec<(i64, i32, String)>, Vec<(i64, i32)>), sqlx::Error> {
+    let all = ids.is_none();
+    let ids = ids.unwrap_or(&[]);
     let stock: Vec<StockRow> = sqlx::query_as(
         "SELECT i.resource_provider_id, i.resource_class_id, i.total, i.reserved, i.min_unit, i.max_unit,
                 i.step_size, i.allocation_ratio, COALESCE(u.used, 0)::bigint
            FROM inventories i
            LEFT JOIN (SELECT resource_provider_id, resource_class_id, SUM(used) AS used FROM allocations
-                       WHERE resource_provider_id = ANY($1) GROUP BY 1, 2) u
+                       WHERE $2 OR resource_provider_id = ANY($1) GROUP BY 1, 2) u
              ON u.resource_provider_id = i.resource_provider_id AND u.resource_class_id = i.resource_class_id
-          WHERE i.resource_provider_id = ANY($1)
+          WHERE $2 OR i.resource_provider_id = ANY($1)
           ORDER BY i.resource_provider_id, i.resource_class_id",
     )
-    .bind(&ids)
+    .bind(ids)
+    .bind(all)
     .fetch_all(&mut *conn)
     .await?;
+    let traits: Vec<(i64, i32, String)> = sqlx::query_as(
+        "SELECT r.resource_provider_id, r.trait_id, t.name FROM resource_provider_traits r
+           JOIN traits t ON t.id = r.trait_id WHERE $2 OR r.resource_provider_id = ANY($1)
+          ORDER BY r.resource_provider_id, r.trait_id",
+    )
+    .bind(ids)
+    .bind(all)
+    .fetch_all(&mut *conn)
+    .await?;
+    let aggs: Vec<(i64, i32)> = sqlx::query_as(
+        "SELECT resource_provider_id, aggregate_id FROM resource_provider_aggregates
+          WHERE $2 OR resource_provider_id = ANY($1) ORDER BY resource_provider_id, aggregate_id",
+    )
+    .bind(ids)
+    .bind(all)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok((stock, traits, aggs))
+}
+
+fn fill(
+    snap: &mut Snapshot,
+    index: &HashMap<i64, usize>,
+    data: (Vec<StockRow>, Vec<(i64, i32, String)>, Vec<(i64, i32)>),
+) {
+    let (stock, traits, aggs) = data;
     for (rp, class, total, reserved, min_unit, max_unit, step_size, ratio, used) in stock {
         if let Some(&i) = index.get(&rp) {
-            nodes[i].stock.push(Stock {
+            snap.nodes[i].stock.push(Stock {
                 class,
                 total: total.into(),
                 reserved: reserved.into(),
@@ -82,51 +71,164 @@ pub async fn load(conn: &mut PgConnection, classes: &[i32]) -> Result<Snapshot, 
             });
         }
     }
-    let traits: Vec<(i64, i32, String)> = sqlx::query_as(
-        "SELECT r.resource_provider_id, r.trait_id, t.name FROM resource_provider_traits r
-           JOIN traits t ON t.id = r.trait_id WHERE r.resource_provider_id = ANY($1)
-          ORDER BY r.resource_provider_id, r.trait_id",
-    )
-    .bind(&ids)
-    .fetch_all(&mut *conn)
-    .await?;
-    let mut trait_names = HashMap::new();
     for (rp, t, name) in traits {
         if let Some(&i) = index.get(&rp) {
-            nodes[i].traits.push(t);
+            snap.nodes[i].traits.push(t);
         }
-        trait_names.insert(t, name);
+        snap.trait_names.insert(t, name);
     }
-    let aggs: Vec<(i64, i32)> = sqlx::query_as(
-        "SELECT resource_provider_id, aggregate_id FROM resource_provider_aggregates
-          WHERE resource_provider_id = ANY($1) ORDER BY resource_provider_id, aggregate_id",
-    )
-    .bind(&ids)
-    .fetch_all(&mut *conn)
-    .await?;
     for (rp, a) in aggs {
         if let Some(&i) = index.get(&rp) {
-            nodes[i].aggs.push(a);
+            snap.nodes[i].aggs.push(a);
         }
     }
-    let any_nested: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM resource_providers WHERE parent_provider_id IS NOT NULL)",
-    )
-    .fetch_one(&mut *conn)
-    .await?;
-    let class_names: Vec<(i32, String)> = sqlx::query_as("SELECT id, name FROM resource_classes")
-        .fetch_all(&mut *conn)
+}
+
+async fn class_names(conn: &mut PgConnection) -> Result<HashMap<i32, String>, sqlx::Error> {
+    let rows: Vec<(i32, String)> = sqlx::query_as("SELECT id, name FROM resource_classes")
+        .fetch_all(conn)
         .await?;
+    Ok(rows.into_iter().collect())
+}
+
+/// Loads every provider (ordered by id) with its inventories, usage, traits and aggregates.
+pub async fn load(conn: &mut PgConnection) -> Result<Snapshot, sqlx::Error> {
+    let sharing: Option<i32> = sqlx::query_scalar("SELECT id FROM traits WHERE name = $1")
+        .bind(MISC_SHARES_VIA_AGGREGATE)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let rows: Vec<(i64, uuid::Uuid, Option<i64>, i64)> = sqlx::query_as(
+        "SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers ORDER BY id",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let index: HashMap<i64, usize> = rows.iter().enumerate().map(|(i, r)| (r.0, i)).collect();
+    let nodes: Vec<Node> = rows
+        .iter()
+        .map(|&(id, uuid, parent, root)| Node {
+            id,
+            uuid,
+            parent: parent.and_then(|p| index.get(&p).copied()),
+            root: index.get(&root).copied().unwrap_or_default(),
+            traits: Vec::new(),
+            aggs: Vec::new(),
+            stock: Vec::new(),
+        })
+        .collect();
+    let any_nested = rows.iter().any(|r| r.2.is_some());
     let mut snap = Snapshot {
         nodes,
         by_uuid: HashMap::new(),
         sharing_trait: sharing,
         any_nested,
-        class_names: class_names.into_iter().collect(),
-        trait_names,
+        class_names: class_names(conn).await?,
+        trait_names: HashMap::new(),
     };
+    let data = node_data(conn, None).await?;
+    fill(&mut snap, &index, data);
     snap.index();
     Ok(snap)
+}
+
+/// Reloads the inventories, usage, traits and aggregates of some providers in place.
+pub async fn patch(
+    conn: &mut PgConnection,
+    snap: &mut Snapshot,
+    ids: &[i64],
+) -> Result<(), sqlx::Error> {
+    let index: HashMap<i64, usize> = snap
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| ids.contains(&n.id))
+        .map(|(i, n)| (n.id, i))
+        .collect();
+    for &i in index.values() {
+        let n = &mut snap.nodes[i];
+        n.stock.clear();
+        n.traits.clear();
+        n.aggs.clear();
+    }
+    let data = node_data(conn, Some(ids)).await?;
+    fill(snap, &index, data);
+    // New custom classes may have appeared in the patched inventories.
+    if snap.nodes.iter().any(|n| {
+        n.stock
+            .iter()
+            .any(|s| !snap.class_names.contains_key(&s.class))
+    }) {
+        snap.class_names = class_names(conn).await?;
+    }
+    Ok(())
+}
+
+/// What changed between the snapshot a cache was built at and now.
+pub enum Delta {
+    /// Nothing the cache does not already reflect.
+    None,
+    /// These providers' data changed.
+    Providers(Vec<i64>),
+    /// Providers were created, deleted or moved, or the log was pruned past the cache: reload all.
+    Full,
+}
+
+/// The PostgreSQL snapshot of the current transaction, as text.
+pub async fn current_snapshot(conn: &mut PgConnection) -> Result<String, sqlx::Error> {
+    sqlx::query_scalar("SELECT pg_current_snapshot()::text")
+        .fetch_one(conn)
+        .await
+}
+
+/// Providers changed by transactions visible in `now` but not in `since`.
+pub async fn delta(conn: &mut PgConnection, since: &str, now: &str) -> Result<Delta, sqlx::Error> {
+    let pruned_past: bool = sqlx::query_scalar(
+        "SELECT xid >= pg_snapshot_xmin($1::pg_snapshot) FROM change_log_horizon",
+    )
+    .bind(since)
+    .fetch_one(&mut *conn)
+    .await?;
+    if pruned_past {
+        return Ok(Delta::Full);
+    }
+    let rows: Vec<(i64, bool)> = sqlx::query_as(
+        "SELECT provider_id, bool_or(structural) FROM change_log
+          WHERE xid >= pg_snapshot_xmin($1::pg_snapshot)
+            AND pg_visible_in_snapshot(xid, $2::pg_snapshot)
+            AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
+          GROUP BY provider_id",
+    )
+    .bind(since)
+    .bind(now)
+    .fetch_all(conn)
+    .await?;
+    Ok(if rows.is_empty() {
+        Delta::None
+    } else if rows.iter().any(|r| r.1) {
+        Delta::Full
+    } else {
+        Delta::Providers(rows.into_iter().map(|r| r.0).collect())
+    })
+}
+
+/// Deletes change-log rows older than `keep_secs` and records the horizon.
+pub async fn prune_change_log(conn: &mut PgConnection, keep_secs: f64) -> Result<u64, sqlx::Error> {
+    let cut: Option<String> = sqlx::query_scalar(
+        "SELECT max(xid)::text FROM change_log WHERE created_at < now() - make_interval(secs => $1)",
+    )
+    .bind(keep_secs)
+    .fetch_one(&mut *conn)
+    .await?;
+    let Some(cut) = cut else { return Ok(0) };
+    let n = sqlx::query("DELETE FROM change_log WHERE xid <= $1::xid8")
+        .bind(&cut)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    sqlx::query("UPDATE change_log_horizon SET xid = GREATEST(xid, $1::xid8)")
+        .bind(&cut)
+        .execute(conn)
+        .await?;
+    Ok(n)
 }
 
 /// Aggregate ids of the given uuids (unknown uuids are left out).

@@ -1,0 +1,385 @@
+//! Allocation-candidate workloads of issue 4, populated through the HTTP API
+//! on a fresh database and queried repeatedly through a real server:
+//!
+//! - W1: N root providers (VCPU 64 ratio 4, MEMORY_MB 262144 reserved 2048,
+//!   DISK_GB 2000), half with HW_CPU_X86_AVX2, 10 aggregates, allocations on
+//!   30%; plain query with limit 1000, and with required + member_of.
+//! - W2: 1,000 trees root → 2 NUMA (PCPU, MEMORY_MB) → 2 PF each (VFs,
+//!   CUSTOM_PHYSNET_A/B), 10 sharing DISK_GB providers each aggregated with
+//!   100 roots; granular request with same_subtree and isolate, limit 100.
+//! - W3: one root with 8 children of CUSTOM_X 6; 6 groups of CUSTOM_X:1,
+//!   group_policy none, limit 1000.
+//!
+//! Prints p50/p95/p99 per workload and the server's resident memory.
+//! Needs DATABASE_URL. `BENCH_W1_SIZES=1000,10000,100000` chooses W1 sizes
+//! (default 1000,10000); `BENCH_RUNS` the repetitions (default 50).
+
+use serde_json::{json, Value};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    fn rss_kb(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+async fn fresh_server(base_url: &str) -> Server {
+    let db = format!("bench_cand_{}", uuid::Uuid::new_v4().simple());
+    let pool = sqlx::PgPool::connect(base_url).await.expect("connect");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}")))
+        .execute(&pool)
+        .await
+        .expect("create db");
+    pool.close().await;
+    let (prefix, _) = base_url.rsplit_once('/').expect("database url with a name");
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_placement"))
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .env("DATABASE_URL", format!("{prefix}/{db}"))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start server");
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    for _ in 0..400 {
+        if http.get(format!("{base}/")).send().await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Server { child, base }
+}
+
+#[derive(Clone)]
+struct Api {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Api {
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let mut rb = self
+            .http
+            .request(method.clone(), format!("{}{path}", self.base))
+            .header("x-auth-token", "admin")
+            .header("openstack-api-version", "placement 1.39");
+        if let Some(b) = body {
+            rb = rb.json(&b);
+        }
+        let r = rb.send().await.expect("request");
+        let status = r.status();
+        let text = r.text().await.unwrap_or_default();
+        assert!(status.is_success(), "{method} {path}: {status} {text}");
+        serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
+
+    async fn provider(&self, name: &str, parent: Option<uuid::Uuid>) -> uuid::Uuid {
+        let u = uuid::Uuid::new_v4();
+        let mut body = json!({"name": name, "uuid": u});
+        if let Some(p) = parent {
+            body["parent_provider_uuid"] = json!(p);
+        }
+        self.call(reqwest::Method::POST, "/resource_providers", Some(body))
+            .await;
+        u
+    }
+
+    async fn inventory(&self, rp: uuid::Uuid, gen: i64, inv: Value) -> i64 {
+        let path = format!("/resource_providers/{rp}/inventories");
+        let v = self
+            .call(
+                reqwest::Method::PUT,
+                &path,
+                Some(json!({"resource_provider_generation": gen, "inventories": inv})),
+            )
+            .await;
+        v["resource_provider_generation"]
+            .as_i64()
+            .unwrap_or(gen + 1)
+    }
+
+    async fn traits(&self, rp: uuid::Uuid, gen: i64, traits: &[&str]) -> i64 {
+        let path = format!("/resource_providers/{rp}/traits");
+        let v = self
+            .call(
+                reqwest::Method::PUT,
+                &path,
+                Some(json!({"resource_provider_generation": gen, "traits": traits})),
+            )
+            .await;
+        v["resource_provider_generation"]
+            .as_i64()
+            .unwrap_or(gen + 1)
+    }
+
+    async fn aggregates(&self, rp: uuid::Uuid, gen: i64, aggs: &[uuid::Uuid]) -> i64 {
+        let path = format!("/resource_providers/{rp}/aggregates");
+        let v = self
+            .call(
+                reqwest::Method::PUT,
+                &path,
+                Some(json!({"resource_provider_generation": gen, "aggregates": aggs})),
+            )
+            .await;
+        v["resource_provider_generation"]
+            .as_i64()
+            .unwrap_or(gen + 1)
+    }
+}
+
+/// Runs `f(i)` for i in 0..n with `width` requests in flight.
+async fn parallel<F, Fut>(n: usize, width: usize, f: F)
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let f = Arc::new(f);
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..width {
+        let (f, next) = (f.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                f(i).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("worker");
+    }
+}
+
+async fn measure(api: &Api, server: &Server, label: &str, query: &str, runs: usize) {
+    let mut lat = Vec::with_capacity(runs);
+    let mut count = 0;
+    for _ in 0..runs {
+        let t = Instant::now();
+        let v = api
+            .call(
+                reqwest::Method::GET,
+                &format!("/allocation_candidates?{query}"),
+                None,
+            )
+            .await;
+        lat.push(t.elapsed().as_secs_f64() * 1000.0);
+        count = v["allocation_requests"].as_array().map_or(0, Vec::len);
+    }
+    lat.sort_by(f64::total_cmp);
+    let p = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)];
+    let (rss, hwm) = server.rss_kb();
+    println!(
+        "{label}: {count} candidates, p50 {:.1} ms, p95 {:.1} ms, p99 {:.1} ms over {runs} runs; server RSS {} MiB (peak {} MiB)",
+        p(0.5),
+        p(0.95),
+        p(0.99),
+        rss / 1024,
+        hwm / 1024
+    );
+}
+
+async fn w1(base_url: &str, n: usize, runs: usize) {
+    let server = fresh_server(base_url).await;
+    let api = Api {
+        http: reqwest::Client::new(),
+        base: server.base.clone(),
+    };
+    let aggs: Arc<Vec<uuid::Uuid>> = Arc::new((0..10).map(|_| uuid::Uuid::new_v4()).collect());
+    let started = Instant::now();
+    let a = api.clone();
+    let ag = aggs.clone();
+    parallel(n, 16, move |i| {
+        let (api, aggs) = (a.clone(), ag.clone());
+        async move {
+            let rp = api.provider(&format!("w1-{i}"), None).await;
+            let inv = json!({
+                "VCPU": {"total": 64, "allocation_ratio": 4.0},
+                "MEMORY_MB": {"total": 262144, "reserved": 2048},
+                "DISK_GB": {"total": 2000}
+            });
+            let mut gen = api.inventory(rp, 0, inv).await;
+            if i % 2 == 0 {
+                gen = api.traits(rp, gen, &["HW_CPU_X86_AVX2"]).await;
+            }
+            api.aggregates(rp, gen, &[aggs[i % 10]]).await;
+            if i % 10 < 3 {
+                let consumer = uuid::Uuid::new_v4();
+                let body = json!({"allocations": {rp.to_string(): {"resources": {"VCPU": 4, "MEMORY_MB": 8192, "DISK_GB": 40}}},
+                    "project_id": "p", "user_id": "u", "consumer_generation": null, "consumer_type": "INSTANCE"});
+                api.call(reqwest::Method::PUT, &format!("/allocations/{consumer}"), Some(body)).await;
+            }
+        }
+    })
+    .await;
+    println!(
+        "W1 n={n}: populated through the API in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    let q = "resources=VCPU:2,MEMORY_MB:4096,DISK_GB:20&limit=1000";
+    measure(&api, &server, &format!("W1 n={n} plain"), q, runs).await;
+    let q = format!("{q}&required=HW_CPU_X86_AVX2&member_of={}", aggs[0]);
+    measure(
+        &api,
+        &server,
+        &format!("W1 n={n} required+member_of"),
+        &q,
+        runs,
+    )
+    .await;
+}
+
+async fn w2(base_url: &str, runs: usize) {
+    let server = fresh_server(base_url).await;
+    let api = Api {
+        http: reqwest::Client::new(),
+        base: server.base.clone(),
+    };
+    api.call(reqwest::Method::PUT, "/traits/CUSTOM_PHYSNET_A", None)
+        .await;
+    api.call(reqwest::Method::PUT, "/traits/CUSTOM_PHYSNET_B", None)
+        .await;
+    let aggs: Arc<Vec<uuid::Uuid>> = Arc::new((0..10).map(|_| uuid::Uuid::new_v4()).collect());
+    let started = Instant::now();
+    for (k, agg) in aggs.iter().enumerate() {
+        let rp = api.provider(&format!("w2-share-{k}"), None).await;
+        let gen = api
+            .inventory(rp, 0, json!({"DISK_GB": {"total": 100000}}))
+            .await;
+        let gen = api.traits(rp, gen, &["MISC_SHARES_VIA_AGGREGATE"]).await;
+        api.aggregates(rp, gen, &[*agg]).await;
+    }
+    let a = api.clone();
+    let ag = aggs.clone();
+    parallel(1000, 16, move |i| {
+        let (api, aggs) = (a.clone(), ag.clone());
+        async move {
+            let root = api.provider(&format!("w2-{i}"), None).await;
+            let gen = api
+                .inventory(
+                    root,
+                    0,
+                    json!({"VCPU": {"total": 8}, "MEMORY_MB": {"total": 16384}}),
+                )
+                .await;
+            api.aggregates(root, gen, &[aggs[i / 100]]).await;
+            for n in 0..2 {
+                let numa = api.provider(&format!("w2-{i}-numa{n}"), Some(root)).await;
+                let g = api
+                    .inventory(
+                        numa,
+                        0,
+                        json!({"PCPU": {"total": 16}, "MEMORY_MB": {"total": 65536}}),
+                    )
+                    .await;
+                api.traits(numa, g, &["HW_NUMA_ROOT"]).await;
+                for p in 0..2 {
+                    let pf = api
+                        .provider(&format!("w2-{i}-numa{n}-pf{p}"), Some(numa))
+                        .await;
+                    let g = api
+                        .inventory(pf, 0, json!({"SRIOV_NET_VF": {"total": 8}}))
+                        .await;
+                    let physnet = if p == 0 {
+                        "CUSTOM_PHYSNET_A"
+                    } else {
+                        "CUSTOM_PHYSNET_B"
+                    };
+                    api.traits(pf, g, &[physnet]).await;
+                }
+            }
+        }
+    })
+    .await;
+    println!(
+        "W2: populated through the API in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    let q = "resources=DISK_GB:10&resources1=PCPU:2,MEMORY_MB:1024&resources2=SRIOV_NET_VF:1&required2=CUSTOM_PHYSNET_A\
+             &same_subtree=1,2&group_policy=isolate&limit=100";
+    measure(&api, &server, "W2 granular same_subtree isolate", q, runs).await;
+}
+
+async fn w3(base_url: &str, runs: usize) {
+    let server = fresh_server(base_url).await;
+    let api = Api {
+        http: reqwest::Client::new(),
+        base: server.base.clone(),
+    };
+    api.call(reqwest::Method::PUT, "/resource_classes/CUSTOM_X", None)
+        .await;
+    let root = api.provider("w3-root", None).await;
+    for c in 0..8 {
+        let child = api.provider(&format!("w3-child-{c}"), Some(root)).await;
+        api.inventory(child, 0, json!({"CUSTOM_X": {"total": 6}}))
+            .await;
+    }
+    let q: String = (1..=6)
+        .map(|g| format!("resources{g}=CUSTOM_X:1&"))
+        .collect::<String>()
+        + "group_policy=none&limit=1000";
+    measure(&api, &server, "W3 8 children x 6 groups", &q, runs).await;
+}
+
+#[tokio::main]
+async fn main() {
+    let Ok(base_url) = std::env::var("DATABASE_URL") else {
+        eprintln!("candidates bench: DATABASE_URL is not set; skipping");
+        return;
+    };
+    let runs: usize = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(50);
+    let sizes: Vec<usize> = std::env::var("BENCH_W1_SIZES")
+        .unwrap_or_else(|_| "1000,10000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    if only.is_empty() || only.contains("w3") {
+        w3(&base_url, runs).await;
+    }
+    if only.is_empty() || only.contains("w2") {
+        w2(&base_url, runs).await;
+    }
+    if only.is_empty() || only.contains("w1") {
+        for n in sizes {
+            w1(&base_url, n, runs).await;
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! The per-process snapshot of provider data behind allocation candidates.
+//!
+//! Why a cache: loading every tree a request might use costs tens of
+//! milliseconds at 10,000 providers; the solver itself needs a few. Why it is
+//! still exact: each request runs in a repeatable-read transaction and asks
+//! the change log which providers changed between the PostgreSQL snapshot
+//! the cache reflects and the request's own snapshot (commit order does not
+//! matter: visibility is decided by PostgreSQL's snapshot rules), then
+//! reloads just those providers. Writes from any server process are seen.
+
+use super::snapshot::Snapshot;
+use crate::db::candidates::{self as db, Delta};
+use sqlx::PgConnection;
+use std::sync::Arc;
+use tokio::sync::Mutex;
+
+/// The cached snapshot and the PostgreSQL snapshot it reflects.
+#[derive(Default)]
+pub struct SnapshotCache {
+    state: Mutex<Option<(String, Arc<Snapshot>)>>,
+}
+
+impl SnapshotCache {
+    /// The provider data as of (at least) the transaction open on `conn`.
+    pub async fn current(&self, conn: &mut PgConnection) -> Result<Arc<Snapshot>, sqlx::Error> {
+        let now = db::current_snapshot(conn).await?;
+        let mut state = self.state.lock().await;
+        let delta = match state.as_ref() {
+            None => Delta::Full,
+            Some((at, _)) if *at == now => Delta::None,
+            Some((at, _)) => db::delta(conn, at, &now).await?,
+        };
+        match (delta, state.as_mut()) {
+            (Delta::None, Some((_, snap))) => Ok(snap.clone()),
+            (Delta::Providers(ids), Some((at, snap))) => {
+                let mut next = Snapshot::clone(snap);
+                db::patch(conn, &mut next, &ids).await?;
+                *snap = Arc::new(next);
+                *at = now;
+                Ok(snap.clone())
+            }
+            _ => {
+                let snap = Arc::new(db::load(conn).await?);
+                *state = Some((now, snap.clone()));
+                Ok(snap)
+            }
+        }
+    }
+}
