@@ -67,8 +67,9 @@ async fn fresh_server(base_url: &str) -> Server {
     let child = Command::new(env!("CARGO_BIN_EXE_placement"))
         .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
         .env("DATABASE_URL", format!("{prefix}/{db}"))
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", std::env::var("BENCH_SERVER_LOG").unwrap_or_else(|_| "warn".into()))
         .stdout(Stdio::null())
+        .stderr(std::fs::File::create(std::env::temp_dir().join("placement-bench-server.log")).map(Stdio::from).unwrap_or(Stdio::null()))
         .spawn()
         .expect("start server");
     let base = format!("http://127.0.0.1:{port}");

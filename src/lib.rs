@@ -5,6 +5,7 @@ pub mod api;
 pub mod candidates;
 pub mod config;
 pub mod db;
+pub mod deploy;
 pub mod error;
 pub mod localdb;
 pub mod sched;

@@ -1,5 +1,6 @@
-//! `GET /allocation_candidates` (1.10+): parse → load the snapshot → solve
-//! → render, the four steps of Placement's engine.
+//! `GET /allocation_candidates` (1.10+): parse → snapshot → solve → render,
+//! the four steps of Placement's engine. [`search`] is also the first step
+//! of a deployment.
 
 use super::extract::QueryPairs;
 use super::microversion::Microversion;
@@ -7,27 +8,40 @@ use super::respond::Reply;
 use super::schema;
 use crate::candidates::groups::{self, GroupPolicy};
 use crate::candidates::render::{render, Shape};
-use crate::candidates::solve::{self, Group, Limits};
+use crate::candidates::snapshot::Snapshot;
+use crate::candidates::solve::{self, Candidate, Group, Limits};
 use crate::db::{candidates as db, classes, traits};
 use crate::error::{ApiError, ApiResult};
 use crate::AppState;
 use axum::extract::State;
-use serde_json::json;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
-fn empty(mv: Microversion) -> Reply {
-    Reply::ok(&json!({"allocation_requests": [], "provider_summaries": {}})).cache(mv, None)
+/// The outcome of a candidates search.
+pub struct Search {
+    /// The provider data the search used.
+    pub snap: Arc<Snapshot>,
+    /// The candidates, in generation order.
+    pub candidates: Vec<Candidate>,
+    /// Group suffixes, in the candidates' mapping order.
+    pub suffixes: Vec<String>,
+    /// Class ids requested by any group.
+    pub requested: BTreeSet<i32>,
 }
 
-/// `GET /allocation_candidates`.
-pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -> ApiResult<Reply> {
-    q.validate(&schema::candidates_query(mv))?;
-    let parsed = groups::parse(&q.0, (mv.major, mv.minor)).map_err(|e| match e.code {
+/// Runs a candidates query given as query pairs. `max_results` caps the
+/// results (the caller folds in `limit` and `max_allocation_candidates`).
+pub async fn search(
+    st: &AppState,
+    pairs: &[(String, String)],
+    mv: Microversion,
+    max_results: Option<usize>,
+) -> ApiResult<Search> {
+    let parsed = groups::parse(pairs, (mv.major, mv.minor)).map_err(|e| match e.code {
         Some(c) => ApiError::bad_request(e.message).code(c),
         None => ApiError::bad_request(e.message),
     })?;
     let mut tx = db::begin_snapshot(&st.pool).await?;
-
     let class_names: Vec<String> = parsed
         .groups
         .iter()
@@ -73,18 +87,24 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
         })
         .collect();
     let agg_id = db::aggregate_ids(&mut tx, &agg_uuids).await?;
-
-    let requested: Vec<i32> = class_ids.values().copied().collect();
     let snap = st.candidates.current(&mut tx).await?;
     tx.commit().await?;
 
+    let requested: BTreeSet<i32> = class_ids.values().copied().collect();
+    let mut search = Search {
+        snap,
+        candidates: Vec::new(),
+        suffixes: Vec::new(),
+        requested,
+    };
     let mut groups_out = Vec::new();
     for g in &parsed.groups {
         let in_tree = match g.in_tree {
             None => None,
-            Some(u) => match snap.by_uuid.get(&u) {
+            Some(u) => match search.snap.by_uuid.get(&u) {
                 Some(&i) => Some(i),
-                None => return Ok(empty(mv)),
+                // An unknown in_tree matches nothing.
+                None => return Ok(search),
             },
         };
         groups_out.push(Group {
@@ -123,9 +143,8 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
         isolate: parsed.group_policy == Some(GroupPolicy::Isolate),
         groups: groups_out,
     };
-    let cap = usize::try_from(st.settings.max_allocation_candidates).ok();
     let limits = Limits {
-        max_results: match (parsed.limit, cap) {
+        max_results: match (parsed.limit, max_results) {
             (Some(l), Some(c)) => Some(l.min(c)),
             (l, c) => l.or(c),
         },
@@ -137,8 +156,24 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
             .randomize_allocation_candidates
             .then(rand::random),
     };
-    let cands = solve::solve(&snap, &request, &limits);
-    let suffixes: Vec<String> = request.groups.iter().map(|g| g.suffix.clone()).collect();
+    let started = std::time::Instant::now();
+    search.candidates = solve::solve(&search.snap, &request, &limits);
+    tracing::debug!(
+        solve_ms = started.elapsed().as_secs_f64() * 1e3,
+        candidates = search.candidates.len(),
+        "solved"
+    );
+    search.suffixes = request.groups.iter().map(|g| g.suffix.clone()).collect();
+    Ok(search)
+}
+
+/// `GET /allocation_candidates`.
+pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -> ApiResult<Reply> {
+    q.validate(&schema::candidates_query(mv))?;
+    let started = std::time::Instant::now();
+    let cap = usize::try_from(st.settings.max_allocation_candidates).ok();
+    let found = search(&st, &q.0, mv, cap).await?;
+    let searched = started.elapsed();
     let shape = Shape {
         dict_form: mv.at_least(1, 12),
         traits: mv.at_least(1, 17),
@@ -147,11 +182,17 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
         mappings: mv.at_least(1, 34),
     };
     let body = render(
-        &snap,
-        &suffixes,
-        &requested.iter().copied().collect(),
-        &cands,
+        &found.snap,
+        &found.suffixes,
+        &found.requested,
+        &found.candidates,
         shape,
     );
-    Ok(Reply::ok(&body).cache(mv, None))
+    let reply = Reply::ok(&body).cache(mv, None);
+    tracing::debug!(
+        search_ms = searched.as_secs_f64() * 1e3,
+        render_ms = (started.elapsed() - searched).as_secs_f64() * 1e3,
+        "allocation candidates"
+    );
+    Ok(reply)
 }

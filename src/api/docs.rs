@@ -191,6 +191,36 @@ pub const ROUTES: &[(&str, &str, &str, &str)] = &[
         "1.10",
     ),
     (
+        "/resource_providers/{uuid}/cpu_topology",
+        "GET",
+        "CPU topology of a provider with used and free shares per core (extension)",
+        "1.0",
+    ),
+    (
+        "/resource_providers/{uuid}/cpu_topology",
+        "PUT",
+        "Set the CPU topology; sets the CUSTOM_CPU_SHARES inventory (extension). Example: {\"share_base\": 100, \"max_fragment_cores\": -1, \"cores\": [{\"id\": \"0\", \"numa_node\": \"0\"}], \"numa_memory_mb\": {\"0\": 1024}}",
+        "1.0",
+    ),
+    (
+        "/deployments",
+        "POST",
+        "Deploy N instances of an app: candidates, Eru capacity and strategy, allocations and core bindings in one transaction (extension). Example: {\"app\": \"web\", \"count\": 11, \"strategy\": \"auto\", \"cpu\": 1.7, \"cpu_bind\": true, \"memory_mb\": 512, \"project_id\": \"p\", \"user_id\": \"u\"}",
+        "1.0",
+    ),
+    (
+        "/deployments/{app}",
+        "GET",
+        "Instances of an app per node with their core bindings (extension)",
+        "1.0",
+    ),
+    (
+        "/deployments/{app}/instances/{consumer_uuid}/resize",
+        "POST",
+        "Resize an instance by deltas on its node (extension). Example: {\"cpu\": 0.5, \"memory_mb\": -256}",
+        "1.0",
+    ),
+    (
         "/reshaper",
         "POST",
         "Move inventories and allocations atomically",

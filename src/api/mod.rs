@@ -5,6 +5,7 @@
 pub mod aggregates;
 pub mod allocation_candidates;
 pub mod allocations;
+pub mod deployments;
 pub mod docs;
 pub mod extract;
 pub mod inventories;
@@ -16,6 +17,7 @@ pub mod resource_providers;
 pub mod respond;
 pub mod root;
 pub mod schema;
+pub mod topology;
 pub mod traits;
 pub mod usages;
 
@@ -99,6 +101,16 @@ pub fn router(state: AppState) -> Router {
             ),
         )
         .route("/traits", route(get(traits::list), "GET"))
+        .route(
+            "/resource_providers/{uuid}/cpu_topology",
+            route(get(topology::show).put(topology::replace), "GET, PUT"),
+        )
+        .route("/deployments", route(post(deployments::create), "POST"))
+        .route("/deployments/{app}", route(get(deployments::show), "GET"))
+        .route(
+            "/deployments/{app}/instances/{consumer_uuid}/resize",
+            route(post(deployments::resize), "POST"),
+        )
         .route(
             "/traits/{name}",
             route(

@@ -6,6 +6,7 @@ pub mod allocations;
 pub mod candidates;
 pub mod classes;
 pub mod consumers;
+pub mod deployments;
 pub mod inventories;
 pub mod providers;
 pub mod traits;

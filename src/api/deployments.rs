@@ -1,0 +1,367 @@
+//! `/deployments` (our extension): N instances of an app placed by the Eru
+//! scheduler on nodes found by the candidate engine, committed as Placement
+//! allocations plus core bindings in one transaction; and live resize.
+
+use super::allocation_candidates::search;
+use super::allocations::alloc_error;
+use super::extract::{JsonBody, PathParams};
+use super::microversion::Microversion;
+use super::respond::Reply;
+use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck};
+use crate::db::deployments::{self as db, InstanceSpec};
+use crate::deploy::{instance_resources, load_nodes, workload, NodeState, CPU_SHARES, MIB};
+use crate::error::{ApiError, ApiResult};
+use crate::sched::{
+    self, CapacityMap, NodeName, ReallocRequest, ResourceRequest, SchedError, Strategy,
+};
+use crate::AppState;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, HashSet};
+
+fn schema() -> Value {
+    let name = json!({"type": "string", "minLength": 1, "maxLength": 255});
+    json!({
+        "type": "object",
+        "properties": {
+            "app": name,
+            "count": {"type": "integer", "minimum": 1, "maximum": 100000},
+            "strategy": {"type": "string", "enum": ["auto", "fill", "each", "average", "global", "drained"]},
+            "nodes_limit": {"type": "integer", "minimum": 0, "maximum": 100000},
+            "cpu": {"type": "number", "minimum": 0, "maximum": 4096},
+            "cpu_bind": {"type": "boolean"},
+            "memory_mb": {"type": "integer", "minimum": 1, "maximum": 1073741824},
+            "resources": {"type": "object", "patternProperties": {"^[A-Z0-9_]+$": {"type": "integer", "minimum": 1, "maximum": 2147483647}}, "additionalProperties": false},
+            "required": {"type": "string"},
+            "member_of": {"type": "string"},
+            "project_id": name,
+            "user_id": name,
+            "consumer_type": {"type": "string", "pattern": "^[A-Z0-9_]+$", "maxLength": 255},
+            "dry_run": {"type": "boolean"}
+        },
+        "required": ["app", "count", "memory_mb", "project_id", "user_id"],
+        "additionalProperties": false
+    })
+}
+
+fn sched_conflict(e: &SchedError, caps: Option<&CapacityMap>) -> ApiError {
+    let map = caps
+        .map(|c| {
+            let nodes: Map<String, Value> = c
+                .nodes
+                .iter()
+                .map(|(n, v)| (n.0.clone(), json!(v.capacity)))
+                .collect();
+            format!(
+                " Capacity map: {} (total {}).",
+                Value::Object(nodes),
+                c.total
+            )
+        })
+        .unwrap_or_default();
+    ApiError::conflict(format!("Unable to schedule: {e}.{map}"))
+}
+
+fn capacity_map(nodes: &[NodeState], req: &ResourceRequest) -> Result<CapacityMap, SchedError> {
+    let mut out = Vec::new();
+    for n in nodes {
+        out.push((
+            NodeName(n.uuid.to_string()),
+            sched::node_capacity(&n.info, req, &n.cfg)?,
+        ));
+    }
+    Ok(CapacityMap::from_nodes(out))
+}
+
+/// `POST /deployments`.
+pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Reply> {
+    let b: Value = body.parse(&schema())?;
+    let app = b["app"].as_str().unwrap_or_default().to_string();
+    let count = b["count"].as_i64().unwrap_or(1);
+    let strategy: Strategy =
+        serde_json::from_value(b.get("strategy").cloned().unwrap_or(json!("auto")))
+            .map_err(|e| ApiError::bad_request(format!("JSON does not validate: {e}")))?;
+    let nodes_limit = b["nodes_limit"].as_u64().unwrap_or(0) as u32;
+    let cpu = b["cpu"].as_f64().unwrap_or(0.0);
+    let bind = b["cpu_bind"].as_bool().unwrap_or(false);
+    let memory_mb = b["memory_mb"].as_i64().unwrap_or(0);
+    let extra: BTreeMap<String, i64> = b["resources"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_i64().unwrap_or(0)))
+        .collect();
+    let dry_run = b["dry_run"].as_bool().unwrap_or(false);
+
+    // 1. Candidate nodes for one instance's memory, extra resources and filters.
+    let mut resources = format!("MEMORY_MB:{memory_mb}");
+    for (rc, n) in &extra {
+        resources.push_str(&format!(",{rc}:{n}"));
+    }
+    let mut pairs = vec![("resources".to_string(), resources)];
+    for key in ["required", "member_of"] {
+        if let Some(v) = b[key].as_str() {
+            pairs.push((key.to_string(), v.to_string()));
+        }
+    }
+    let found = search(&st, &pairs, Microversion::new(1, 39), None).await?;
+    let memory_class = found
+        .snap
+        .class_names
+        .iter()
+        .find(|(_, n)| *n == "MEMORY_MB")
+        .map(|(id, _)| *id);
+    let mut node_ids: Vec<i64> = found
+        .candidates
+        .iter()
+        .flat_map(|c| {
+            c.allocations
+                .iter()
+                .filter(|a| Some(a.1) == memory_class)
+                .map(|a| found.snap.nodes[a.0].id)
+        })
+        .collect::<HashSet<i64>>()
+        .into_iter()
+        .collect();
+    node_ids.sort_unstable();
+
+    // 2-4. Capacity, deploy map and allocations, under the nodes' row locks.
+    let req = ResourceRequest {
+        cpu_request: cpu,
+        cpu_limit: cpu,
+        memory_request: memory_mb * MIB,
+        memory_limit: memory_mb * MIB,
+        bind,
+    };
+    let mut tx = st.pool.begin().await?;
+    db::lock_providers(&mut tx, &node_ids).await?;
+    let mut nodes = load_nodes(&mut tx, &node_ids).await?;
+    let caps = capacity_map(&nodes, &req)
+        .map_err(|e| ApiError::bad_request(format!("Invalid request: {e}.")))?;
+    let counts = db::app_counts(&mut tx, &app).await?;
+    let existing: BTreeMap<NodeName, i64> = nodes
+        .iter()
+        .map(|n| {
+            (
+                NodeName(n.uuid.to_string()),
+                counts.get(&n.rp_id).copied().unwrap_or(0),
+            )
+        })
+        .collect();
+    let deploy_map = sched::plan_deploy(strategy, count, nodes_limit, &caps, &existing)
+        .map_err(|e| sched_conflict(&e, Some(&caps)))?;
+
+    let mut writes = Vec::new();
+    let mut specs = Vec::new();
+    let mut planned: Map<String, Value> = Map::new();
+    for (name, &n) in &deploy_map {
+        let Some(node) = nodes.iter_mut().find(|s| s.uuid.to_string() == name.0) else {
+            continue;
+        };
+        let allocations = sched::calculate_deploy(&node.info, n as usize, &req, &node.cfg)
+            .map_err(|e| sched_conflict(&e, Some(&caps)))?;
+        let mut shown = Vec::new();
+        for a in allocations {
+            sched::add_usage(&mut node.info, &a.workload);
+            let consumer = uuid::Uuid::new_v4();
+            let cpu_map: Vec<(String, i64)> = a
+                .workload
+                .cpu_map
+                .iter()
+                .map(|(c, s)| (c.0.clone(), *s))
+                .collect();
+            let numa = a.workload.numa_node.as_ref().map(|n| n.0.clone());
+            shown.push(json!({
+                "consumer_uuid": consumer,
+                "resource_provider_uuid": node.uuid,
+                "cpu_map": cpu_map.iter().map(|(c, s)| (c.clone(), json!(s))).collect::<Map<String, Value>>(),
+                "numa_node": numa,
+            }));
+            let res = instance_resources(memory_mb, &a.workload.cpu_map, &extra);
+            writes.push(ConsumerWrite {
+                consumer,
+                project_id: b["project_id"].as_str().unwrap_or_default().into(),
+                user_id: b["user_id"].as_str().unwrap_or_default().into(),
+                consumer_type: Some(b["consumer_type"].as_str().unwrap_or("INSTANCE").into()),
+                generation: GenerationCheck::New,
+                allocations: BTreeMap::from([(node.uuid, res)]),
+            });
+            specs.push((consumer, node.rp_id, cpu_map, numa));
+        }
+        planned.insert(node.uuid.to_string(), json!(shown));
+    }
+    let capacity_json: Map<String, Value> = caps
+        .nodes
+        .iter()
+        .map(|(n, c)| (n.0.clone(), json!(c.capacity)))
+        .collect();
+    let deploy_json: Map<String, Value> = deploy_map
+        .iter()
+        .map(|(n, c)| (n.0.clone(), json!(c)))
+        .collect();
+    if dry_run {
+        return Ok(Reply::ok(&json!({
+            "app": app, "dry_run": true, "capacity_map": capacity_json, "total_capacity": caps.total,
+            "deploy_map": deploy_json, "plans": planned
+        })));
+    }
+    alloc_db::write(&mut tx, &writes)
+        .await
+        .map_err(|e| alloc_error(e, None))?;
+    for (consumer, rp_id, cpu_map, numa) in &specs {
+        let spec = InstanceSpec {
+            app: &app,
+            rp_id: *rp_id,
+            cpu,
+            cpu_bind: bind,
+            memory_mb,
+            numa_node: numa.as_deref(),
+            cpu_map,
+        };
+        db::put_instance(&mut tx, *consumer, &spec).await?;
+    }
+    tx.commit().await?;
+    Ok(Reply::json(
+        StatusCode::CREATED,
+        &json!({
+            "app": app, "capacity_map": capacity_json, "deploy_map": deploy_json, "instances": planned
+        }),
+    ))
+}
+
+/// `GET /deployments/{app}`: instances per node with their bindings.
+pub async fn show(
+    State(st): State<AppState>,
+    PathParams(app): PathParams<String>,
+) -> ApiResult<Reply> {
+    let mut conn = st.pool.acquire().await?;
+    let rows = db::instances_of(&mut conn, &app).await?;
+    let mut nodes: Map<String, Value> = Map::new();
+    for r in &rows {
+        let entry = nodes
+            .entry(r.provider_uuid.to_string())
+            .or_insert_with(|| json!({"count": 0, "instances": []}));
+        entry["count"] = json!(entry["count"].as_i64().unwrap_or(0) + 1);
+        if let Some(list) = entry["instances"].as_array_mut() {
+            list.push(json!({
+                "consumer_uuid": r.consumer_uuid, "cpu": r.cpu, "cpu_bind": r.cpu_bind, "memory_mb": r.memory_mb,
+                "cpu_map": r.cpu_map.0, "numa_node": r.numa_node
+            }));
+        }
+    }
+    Ok(Reply::ok(
+        &json!({"app": app, "count": rows.len(), "nodes": nodes}),
+    ))
+}
+
+fn resize_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "cpu": {"type": "number", "minimum": -4096, "maximum": 4096},
+            "memory_mb": {"type": "integer", "minimum": -1073741824, "maximum": 1073741824},
+            "cpu_bind": {"type": "boolean"}
+        },
+        "additionalProperties": false
+    })
+}
+
+/// `POST /deployments/{app}/instances/{consumer_uuid}/resize`: apply deltas
+/// on the same node, preferring the instance's old cores; 409 and no change
+/// when it does not fit.
+pub async fn resize(
+    State(st): State<AppState>,
+    PathParams((app, consumer)): PathParams<(String, String)>,
+    body: JsonBody,
+) -> ApiResult<Reply> {
+    let b: Value = body.parse(&resize_schema())?;
+    let not_found = || ApiError::not_found(format!("No instance {consumer} of app {app}"));
+    let consumer_uuid = crate::types::parse_uuid_like(&consumer).ok_or_else(not_found)?;
+    let mut tx = st.pool.begin().await?;
+    let inst = db::instance(&mut tx, consumer_uuid)
+        .await?
+        .filter(|i| i.app == app)
+        .ok_or_else(not_found)?;
+    db::lock_providers(&mut tx, &[inst.resource_provider_id]).await?;
+    // Re-read under the lock: a concurrent resize may have changed it.
+    let inst = db::instance(&mut tx, consumer_uuid)
+        .await?
+        .ok_or_else(not_found)?;
+    let nodes = load_nodes(&mut tx, &[inst.resource_provider_id]).await?;
+    let node = nodes
+        .first()
+        .ok_or_else(|| ApiError::conflict("The instance's node no longer has a CPU topology."))?;
+    let d_cpu = b["cpu"].as_f64().unwrap_or(0.0);
+    let d_mem = b["memory_mb"].as_i64().unwrap_or(0);
+    let request = ReallocRequest {
+        cpu_request: d_cpu,
+        cpu_limit: d_cpu,
+        memory_request: d_mem * MIB,
+        memory_limit: d_mem * MIB,
+        cpu_bind: b["cpu_bind"].as_bool().unwrap_or(false),
+        keep_cpu_bind: b.get("cpu_bind").is_none(),
+    };
+    let out = sched::calculate_realloc(&node.info, &workload(&inst), &request, &node.cfg)
+        .map_err(|e| sched_conflict(&e, None))?;
+    let new_mem = out.workload.memory_request / MIB;
+    let current = alloc_db::of_consumer(&mut tx, consumer_uuid).await?;
+    let mut extra: BTreeMap<String, i64> = current
+        .iter()
+        .filter(|r| {
+            r.provider_uuid == node.uuid
+                && r.resource_class != "MEMORY_MB"
+                && r.resource_class != CPU_SHARES
+        })
+        .map(|r| (r.resource_class.clone(), i64::from(r.used)))
+        .collect();
+    let mut allocations = BTreeMap::new();
+    for r in current.iter().filter(|r| r.provider_uuid != node.uuid) {
+        allocations
+            .entry(r.provider_uuid)
+            .or_insert_with(BTreeMap::new)
+            .insert(r.resource_class.clone(), i64::from(r.used));
+    }
+    allocations.insert(
+        node.uuid,
+        instance_resources(new_mem, &out.workload.cpu_map, &std::mem::take(&mut extra)),
+    );
+    let owner = crate::db::consumers::get(&mut tx, consumer_uuid)
+        .await?
+        .ok_or_else(not_found)?;
+    let write = ConsumerWrite {
+        consumer: consumer_uuid,
+        project_id: owner.project_id,
+        user_id: owner.user_id,
+        consumer_type: None,
+        generation: GenerationCheck::Is(owner.generation),
+        allocations,
+    };
+    alloc_db::write(&mut tx, &[write])
+        .await
+        .map_err(|e| alloc_error(e, None))?;
+    let cpu_map: Vec<(String, i64)> = out
+        .workload
+        .cpu_map
+        .iter()
+        .map(|(c, s)| (c.0.clone(), *s))
+        .collect();
+    let numa = out.workload.numa_node.as_ref().map(|n| n.0.clone());
+    let bound = !cpu_map.is_empty();
+    let spec = InstanceSpec {
+        app: &app,
+        rp_id: inst.resource_provider_id,
+        cpu: out.workload.cpu_request,
+        cpu_bind: bound,
+        memory_mb: new_mem,
+        numa_node: numa.as_deref(),
+        cpu_map: &cpu_map,
+    };
+    db::put_instance(&mut tx, consumer_uuid, &spec).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(&json!({
+        "consumer_uuid": consumer_uuid, "resource_provider_uuid": node.uuid, "cpu": out.workload.cpu_request,
+        "cpu_bind": bound, "memory_mb": new_mem,
+        "cpu_map": cpu_map.iter().map(|(c, s)| (c.clone(), json!(s))).collect::<Map<String, Value>>(), "numa_node": numa
+    })))
+}

@@ -1,0 +1,175 @@
+//! `/resource_providers/{uuid}/cpu_topology` (our extension): the cores,
+//! NUMA layout and share base a provider offers to the scheduler.
+//! Registering one sets the provider's `CUSTOM_CPU_SHARES` inventory
+//! (cores × share_base) so Placement usages and candidates stay true.
+
+use super::extract::{JsonBody, PathParams};
+use super::resource_providers::{find, find_for_update};
+use super::respond::Reply;
+use crate::db::deployments::{self as db, Topology};
+use crate::db::inventories::{self, Inventory};
+use crate::db::{classes, providers};
+use crate::deploy::CPU_SHARES;
+use crate::error::{codes, ApiError, ApiResult};
+use crate::AppState;
+use axum::extract::State;
+use serde_json::{json, Map, Value};
+use sqlx::PgConnection;
+use std::collections::HashMap;
+
+fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "share_base": {"type": "integer", "minimum": 1, "maximum": 100000},
+            "max_fragment_cores": {"type": "integer", "minimum": -1, "maximum": 100000},
+            "cores": {"type": "array", "minItems": 1, "maxItems": 4096, "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "minLength": 1, "maxLength": 64},
+                    "numa_node": {"type": ["string", "null"], "maxLength": 64}
+                },
+                "required": ["id"],
+                "additionalProperties": false
+            }},
+            "numa_memory_mb": {"type": "object", "patternProperties": {"^.{1,64}$": {"type": "integer", "minimum": 0, "maximum": 1099511627776_i64}}, "additionalProperties": false},
+            "force": {"type": "boolean"}
+        },
+        "required": ["cores"],
+        "additionalProperties": false
+    })
+}
+
+async fn render(conn: &mut PgConnection, rp: &providers::ProviderRow) -> ApiResult<Value> {
+    let tops = db::topologies(conn, &[rp.id]).await?;
+    let t = tops.get(&rp.id).ok_or_else(|| {
+        ApiError::not_found(format!("No CPU topology for resource provider {}", rp.uuid))
+    })?;
+    let bound: HashMap<String, i64> = db::bound_shares(conn, &[rp.id])
+        .await?
+        .into_iter()
+        .map(|(_, c, s)| (c, s))
+        .collect();
+    let cores: Vec<Value> = t
+        .cores
+        .iter()
+        .map(|(id, numa)| {
+            let used = bound.get(id).copied().unwrap_or(0);
+            json!({"id": id, "numa_node": numa, "used_shares": used, "free_shares": i64::from(t.share_base) - used})
+        })
+        .collect();
+    let numa: Map<String, Value> = t
+        .numa_memory_mb
+        .iter()
+        .map(|(n, mb)| (n.clone(), json!(mb)))
+        .collect();
+    let generation = providers::generation(conn, rp.id).await?;
+    Ok(json!({
+        "share_base": t.share_base,
+        "max_fragment_cores": t.max_fragment_cores,
+        "cores": cores,
+        "numa_memory_mb": numa,
+        "resource_provider_generation": generation
+    }))
+}
+
+/// `GET /resource_providers/{uuid}/cpu_topology`: cores with used and free shares.
+pub async fn show(
+    State(st): State<AppState>,
+    PathParams(id): PathParams<String>,
+) -> ApiResult<Reply> {
+    let mut conn = st.pool.acquire().await?;
+    let rp = find(&mut conn, &id).await?;
+    Ok(Reply::ok(&render(&mut conn, &rp).await?))
+}
+
+/// `PUT /resource_providers/{uuid}/cpu_topology`: set the topology and the
+/// CPU-share inventory. Removing bound cores, changing the share base under
+/// bindings, or shrinking shares below their usage needs `"force": true`.
+pub async fn replace(
+    State(st): State<AppState>,
+    PathParams(id): PathParams<String>,
+    body: JsonBody,
+) -> ApiResult<Reply> {
+    let b: Value = body.parse(&schema())?;
+    let mut tx = st.pool.begin().await?;
+    let rp = find_for_update(&mut tx, &id).await?;
+    let force = b["force"].as_bool().unwrap_or(false);
+    let mut cores: Vec<(String, Option<String>)> = Vec::new();
+    for c in b["cores"].as_array().into_iter().flatten() {
+        let core = c["id"].as_str().unwrap_or_default().to_string();
+        if cores.iter().any(|(id, _)| *id == core) {
+            return Err(ApiError::bad_request(format!(
+                "Core {core} is listed twice."
+            )));
+        }
+        cores.push((core, c["numa_node"].as_str().map(str::to_string)));
+    }
+    let t = Topology {
+        share_base: b["share_base"].as_i64().unwrap_or(100) as i32,
+        max_fragment_cores: b["max_fragment_cores"].as_i64().unwrap_or(-1) as i32,
+        cores,
+        numa_memory_mb: b["numa_memory_mb"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(n, mb)| (n.clone(), mb.as_i64().unwrap_or(0)))
+            .collect(),
+    };
+    let bound = db::bound_shares(&mut tx, &[rp.id]).await?;
+    if !force && !bound.is_empty() {
+        let old = db::topologies(&mut tx, &[rp.id]).await?;
+        if old
+            .get(&rp.id)
+            .is_some_and(|o| o.share_base != t.share_base)
+        {
+            return Err(ApiError::conflict(format!(
+                "Cores of resource provider {} have bound shares: the share base cannot change (send \"force\": true to override).",
+                rp.uuid
+            ))
+            .code(codes::INVENTORY_INUSE));
+        }
+        let lost: Vec<&str> = bound
+            .iter()
+            .filter(|(_, c, _)| !t.cores.iter().any(|(id, _)| id == c))
+            .map(|(_, c, _)| c.as_str())
+            .collect();
+        if !lost.is_empty() {
+            return Err(ApiError::conflict(format!(
+                "Cores {} of resource provider {} have bound shares and cannot be removed (send \"force\": true to override).",
+                lost.join(", "),
+                rp.uuid
+            ))
+            .code(codes::INVENTORY_INUSE));
+        }
+    }
+    db::set_topology(&mut tx, rp.id, &t).await?;
+    classes::create(&mut tx, CPU_SHARES).await?;
+    let class = classes::get(&mut tx, CPU_SHARES)
+        .await?
+        .ok_or_else(|| ApiError::internal("CPU share class missing"))?;
+    let total = t.cores.len() as i64 * i64::from(t.share_base);
+    let used: i64 = bound.iter().map(|b| b.2).sum();
+    if used > total && !force {
+        return Err(ApiError::conflict(format!(
+            "Resource provider {} has {used} bound CPU shares, more than the {total} the new topology offers (send \"force\": true to override).",
+            rp.uuid
+        ))
+        .code(codes::INVENTORY_INUSE));
+    }
+    let total = i32::try_from(total)
+        .map_err(|_| ApiError::bad_request("Too many CPU shares for one provider."))?;
+    let inv = Inventory {
+        total,
+        reserved: 0,
+        min_unit: 1,
+        max_unit: total,
+        step_size: 1,
+        allocation_ratio: 1.0,
+    };
+    inventories::upsert(&mut tx, rp.id, class.id, &inv).await?;
+    providers::bump_locked(&mut tx, &[rp.id]).await?;
+    let body = render(&mut tx, &rp).await?;
+    tx.commit().await?;
+    Ok(Reply::ok(&body))
+}

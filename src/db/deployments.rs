@@ -1,0 +1,325 @@
+//! CPU topologies, deployed instances and their core bindings.
+
+use sqlx::PgConnection;
+use std::collections::HashMap;
+
+/// A provider's CPU topology.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Topology {
+    /// Shares in one whole core.
+    pub share_base: i32,
+    /// Most cores that may hold fragments; -1 = unlimited.
+    pub max_fragment_cores: i32,
+    /// (core id, NUMA node).
+    pub cores: Vec<(String, Option<String>)>,
+    /// Memory per NUMA node, MiB.
+    pub numa_memory_mb: Vec<(String, i64)>,
+}
+
+/// The topologies of the given providers.
+pub async fn topologies(
+    conn: &mut PgConnection,
+    rp_ids: &[i64],
+) -> Result<HashMap<i64, Topology>, sqlx::Error> {
+    let heads: Vec<(i64, i32, i32)> = sqlx::query_as(
+        "SELECT resource_provider_id, share_base, max_fragment_cores FROM cpu_topologies
+          WHERE resource_provider_id = ANY($1)",
+    )
+    .bind(rp_ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut out: HashMap<i64, Topology> = heads
+        .into_iter()
+        .map(|(rp, sb, mf)| {
+            (
+                rp,
+                Topology {
+                    share_base: sb,
+                    max_fragment_cores: mf,
+                    cores: vec![],
+                    numa_memory_mb: vec![],
+                },
+            )
+        })
+        .collect();
+    let cores: Vec<(i64, String, Option<String>)> = sqlx::query_as(
+        "SELECT resource_provider_id, core_id, numa_node FROM cpu_cores
+          WHERE resource_provider_id = ANY($1) ORDER BY resource_provider_id, length(core_id), core_id",
+    )
+    .bind(rp_ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    for (rp, core, numa) in cores {
+        if let Some(t) = out.get_mut(&rp) {
+            t.cores.push((core, numa));
+        }
+    }
+    let numa: Vec<(i64, String, i64)> = sqlx::query_as(
+        "SELECT resource_provider_id, numa_node, memory_mb FROM numa_memory
+          WHERE resource_provider_id = ANY($1) ORDER BY resource_provider_id, numa_node",
+    )
+    .bind(rp_ids)
+    .fetch_all(conn)
+    .await?;
+    for (rp, node, mb) in numa {
+        if let Some(t) = out.get_mut(&rp) {
+            t.numa_memory_mb.push((node, mb));
+        }
+    }
+    Ok(out)
+}
+
+/// Replaces a provider's topology.
+pub async fn set_topology(
+    conn: &mut PgConnection,
+    rp_id: i64,
+    t: &Topology,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO cpu_topologies (resource_provider_id, share_base, max_fragment_cores) VALUES ($1, $2, $3)
+         ON CONFLICT (resource_provider_id) DO UPDATE SET share_base = EXCLUDED.share_base,
+            max_fragment_cores = EXCLUDED.max_fragment_cores, updated_at = now()",
+    )
+    .bind(rp_id)
+    .bind(t.share_base)
+    .bind(t.max_fragment_cores)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("DELETE FROM cpu_cores WHERE resource_provider_id = $1")
+        .bind(rp_id)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("DELETE FROM numa_memory WHERE resource_provider_id = $1")
+        .bind(rp_id)
+        .execute(&mut *conn)
+        .await?;
+    let ids: Vec<&str> = t.cores.iter().map(|c| c.0.as_str()).collect();
+    let numas: Vec<Option<&str>> = t.cores.iter().map(|c| c.1.as_deref()).collect();
+    sqlx::query(
+        "INSERT INTO cpu_cores (resource_provider_id, core_id, numa_node)
+         SELECT $1, c, n FROM UNNEST($2::text[], $3::text[]) AS t(c, n)",
+    )
+    .bind(rp_id)
+    .bind(&ids)
+    .bind(&numas)
+    .execute(&mut *conn)
+    .await?;
+    let nodes: Vec<&str> = t.numa_memory_mb.iter().map(|n| n.0.as_str()).collect();
+    let mbs: Vec<i64> = t.numa_memory_mb.iter().map(|n| n.1).collect();
+    sqlx::query(
+        "INSERT INTO numa_memory (resource_provider_id, numa_node, memory_mb)
+         SELECT $1, n, m FROM UNNEST($2::text[], $3::bigint[]) AS t(n, m)",
+    )
+    .bind(rp_id)
+    .bind(&nodes)
+    .bind(&mbs)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Bound shares per (provider, core).
+pub async fn bound_shares(
+    conn: &mut PgConnection,
+    rp_ids: &[i64],
+) -> Result<Vec<(i64, String, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT resource_provider_id, core_id, SUM(shares)::bigint FROM core_bindings
+          WHERE resource_provider_id = ANY($1) GROUP BY 1, 2",
+    )
+    .bind(rp_ids)
+    .fetch_all(conn)
+    .await
+}
+
+/// A deployed instance with its binding.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct InstanceRow {
+    /// Consumer id.
+    pub consumer_id: i64,
+    /// Consumer uuid.
+    pub consumer_uuid: uuid::Uuid,
+    /// Consumer generation.
+    pub generation: i32,
+    /// App name.
+    pub app: String,
+    /// Provider id.
+    pub resource_provider_id: i64,
+    /// Provider uuid.
+    pub provider_uuid: uuid::Uuid,
+    /// CPUs requested.
+    pub cpu: f64,
+    /// Bound to cores.
+    pub cpu_bind: bool,
+    /// Memory, MiB.
+    pub memory_mb: i64,
+    /// NUMA node it is pinned to.
+    pub numa_node: Option<String>,
+    /// Core → shares, as JSON object.
+    pub cpu_map: sqlx::types::Json<HashMap<String, i64>>,
+}
+
+const INSTANCES: &str = "SELECT i.consumer_id, c.uuid AS consumer_uuid, c.generation, i.app, i.resource_provider_id,
+        rp.uuid AS provider_uuid, i.cpu, i.cpu_bind, i.memory_mb, i.numa_node,
+        COALESCE((SELECT jsonb_object_agg(b.core_id, b.shares) FROM core_bindings b WHERE b.consumer_id = i.consumer_id),
+                 '{}'::jsonb) AS cpu_map
+    FROM instances i JOIN consumers c ON c.id = i.consumer_id
+    JOIN resource_providers rp ON rp.id = i.resource_provider_id";
+
+/// Instances on the given providers.
+pub async fn instances_on(
+    conn: &mut PgConnection,
+    rp_ids: &[i64],
+) -> Result<Vec<InstanceRow>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{INSTANCES} WHERE i.resource_provider_id = ANY($1) ORDER BY i.consumer_id"
+    )))
+    .bind(rp_ids)
+    .fetch_all(conn)
+    .await
+}
+
+/// Instances of an app.
+pub async fn instances_of(
+    conn: &mut PgConnection,
+    app: &str,
+) -> Result<Vec<InstanceRow>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{INSTANCES} WHERE i.app = $1 ORDER BY rp.id, i.consumer_id"
+    )))
+    .bind(app)
+    .fetch_all(conn)
+    .await
+}
+
+/// One instance by consumer uuid.
+pub async fn instance(
+    conn: &mut PgConnection,
+    consumer: uuid::Uuid,
+) -> Result<Option<InstanceRow>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{INSTANCES} WHERE c.uuid = $1"
+    )))
+    .bind(consumer)
+    .fetch_optional(conn)
+    .await
+}
+
+/// Instance count of an app per provider id.
+pub async fn app_counts(
+    conn: &mut PgConnection,
+    app: &str,
+) -> Result<HashMap<i64, i64>, sqlx::Error> {
+    let rows: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT resource_provider_id, COUNT(*)::bigint FROM instances WHERE app = $1 GROUP BY 1",
+    )
+    .bind(app)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().collect())
+}
+
+/// What an instance holds, for inserting or replacing its row and binding.
+pub struct InstanceSpec<'a> {
+    /// App name.
+    pub app: &'a str,
+    /// Provider id.
+    pub rp_id: i64,
+    /// CPUs requested.
+    pub cpu: f64,
+    /// Bound to cores.
+    pub cpu_bind: bool,
+    /// Memory, MiB.
+    pub memory_mb: i64,
+    /// NUMA node it is pinned to.
+    pub numa_node: Option<&'a str>,
+    /// Core → shares.
+    pub cpu_map: &'a [(String, i64)],
+}
+
+/// Records (or replaces) an instance and its core binding.
+pub async fn put_instance(
+    conn: &mut PgConnection,
+    consumer_uuid: uuid::Uuid,
+    s: &InstanceSpec<'_>,
+) -> Result<(), sqlx::Error> {
+    let consumer_id: i64 = sqlx::query_scalar("SELECT id FROM consumers WHERE uuid = $1")
+        .bind(consumer_uuid)
+        .fetch_one(&mut *conn)
+        .await?;
+    sqlx::query(
+        "INSERT INTO instances (consumer_id, app, resource_provider_id, cpu, cpu_bind, memory_mb, numa_node)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (consumer_id) DO UPDATE SET cpu = EXCLUDED.cpu, cpu_bind = EXCLUDED.cpu_bind,
+            memory_mb = EXCLUDED.memory_mb, numa_node = EXCLUDED.numa_node",
+    )
+    .bind(consumer_id)
+    .bind(s.app)
+    .bind(s.rp_id)
+    .bind(s.cpu)
+    .bind(s.cpu_bind)
+    .bind(s.memory_mb)
+    .bind(s.numa_node)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("DELETE FROM core_bindings WHERE consumer_id = $1")
+        .bind(consumer_id)
+        .execute(&mut *conn)
+        .await?;
+    let cores: Vec<&str> = s.cpu_map.iter().map(|c| c.0.as_str()).collect();
+    let shares: Vec<i32> = s.cpu_map.iter().map(|c| c.1 as i32).collect();
+    sqlx::query(
+        "INSERT INTO core_bindings (consumer_id, resource_provider_id, core_id, shares)
+         SELECT $1, $2, c, s FROM UNNEST($3::text[], $4::int[]) AS t(c, s) WHERE s > 0",
+    )
+    .bind(consumer_id)
+    .bind(s.rp_id)
+    .bind(&cores)
+    .bind(&shares)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Locks providers in id order for the rest of the transaction.
+pub async fn lock_providers(conn: &mut PgConnection, rp_ids: &[i64]) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT id FROM resource_providers WHERE id = ANY($1) ORDER BY id FOR UPDATE")
+        .bind(rp_ids)
+        .fetch_all(conn)
+        .await?;
+    Ok(())
+}
+
+/// (capacity MiB as `(total - reserved) * ratio`, used MiB) of MEMORY_MB per provider.
+pub async fn memory(
+    conn: &mut PgConnection,
+    rp_ids: &[i64],
+) -> Result<HashMap<i64, (i64, i64)>, sqlx::Error> {
+    let rows: Vec<(i64, f64, i64)> = sqlx::query_as(
+        "SELECT i.resource_provider_id, (i.total - i.reserved) * i.allocation_ratio,
+                COALESCE((SELECT SUM(a.used) FROM allocations a WHERE a.resource_provider_id = i.resource_provider_id
+                          AND a.resource_class_id = i.resource_class_id), 0)::bigint
+           FROM inventories i JOIN resource_classes c ON c.id = i.resource_class_id
+          WHERE c.name = 'MEMORY_MB' AND i.resource_provider_id = ANY($1)",
+    )
+    .bind(rp_ids)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(rp, cap, used)| (rp, (cap as i64, used)))
+        .collect())
+}
+
+/// Provider uuids by id.
+pub async fn provider_uuids(
+    conn: &mut PgConnection,
+    rp_ids: &[i64],
+) -> Result<HashMap<i64, uuid::Uuid>, sqlx::Error> {
+    let rows: Vec<(i64, uuid::Uuid)> =
+        sqlx::query_as("SELECT id, uuid FROM resource_providers WHERE id = ANY($1)")
+            .bind(rp_ids)
+            .fetch_all(conn)
+            .await?;
+    Ok(rows.into_iter().collect())
+}
