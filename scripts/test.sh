@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the project:
-#   1. cargo test --all-targets (unit tests, HTTP tests against PostgreSQL,
-#      the two-server concurrency test, property tests, vectors);
+#   1. cargo test on every target (unit tests, HTTP tests against PostgreSQL,
+#      the two-server concurrency test, property tests, vectors; benches as
+#      smoke runs without DATABASE_URL);
 #   2. a release build and OpenStack Placement's own gabbi suite against it
 #      (../shared/conformance, when present);
 #   3. optionally (OSC_CHECK=1) scripts/osc_check.sh with the real openstack CLI.
@@ -65,11 +66,17 @@ if [ -z "${DATABASE_URL:-}" ]; then
 fi
 
 # --- 1. cargo test ------------------------------------------------------------
+# Every target. The benches run as smoke tests without DATABASE_URL (their
+# database workloads skip themselves; `cargo bench` runs them for real).
 say "cargo test --all-targets"
 CARGO_LOG=$(mktemp /tmp/cargo-test.XXXXXX)
 set +e
-# The HTTP tests wait on the database, not the CPU: more threads than cores.
-RUST_TEST_THREADS=${RUST_TEST_THREADS:-6} cargo test --all-targets 2>&1 | tee "$CARGO_LOG"
+(
+    set -o pipefail
+    # The HTTP tests wait on the database, not the CPU: more threads than cores.
+    RUST_TEST_THREADS=${RUST_TEST_THREADS:-6} cargo test --lib --bins --tests --examples &&
+        env -u DATABASE_URL cargo test --benches
+) 2>&1 | tee "$CARGO_LOG"
 CARGO_STATUS=${PIPESTATUS[0]}
 set -e
 read -r PASSED FAILED IGNORED < <(awk '

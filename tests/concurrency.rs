@@ -312,3 +312,194 @@ async fn one_consumer_generation_wins_across_two_servers() {
     let usages = c.json(0, &format!("/resource_providers/{rp}/usages")).await;
     assert_eq!(usages["usages"]["VCPU"], json!(winners[0]));
 }
+
+/// Sends `n` requests at once (alternating servers); returns (status, code) per request.
+async fn burst<F>(n: usize, make: F) -> Vec<(u16, Option<String>)>
+where
+    F: Fn(usize) -> reqwest::RequestBuilder,
+{
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(n));
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let req = make(i);
+        let barrier = barrier.clone();
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            outcome(req.send().await.expect("request")).await
+        }));
+    }
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
+
+fn count(results: &[(u16, Option<String>)], status: u16) -> usize {
+    results.iter().filter(|(s, _)| *s == status).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_creates_of_one_name_are_clean() {
+    let c = Cluster::new().await;
+    const N: usize = 12;
+
+    // Same trait: one 201, the rest 204.
+    let r = burst(N, |i| {
+        c.request(i, reqwest::Method::PUT, "/traits/CUSTOM_RACE")
+            .header("openstack-api-version", "placement 1.6")
+    })
+    .await;
+    assert_eq!((count(&r, 201), count(&r, 204)), (1, N - 1), "{r:?}");
+
+    // Same resource class (1.7 create-or-verify): one 201, the rest 204.
+    let r = burst(N, |i| {
+        c.request(i, reqwest::Method::PUT, "/resource_classes/CUSTOM_RACE")
+            .header("openstack-api-version", "placement 1.7")
+    })
+    .await;
+    assert_eq!((count(&r, 201), count(&r, 204)), (1, N - 1), "{r:?}");
+
+    // Same provider name: one 200, the rest 409 duplicate_name.
+    let r = burst(N, |i| {
+        c.request(i, reqwest::Method::POST, "/resource_providers")
+            .header("openstack-api-version", "placement 1.23")
+            .json(&json!({"name": "racer"}))
+    })
+    .await;
+    assert_eq!(count(&r, 200), 1, "{r:?}");
+    assert!(
+        r.iter()
+            .filter(|(s, _)| *s != 200)
+            .all(|(s, code)| *s == 409 && code.as_deref() == Some("placement.duplicate_name")),
+        "{r:?}"
+    );
+
+    // A new aggregate set on many providers at once: all succeed.
+    let mut rps = Vec::new();
+    for i in 0..N {
+        let u = uuid::Uuid::new_v4().to_string();
+        let r = c
+            .request(i, reqwest::Method::POST, "/resource_providers")
+            .header("openstack-api-version", "placement 1.20")
+            .json(&json!({"name": format!("agg-member-{i}"), "uuid": u}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        rps.push(u);
+    }
+    let agg = uuid::Uuid::new_v4().to_string();
+    let r = burst(N, |i| {
+        c.request(
+            i,
+            reqwest::Method::PUT,
+            &format!("/resource_providers/{}/aggregates", rps[i]),
+        )
+        .header("openstack-api-version", "placement 1.1")
+        .json(&json!([agg]))
+    })
+    .await;
+    assert_eq!(count(&r, 200), N, "{r:?}");
+    let members = c
+        .json(0, &format!("/resource_providers?member_of={agg}"))
+        .await;
+    assert_eq!(members["resource_providers"].as_array().unwrap().len(), N);
+
+    // One inventory generation, many writers: exactly one wins.
+    let rp = &rps[0];
+    let r = burst(N, |i| {
+        c.request(
+            i,
+            reqwest::Method::PUT,
+            &format!("/resource_providers/{rp}/inventories"),
+        )
+        .json(&json!({"resource_provider_generation": 0,
+                          "inventories": {"VCPU": {"total": i + 1}}}))
+    })
+    .await;
+    assert_eq!(count(&r, 200), 1, "{r:?}");
+    assert!(
+        r.iter()
+            .filter(|(s, _)| *s != 200)
+            .all(|(s, code)| *s == 409 && code.as_deref() == Some("placement.concurrent_update")),
+        "{r:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deleting_a_provider_while_it_is_claimed() {
+    let c = Cluster::new().await;
+    let rp = uuid::Uuid::new_v4().to_string();
+    let r = c
+        .request(0, reqwest::Method::POST, "/resource_providers")
+        .header("openstack-api-version", "placement 1.20")
+        .json(&json!({"name": "doomed", "uuid": rp}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = c
+        .request(
+            1,
+            reqwest::Method::PUT,
+            &format!("/resource_providers/{rp}/inventories"),
+        )
+        .json(&json!({"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 100}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+
+    const N: usize = 21;
+    let r = burst(N, |i| {
+        if i == N / 2 {
+            c.request(
+                i,
+                reqwest::Method::DELETE,
+                &format!("/resource_providers/{rp}"),
+            )
+        } else {
+            let consumer = uuid::Uuid::new_v4();
+            c.request(i, reqwest::Method::PUT, &format!("/allocations/{consumer}"))
+                .json(&json!({"allocations": {&rp: {"resources": {"VCPU": 1}}},
+                              "project_id": "p", "user_id": "u", "consumer_generation": null}))
+        }
+    })
+    .await;
+    assert!(r.iter().all(|(s, _)| *s < 500), "{r:?}");
+    let (delete_status, _) = r[N / 2].clone();
+    let claims: Vec<u16> = r
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != N / 2)
+        .map(|(_, (s, _))| *s)
+        .collect();
+    let won = claims.iter().filter(|s| **s == 204).count();
+    let shown = c
+        .request(
+            0,
+            reqwest::Method::GET,
+            &format!("/resource_providers/{rp}"),
+        )
+        .send()
+        .await
+        .unwrap()
+        .status();
+    match delete_status {
+        // Deleted: it had no allocations then, and every later claim was refused.
+        204 => {
+            assert_eq!(shown, 404);
+            assert_eq!(won, 0, "claims on a deleted provider: {r:?}");
+            assert!(claims.iter().all(|s| *s == 400), "{r:?}");
+        }
+        // Refused: some claim got there first, and the provider keeps them all.
+        409 => {
+            assert_eq!(shown, 200);
+            assert!(won >= 1, "{r:?}");
+            let usages = c.json(1, &format!("/resource_providers/{rp}/usages")).await;
+            assert_eq!(usages["usages"]["VCPU"], json!(won));
+        }
+        s => panic!("DELETE answered {s}: {r:?}"),
+    }
+}

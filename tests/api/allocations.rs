@@ -694,3 +694,55 @@ async fn post_allocations_bumps_only_named_providers() {
     assert_eq!(t.generation(&r3).await, g3 + 1);
     assert_eq!(t.generation(&r2).await, g2 + 1, "r2 was only left by a");
 }
+
+#[tokio::test]
+async fn one_provider_named_twice_in_one_request() {
+    let t = TestApp::new().await;
+    let rp = t.create_rp("cn").await;
+    t.set_inventories(&rp, json!({"VCPU": {"total": 8}})).await;
+    // List form: the same provider twice with the same class. Placement
+    // writes both records; the usage is their sum.
+    let c = uuid();
+    let r = t
+        .put(
+            &format!("/allocations/{c}"),
+            "1.0",
+            json!({"allocations": [
+                {"resource_provider": {"uuid": rp}, "resources": {"VCPU": 1}},
+                {"resource_provider": {"uuid": rp}, "resources": {"VCPU": 2}},
+            ]}),
+        )
+        .await;
+    assert!(r.status == 204, "{r:?}");
+    let path = format!("/resource_providers/{rp}/usages");
+    assert_eq!(
+        t.get(&path, "1.0").await.expect(200).json()["usages"]["VCPU"],
+        json!(3)
+    );
+    assert_eq!(
+        consumer(&t, &c, "1.0").await["allocations"][&rp]["resources"]["VCPU"],
+        json!(3)
+    );
+    // Dict form: the same provider spelt in upper and lower case.
+    let c2 = uuid();
+    let r2 = t
+        .put(
+            &format!("/allocations/{c2}"),
+            "1.12",
+            json!({"allocations": {
+                rp.to_uppercase(): {"resources": {"VCPU": 1}},
+                &rp: {"resources": {"VCPU": 2}},
+            }, "project_id": "p", "user_id": "u"}),
+        )
+        .await;
+    assert!(r2.status == 204, "{r2:?}");
+    // Whatever was kept, the consumer's view and the usage agree.
+    let held = consumer(&t, &c2, "1.12").await["allocations"][&rp]["resources"]["VCPU"]
+        .as_i64()
+        .unwrap();
+    assert!(held == 2 || held == 3, "{held}");
+    assert_eq!(
+        t.get(&path, "1.0").await.expect(200).json()["usages"]["VCPU"],
+        json!(3 + held)
+    );
+}

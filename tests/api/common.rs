@@ -13,7 +13,6 @@ use placement::{app, config::Settings, db, AppState};
 use serde_json::{json, Value};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, PgPool};
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
 use tokio::sync::OnceCell;
 use tower::ServiceExt;
 
@@ -184,10 +183,7 @@ impl TestApp {
         // Idempotent: makes sure the seed matches this build even if the
         // template was made by an older one with the same data files.
         db::prepare(&pool).await.unwrap();
-        let app = app(AppState {
-            pool: pool.clone(),
-            settings: Arc::new(settings),
-        });
+        let app = app(AppState::new(pool.clone(), settings));
         TestApp {
             app,
             pool,

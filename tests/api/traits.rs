@@ -244,3 +244,21 @@ async fn trait_cache_headers() {
     assert!(r.header("last-modified").is_none());
     assert!(r.header("cache-control").is_none());
 }
+
+#[tokio::test]
+async fn duplicate_trait_names_in_one_request() {
+    let t = TestApp::new().await;
+    let rp = t.create_rp("cn").await;
+    t.create_trait("CUSTOM_DUP").await;
+    let r = t
+        .put(
+            &format!("/resource_providers/{rp}/traits"),
+            "1.6",
+            json!({"traits": ["CUSTOM_DUP", "CUSTOM_DUP"], "resource_provider_generation": 0}),
+        )
+        .await;
+    assert!(r.status == 200, "{r:?}");
+    if r.status == 200 {
+        assert_eq!(r.json()["traits"], json!(["CUSTOM_DUP"]));
+    }
+}
