@@ -305,3 +305,36 @@ async fn last_modified_on_providers() {
     let r = t.get("/resource_providers", "1.14").await.expect(200);
     assert!(r.header("cache-control").is_none());
 }
+
+#[tokio::test]
+async fn location_is_absolute_from_the_request_host() {
+    let t = TestApp::new().await;
+    let u = uuid();
+    let r = t
+        .req("POST", "/resource_providers")
+        .mv("1.0")
+        .header("host", "placement.example:8778")
+        .json(&json!({"name": "x", "uuid": u}))
+        .send()
+        .await
+        .expect(201);
+    assert_eq!(
+        r.header("location").as_deref(),
+        Some(format!("http://placement.example:8778/resource_providers/{u}").as_str())
+    );
+    let r = t
+        .req("PUT", "/traits/CUSTOM_LOC")
+        .mv("1.6")
+        .header("host", "placement.example")
+        .send()
+        .await
+        .expect(201);
+    assert_eq!(
+        r.header("location").as_deref(),
+        Some("http://placement.example/traits/CUSTOM_LOC")
+    );
+    // Every response carries a fresh request id.
+    let a = t.get("/", "1.0").await.header("x-openstack-request-id");
+    let b = t.get("/", "1.0").await.header("x-openstack-request-id");
+    assert_ne!(a, b);
+}
