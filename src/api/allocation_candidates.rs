@@ -188,7 +188,7 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
         &found.candidates,
         shape,
     );
-    let reply = Reply::ok(&body).cache(mv, None);
+    let reply = Reply::raw_json(body).cache(mv, None);
     tracing::debug!(
         search_ms = searched.as_secs_f64() * 1e3,
         render_ms = (started.elapsed() - searched).as_secs_f64() * 1e3,

@@ -35,6 +35,20 @@ impl Reply {
         }
     }
 
+    /// 200 with a body already rendered as JSON text.
+    pub fn raw_json(body: String) -> Self {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        Reply {
+            status: StatusCode::OK,
+            body: Some(body),
+            headers,
+        }
+    }
+
     /// 200 with a JSON body.
     pub fn ok<T: Serialize>(body: &T) -> Self {
         Self::json(StatusCode::OK, body)

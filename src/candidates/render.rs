@@ -1,10 +1,13 @@
 //! Rendering of candidates: `allocation_requests` (list form before 1.12,
 //! dict form after, `mappings` from 1.34) and `provider_summaries`.
+//!
+//! Written straight to JSON text: building a `serde_json::Value` tree for a
+//! thousand candidates cost ten times more than solving them.
 
 use super::snapshot::Snapshot;
 use super::solve::Candidate;
-use serde_json::{json, Map, Value};
 use std::collections::{BTreeSet, HashSet};
+use std::fmt::Write;
 
 /// What the microversion changes in the rendering.
 #[derive(Debug, Clone, Copy, Default)]
@@ -21,54 +24,99 @@ pub struct Shape {
     pub mappings: bool,
 }
 
-/// Renders the response body.
+fn string(out: &mut String, s: &str) {
+    // Names are plain ASCII by validation; escape anything else anyway.
+    if s.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::Value::String(s.to_string()).to_string());
+    }
+}
+
+fn resources(out: &mut String, snap: &Snapshot, entries: &[(i32, i64)]) {
+    out.push('{');
+    for (k, &(c, n)) in entries.iter().enumerate() {
+        if k > 0 {
+            out.push(',');
+        }
+        string(
+            out,
+            snap.class_names.get(&c).map(String::as_str).unwrap_or(""),
+        );
+        let _ = write!(out, ":{n}");
+    }
+    out.push('}');
+}
+
+/// Renders the response body as JSON text.
 pub fn render(
     snap: &Snapshot,
     suffixes: &[String],
     requested: &BTreeSet<i32>,
     cands: &[Candidate],
     shape: Shape,
-) -> Value {
-    let class = |c: i32| snap.class_names.get(&c).cloned().unwrap_or_default();
-    let mut requests = Vec::with_capacity(cands.len());
-    for cand in cands {
-        let mut by_provider: Vec<(usize, Map<String, Value>)> = Vec::new();
+) -> String {
+    let mut out = String::with_capacity(256 + cands.len() * 256);
+    out.push_str("{\"allocation_requests\":[");
+    for (k, cand) in cands.iter().enumerate() {
+        if k > 0 {
+            out.push(',');
+        }
+        // Allocations are sorted by node, so each provider's classes are contiguous.
+        let mut by_provider: Vec<(usize, Vec<(i32, i64)>)> = Vec::new();
         for &(p, c, n) in &cand.allocations {
-            match by_provider.iter_mut().find(|(q, _)| *q == p) {
-                Some((_, m)) => {
-                    m.insert(class(c), json!(n));
-                }
-                None => by_provider.push((p, Map::from_iter([(class(c), json!(n))]))),
+            match by_provider.last_mut() {
+                Some((q, list)) if *q == p => list.push((c, n)),
+                _ => by_provider.push((p, vec![(c, n)])),
             }
         }
-        let allocations = if shape.dict_form {
-            let m: Map<String, Value> = by_provider
-                .into_iter()
-                .map(|(p, r)| (snap.nodes[p].uuid.to_string(), json!({"resources": r})))
-                .collect();
-            json!(m)
+        out.push_str(if shape.dict_form {
+            "{\"allocations\":{"
         } else {
-            json!(by_provider
-                .into_iter()
-                .map(|(p, r)| json!({"resource_provider": {"uuid": snap.nodes[p].uuid}, "resources": r}))
-                .collect::<Vec<_>>())
-        };
-        let mut req = json!({"allocations": allocations});
-        if shape.mappings {
-            let m: Map<String, Value> = suffixes
-                .iter()
-                .zip(&cand.mappings)
-                .map(|(s, ps)| {
-                    (
-                        s.clone(),
-                        json!(ps.iter().map(|&p| snap.nodes[p].uuid).collect::<Vec<_>>()),
-                    )
-                })
-                .collect();
-            req["mappings"] = json!(m);
+            "{\"allocations\":["
+        });
+        for (j, (p, list)) in by_provider.iter().enumerate() {
+            if j > 0 {
+                out.push(',');
+            }
+            let uuid = snap.nodes[*p].uuid;
+            if shape.dict_form {
+                let _ = write!(out, "\"{uuid}\":{{\"resources\":");
+            } else {
+                let _ = write!(
+                    out,
+                    "{{\"resource_provider\":{{\"uuid\":\"{uuid}\"}},\"resources\":"
+                );
+            }
+            resources(&mut out, snap, list);
+            out.push('}');
         }
-        requests.push(req);
+        out.push(if shape.dict_form { '}' } else { ']' });
+        if shape.mappings {
+            out.push_str(",\"mappings\":{");
+            for (j, (suffix, providers)) in suffixes.iter().zip(&cand.mappings).enumerate() {
+                if j > 0 {
+                    out.push(',');
+                }
+                string(&mut out, suffix);
+                out.push_str(":[");
+                for (i, &p) in providers.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    let _ = write!(out, "\"{}\"", snap.nodes[p].uuid);
+                }
+                out.push(']');
+            }
+            out.push('}');
+        }
+        out.push('}');
     }
+    out.push_str("],\"provider_summaries\":{");
     // Summaries: whole trees of contributing providers (1.29+), else only
     // the providers used when nested providers exist.
     let used: HashSet<usize> = cands
@@ -77,7 +125,7 @@ pub fn render(
         .collect();
     let roots: HashSet<usize> = used.iter().map(|&p| snap.nodes[p].root).collect();
     let only_used = !shape.nested && snap.any_nested;
-    let mut summaries = Map::new();
+    let mut first = true;
     for (i, node) in snap.nodes.iter().enumerate() {
         let include = if only_used {
             used.contains(&i)
@@ -87,32 +135,67 @@ pub fn render(
         if !include {
             continue;
         }
-        let mut resources = Map::new();
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        let _ = write!(out, "\"{}\":{{\"resources\":{{", node.uuid);
+        let mut k = 0;
         for s in node
             .stock
             .iter()
             .filter(|s| shape.all_classes || requested.contains(&s.class))
         {
-            resources.insert(
-                class(s.class),
-                json!({"capacity": s.capacity_int(), "used": s.used}),
+            if k > 0 {
+                out.push(',');
+            }
+            k += 1;
+            string(
+                &mut out,
+                snap.class_names
+                    .get(&s.class)
+                    .map(String::as_str)
+                    .unwrap_or(""),
+            );
+            let _ = write!(
+                out,
+                ":{{\"capacity\":{},\"used\":{}}}",
+                s.capacity_int(),
+                s.used
             );
         }
-        let mut summary = json!({"resources": resources});
+        out.push('}');
         if shape.traits {
             // Trait id order (standard traits first), as Placement lists them.
-            let names: Vec<String> = node
+            out.push_str(",\"traits\":[");
+            for (j, t) in node
                 .traits
                 .iter()
-                .filter_map(|t| snap.trait_names.get(t).cloned())
-                .collect();
-            summary["traits"] = json!(names);
+                .filter_map(|t| snap.trait_names.get(t))
+                .enumerate()
+            {
+                if j > 0 {
+                    out.push(',');
+                }
+                string(&mut out, t);
+            }
+            out.push(']');
         }
         if shape.nested {
-            summary["parent_provider_uuid"] = json!(node.parent.map(|p| snap.nodes[p].uuid));
-            summary["root_provider_uuid"] = json!(snap.nodes[node.root].uuid);
+            match node.parent {
+                Some(p) => {
+                    let _ = write!(out, ",\"parent_provider_uuid\":\"{}\"", snap.nodes[p].uuid);
+                }
+                None => out.push_str(",\"parent_provider_uuid\":null"),
+            }
+            let _ = write!(
+                out,
+                ",\"root_provider_uuid\":\"{}\"",
+                snap.nodes[node.root].uuid
+            );
         }
-        summaries.insert(node.uuid.to_string(), summary);
+        out.push('}');
     }
-    json!({"allocation_requests": requests, "provider_summaries": summaries})
+    out.push_str("}}");
+    out
 }

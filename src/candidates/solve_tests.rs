@@ -239,3 +239,68 @@ fn root_required_filters_anchors() {
     };
     assert_eq!(solve(&s, &req, &all())[0].allocations[0].0, 1);
 }
+
+#[test]
+#[ignore = "timing probe: cargo test --release --lib render_probe -- --ignored --nocapture"]
+fn render_probe() {
+    let rows = (0..1000)
+        .map(|_| {
+            (
+                None,
+                vec![stock(VCPU, 64), stock(DISK, 2000), stock(X, 100)],
+                vec![PHYS_A],
+                vec![7],
+            )
+        })
+        .collect();
+    let mut s = snap(rows);
+    s.class_names = [
+        (VCPU, "VCPU".to_string()),
+        (DISK, "DISK_GB".to_string()),
+        (X, "MEMORY_MB".to_string()),
+    ]
+    .into();
+    s.trait_names = [(PHYS_A, "HW_CPU_X86_AVX2".to_string())].into();
+    let req = Request {
+        groups: vec![group("", &[(VCPU, 2), (DISK, 20), (X, 4)])],
+        ..Default::default()
+    };
+    let t = std::time::Instant::now();
+    let r = solve(
+        &s,
+        &req,
+        &Limits {
+            max_results: Some(1000),
+            nested_aware: true,
+            ..Default::default()
+        },
+    );
+    let solved = t.elapsed();
+    let shape = crate::candidates::render::Shape {
+        dict_form: true,
+        traits: true,
+        all_classes: true,
+        nested: true,
+        mappings: true,
+    };
+    let body = crate::candidates::render::render(
+        &s,
+        &["".to_string()],
+        &[VCPU, DISK, X].into(),
+        &r,
+        shape,
+    );
+    let rendered = t.elapsed();
+    let text: serde_json::Value = serde_json::from_str(&body).unwrap();
+    eprintln!(
+        "solve {:?} render {:?} to_string {:?} bytes {}",
+        solved,
+        rendered - solved,
+        t.elapsed() - rendered,
+        body.len()
+    );
+    assert_eq!(
+        text["allocation_requests"].as_array().map(Vec::len),
+        Some(1000)
+    );
+}
