@@ -217,16 +217,28 @@ async fn auto_keeps_the_app_even() {
     );
 
     // Dry runs of the neighbouring vectors first (need 4 and 7), then 11.
-    let r = deploy(&t, "web", 4, 256, json!({"strategy": "auto", "dry_run": true}))
-        .await
-        .expect(200);
+    let r = deploy(
+        &t,
+        "web",
+        4,
+        256,
+        json!({"strategy": "auto", "dry_run": true}),
+    )
+    .await
+    .expect(200);
     assert_eq!(
         named(&r.json()["deploy_map"], &all),
         expect_map(&[("A", 1), ("B", 3)])
     );
-    let r = deploy(&t, "web", 7, 256, json!({"strategy": "auto", "dry_run": true}))
-        .await
-        .expect(200);
+    let r = deploy(
+        &t,
+        "web",
+        7,
+        256,
+        json!({"strategy": "auto", "dry_run": true}),
+    )
+    .await
+    .expect(200);
     assert_eq!(
         named(&r.json()["deploy_map"], &all),
         expect_map(&[("A", 2), ("B", 4), ("D", 1)])
@@ -248,7 +260,10 @@ async fn auto_keeps_the_app_even() {
     // One instance per deployed unit, on the node the map names.
     let mut created = 0;
     for n in &nodes {
-        let list = v["instances"][&n.uuid].as_array().cloned().unwrap_or_default();
+        let list = v["instances"][&n.uuid]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         for i in &list {
             assert_eq!(i["resource_provider_uuid"], json!(n.uuid));
             assert_eq!(i["cpu_map"], json!({}), "unbound");
@@ -268,15 +283,27 @@ async fn auto_keeps_the_app_even() {
     );
     assert_eq!(deployment(&t, "web").await["count"], json!(24));
     // D is full now: MEMORY_MB used == capacity.
-    assert_eq!(usages(&t, &nodes[3].uuid).await["MEMORY_MB"], json!(6 * 256));
+    assert_eq!(
+        usages(&t, &nodes[3].uuid).await["MEMORY_MB"],
+        json!(6 * 256)
+    );
 
     // Vector `seed_auto_even_need12` from the original state would put the
     // 12th on B; from here (all at 6, D full) one more goes to B (largest
     // remaining capacity: B 8 > A 7 > C 6).
-    let r = deploy(&t, "web", 1, 256, json!({"strategy": "auto", "dry_run": true}))
-        .await
-        .expect(200);
-    assert_eq!(named(&r.json()["deploy_map"], &all), expect_map(&[("B", 1)]));
+    let r = deploy(
+        &t,
+        "web",
+        1,
+        256,
+        json!({"strategy": "auto", "dry_run": true}),
+    )
+    .await
+    .expect(200);
+    assert_eq!(
+        named(&r.json()["deploy_map"], &all),
+        expect_map(&[("B", 1)])
+    );
 }
 
 /// Vector `seed_auto_need_exceeds_total`: asking for more than the summed
@@ -330,9 +357,15 @@ async fn each_deploys_n_per_node() {
     let all = refs(&nodes);
 
     // N=3: every node can take 3.
-    let r = deploy(&t, "api", 3, 100, json!({"strategy": "each", "dry_run": true}))
-        .await
-        .expect(200);
+    let r = deploy(
+        &t,
+        "api",
+        3,
+        100,
+        json!({"strategy": "each", "dry_run": true}),
+    )
+    .await
+    .expect(200);
     let v = r.json();
     assert_eq!(
         named(&v["capacity_map"], &all),
@@ -390,9 +423,15 @@ async fn fill_tops_nodes_up() {
     .await;
     let all = refs(&nodes);
 
-    let r = deploy(&t, "db", 5, 128, json!({"strategy": "fill", "dry_run": true}))
-        .await
-        .expect(200);
+    let r = deploy(
+        &t,
+        "db",
+        5,
+        128,
+        json!({"strategy": "fill", "dry_run": true}),
+    )
+    .await
+    .expect(200);
     assert_eq!(
         named(&r.json()["deploy_map"], &all),
         expect_map(&[("A", 3), ("B", 2)])
@@ -448,10 +487,19 @@ async fn fill_fails_whole_unless_limited() {
     for n in &nodes {
         assert_eq!(usages(&t, &n.uuid).await["MEMORY_MB"], json!(5 * 128));
     }
-    let r = deploy(&t, "db", 7, 128, json!({"strategy": "fill", "nodes_limit": 1}))
-        .await
-        .expect(201);
-    assert_eq!(named(&r.json()["deploy_map"], &all), expect_map(&[("A", 2)]));
+    let r = deploy(
+        &t,
+        "db",
+        7,
+        128,
+        json!({"strategy": "fill", "nodes_limit": 1}),
+    )
+    .await
+    .expect(201);
+    assert_eq!(
+        named(&r.json()["deploy_map"], &all),
+        expect_map(&[("A", 2)])
+    );
     assert_eq!(
         app_counts(&t, "db", &all).await,
         expect_map(&[("A", 7), ("B", 5), ("C", 5), ("D", 5)])
@@ -490,7 +538,10 @@ async fn fill_to_4_with_and_without_limits() {
     )
     .await
     .expect(200);
-    assert_eq!(named(&r.json()["deploy_map"], &all), expect_map(&[("B", 1)]));
+    assert_eq!(
+        named(&r.json()["deploy_map"], &all),
+        expect_map(&[("B", 1)])
+    );
     let r = deploy(&t, "db", 4, 64, json!({"strategy": "fill"}))
         .await
         .expect(201);
@@ -525,9 +576,15 @@ async fn global_evens_out_utilisation() {
         nodes.push(n);
     }
     let all = refs(&nodes);
-    let r = deploy(&t, "g", 5, 6, json!({"strategy": "global", "dry_run": true}))
-        .await
-        .expect(200);
+    let r = deploy(
+        &t,
+        "g",
+        5,
+        6,
+        json!({"strategy": "global", "dry_run": true}),
+    )
+    .await
+    .expect(200);
     let v = r.json();
     assert_eq!(
         named(&v["capacity_map"], &all),
@@ -541,14 +598,26 @@ async fn global_evens_out_utilisation() {
     let r = deploy(&t, "g", 3, 6, json!({"strategy": "global"}))
         .await
         .expect(201);
-    assert_eq!(named(&r.json()["deploy_map"], &all), expect_map(&[("n1", 3)]));
-    assert_eq!(usages(&t, &nodes[0].uuid).await["MEMORY_MB"], json!(15 + 18));
+    assert_eq!(
+        named(&r.json()["deploy_map"], &all),
+        expect_map(&[("n1", 3)])
+    );
+    assert_eq!(
+        usages(&t, &nodes[0].uuid).await["MEMORY_MB"],
+        json!(15 + 18)
+    );
     assert_eq!(usages(&t, &nodes[1].uuid).await["MEMORY_MB"], json!(20));
     // Now n1 is at 33/1500 = 0.022 (+0.004 = 0.026, a tie with n2's 0.026);
     // the next two go one to each whatever the tie-break.
-    let r = deploy(&t, "g", 2, 6, json!({"strategy": "global", "dry_run": true}))
-        .await
-        .expect(200);
+    let r = deploy(
+        &t,
+        "g",
+        2,
+        6,
+        json!({"strategy": "global", "dry_run": true}),
+    )
+    .await
+    .expect(200);
     assert_eq!(
         named(&r.json()["deploy_map"], &all),
         expect_map(&[("n1", 1), ("n2", 1)])
@@ -666,7 +735,10 @@ async fn numa_two_by_two_gives_three() {
     .expect(200);
     let v = r.json();
     assert_eq!(v["numa_memory_mb"], json!({"0": 1024, "1": 1024}));
-    assert_eq!(inventory_total(&t, &rp, "CUSTOM_CPU_SHARES").await, Some(400));
+    assert_eq!(
+        inventory_total(&t, &rp, "CUSTOM_CPU_SHARES").await,
+        Some(400)
+    );
 
     let req = json!({"cpu": 1, "cpu_bind": true});
     let mut dry = req.clone();
@@ -735,7 +807,10 @@ async fn dry_run_and_refusals_write_nothing() {
         let a = consumer_allocations(&t, p["consumer_uuid"].as_str().unwrap()).await;
         assert_eq!(a["allocations"], json!({}), "{a}");
     }
-    assert_eq!(usages(&t, &n.uuid).await, json!({"MEMORY_MB": 0, "CUSTOM_CPU_SHARES": 0}));
+    assert_eq!(
+        usages(&t, &n.uuid).await,
+        json!({"MEMORY_MB": 0, "CUSTOM_CPU_SHARES": 0})
+    );
     assert!(used_shares(&t, &n.uuid).await.values().all(|s| *s == 0));
     assert_eq!(deployment(&t, "d").await["count"], json!(0));
     assert_eq!(t.generation(&n.uuid).await, g0);
@@ -748,7 +823,10 @@ async fn dry_run_and_refusals_write_nothing() {
         detail.contains(&format!("\"{}\":2", n.uuid)),
         "no capacity map in {detail}"
     );
-    assert_eq!(usages(&t, &n.uuid).await, json!({"MEMORY_MB": 0, "CUSTOM_CPU_SHARES": 0}));
+    assert_eq!(
+        usages(&t, &n.uuid).await,
+        json!({"MEMORY_MB": 0, "CUSTOM_CPU_SHARES": 0})
+    );
     assert!(used_shares(&t, &n.uuid).await.values().all(|s| *s == 0));
     assert_eq!(deployment(&t, "d").await["count"], json!(0));
     assert_eq!(t.generation(&n.uuid).await, g0);
@@ -915,9 +993,9 @@ async fn resize_up_down_and_refused() {
     let before_usage = usages(&t, &n.uuid).await;
     let before_app = deployment(&t, "r").await;
     for body in [
-        json!({"cpu": 2}),                // 3 whole cores, only 2 free
-        json!({"cpu": 4}),                // more cores than the node has
-        json!({"memory_mb": 1025}),       // 1024 MiB free
+        json!({"cpu": 2}),          // 3 whole cores, only 2 free
+        json!({"cpu": 4}),          // more cores than the node has
+        json!({"memory_mb": 1025}), // 1024 MiB free
         json!({"cpu": 0.5, "memory_mb": 4096}),
     ] {
         let r = resize(&t, "r", &c, body.clone()).await;
@@ -992,9 +1070,15 @@ async fn deleting_allocations_frees_cores() {
     assert_eq!(consumers.len(), 2);
     assert_eq!(used_shares(&t, &n.uuid).await.values().sum::<i64>(), 340);
     // The node is full for 1.7 now.
-    deploy(&t, "f", 1, 512, json!({"cpu": 1.7, "cpu_bind": true, "dry_run": true}))
-        .await
-        .expect(409);
+    deploy(
+        &t,
+        "f",
+        1,
+        512,
+        json!({"cpu": 1.7, "cpu_bind": true, "dry_run": true}),
+    )
+    .await
+    .expect(409);
 
     t.delete(&format!("/allocations/{}", consumers[0]), "1.28")
         .await
@@ -1065,7 +1149,14 @@ async fn topology_shrink_refused_while_bound_unless_forced() {
         .as_array()
         .unwrap()
         .iter()
-        .flat_map(|i| i["cpu_map"].as_object().unwrap().keys().cloned().collect::<Vec<_>>())
+        .flat_map(|i| {
+            i["cpu_map"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+        })
         .collect();
     bound.sort();
     assert_eq!(bound, vec!["0", "1"]);
@@ -1087,7 +1178,10 @@ async fn topology_shrink_refused_while_bound_unless_forced() {
     let detail = r.error()["detail"].as_str().unwrap().to_string();
     assert!(detail.contains("0, 1"), "{detail}");
     assert_eq!(topology(&t, &n.uuid).await, before);
-    assert_eq!(inventory_total(&t, &n.uuid, "CUSTOM_CPU_SHARES").await, Some(400));
+    assert_eq!(
+        inventory_total(&t, &n.uuid, "CUSTOM_CPU_SHARES").await,
+        Some(400)
+    );
 
     // Changing the share base under bindings: 409.
     put_topology(
@@ -1108,7 +1202,10 @@ async fn topology_shrink_refused_while_bound_unless_forced() {
     .await
     .expect(200);
     assert_eq!(r.json()["cores"].as_array().unwrap().len(), 3);
-    assert_eq!(inventory_total(&t, &n.uuid, "CUSTOM_CPU_SHARES").await, Some(300));
+    assert_eq!(
+        inventory_total(&t, &n.uuid, "CUSTOM_CPU_SHARES").await,
+        Some(300)
+    );
 
     // Forced: the bound cores go.
     let r = put_topology(
@@ -1126,7 +1223,10 @@ async fn topology_shrink_refused_while_bound_unless_forced() {
         .map(|c| c["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, vec!["1", "2"]);
-    assert_eq!(inventory_total(&t, &n.uuid, "CUSTOM_CPU_SHARES").await, Some(200));
+    assert_eq!(
+        inventory_total(&t, &n.uuid, "CUSTOM_CPU_SHARES").await,
+        Some(200)
+    );
     let top = topology(&t, &n.uuid).await;
     assert_eq!(top["cores"].as_array().unwrap().len(), 2);
     assert_eq!(top["cores"][0]["used_shares"], json!(100));
@@ -1158,15 +1258,14 @@ async fn topology_put_and_get_round_trip() {
     }
     assert!(v["resource_provider_generation"].as_i64().unwrap() > g0);
     assert_eq!(topology(&t, &rp).await, v);
-    assert_eq!(inventory_total(&t, &rp, "CUSTOM_CPU_SHARES").await, Some(3000));
+    assert_eq!(
+        inventory_total(&t, &rp, "CUSTOM_CPU_SHARES").await,
+        Some(3000)
+    );
     // Duplicate core id: 400. Unknown provider: 404. No topology: 404.
-    put_topology(
-        &t,
-        &rp,
-        json!({"cores": [{"id": "0"}, {"id": "0"}]}),
-    )
-    .await
-    .expect(400);
+    put_topology(&t, &rp, json!({"cores": [{"id": "0"}, {"id": "0"}]}))
+        .await
+        .expect(400);
     put_topology(&t, &common::uuid(), json!({"cores": [{"id": "0"}]}))
         .await
         .expect(404);

@@ -1,0 +1,590 @@
+//! Deployments racing across two real `placement serve` processes on one
+//! database: two apps deployed at once onto the same nodes (and resized and
+//! deleted while others deploy). Afterwards no core holds more than its
+//! share base, no inventory is overcommitted, Placement's CUSTOM_CPU_SHARES
+//! usage equals the bound shares, every instance a 201 reported exists in
+//! `GET /deployments/{app}` and `GET /allocations/{consumer}` exactly as
+//! reported, and every refusal was a 409 (never a 5xx).
+//!
+//! Needs `DATABASE_URL` (a server where the role may `CREATE DATABASE`).
+
+#[path = "api/common.rs"]
+mod common;
+
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A `placement serve` process, killed when dropped (also on panic).
+struct Server {
+    child: Child,
+    base: String,
+    log: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_file(&self.log);
+        } else {
+            eprintln!("server log kept: {}", self.log.display());
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn start_server(database_url: &str) -> Server {
+    let port = free_port();
+    let log = std::env::temp_dir().join(format!("placement-deploy-concurrency-{port}.log"));
+    let out = std::fs::File::create(&log).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_placement"))
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .env("DATABASE_URL", database_url)
+        .env("PLACEMENT_DB_MAX_CONNECTIONS", "10")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("start placement serve");
+    let mut server = Server {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+        log,
+    };
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(r) = client.get(format!("{}/", server.base)).send().await {
+            if r.status() == 200 {
+                return server;
+            }
+        }
+        if let Ok(Some(status)) = server.child.try_wait() {
+            panic!(
+                "placement serve exited ({status}): {}",
+                std::fs::read_to_string(&server.log).unwrap_or_default()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server on port {port} never answered GET /"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A fresh database served by two processes.
+struct Cluster {
+    servers: Vec<Server>,
+    client: reqwest::Client,
+    admin_url: String,
+    db: String,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.servers.clear();
+        common::drop_database(&self.admin_url, &self.db);
+    }
+}
+
+impl Cluster {
+    async fn new() -> Cluster {
+        let (admin_url, db) = common::fresh_database().await;
+        let url = common::url_with_db(&admin_url, &db);
+        let (a, b) = tokio::join!(start_server(&url), start_server(&url));
+        Cluster {
+            servers: vec![a, b],
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(120))
+                .build()
+                .unwrap(),
+            admin_url,
+            db,
+        }
+    }
+
+    fn request(
+        &self,
+        server: usize,
+        method: reqwest::Method,
+        path: &str,
+    ) -> reqwest::RequestBuilder {
+        let base = &self.servers[server % self.servers.len()].base;
+        self.client
+            .request(method, format!("{base}{path}"))
+            .header("x-auth-token", "admin")
+            .header("openstack-api-version", "placement 1.39")
+    }
+
+    async fn json(&self, server: usize, path: &str) -> Value {
+        let r = self
+            .request(server, reqwest::Method::GET, path)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "GET {path}");
+        r.json().await.unwrap()
+    }
+
+    /// A node: provider, MEMORY_MB inventory, `cores` cores of 100 shares.
+    async fn node(&self, name: &str, memory_mb: i64, cores: usize) -> String {
+        let r = self
+            .request(0, reqwest::Method::POST, "/resource_providers")
+            .json(&json!({"name": name}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let rp = r.json::<Value>().await.unwrap()["uuid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let r = self
+            .request(
+                1,
+                reqwest::Method::PUT,
+                &format!("/resource_providers/{rp}/inventories"),
+            )
+            .json(&json!({"resource_provider_generation": 0,
+                          "inventories": {"MEMORY_MB": {"total": memory_mb}}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let cores: Vec<Value> = (0..cores).map(|i| json!({"id": i.to_string()})).collect();
+        let r = self
+            .request(
+                0,
+                reqwest::Method::PUT,
+                &format!("/resource_providers/{rp}/cpu_topology"),
+            )
+            .json(&json!({"share_base": 100, "cores": cores}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        rp
+    }
+}
+
+/// One answer: status and body (Null when empty or not JSON).
+async fn answer(r: reqwest::Response) -> (u16, Value) {
+    let status = r.status().as_u16();
+    let text = r.text().await.unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// What a 201 said about one instance.
+#[derive(Debug, Clone, PartialEq)]
+struct Created {
+    app: String,
+    node: String,
+    memory_mb: i64,
+    cpu_map: BTreeMap<String, i64>,
+}
+
+fn cpu_map(v: &Value) -> BTreeMap<String, i64> {
+    v.as_object()
+        .unwrap_or_else(|| panic!("cpu_map not a map: {v}"))
+        .iter()
+        .map(|(k, s)| (k.clone(), s.as_i64().unwrap()))
+        .collect()
+}
+
+/// Records a 201's instances; checks they add up to the requested count.
+fn record(
+    created: &mut BTreeMap<String, Created>,
+    app: &str,
+    memory_mb: i64,
+    count: i64,
+    body: &Value,
+) {
+    let mut n = 0;
+    for (node, list) in body["instances"].as_object().unwrap() {
+        let list = list.as_array().unwrap();
+        assert_eq!(
+            body["deploy_map"][node].as_i64(),
+            Some(list.len() as i64),
+            "{body}"
+        );
+        for i in list {
+            assert_eq!(i["resource_provider_uuid"], json!(node));
+            let c = i["consumer_uuid"].as_str().unwrap().to_string();
+            let prev = created.insert(
+                c.clone(),
+                Created {
+                    app: app.to_string(),
+                    node: node.clone(),
+                    memory_mb,
+                    cpu_map: cpu_map(&i["cpu_map"]),
+                },
+            );
+            assert!(prev.is_none(), "consumer {c} reported twice");
+            n += 1;
+        }
+    }
+    assert_eq!(
+        n, count,
+        "a 201 must create exactly count instances: {body}"
+    );
+}
+
+/// The invariants after a race: per-core and per-inventory limits, Placement
+/// usage equal to bound shares, and every live instance as last reported.
+async fn check_state(c: &Cluster, nodes: &[String], live: &BTreeMap<String, Created>) {
+    // Cores and inventories, seen from both servers.
+    for s in 0..2 {
+        for rp in nodes {
+            let top = c
+                .json(s, &format!("/resource_providers/{rp}/cpu_topology"))
+                .await;
+            let base = top["share_base"].as_i64().unwrap();
+            let mut bound = 0;
+            let mut expected: BTreeMap<String, i64> = BTreeMap::new();
+            for inst in live.values().filter(|i| i.node == *rp) {
+                for (core, s) in &inst.cpu_map {
+                    *expected.entry(core.clone()).or_default() += s;
+                }
+            }
+            for core in top["cores"].as_array().unwrap() {
+                let id = core["id"].as_str().unwrap();
+                let used = core["used_shares"].as_i64().unwrap();
+                assert!(
+                    (0..=base).contains(&used),
+                    "core {id} of {rp}: {used} shares bound (share base {base})"
+                );
+                assert_eq!(core["free_shares"].as_i64().unwrap(), base - used);
+                assert_eq!(
+                    used,
+                    expected.get(id).copied().unwrap_or(0),
+                    "core {id} of {rp}: bound shares differ from the instances' maps"
+                );
+                bound += used;
+            }
+            let inv = c
+                .json(s, &format!("/resource_providers/{rp}/inventories"))
+                .await;
+            let usages = c.json(s, &format!("/resource_providers/{rp}/usages")).await;
+            for rc in ["MEMORY_MB", "CUSTOM_CPU_SHARES"] {
+                let i = &inv["inventories"][rc];
+                let cap = (i["total"].as_f64().unwrap() - i["reserved"].as_f64().unwrap())
+                    * i["allocation_ratio"].as_f64().unwrap();
+                let used = usages["usages"][rc].as_f64().unwrap_or(0.0);
+                assert!(used <= cap, "{rp} {rc}: usage {used} > capacity {cap}");
+            }
+            assert_eq!(
+                usages["usages"]["CUSTOM_CPU_SHARES"].as_i64().unwrap_or(0),
+                bound,
+                "{rp}: Placement usage differs from the bound shares"
+            );
+            let mem: i64 = live
+                .values()
+                .filter(|i| i.node == *rp)
+                .map(|i| i.memory_mb)
+                .sum();
+            assert_eq!(usages["usages"]["MEMORY_MB"].as_i64().unwrap_or(0), mem);
+        }
+    }
+
+    // Every live instance in GET /deployments/{app}, nothing more.
+    let apps: BTreeSet<&str> = live
+        .values()
+        .map(|i| i.app.as_str())
+        .chain(["alpha", "beta"])
+        .collect();
+    for app in apps {
+        for s in 0..2 {
+            let d = c.json(s, &format!("/deployments/{app}")).await;
+            let mut shown = BTreeMap::new();
+            for (node, entry) in d["nodes"].as_object().unwrap() {
+                let list = entry["instances"].as_array().unwrap();
+                assert_eq!(entry["count"].as_i64(), Some(list.len() as i64));
+                for i in list {
+                    shown.insert(
+                        i["consumer_uuid"].as_str().unwrap().to_string(),
+                        Created {
+                            app: app.to_string(),
+                            node: node.clone(),
+                            memory_mb: i["memory_mb"].as_i64().unwrap(),
+                            cpu_map: cpu_map(&i["cpu_map"]),
+                        },
+                    );
+                }
+            }
+            let want: BTreeMap<String, Created> = live
+                .iter()
+                .filter(|(_, i)| i.app == app)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            assert_eq!(
+                d["count"].as_i64(),
+                Some(want.len() as i64),
+                "GET /deployments/{app} count"
+            );
+            assert_eq!(shown, want, "GET /deployments/{app} on server {s}");
+        }
+    }
+
+    // Every live instance's own allocations.
+    for (i, (consumer, inst)) in live.iter().enumerate() {
+        let a = c.json(i, &format!("/allocations/{consumer}")).await;
+        let allocs = a["allocations"].as_object().unwrap();
+        assert_eq!(allocs.len(), 1, "{consumer}: {a}");
+        let shares: i64 = inst.cpu_map.values().sum();
+        let mut want = json!({"MEMORY_MB": inst.memory_mb});
+        if shares > 0 {
+            want["CUSTOM_CPU_SHARES"] = json!(shares);
+        }
+        assert_eq!(allocs[&inst.node]["resources"], want, "{consumer}");
+    }
+}
+
+/// One deploy request of the race.
+#[derive(Debug, Clone)]
+struct Ask {
+    app: &'static str,
+    count: i64,
+    cpu: f64,
+    memory_mb: i64,
+    strategy: &'static str,
+}
+
+fn ask(i: usize) -> Ask {
+    const STRATEGIES: [&str; 4] = ["auto", "global", "auto", "drained"];
+    if i % 2 == 0 {
+        Ask {
+            app: "alpha",
+            count: 1 + (i as i64 / 2) % 3,
+            cpu: 1.7,
+            memory_mb: 512,
+            strategy: STRATEGIES[(i / 2) % 4],
+        }
+    } else {
+        Ask {
+            app: "beta",
+            count: 1 + (i as i64 / 2) % 2,
+            cpu: 0.5,
+            memory_mb: 256,
+            strategy: STRATEGIES[(i / 2 + 1) % 4],
+        }
+    }
+}
+
+fn deploy_body(a: &Ask) -> Value {
+    json!({"app": a.app, "count": a.count, "cpu": a.cpu, "cpu_bind": true,
+           "memory_mb": a.memory_mb, "strategy": a.strategy,
+           "project_id": "p", "user_id": "u"})
+}
+
+/// Sends the requests all at once (behind a barrier); returns the answers in order.
+async fn burst(reqs: Vec<reqwest::RequestBuilder>) -> Vec<(u16, Value)> {
+    let barrier = Arc::new(tokio::sync::Barrier::new(reqs.len()));
+    let mut tasks = Vec::new();
+    for req in reqs {
+        let barrier = barrier.clone();
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            answer(req.send().await.expect("request")).await
+        }));
+    }
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_apps_deploying_at_once_on_two_servers() {
+    let c = Cluster::new().await;
+    // 4 nodes x 8 cores (3200 shares) and 4 GiB each: a 1.7-CPU instance
+    // takes 170 shares (4 per node), a 0.5 one 50; demand is ~3x capacity.
+    let mut nodes = Vec::new();
+    for i in 0..4 {
+        nodes.push(c.node(&format!("cn{i}"), 4096, 8).await);
+    }
+
+    const N: usize = 64;
+    let asks: Vec<Ask> = (0..N).map(ask).collect();
+    let reqs = asks
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            c.request(i, reqwest::Method::POST, "/deployments")
+                .json(&deploy_body(a))
+        })
+        .collect();
+    let answers = burst(reqs).await;
+
+    let mut created = BTreeMap::new();
+    let mut refused = 0;
+    let mut reasons = BTreeMap::<String, usize>::new();
+    let mut other = Vec::new();
+    for (a, (status, body)) in asks.iter().zip(&answers) {
+        match status {
+            201 => record(&mut created, a.app, a.memory_mb, a.count, body),
+            409 => {
+                refused += 1;
+                let d = body["errors"][0]["detail"].as_str().unwrap_or_default();
+                *reasons
+                    .entry(
+                        d.split(" Capacity map")
+                            .next()
+                            .unwrap_or_default()
+                            .to_string(),
+                    )
+                    .or_insert(0) += 1;
+                assert!(body["errors"][0]["detail"].is_string(), "{body}");
+            }
+            _ => other.push(format!("{a:?}: {status} {body}")),
+        }
+    }
+    eprintln!(
+        "{N} deploys: {} instances created, {refused} refused",
+        created.len()
+    );
+    eprintln!("409s: {reasons:#?}");
+    assert!(other.is_empty(), "answers other than 201/409: {other:#?}");
+    assert!(!created.is_empty(), "nothing was deployed");
+    assert!(
+        refused > 0,
+        "demand exceeds capacity, yet nothing was refused"
+    );
+    check_state(&c, &nodes, &created).await;
+
+    // Whatever is left over is still usable: fill it up, one server at a
+    // time, and the state stays consistent at the limit.
+    for (i, a) in [ask(1), ask(0)].iter().enumerate() {
+        let mut a = a.clone();
+        a.count = 1;
+        loop {
+            let r = c
+                .request(i, reqwest::Method::POST, "/deployments")
+                .json(&deploy_body(&a))
+                .send()
+                .await
+                .unwrap();
+            let (status, body) = answer(r).await;
+            match status {
+                201 => record(&mut created, a.app, a.memory_mb, 1, &body),
+                409 => break,
+                s => panic!("{s}: {body}"),
+            }
+        }
+    }
+    check_state(&c, &nodes, &created).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn resizes_deletes_and_deploys_racing_on_one_node() {
+    let c = Cluster::new().await;
+    let node = c.node("cn", 8192, 8).await;
+    // 6 one-core instances on the 8 cores.
+    let r = c
+        .request(0, reqwest::Method::POST, "/deployments")
+        .json(
+            &json!({"app": "alpha", "count": 6, "cpu": 1, "cpu_bind": true, "memory_mb": 512,
+                      "project_id": "p", "user_id": "u"}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = answer(r).await;
+    assert_eq!(status, 201, "{body}");
+    let mut created = BTreeMap::new();
+    record(&mut created, "alpha", 512, 6, &body);
+    let first: Vec<String> = created.keys().cloned().collect();
+
+    // At once: grow four instances by 0.6 CPU (2 free cores: not all fit),
+    // delete two, and deploy betas of 0.5 CPU.
+    enum Op {
+        Resize(String),
+        Delete(String),
+        Deploy,
+    }
+    let mut ops = Vec::new();
+    for c in &first[..4] {
+        ops.push(Op::Resize(c.clone()));
+    }
+    for c in &first[4..] {
+        ops.push(Op::Delete(c.clone()));
+    }
+    for _ in 0..10 {
+        ops.push(Op::Deploy);
+    }
+    let reqs = ops
+        .iter()
+        .enumerate()
+        .map(|(i, op)| match op {
+            Op::Resize(consumer) => c
+                .request(
+                    i,
+                    reqwest::Method::POST,
+                    &format!("/deployments/alpha/instances/{consumer}/resize"),
+                )
+                .json(&json!({"cpu": 0.6, "memory_mb": 128})),
+            Op::Delete(consumer) => c
+                .request(
+                    i,
+                    reqwest::Method::DELETE,
+                    &format!("/allocations/{consumer}"),
+                )
+                .header("openstack-api-version", "placement 1.28"),
+            Op::Deploy => c.request(i, reqwest::Method::POST, "/deployments").json(
+                &json!({"app": "beta", "count": 1, "cpu": 0.5, "cpu_bind": true,
+                              "memory_mb": 256, "project_id": "p", "user_id": "u"}),
+            ),
+        })
+        .collect();
+    let answers = burst(reqs).await;
+    let mut other = Vec::new();
+    let (mut grown, mut deployed) = (0, 0);
+    for (op, (status, body)) in ops.iter().zip(&answers) {
+        match (op, status) {
+            (Op::Resize(consumer), 200) => {
+                assert_eq!(body["cpu"], json!(1.6), "{body}");
+                assert_eq!(body["memory_mb"], json!(640), "{body}");
+                let inst = created.get_mut(consumer).unwrap();
+                inst.memory_mb = 640;
+                inst.cpu_map = cpu_map(&body["cpu_map"]);
+                assert_eq!(inst.cpu_map.values().sum::<i64>(), 160, "{body}");
+                grown += 1;
+            }
+            (Op::Delete(consumer), 204) => {
+                created.remove(consumer);
+            }
+            (Op::Deploy, 201) => {
+                record(&mut created, "beta", 256, 1, body);
+                deployed += 1;
+            }
+            (_, 409) => {}
+            (_, s) => other.push(format!("{s}: {body}")),
+        }
+    }
+    eprintln!("race on one node: {grown} resized, {deployed} deployed");
+    assert!(other.is_empty(), "{other:#?}");
+    assert!(grown + deployed > 0, "{answers:?}");
+    check_state(&c, std::slice::from_ref(&node), &created).await;
+    // The shares in use are exactly what the survivors hold.
+    let total: i64 = created
+        .values()
+        .map(|i| i.cpu_map.values().sum::<i64>())
+        .sum();
+    let alphas = created.values().filter(|i| i.app == "alpha").count() as i64;
+    assert_eq!(alphas, 4, "both deletes answered 204");
+    assert_eq!(total, alphas * 100 + grown * 60 + deployed * 50);
+}
