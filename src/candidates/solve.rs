@@ -147,13 +147,14 @@ fn single_group(
     out
 }
 
-/// Candidates of the unnumbered group (a tree plus sharing providers), by anchor root.
-fn tree_group(
+/// Providers able to serve each class of the unnumbered group (a tree plus
+/// sharing providers), by anchor root; expanded per anchor by [`tree_candidates`].
+fn tree_pairs(
     snap: &Snapshot,
     req: &Request,
     g: &Group,
     members: &HashMap<i32, Vec<usize>>,
-) -> HashMap<usize, Vec<GroupCandidate>> {
+) -> HashMap<usize, Vec<Vec<usize>>> {
     let agg_ok = |i: usize, a: usize| {
         let (p, r) = (&snap.nodes[i], &snap.nodes[a]);
         g.member_of
@@ -163,85 +164,121 @@ fn tree_group(
                 .iter()
                 .all(|&x| !p.in_agg(x) && !r.in_agg(x))
     };
-    // Per class: anchor -> providers able to serve it.
-    let mut per_class: Vec<HashMap<usize, Vec<usize>>> = Vec::new();
-    for &(c, n) in &g.resources {
-        let mut pairs: HashMap<usize, Vec<usize>> = HashMap::new();
+    let k = g.resources.len();
+    let mut out: HashMap<usize, Vec<Vec<usize>>> = HashMap::new();
+    let mut root_ok_cache: HashMap<usize, bool> = HashMap::new();
+    for (ci, &(c, n)) in g.resources.iter().enumerate() {
         for (i, node) in snap.nodes.iter().enumerate() {
             if !in_tree_ok(snap, g, i) || !node.stock(c).is_some_and(|s| s.fits(n)) {
                 continue;
             }
-            let mut anchors = BTreeSet::from([node.root]);
+            let mut add = |a: usize| {
+                let ok = *root_ok_cache
+                    .entry(a)
+                    .or_insert_with(|| root_ok(snap, req, a));
+                if ok && agg_ok(i, a) {
+                    let lists = out.entry(a).or_insert_with(|| vec![Vec::new(); k]);
+                    if lists[ci].last() != Some(&i) {
+                        lists[ci].push(i);
+                    }
+                }
+            };
             if g.in_tree.is_none() && snap.is_sharing(i) {
-                anchors.extend(sharing_anchors(snap, members, i));
-            }
-            for a in anchors {
-                if root_ok(snap, req, a) && agg_ok(i, a) {
-                    pairs.entry(a).or_default().push(i);
+                for a in sharing_anchors(snap, members, i) {
+                    add(a);
                 }
+            } else {
+                add(node.root);
             }
         }
-        per_class.push(pairs);
     }
-    let mut out: HashMap<usize, Vec<GroupCandidate>> = HashMap::new();
-    let Some(first) = per_class.first() else {
-        return out;
-    };
-    let mut anchors: Vec<usize> = first
-        .keys()
-        .copied()
-        .filter(|a| per_class.iter().all(|m| m.contains_key(a)))
-        .collect();
-    anchors.sort_unstable();
-    for a in anchors {
-        let lists: Vec<&Vec<usize>> = per_class.iter().map(|m| &m[&a]).collect();
-        let mut seen = HashSet::new();
-        let mut choice = vec![0usize; lists.len()];
-        'product: loop {
-            let chosen: Vec<usize> = choice.iter().zip(&lists).map(|(&j, l)| l[j]).collect();
-            let mut providers: Vec<usize> = Vec::new();
-            for &p in &chosen {
-                if !providers.contains(&p) {
-                    providers.push(p);
-                }
+    out.retain(|_, lists| lists.iter().all(|l| !l.is_empty()));
+    out
+}
+
+/// The unnumbered group's candidates at one anchor: one provider per class,
+/// the contributing providers together satisfying the trait filters.
+fn tree_candidates(snap: &Snapshot, g: &Group, lists: &[Vec<usize>]) -> Vec<GroupCandidate> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    let mut choice = vec![0usize; lists.len()];
+    'product: loop {
+        let chosen: Vec<usize> = choice.iter().zip(lists).map(|(&j, l)| l[j]).collect();
+        let mut providers: Vec<usize> = Vec::new();
+        for &p in &chosen {
+            if !providers.contains(&p) {
+                providers.push(p);
             }
-            if traits_ok(snap, &providers, g) {
-                let alloc = g
-                    .resources
-                    .iter()
-                    .zip(&chosen)
-                    .map(|(&(c, n), &p)| (p, c, n))
-                    .collect();
-                let cand = GroupCandidate { alloc, providers };
-                if seen.insert(cand.clone()) {
-                    out.entry(a).or_default().push(cand);
-                }
-            }
-            // Odometer over the per-class provider lists.
-            for d in (0..choice.len()).rev() {
-                choice[d] += 1;
-                if choice[d] < lists[d].len() {
-                    continue 'product;
-                }
-                choice[d] = 0;
-            }
-            break;
         }
+        if traits_ok(snap, &providers, g) {
+            let alloc = g
+                .resources
+                .iter()
+                .zip(&chosen)
+                .map(|(&(c, n), &p)| (p, c, n))
+                .collect();
+            let cand = GroupCandidate { alloc, providers };
+            if seen.insert(cand.clone()) {
+                out.push(cand);
+            }
+        }
+        // Odometer over the per-class provider lists.
+        for d in (0..choice.len()).rev() {
+            choice[d] += 1;
+            if choice[d] < lists[d].len() {
+                continue 'product;
+            }
+            choice[d] = 0;
+        }
+        break;
     }
     out
 }
 
+/// A group's candidates: computed for every anchor, or (unnumbered group)
+/// expanded only for the anchors generation reaches.
+enum GroupCands {
+    Ready(HashMap<usize, Vec<GroupCandidate>>),
+    Tree(HashMap<usize, Vec<Vec<usize>>>),
+}
+
+impl GroupCands {
+    fn has(&self, a: usize) -> bool {
+        match self {
+            GroupCands::Ready(m) => m.contains_key(&a),
+            GroupCands::Tree(m) => m.contains_key(&a),
+        }
+    }
+
+    fn anchors(&self) -> Vec<usize> {
+        match self {
+            GroupCands::Ready(m) => m.keys().copied().collect(),
+            GroupCands::Tree(m) => m.keys().copied().collect(),
+        }
+    }
+
+    fn at(&self, snap: &Snapshot, g: &Group, a: usize) -> Vec<GroupCandidate> {
+        match self {
+            GroupCands::Ready(m) => m.get(&a).cloned().unwrap_or_default(),
+            GroupCands::Tree(m) => m
+                .get(&a)
+                .map(|lists| tree_candidates(snap, g, lists))
+                .unwrap_or_default(),
+        }
+    }
+}
+
 /// Lazy, capacity-pruned product of one anchor's group candidates.
-struct AnchorProduct<'a> {
-    lists: Vec<Vec<&'a GroupCandidate>>,
+struct AnchorProduct {
+    lists: Vec<Vec<GroupCandidate>>,
     choice: Vec<usize>,
     depth: usize,
     usage: HashMap<(usize, i32), i64>,
     done: bool,
 }
 
-impl<'a> AnchorProduct<'a> {
-    fn new(lists: Vec<Vec<&'a GroupCandidate>>) -> Self {
+impl AnchorProduct {
+    fn new(lists: Vec<Vec<GroupCandidate>>) -> Self {
         let n = lists.len();
         AnchorProduct {
             lists,
@@ -253,14 +290,14 @@ impl<'a> AnchorProduct<'a> {
     }
 
     fn apply(&mut self, d: usize, sign: i64) {
-        let cand = self.lists[d][self.choice[d]];
+        let cand = &self.lists[d][self.choice[d]];
         for &(node, class, n) in &cand.alloc {
             *self.usage.entry((node, class)).or_default() += sign * n;
         }
     }
 
     fn fits(&self, snap: &Snapshot, req: &Request, d: usize) -> bool {
-        let cand = self.lists[d][self.choice[d]];
+        let cand = &self.lists[d][self.choice[d]];
         let ok_capacity = cand.alloc.iter().all(|&(node, class, n)| {
             let sum = self.usage.get(&(node, class)).copied().unwrap_or(0) + n;
             snap.nodes[node]
@@ -353,38 +390,42 @@ pub fn solve(snap: &Snapshot, req: &Request, limits: &Limits) -> Vec<Candidate> 
             members.entry(a).or_default().push(i);
         }
     }
-    let mut per_group: Vec<HashMap<usize, Vec<GroupCandidate>>> = Vec::new();
+    let mut per_group: Vec<GroupCands> = Vec::new();
     for g in &req.groups {
         let found = if g.single_provider() {
-            single_group(snap, req, g, &members)
+            GroupCands::Ready(single_group(snap, req, g, &members))
         } else {
-            tree_group(snap, req, g, &members)
+            GroupCands::Tree(tree_pairs(snap, req, g, &members))
         };
-        if found.is_empty() {
+        if found.anchors().is_empty() {
             return Vec::new();
         }
         per_group.push(found);
     }
     let mut anchors: Vec<usize> = per_group[0]
-        .keys()
-        .copied()
-        .filter(|a| per_group.iter().all(|m| m.contains_key(a)))
+        .anchors()
+        .into_iter()
+        .filter(|&a| per_group.iter().all(|m| m.has(a)))
         .collect();
     anchors.sort_unstable_by_key(|&a| snap.nodes[a].id);
     let mut rng = limits.shuffle_seed.map(rand::rngs::StdRng::seed_from_u64);
-    let mut shuffled: Vec<Vec<Vec<&GroupCandidate>>> = anchors
-        .iter()
-        .map(|a| per_group.iter().map(|m| m[a].iter().collect()).collect())
-        .collect();
     if let Some(rng) = rng.as_mut() {
-        shuffled.shuffle(rng);
-        for lists in &mut shuffled {
+        anchors.shuffle(rng);
+    }
+    // Group candidates are built per anchor, only for anchors generation reaches.
+    let mut product_at = |a: usize| {
+        let mut lists: Vec<Vec<GroupCandidate>> = per_group
+            .iter()
+            .zip(&req.groups)
+            .map(|(m, g)| m.at(snap, g, a))
+            .collect();
+        if let Some(rng) = rng.as_mut() {
             for l in lists.iter_mut() {
                 l.shuffle(rng);
             }
         }
-    }
-    let mut products: Vec<AnchorProduct> = shuffled.into_iter().map(AnchorProduct::new).collect();
+        AnchorProduct::new(lists)
+    };
     let max = limits.max_results.unwrap_or(usize::MAX);
     let mut seen: HashSet<Candidate> = HashSet::new();
     let mut out = Vec::new();
@@ -415,6 +456,7 @@ pub fn solve(snap: &Snapshot, req: &Request, limits: &Limits) -> Vec<Candidate> 
         }
     };
     if limits.breadth_first {
+        let mut products: Vec<AnchorProduct> = anchors.iter().map(|&a| product_at(a)).collect();
         let mut live: Vec<usize> = (0..products.len()).collect();
         while !live.is_empty() && out.len() < max {
             live.retain(|&i| match products[i].next(snap, req) {
@@ -428,7 +470,8 @@ pub fn solve(snap: &Snapshot, req: &Request, limits: &Limits) -> Vec<Candidate> 
             });
         }
     } else {
-        'anchors: for p in &mut products {
+        'anchors: for &a in &anchors {
+            let mut p = product_at(a);
             while let Some(c) = p.next(snap, req) {
                 push(c, &mut out);
                 if out.len() >= max {

@@ -1,0 +1,303 @@
+//! Deployments at scale: one release `placement serve` on a fresh database,
+//! 1,000 nodes of 64 cores (share base 100) and 256 GiB MEMORY_MB created
+//! through the API, then
+//!   1. one `POST /deployments` of 10,000 instances (1.7 CPU bound,
+//!      2048 MiB, strategy auto), timed;
+//!   2. 100 concurrent single-instance deployments, wall time and p50/p95.
+//!
+//! Afterwards it checks that no core holds more than its share base and no
+//! inventory is overcommitted on a sample of nodes.
+//!
+//! Needs DATABASE_URL (a server where it may create a database):
+//! `cargo bench --bench deploy`. Without it the bench prints a line and
+//! exits, so `cargo test --benches` stays a smoke run.
+
+use serde_json::{json, Value};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const NODES: usize = 1_000;
+const CORES: usize = 64;
+const MEMORY_MB: i64 = 256 * 1024;
+const BIG_DEPLOY: i64 = 10_000;
+const SINGLES: usize = 100;
+const SETUP_PARALLELISM: usize = 16;
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+fn admin(rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    rb.header("x-auth-token", "admin")
+        .header("openstack-api-version", "placement 1.39")
+}
+
+async fn must(rb: reqwest::RequestBuilder, what: &str) -> Value {
+    let r = admin(rb)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let status = r.status();
+    let text = r.text().await.unwrap_or_default();
+    assert!(status.is_success(), "{what}: {status} {text}");
+    serde_json::from_str(&text).unwrap_or(Value::Null)
+}
+
+/// One node: provider, MEMORY_MB inventory, 64-core topology.
+async fn make_node(http: &reqwest::Client, base: &str, i: usize) -> String {
+    let rp = uuid::Uuid::new_v4().to_string();
+    must(
+        http.post(format!("{base}/resource_providers"))
+            .json(&json!({"name": format!("node-{i:04}"), "uuid": rp})),
+        "create provider",
+    )
+    .await;
+    must(
+        http.put(format!("{base}/resource_providers/{rp}/inventories"))
+            .json(&json!({"resource_provider_generation": 0,
+                          "inventories": {"MEMORY_MB": {"total": MEMORY_MB}}})),
+        "inventory",
+    )
+    .await;
+    let cores: Vec<Value> = (0..CORES)
+        .map(|c| json!({"id": c.to_string(), "numa_node": null}))
+        .collect();
+    must(
+        http.put(format!("{base}/resource_providers/{rp}/cpu_topology"))
+            .json(&json!({"share_base": 100, "max_fragment_cores": -1, "cores": cores})),
+        "topology",
+    )
+    .await;
+    rp
+}
+
+fn deploy_body(app: &str, count: i64) -> Value {
+    json!({"app": app, "count": count, "cpu": 1.7, "cpu_bind": true, "memory_mb": 2048,
+           "strategy": "auto", "project_id": "bench", "user_id": "bench"})
+}
+
+fn pct(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+#[tokio::main]
+async fn main() {
+    let Ok(base_url) = std::env::var("DATABASE_URL") else {
+        eprintln!("deploy bench: DATABASE_URL is not set; skipping");
+        return;
+    };
+    let db = format!("bench_deploy_{}", uuid::Uuid::new_v4().simple());
+    let admin_pool = sqlx::PgPool::connect(&base_url).await.expect("connect");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}")))
+        .execute(&admin_pool)
+        .await
+        .expect("create db");
+    let (prefix, _) = base_url.rsplit_once('/').expect("database url with a name");
+    let url = format!("{prefix}/{db}");
+
+    let port = free_port();
+    let server = Server(
+        Command::new(env!("CARGO_BIN_EXE_placement"))
+            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+            .env("DATABASE_URL", &url)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start server"),
+    );
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(900))
+        .build()
+        .unwrap();
+    let mut up = false;
+    for _ in 0..600 {
+        if http.get(format!("{base}/")).send().await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "server never answered");
+
+    // --- populate ---------------------------------------------------------------
+    let started = Instant::now();
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..SETUP_PARALLELISM {
+        let (http, base, next) = (http.clone(), base.clone(), next.clone());
+        workers.push(tokio::spawn(async move {
+            let mut made = Vec::new();
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= NODES {
+                    return made;
+                }
+                made.push(make_node(&http, &base, i).await);
+            }
+        }));
+    }
+    let mut nodes = Vec::new();
+    for w in workers {
+        nodes.extend(w.await.expect("setup worker"));
+    }
+    let setup = started.elapsed();
+    println!(
+        "deploy setup: {NODES} nodes x {CORES} cores, {} GiB each, {} API calls with {SETUP_PARALLELISM} clients in {:.2}s ({:.0} calls/s)",
+        MEMORY_MB / 1024,
+        NODES * 3,
+        setup.as_secs_f64(),
+        (NODES * 3) as f64 / setup.as_secs_f64()
+    );
+
+    // --- 1. one deployment of 10,000 ------------------------------------------------
+    let t = Instant::now();
+    let r = admin(http.post(format!("{base}/deployments")))
+        .json(&deploy_body("bench-big", BIG_DEPLOY))
+        .send()
+        .await
+        .expect("big deploy");
+    let status = r.status().as_u16();
+    let body: Value = r.json().await.unwrap_or(Value::Null);
+    let big = t.elapsed();
+    assert_eq!(
+        status,
+        201,
+        "big deploy: {}",
+        body.to_string().chars().take(500).collect::<String>()
+    );
+    let made: usize = body["instances"]
+        .as_object()
+        .map(|m| m.values().map(|l| l.as_array().map_or(0, Vec::len)).sum())
+        .unwrap_or(0);
+    let per_node: Vec<i64> = body["deploy_map"]
+        .as_object()
+        .map(|m| m.values().filter_map(Value::as_i64).collect())
+        .unwrap_or_default();
+    let total_capacity: i64 = body["capacity_map"]
+        .as_object()
+        .map(|m| m.values().filter_map(Value::as_i64).sum())
+        .unwrap_or(0);
+    println!(
+        "deploy big: 1 POST /deployments of {BIG_DEPLOY} instances (1.7 CPU bound, 2048 MiB, auto) in {:.2}s: {made} instances on {} nodes ({}..{} per node), capacity before {total_capacity}",
+        big.as_secs_f64(),
+        per_node.len(),
+        per_node.iter().min().copied().unwrap_or(0),
+        per_node.iter().max().copied().unwrap_or(0),
+    );
+
+    // --- 2. 100 concurrent single-instance deployments ----------------------------
+    let barrier = Arc::new(tokio::sync::Barrier::new(SINGLES));
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..SINGLES {
+        let (http, base, barrier) = (http.clone(), base.clone(), barrier.clone());
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let s = Instant::now();
+            let r = admin(http.post(format!("{base}/deployments")))
+                .json(&deploy_body("bench-single", 1))
+                .send()
+                .await;
+            let status = r.map(|r| r.status().as_u16()).unwrap_or(0);
+            (status, s.elapsed())
+        }));
+    }
+    let mut lat = Vec::new();
+    let (mut ok, mut conflict, mut other) = (0, 0, 0);
+    for task in tasks {
+        let (status, d) = task.await.expect("single deploy task");
+        match status {
+            201 => ok += 1,
+            409 => conflict += 1,
+            _ => other += 1,
+        }
+        lat.push(d);
+    }
+    let wall = t.elapsed();
+    lat.sort();
+    println!(
+        "deploy singles: {SINGLES} concurrent POST /deployments of 1 instance in {:.2}s wall ({:.1} deploys/s): {ok} created, {conflict} answered 409, {other} other",
+        wall.as_secs_f64(),
+        SINGLES as f64 / wall.as_secs_f64()
+    );
+    println!(
+        "deploy singles latency ms: p50 {:.1}, p95 {:.1}, max {:.1}",
+        pct(&lat, 0.50),
+        pct(&lat, 0.95),
+        pct(&lat, 1.0)
+    );
+
+    // --- checks on a sample of nodes ---------------------------------------------
+    let mut bad = Vec::new();
+    for rp in nodes.iter().step_by(50) {
+        let top = must(
+            http.get(format!("{base}/resource_providers/{rp}/cpu_topology")),
+            "topology",
+        )
+        .await;
+        let mut bound = 0;
+        for c in top["cores"].as_array().into_iter().flatten() {
+            let used = c["used_shares"].as_i64().unwrap_or(0);
+            bound += used;
+            if used > 100 {
+                bad.push(format!("{rp} core {}: {used} shares", c["id"]));
+            }
+        }
+        let u = must(
+            http.get(format!("{base}/resource_providers/{rp}/usages")),
+            "usages",
+        )
+        .await;
+        let shares = u["usages"]["CUSTOM_CPU_SHARES"].as_i64().unwrap_or(0);
+        let mem = u["usages"]["MEMORY_MB"].as_i64().unwrap_or(0);
+        if shares != bound || shares > (CORES * 100) as i64 || mem > MEMORY_MB {
+            bad.push(format!(
+                "{rp}: shares {shares} (bound {bound}), memory {mem}"
+            ));
+        }
+    }
+    let big_count = must(http.get(format!("{base}/deployments/bench-big")), "show").await["count"]
+        .as_i64()
+        .unwrap_or(-1);
+    let single_count = must(http.get(format!("{base}/deployments/bench-single")), "show").await
+        ["count"]
+        .as_i64()
+        .unwrap_or(-1);
+    println!(
+        "deploy check: bench-big {big_count} instances, bench-single {single_count}, {} problems on {} sampled nodes",
+        bad.len(),
+        nodes.len().div_ceil(50)
+    );
+
+    drop(server);
+    admin_pool.close().await;
+    let admin_pool = sqlx::PgPool::connect(&base_url).await.expect("connect");
+    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {db} WITH (FORCE)"
+    )))
+    .execute(&admin_pool)
+    .await;
+    assert!(bad.is_empty(), "{bad:#?}");
+    assert_eq!(made as i64, BIG_DEPLOY);
+    assert_eq!(big_count, BIG_DEPLOY);
+    assert_eq!(single_count, ok as i64);
+    assert_eq!(other, 0, "single deploys answered neither 201 nor 409");
+}
