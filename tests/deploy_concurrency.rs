@@ -365,7 +365,7 @@ struct Ask {
 
 fn ask(i: usize) -> Ask {
     const STRATEGIES: [&str; 4] = ["auto", "global", "auto", "drained"];
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         Ask {
             app: "alpha",
             count: 1 + (i as i64 / 2) % 3,
