@@ -26,7 +26,7 @@ ROOT=$(pwd)
 STARTED=$SECONDS
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 
-say() { printf '\n==> %s\n' "$*"; }
+say() { printf '\n==> [%ss] %s\n' "$((SECONDS - STARTED))" "$*"; }
 
 # --- PostgreSQL ---------------------------------------------------------------
 PGTMP=""
@@ -75,7 +75,7 @@ set +e
     set -o pipefail
     # The HTTP tests wait on the database, not the CPU: more threads than cores.
     RUST_TEST_THREADS=${RUST_TEST_THREADS:-6} cargo test --lib --bins --tests --examples &&
-        env -u DATABASE_URL cargo test --benches
+        env -u DATABASE_URL cargo test --bench '*'
 ) 2>&1 | tee "$CARGO_LOG"
 CARGO_STATUS=${PIPESTATUS[0]}
 set -e
