@@ -1328,7 +1328,6 @@ async fn emptying_allocations_by_put_or_post_frees_cores() {
 /// must not let Placement's CUSTOM_CPU_SHARES usage and the core bindings
 /// drift apart (either the write is refused or both change together).
 #[tokio::test]
-#[ignore = "bug: PUT /allocations/{instance} without CUSTOM_CPU_SHARES keeps the core binding (bound 170, usage 0), so Placement can hand the bound shares out again"]
 async fn placement_writes_keep_shares_and_bindings_in_step() {
     let t = TestApp::new().await;
     let n = node(&t, "cn", 4096, 4).await;

@@ -86,9 +86,10 @@ pub fn alloc_error(e: AllocError, put_consumer: Option<Uuid>) -> ApiError {
                 "Unable to allocate inventory No such resource class {rc}."
             )),
         },
-        AllocError::NoInventory(..) | AllocError::Constraints(..) | AllocError::Capacity(..) => {
-            ApiError::conflict(e.to_string())
-        }
+        AllocError::NoInventory(..)
+        | AllocError::Constraints(..)
+        | AllocError::Capacity(..)
+        | AllocError::BoundShares(..) => ApiError::conflict(e.to_string()),
         AllocError::ConsumerGeneration { .. } => {
             ApiError::conflict(e.to_string()).code(codes::CONCURRENT_UPDATE)
         }

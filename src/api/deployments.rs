@@ -126,7 +126,9 @@ pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Rep
         .collect();
     node_ids.sort_unstable();
 
-    // 2-4. Capacity, deploy map and allocations, under the nodes' row locks.
+    // 2-4. Plan on an unlocked view, then lock only the chosen nodes, re-plan
+    // their instances on fresh state and commit; a node that filled up in
+    // between makes the whole deployment start again (bounded retries).
     let req = ResourceRequest {
         cpu_request: cpu,
         cpu_limit: cpu,
@@ -134,34 +136,117 @@ pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Rep
         memory_limit: memory_mb * MIB,
         bind,
     };
-    let mut tx = st.pool.begin().await?;
-    db::lock_providers(&mut tx, &node_ids).await?;
-    let mut nodes = load_nodes(&mut tx, &node_ids).await?;
-    let caps = capacity_map(&nodes, &req)
-        .map_err(|e| ApiError::bad_request(format!("Invalid request: {e}.")))?;
-    let counts = db::app_counts(&mut tx, &app).await?;
-    let existing: BTreeMap<NodeName, i64> = nodes
-        .iter()
-        .map(|n| {
-            (
-                NodeName(n.uuid.to_string()),
-                counts.get(&n.rp_id).copied().unwrap_or(0),
-            )
-        })
-        .collect();
-    let deploy_map = sched::plan_deploy(strategy, count, nodes_limit, &caps, &existing)
-        .map_err(|e| sched_conflict(&e, Some(&caps)))?;
+    let owner = (
+        b["project_id"].as_str().unwrap_or_default().to_string(),
+        b["user_id"].as_str().unwrap_or_default().to_string(),
+        b["consumer_type"]
+            .as_str()
+            .unwrap_or("INSTANCE")
+            .to_string(),
+    );
+    let mut attempt = 0;
+    loop {
+        let mut conn = st.pool.acquire().await?;
+        let nodes = load_nodes(&mut conn, &node_ids).await?;
+        let caps = capacity_map(&nodes, &req)
+            .map_err(|e| ApiError::bad_request(format!("Invalid request: {e}.")))?;
+        let counts = db::app_counts(&mut conn, &app).await?;
+        drop(conn);
+        let existing: BTreeMap<NodeName, i64> = nodes
+            .iter()
+            .map(|n| {
+                (
+                    NodeName(n.uuid.to_string()),
+                    counts.get(&n.rp_id).copied().unwrap_or(0),
+                )
+            })
+            .collect();
+        let deploy_map = sched::plan_deploy(strategy, count, nodes_limit, &caps, &existing)
+            .map_err(|e| sched_conflict(&e, Some(&caps)))?;
+        let capacity_json: Map<String, Value> = caps
+            .nodes
+            .iter()
+            .map(|(n, c)| (n.0.clone(), json!(c.capacity)))
+            .collect();
+        let deploy_json: Map<String, Value> = deploy_map
+            .iter()
+            .map(|(n, c)| (n.0.clone(), json!(c)))
+            .collect();
+        let chosen: Vec<i64> = nodes
+            .iter()
+            .filter(|n| deploy_map.contains_key(&NodeName(n.uuid.to_string())))
+            .map(|n| n.rp_id)
+            .collect();
 
+        let mut tx = st.pool.begin().await?;
+        if !dry_run {
+            db::lock_providers(&mut tx, &chosen).await?;
+        }
+        let mut fresh = load_nodes(&mut tx, &chosen).await?;
+        let (writes, specs, shown) =
+            match plan_instances(&mut fresh, &deploy_map, &req, memory_mb, &extra, &owner) {
+                Ok(p) => p,
+                Err(e) if attempt < st.settings.allocation_conflict_retry_count => {
+                    tracing::debug!(error = %e, attempt, "deployment raced; planning again");
+                    attempt += 1;
+                    continue;
+                }
+                Err(e) => return Err(sched_conflict(&e, Some(&caps))),
+            };
+        if dry_run {
+            return Ok(Reply::ok(&json!({
+                "app": app, "dry_run": true, "capacity_map": capacity_json, "total_capacity": caps.total,
+                "deploy_map": deploy_json, "plans": shown
+            })));
+        }
+        match alloc_db::write(&mut tx, &writes).await {
+            Ok(()) => {}
+            Err(alloc_db::AllocError::Capacity(..))
+                if attempt < st.settings.allocation_conflict_retry_count =>
+            {
+                attempt += 1;
+                continue;
+            }
+            Err(e) => return Err(alloc_error(e, None)),
+        }
+        db::insert_instances(&mut tx, &app, cpu, bind, memory_mb, &specs).await?;
+        tx.commit().await?;
+        return Ok(Reply::json(
+            StatusCode::CREATED,
+            &json!({"app": app, "capacity_map": capacity_json, "deploy_map": deploy_json, "instances": shown}),
+        ));
+    }
+}
+
+/// The instances a deploy map places: Placement writes, rows to record, and the answer.
+type Planned = (
+    Vec<ConsumerWrite>,
+    Vec<(uuid::Uuid, i64, Option<String>, Vec<(String, i64)>)>,
+    Map<String, Value>,
+);
+
+/// CPU plans and Placement writes for every instance of a deploy map.
+fn plan_instances(
+    nodes: &mut [NodeState],
+    deploy_map: &BTreeMap<NodeName, i64>,
+    req: &ResourceRequest,
+    memory_mb: i64,
+    extra: &BTreeMap<String, i64>,
+    owner: &(String, String, String),
+) -> Result<Planned, SchedError> {
     let mut writes = Vec::new();
     let mut specs = Vec::new();
-    let mut planned: Map<String, Value> = Map::new();
-    for (name, &n) in &deploy_map {
+    let mut shown: Map<String, Value> = Map::new();
+    for (name, &n) in deploy_map {
         let Some(node) = nodes.iter_mut().find(|s| s.uuid.to_string() == name.0) else {
-            continue;
+            return Err(SchedError::NodeInsufficient {
+                resource: "node",
+                need: n as f64,
+                available: 0.0,
+            });
         };
-        let allocations = sched::calculate_deploy(&node.info, n as usize, &req, &node.cfg)
-            .map_err(|e| sched_conflict(&e, Some(&caps)))?;
-        let mut shown = Vec::new();
+        let allocations = sched::calculate_deploy(&node.info, n as usize, req, &node.cfg)?;
+        let mut listed = Vec::new();
         for a in allocations {
             sched::add_usage(&mut node.info, &a.workload);
             let consumer = uuid::Uuid::new_v4();
@@ -172,62 +257,28 @@ pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Rep
                 .map(|(c, s)| (c.0.clone(), *s))
                 .collect();
             let numa = a.workload.numa_node.as_ref().map(|n| n.0.clone());
-            shown.push(json!({
+            listed.push(json!({
                 "consumer_uuid": consumer,
                 "resource_provider_uuid": node.uuid,
                 "cpu_map": cpu_map.iter().map(|(c, s)| (c.clone(), json!(s))).collect::<Map<String, Value>>(),
                 "numa_node": numa,
             }));
-            let res = instance_resources(memory_mb, &a.workload.cpu_map, &extra);
             writes.push(ConsumerWrite {
                 consumer,
-                project_id: b["project_id"].as_str().unwrap_or_default().into(),
-                user_id: b["user_id"].as_str().unwrap_or_default().into(),
-                consumer_type: Some(b["consumer_type"].as_str().unwrap_or("INSTANCE").into()),
+                project_id: owner.0.clone(),
+                user_id: owner.1.clone(),
+                consumer_type: Some(owner.2.clone()),
                 generation: GenerationCheck::New,
-                allocations: BTreeMap::from([(node.uuid, res)]),
+                allocations: BTreeMap::from([(
+                    node.uuid,
+                    instance_resources(memory_mb, &a.workload.cpu_map, extra),
+                )]),
             });
-            specs.push((consumer, node.rp_id, cpu_map, numa));
+            specs.push((consumer, node.rp_id, numa, cpu_map));
         }
-        planned.insert(node.uuid.to_string(), json!(shown));
+        shown.insert(node.uuid.to_string(), json!(listed));
     }
-    let capacity_json: Map<String, Value> = caps
-        .nodes
-        .iter()
-        .map(|(n, c)| (n.0.clone(), json!(c.capacity)))
-        .collect();
-    let deploy_json: Map<String, Value> = deploy_map
-        .iter()
-        .map(|(n, c)| (n.0.clone(), json!(c)))
-        .collect();
-    if dry_run {
-        return Ok(Reply::ok(&json!({
-            "app": app, "dry_run": true, "capacity_map": capacity_json, "total_capacity": caps.total,
-            "deploy_map": deploy_json, "plans": planned
-        })));
-    }
-    alloc_db::write(&mut tx, &writes)
-        .await
-        .map_err(|e| alloc_error(e, None))?;
-    for (consumer, rp_id, cpu_map, numa) in &specs {
-        let spec = InstanceSpec {
-            app: &app,
-            rp_id: *rp_id,
-            cpu,
-            cpu_bind: bind,
-            memory_mb,
-            numa_node: numa.as_deref(),
-            cpu_map,
-        };
-        db::put_instance(&mut tx, *consumer, &spec).await?;
-    }
-    tx.commit().await?;
-    Ok(Reply::json(
-        StatusCode::CREATED,
-        &json!({
-            "app": app, "capacity_map": capacity_json, "deploy_map": deploy_json, "instances": planned
-        }),
-    ))
+    Ok((writes, specs, shown))
 }
 
 /// `GET /deployments/{app}`: instances per node with their bindings.
@@ -337,9 +388,6 @@ pub async fn resize(
         generation: GenerationCheck::Is(owner.generation),
         allocations,
     };
-    alloc_db::write(&mut tx, &[write])
-        .await
-        .map_err(|e| alloc_error(e, None))?;
     let cpu_map: Vec<(String, i64)> = out
         .workload
         .cpu_map
@@ -357,7 +405,11 @@ pub async fn resize(
         numa_node: numa.as_deref(),
         cpu_map: &cpu_map,
     };
+    // The binding first: the allocation write checks shares against it.
     db::put_instance(&mut tx, consumer_uuid, &spec).await?;
+    alloc_db::write(&mut tx, &[write])
+        .await
+        .map_err(|e| alloc_error(e, None))?;
     tx.commit().await?;
     Ok(Reply::ok(&json!({
         "consumer_uuid": consumer_uuid, "resource_provider_uuid": node.uuid, "cpu": out.workload.cpu_request,

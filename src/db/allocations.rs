@@ -125,6 +125,10 @@ pub enum AllocError {
         /// What the client sent ("None" for null).
         got: String,
     },
+    /// 409: the consumer is a deployment instance whose bound cores would no
+    /// longer match its CUSTOM_CPU_SHARES allocation.
+    #[error("Unable to allocate inventory: consumer {0} has cores bound by a deployment; its CUSTOM_CPU_SHARES allocation must stay {1} on resource provider '{2}' (resize it through /deployments, or delete its allocations).")]
+    BoundShares(Uuid, i64, Uuid),
     /// Database failure.
     #[error(transparent)]
     Db(#[from] sqlx::Error),
@@ -173,13 +177,17 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
         }
     }
 
-    // Lock consumers (in uuid order) and check their generations.
-    let mut order: Vec<&ConsumerWrite> = writes.iter().collect();
-    order.sort_by_key(|w| w.consumer);
-    let mut existing: HashMap<Uuid, ConsumerRow> = HashMap::new();
-    for w in &order {
-        let current = consumers::get_for_update(conn, w.consumer).await?;
-        match (w.generation, &current) {
+    // Lock consumers (in uuid order, one query) and check their generations.
+    let mut wanted_consumers: Vec<Uuid> = writes.iter().map(|w| w.consumer).collect();
+    wanted_consumers.sort_unstable();
+    let existing: HashMap<Uuid, ConsumerRow> =
+        consumers::get_many_for_update(conn, &wanted_consumers)
+            .await?
+            .into_iter()
+            .map(|c| (c.uuid, c))
+            .collect();
+    for w in writes {
+        match (w.generation, existing.get(&w.consumer)) {
             (GenerationCheck::New, Some(c)) => {
                 return Err(AllocError::ConsumerGeneration {
                     expected: c.generation.to_string(),
@@ -200,10 +208,8 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
             }
             _ => {}
         }
-        if let Some(c) = current {
-            existing.insert(w.consumer, c);
-        }
     }
+    check_bound_shares(conn, writes, &existing).await?;
 
     // Usage before the request on the locked providers, then remove the
     // consumers' current allocations.
@@ -260,54 +266,86 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
         }
     }
 
-    // Write consumers and allocations.
+    // Write consumers (batched: a deployment writes thousands at once).
+    let mut owners: HashMap<(&str, &str, Option<&str>), (i32, i32, Option<i32>)> = HashMap::new();
+    let mut gone: Vec<i64> = Vec::new();
+    let mut bumped: (Vec<i64>, Vec<i32>, Vec<i32>, Vec<Option<i32>>, Vec<bool>) =
+        Default::default();
+    let mut created: (Vec<Uuid>, Vec<i32>, Vec<i32>, Vec<Option<i32>>) = Default::default();
     for w in writes {
-        let owner =
-            consumers::ensure_owner(conn, &w.project_id, &w.user_id, w.consumer_type.as_deref())
-                .await?;
-        let consumer_id = match existing.get(&w.consumer) {
-            Some(c) if w.allocations.is_empty() => {
-                consumers::delete(conn, c.id).await?;
-                continue;
-            }
-            Some(c) => {
-                consumers::update_and_bump(conn, c.id, owner, w.consumer_type.is_some()).await?;
-                c.id
-            }
-            None if w.allocations.is_empty() => continue,
+        let key = (
+            w.project_id.as_str(),
+            w.user_id.as_str(),
+            w.consumer_type.as_deref(),
+        );
+        let owner = match owners.get(&key) {
+            Some(o) => *o,
             None => {
-                let Some(id) = consumers::create(conn, w.consumer, owner).await? else {
-                    // Created concurrently between our lock attempt and now.
-                    return Err(AllocError::ConsumerGeneration {
-                        expected: "0".into(),
-                        got: "None".into(),
-                    });
-                };
-                consumers::update_and_bump(conn, id, owner, w.consumer_type.is_some()).await?;
-                id
+                let o = consumers::ensure_owner(conn, key.0, key.1, key.2).await?;
+                owners.insert(key, o);
+                o
             }
         };
-        let mut rps = Vec::new();
-        let mut rcs = Vec::new();
-        let mut used = Vec::new();
+        match existing.get(&w.consumer) {
+            Some(c) if w.allocations.is_empty() => gone.push(c.id),
+            Some(c) => {
+                bumped.0.push(c.id);
+                bumped.1.push(owner.0);
+                bumped.2.push(owner.1);
+                bumped.3.push(owner.2);
+                bumped.4.push(w.consumer_type.is_some());
+            }
+            None if w.allocations.is_empty() => {}
+            None => {
+                created.0.push(w.consumer);
+                created.1.push(owner.0);
+                created.2.push(owner.1);
+                created.3.push(owner.2);
+            }
+        }
+    }
+    consumers::delete_many(conn, &gone).await?;
+    consumers::update_and_bump_many(conn, &bumped.0, &bumped.1, &bumped.2, &bumped.3, &bumped.4)
+        .await?;
+    let new_ids =
+        consumers::create_many(conn, &created.0, &created.1, &created.2, &created.3).await?;
+    if new_ids.len() != created.0.len() {
+        // Another writer created one of these consumers since we looked.
+        return Err(AllocError::ConsumerGeneration {
+            expected: "0".into(),
+            got: "None".into(),
+        });
+    }
+    let consumer_id = |u: &Uuid| {
+        existing
+            .get(u)
+            .map(|c| c.id)
+            .or_else(|| new_ids.get(u).copied())
+    };
+    let (mut rps, mut cids, mut rcs, mut used) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for w in writes {
+        let Some(cid) = consumer_id(&w.consumer) else {
+            continue;
+        };
         for (rp, classes) in &w.allocations {
             for (rc, &n) in classes {
                 rps.push(provider_ids[rp]);
+                cids.push(cid);
                 rcs.push(class_ids[rc.as_str()]);
                 used.push(n as i32);
             }
         }
-        sqlx::query(
-            "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used)
-             SELECT rp, $1, rc, u FROM UNNEST($2::bigint[], $3::int[], $4::int[]) AS t(rp, rc, u)",
-        )
-        .bind(consumer_id)
-        .bind(&rps)
-        .bind(&rcs)
-        .bind(&used)
-        .execute(&mut *conn)
-        .await?;
     }
+    sqlx::query(
+        "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used)
+         SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::int[], $4::int[])",
+    )
+    .bind(&rps)
+    .bind(&cids)
+    .bind(&rcs)
+    .bind(&used)
+    .execute(&mut *conn)
+    .await?;
 
     // Bump every provider named in the new set, and those cleared by an
     // explicitly emptied consumer (Placement names them implicitly).
@@ -387,4 +425,47 @@ pub async fn delete_consumer(conn: &mut PgConnection, consumer: Uuid) -> Result<
         .rows_affected();
     consumers::delete(conn, c.id).await?;
     Ok(n > 0)
+}
+
+/// Refuses writes that would make a deployment instance's CUSTOM_CPU_SHARES
+/// allocation differ from its core binding (emptying it is allowed: that
+/// frees the cores).
+async fn check_bound_shares(
+    conn: &mut PgConnection,
+    writes: &[ConsumerWrite],
+    existing: &HashMap<Uuid, ConsumerRow>,
+) -> Result<(), AllocError> {
+    let ids: Vec<i64> = existing.values().map(|c| c.id).collect();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let bound: Vec<(i64, Uuid, i64)> = sqlx::query_as(
+        "SELECT b.consumer_id, rp.uuid, SUM(b.shares)::bigint FROM core_bindings b
+           JOIN resource_providers rp ON rp.id = b.resource_provider_id
+          WHERE b.consumer_id = ANY($1) GROUP BY 1, 2",
+    )
+    .bind(&ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    for (cid, rp, shares) in bound {
+        let Some(w) = writes
+            .iter()
+            .find(|w| existing.get(&w.consumer).is_some_and(|c| c.id == cid))
+        else {
+            continue;
+        };
+        if w.allocations.is_empty() {
+            continue;
+        }
+        let asked = w
+            .allocations
+            .get(&rp)
+            .and_then(|m| m.get(crate::deploy::CPU_SHARES))
+            .copied()
+            .unwrap_or(0);
+        if asked != shares {
+            return Err(AllocError::BoundShares(w.consumer, shares, rp));
+        }
+    }
+    Ok(())
 }

@@ -79,47 +79,6 @@ pub async fn ensure_owner(
     Ok((p, u, t))
 }
 
-/// Inserts a consumer with generation 0; None when a concurrent writer created it first.
-pub async fn create(
-    conn: &mut PgConnection,
-    uuid: Uuid,
-    owner: (i32, i32, Option<i32>),
-) -> Result<Option<i64>, sqlx::Error> {
-    sqlx::query_scalar(
-        "INSERT INTO consumers (uuid, project_id, user_id, consumer_type_id) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (uuid) DO NOTHING RETURNING id",
-    )
-    .bind(uuid)
-    .bind(owner.0)
-    .bind(owner.1)
-    .bind(owner.2)
-    .fetch_optional(conn)
-    .await
-}
-
-/// Sets owner and type (None keeps the type) and bumps the generation.
-pub async fn update_and_bump(
-    conn: &mut PgConnection,
-    id: i64,
-    owner: (i32, i32, Option<i32>),
-    set_type: bool,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "UPDATE consumers SET project_id = $2, user_id = $3,
-            consumer_type_id = CASE WHEN $5 THEN $4 ELSE consumer_type_id END,
-            generation = generation + 1, updated_at = now()
-         WHERE id = $1",
-    )
-    .bind(id)
-    .bind(owner.0)
-    .bind(owner.1)
-    .bind(owner.2)
-    .bind(set_type)
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
 /// Deletes a consumer (its allocations go with it).
 pub async fn delete(conn: &mut PgConnection, id: i64) -> Result<(), sqlx::Error> {
     sqlx::query("DELETE FROM consumers WHERE id = $1")
@@ -127,4 +86,83 @@ pub async fn delete(conn: &mut PgConnection, id: i64) -> Result<(), sqlx::Error>
         .execute(conn)
         .await?;
     Ok(())
+}
+
+/// Loads and locks several consumers, in uuid order.
+pub async fn get_many_for_update(
+    conn: &mut PgConnection,
+    uuids: &[Uuid],
+) -> Result<Vec<ConsumerRow>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{SELECT} WHERE c.uuid = ANY($1) ORDER BY c.uuid FOR UPDATE OF c"
+    )))
+    .bind(uuids)
+    .fetch_all(conn)
+    .await
+}
+
+/// Deletes consumers (their allocations go with them).
+pub async fn delete_many(conn: &mut PgConnection, ids: &[i64]) -> Result<(), sqlx::Error> {
+    if !ids.is_empty() {
+        sqlx::query("DELETE FROM consumers WHERE id = ANY($1)")
+            .bind(ids)
+            .execute(conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Sets owners and types (where `set_type`) and bumps generations of existing consumers.
+pub async fn update_and_bump_many(
+    conn: &mut PgConnection,
+    ids: &[i64],
+    projects: &[i32],
+    users: &[i32],
+    types: &[Option<i32>],
+    set_type: &[bool],
+) -> Result<(), sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "UPDATE consumers c SET project_id = t.p, user_id = t.u,
+            consumer_type_id = CASE WHEN t.s THEN t.ct ELSE c.consumer_type_id END,
+            generation = c.generation + 1, updated_at = now()
+         FROM UNNEST($1::bigint[], $2::int[], $3::int[], $4::int[], $5::bool[]) AS t(id, p, u, ct, s)
+         WHERE c.id = t.id",
+    )
+    .bind(ids)
+    .bind(projects)
+    .bind(users)
+    .bind(types)
+    .bind(set_type)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Creates consumers with generation 1 (created and written); returns the
+/// ids of those inserted (a uuid another writer created first is absent).
+pub async fn create_many(
+    conn: &mut PgConnection,
+    uuids: &[Uuid],
+    projects: &[i32],
+    users: &[i32],
+    types: &[Option<i32>],
+) -> Result<std::collections::HashMap<Uuid, i64>, sqlx::Error> {
+    if uuids.is_empty() {
+        return Ok(Default::default());
+    }
+    let rows: Vec<(i64, Uuid)> = sqlx::query_as(
+        "INSERT INTO consumers (uuid, project_id, user_id, consumer_type_id, generation)
+         SELECT u, p, us, ct, 1 FROM UNNEST($1::uuid[], $2::int[], $3::int[], $4::int[]) AS t(u, p, us, ct)
+         ON CONFLICT (uuid) DO NOTHING RETURNING id, uuid",
+    )
+    .bind(uuids)
+    .bind(projects)
+    .bind(users)
+    .bind(types)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|(id, u)| (u, id)).collect())
 }

@@ -323,3 +323,53 @@ pub async fn provider_uuids(
             .await?;
     Ok(rows.into_iter().collect())
 }
+
+/// Records new instances of one deployment (same app and sizes) and their
+/// bindings in two statements: (consumer, provider id, NUMA node, cpu map).
+pub async fn insert_instances(
+    conn: &mut PgConnection,
+    app: &str,
+    cpu: f64,
+    cpu_bind: bool,
+    memory_mb: i64,
+    instances: &[(uuid::Uuid, i64, Option<String>, Vec<(String, i64)>)],
+) -> Result<(), sqlx::Error> {
+    let consumers: Vec<uuid::Uuid> = instances.iter().map(|i| i.0).collect();
+    let rps: Vec<i64> = instances.iter().map(|i| i.1).collect();
+    let numas: Vec<Option<String>> = instances.iter().map(|i| i.2.clone()).collect();
+    sqlx::query(
+        "INSERT INTO instances (consumer_id, app, resource_provider_id, cpu, cpu_bind, memory_mb, numa_node)
+         SELECT c.id, $1, t.rp, $2, $3, $4, t.numa
+           FROM UNNEST($5::uuid[], $6::bigint[], $7::text[]) AS t(u, rp, numa) JOIN consumers c ON c.uuid = t.u",
+    )
+    .bind(app)
+    .bind(cpu)
+    .bind(cpu_bind)
+    .bind(memory_mb)
+    .bind(&consumers)
+    .bind(&rps)
+    .bind(&numas)
+    .execute(&mut *conn)
+    .await?;
+    let (mut bc, mut brp, mut core, mut shares) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (u, rp, _, map) in instances {
+        for (c, s) in map.iter().filter(|(_, s)| *s > 0) {
+            bc.push(*u);
+            brp.push(*rp);
+            core.push(c.clone());
+            shares.push(*s as i32);
+        }
+    }
+    sqlx::query(
+        "INSERT INTO core_bindings (consumer_id, resource_provider_id, core_id, shares)
+         SELECT c.id, t.rp, t.core, t.s
+           FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::int[]) AS t(u, rp, core, s) JOIN consumers c ON c.uuid = t.u",
+    )
+    .bind(&bc)
+    .bind(&brp)
+    .bind(&core)
+    .bind(&shares)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
