@@ -37,6 +37,11 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
             .map_err(|e| ApiError::bad_request(format!("Malformed JSON: {e}")))?;
         let value: Value = serde_json::from_slice(&bytes)
             .map_err(|e| ApiError::bad_request(format!("Malformed JSON: {e}")))?;
+        if has_nul(&value) {
+            return Err(ApiError::bad_request(
+                "JSON does not validate: strings may not contain NUL characters",
+            ));
+        }
         Ok(JsonBody(value))
     }
 }
@@ -53,6 +58,17 @@ impl JsonBody {
     }
 }
 
+/// True when any string (or key) in the value holds a NUL character, which
+/// PostgreSQL text cannot store.
+fn has_nul(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(a) => a.iter().any(has_nul),
+        Value::Object(m) => m.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        _ => false,
+    }
+}
+
 /// The query string as ordered (key, value) pairs; repeats preserved.
 #[derive(Debug, Clone, Default)]
 pub struct QueryPairs(pub Vec<(String, String)>);
@@ -62,11 +78,18 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         let q = parts.uri.query().unwrap_or("");
-        Ok(QueryPairs(
-            form_urlencoded::parse(q.as_bytes())
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect(),
-        ))
+        let pairs: Vec<(String, String)> = form_urlencoded::parse(q.as_bytes())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        if pairs
+            .iter()
+            .any(|(k, v)| k.contains('\0') || v.contains('\0'))
+        {
+            return Err(ApiError::bad_request(
+                "Invalid query string parameters: values may not contain NUL characters",
+            ));
+        }
+        Ok(QueryPairs(pairs))
     }
 }
 
@@ -113,6 +136,9 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathPar
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        if parts.uri.path().contains("%00") {
+            return Err(ApiError::not_found(""));
+        }
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|p| PathParams(p.0))

@@ -216,8 +216,8 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
     let locked: Vec<i64> = rows.iter().map(|(id, _)| *id).collect();
     let before = usage(conn, &locked).await?;
     let existing_ids: Vec<i64> = existing.values().map(|c| c.id).collect();
-    let cleared_providers: Vec<i64> = sqlx::query_scalar(
-        "DELETE FROM allocations WHERE consumer_id = ANY($1) RETURNING resource_provider_id",
+    let cleared: Vec<(i64, i64)> = sqlx::query_as(
+        "DELETE FROM allocations WHERE consumer_id = ANY($1) RETURNING consumer_id, resource_provider_id",
     )
     .bind(&existing_ids)
     .fetch_all(&mut *conn)
@@ -349,10 +349,18 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
 
     // Bump every provider named in the new set, and those cleared by an
     // explicitly emptied consumer (Placement names them implicitly).
+    let emptied: Vec<i64> = writes
+        .iter()
+        .filter(|w| w.allocations.is_empty())
+        .filter_map(|w| existing.get(&w.consumer).map(|c| c.id))
+        .collect();
     let mut bump: Vec<i64> = locked.clone();
-    if writes.iter().any(|w| w.allocations.is_empty()) {
-        bump.extend(cleared_providers);
-    }
+    bump.extend(
+        cleared
+            .iter()
+            .filter(|(c, _)| emptied.contains(c))
+            .map(|(_, rp)| *rp),
+    );
     bump.sort_unstable();
     bump.dedup();
     super::providers::bump_locked(conn, &bump).await?;

@@ -649,7 +649,6 @@ async fn consumer_types_from_1_38() {
 }
 
 #[tokio::test]
-#[ignore = "bug: POST /allocations that empties one consumer also bumps providers another consumer merely left (see the report)"]
 async fn post_allocations_bumps_only_named_providers() {
     let t = TestApp::new().await;
     let r1 = t.create_rp("r1").await;

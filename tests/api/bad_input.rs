@@ -560,7 +560,6 @@ async fn odd_paths_and_queries_never_fail_the_server() {
 /// PostgreSQL refuses NUL in text; the reference (MySQL/SQLite) stores or
 /// looks such values up like any other. Either way it is not a server error.
 #[tokio::test]
-#[ignore = "bug: NUL characters reach PostgreSQL and give 500 (see the report)"]
 async fn nul_characters_are_not_server_errors() {
     let t = TestApp::new().await;
     let rp = t.create_rp("cn").await;
