@@ -209,3 +209,44 @@ async fn reader_of_the_project_may_read_its_usages() {
         .await
         .expect_error(403, None, "Policy does not allow placement:usages");
 }
+
+#[tokio::test]
+async fn changing_a_consumers_owner_moves_its_usage() {
+    let t = TestApp::new().await;
+    let rp = t.create_rp("cn").await;
+    t.set_inventories(&rp, json!({"VCPU": {"total": 8}})).await;
+    let c = uuid();
+    t.allocate(&c, "p1", "alice", json!({ &rp: {"VCPU": 3} }))
+        .await;
+    t.put(
+        &format!("/allocations/{c}"),
+        "1.28",
+        json!({"allocations": {&rp: {"resources": {"VCPU": 3}}},
+               "project_id": "p2", "user_id": "bob", "consumer_generation": 1}),
+    )
+    .await
+    .expect(204);
+    assert_eq!(
+        t.get("/usages?project_id=p1", "1.9")
+            .await
+            .expect(200)
+            .json(),
+        json!({"usages": {}})
+    );
+    assert_eq!(
+        t.get("/usages?project_id=p2&user_id=bob", "1.9")
+            .await
+            .expect(200)
+            .json(),
+        json!({"usages": {"VCPU": 3}})
+    );
+    let b = t
+        .get(&format!("/allocations/{c}"), "1.28")
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(b["project_id"], json!("p2"));
+    assert_eq!(b["user_id"], json!("bob"));
+    // One bump for the write, none for the owner change.
+    assert_eq!(b["consumer_generation"], json!(2));
+}
