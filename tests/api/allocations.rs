@@ -492,9 +492,8 @@ async fn post_allocations_moves_and_empties() {
     );
     assert_eq!(ab["consumer_generation"], json!(2));
     assert_eq!(consumer(&t, &b, "1.28").await, json!({"allocations": {}}));
-    // r2 named in the new set: bumped. (r1, which merely lost a moved
-    // consumer, is checked in `post_allocations_bumps_only_named_providers`.)
-    let _ = g1;
+    // r2 named in the new set: bumped. r1 merely lost a moved consumer: not.
+    assert_eq!(t.generation(&r1).await, g1);
     assert_eq!(t.generation(&r2).await, g2 + 1);
     // r3 was cleared through `{}`: named implicitly, bumped.
     assert_eq!(t.generation(&r3).await, g3 + 1);
