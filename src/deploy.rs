@@ -71,7 +71,7 @@ pub async fn load_nodes(
     let uuids = db::provider_uuids(conn, &ids).await?;
     let memory = db::memory(conn, &ids).await?;
     let bound = db::bound_shares(conn, &ids).await?;
-    let instances = db::instances_on(conn, &ids).await?;
+    let instances = db::instance_usage(conn, &ids).await?;
     let mut out = Vec::new();
     for (rp, t) in topologies {
         let (mem_cap, mem_used) = memory.get(&rp).copied().unwrap_or((0, 0));
@@ -103,10 +103,10 @@ pub async fn load_nodes(
                 .collect(),
             ..Default::default()
         };
-        for inst in instances.iter().filter(|i| i.resource_provider_id == rp) {
-            usage.cpu += inst.cpu;
-            for (n, bytes) in workload(inst).numa_memory {
-                *usage.numa_memory.entry(n).or_default() += bytes;
+        for (_, numa, cpu, bound_mb) in instances.iter().filter(|i| i.0 == rp) {
+            usage.cpu += cpu;
+            if let (Some(n), true) = (numa, *bound_mb > 0) {
+                *usage.numa_memory.entry(NumaNodeId(n.clone())).or_default() += bound_mb * MIB;
             }
         }
         out.push(NodeState {

@@ -4,7 +4,10 @@
 #[test]
 fn committed_openapi_is_fresh() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("openapi/placement.json");
-    let generated = placement::api::docs::openapi().to_pretty_json().expect("serialisable") + "\n";
+    let generated = placement::api::docs::openapi()
+        .to_pretty_json()
+        .expect("serialisable")
+        + "\n";
     if std::env::var_os("UPDATE_OPENAPI").is_some() {
         std::fs::write(&path, &generated).expect("write openapi/placement.json");
     }

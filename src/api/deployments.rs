@@ -219,11 +219,7 @@ pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Rep
 }
 
 /// The instances a deploy map places: Placement writes, rows to record, and the answer.
-type Planned = (
-    Vec<ConsumerWrite>,
-    Vec<(uuid::Uuid, i64, Option<String>, Vec<(String, i64)>)>,
-    Map<String, Value>,
-);
+type Planned = (Vec<ConsumerWrite>, Vec<db::NewInstance>, Map<String, Value>);
 
 /// CPU plans and Placement writes for every instance of a deploy map.
 fn plan_instances(

@@ -64,7 +64,7 @@ pub async fn project(
             let entry = usages.entry(g).or_insert_with(|| json!({}));
             let slot = entry
                 .as_object_mut()
-                .and_then(|m| Some(m.entry(r.resource_class).or_insert(json!(0))));
+                .map(|m| m.entry(r.resource_class).or_insert(json!(0)));
             if let Some(slot) = slot {
                 *slot = json!(slot.as_i64().unwrap_or(0) + r.used);
             }

@@ -140,16 +140,14 @@ pub fn render(
         }
         first = false;
         let _ = write!(out, "\"{}\":{{\"resources\":{{", node.uuid);
-        let mut k = 0;
-        for s in node
+        let listed = node
             .stock
             .iter()
-            .filter(|s| shape.all_classes || requested.contains(&s.class))
-        {
+            .filter(|s| shape.all_classes || requested.contains(&s.class));
+        for (k, s) in listed.enumerate() {
             if k > 0 {
                 out.push(',');
             }
-            k += 1;
             string(
                 &mut out,
                 snap.class_names

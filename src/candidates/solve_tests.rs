@@ -23,8 +23,11 @@ fn stock(class: i32, total: i64) -> Stock {
     }
 }
 
-/// Builds a snapshot from (parent index, stock, traits, aggregates) rows.
-fn snap(rows: Vec<(Option<usize>, Vec<Stock>, Vec<i32>, Vec<i32>)>) -> Snapshot {
+/// (parent index, stock, traits, aggregates) of one provider.
+type Row = (Option<usize>, Vec<Stock>, Vec<i32>, Vec<i32>);
+
+/// Builds a snapshot from rows.
+fn snap(rows: Vec<Row>) -> Snapshot {
     let mut nodes: Vec<Node> = Vec::new();
     for (i, (parent, stock, traits, aggs)) in rows.into_iter().enumerate() {
         let root = parent.map(|p| nodes[p].root).unwrap_or(i);

@@ -134,6 +134,9 @@ pub enum AllocError {
     Db(#[from] sqlx::Error),
 }
 
+/// (project, user, consumer type) names of a write.
+type OwnerKey<'a> = (&'a str, &'a str, Option<&'a str>);
+
 /// Writes the allocations of several consumers atomically inside the
 /// caller's transaction. Returns the ids of providers it bumped.
 pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<(), AllocError> {
@@ -267,11 +270,11 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
     }
 
     // Write consumers (batched: a deployment writes thousands at once).
-    let mut owners: HashMap<(&str, &str, Option<&str>), (i32, i32, Option<i32>)> = HashMap::new();
+    let mut owners: HashMap<OwnerKey, consumers::Owner> = HashMap::new();
     let mut gone: Vec<i64> = Vec::new();
-    let mut bumped: (Vec<i64>, Vec<i32>, Vec<i32>, Vec<Option<i32>>, Vec<bool>) =
-        Default::default();
-    let mut created: (Vec<Uuid>, Vec<i32>, Vec<i32>, Vec<Option<i32>>) = Default::default();
+    let mut bumped = consumers::OwnerColumns::default();
+    let mut bumped_set_type: Vec<bool> = Vec::new();
+    let mut created = consumers::OwnerColumns::default();
     for w in writes {
         let key = (
             w.project_id.as_str(),
@@ -289,27 +292,19 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
         match existing.get(&w.consumer) {
             Some(c) if w.allocations.is_empty() => gone.push(c.id),
             Some(c) => {
-                bumped.0.push(c.id);
-                bumped.1.push(owner.0);
-                bumped.2.push(owner.1);
-                bumped.3.push(owner.2);
-                bumped.4.push(w.consumer_type.is_some());
+                bumped.push_id(c.id, owner);
+                bumped_set_type.push(w.consumer_type.is_some());
             }
             None if w.allocations.is_empty() => {}
             None => {
-                created.0.push(w.consumer);
-                created.1.push(owner.0);
-                created.2.push(owner.1);
-                created.3.push(owner.2);
+                created.push_uuid(w.consumer, owner);
             }
         }
     }
     consumers::delete_many(conn, &gone).await?;
-    consumers::update_and_bump_many(conn, &bumped.0, &bumped.1, &bumped.2, &bumped.3, &bumped.4)
-        .await?;
-    let new_ids =
-        consumers::create_many(conn, &created.0, &created.1, &created.2, &created.3).await?;
-    if new_ids.len() != created.0.len() {
+    consumers::update_and_bump_many(conn, &bumped, &bumped_set_type).await?;
+    let new_ids = consumers::create_many(conn, &created).await?;
+    if new_ids.len() != created.uuids.len() {
         // Another writer created one of these consumers since we looked.
         return Err(AllocError::ConsumerGeneration {
             expected: "0".into(),

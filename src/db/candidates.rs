@@ -9,12 +9,11 @@ use sqlx::PgConnection;
 use std::collections::HashMap;
 
 type StockRow = (i64, i32, i32, i32, i32, i32, i32, f64, i64);
+type TraitRow = (i64, i32, String);
+type NodeData = (Vec<StockRow>, Vec<TraitRow>, Vec<(i64, i32)>);
 
 /// Inventories with usage, traits and aggregates of the given providers (all when None).
-async fn node_data(
-    conn: &mut PgConnection,
-    ids: Option<&[i64]>,
-) -> Result<(Vec<StockRow>, Vec<(i64, i32, String)>, Vec<(i64, i32)>), sqlx::Error> {
+async fn node_data(conn: &mut PgConnection, ids: Option<&[i64]>) -> Result<NodeData, sqlx::Error> {
     let all = ids.is_none();
     let ids = ids.unwrap_or(&[]);
     let stock: Vec<StockRow> = sqlx::query_as(
@@ -51,11 +50,7 @@ async fn node_data(
     Ok((stock, traits, aggs))
 }
 
-fn fill(
-    snap: &mut Snapshot,
-    index: &HashMap<i64, usize>,
-    data: (Vec<StockRow>, Vec<(i64, i32, String)>, Vec<(i64, i32)>),
-) {
+fn fill(snap: &mut Snapshot, index: &HashMap<i64, usize>, data: NodeData) {
     let (stock, traits, aggs) = data;
     for (rp, class, total, reserved, min_unit, max_unit, step_size, ratio, used) in stock {
         if let Some(&i) = index.get(&rp) {

@@ -63,13 +63,51 @@ async fn ensure_named(
     .await
 }
 
+/// Project, user and (optional) consumer-type ids of a consumer.
+pub type Owner = (i32, i32, Option<i32>);
+
+/// Columns of a batched consumer statement, one entry per consumer.
+#[derive(Debug, Default)]
+pub struct OwnerColumns {
+    /// Consumer ids (updates).
+    pub ids: Vec<i64>,
+    /// Consumer uuids (inserts).
+    pub uuids: Vec<Uuid>,
+    /// Project ids.
+    pub projects: Vec<i32>,
+    /// User ids.
+    pub users: Vec<i32>,
+    /// Consumer type ids.
+    pub types: Vec<Option<i32>>,
+}
+
+impl OwnerColumns {
+    fn push_owner(&mut self, owner: Owner) {
+        self.projects.push(owner.0);
+        self.users.push(owner.1);
+        self.types.push(owner.2);
+    }
+
+    /// Adds an existing consumer.
+    pub fn push_id(&mut self, id: i64, owner: Owner) {
+        self.ids.push(id);
+        self.push_owner(owner);
+    }
+
+    /// Adds a new consumer.
+    pub fn push_uuid(&mut self, uuid: Uuid, owner: Owner) {
+        self.uuids.push(uuid);
+        self.push_owner(owner);
+    }
+}
+
 /// Ids of a project, a user and optionally a consumer type, created on first use.
 pub async fn ensure_owner(
     conn: &mut PgConnection,
     project: &str,
     user: &str,
     consumer_type: Option<&str>,
-) -> Result<(i32, i32, Option<i32>), sqlx::Error> {
+) -> Result<Owner, sqlx::Error> {
     let p = ensure_named(conn, "projects", "external_id", project).await?;
     let u = ensure_named(conn, "users", "external_id", user).await?;
     let t = match consumer_type {
@@ -115,13 +153,10 @@ pub async fn delete_many(conn: &mut PgConnection, ids: &[i64]) -> Result<(), sql
 /// Sets owners and types (where `set_type`) and bumps generations of existing consumers.
 pub async fn update_and_bump_many(
     conn: &mut PgConnection,
-    ids: &[i64],
-    projects: &[i32],
-    users: &[i32],
-    types: &[Option<i32>],
+    cols: &OwnerColumns,
     set_type: &[bool],
 ) -> Result<(), sqlx::Error> {
-    if ids.is_empty() {
+    if cols.ids.is_empty() {
         return Ok(());
     }
     sqlx::query(
@@ -131,10 +166,10 @@ pub async fn update_and_bump_many(
          FROM UNNEST($1::bigint[], $2::int[], $3::int[], $4::int[], $5::bool[]) AS t(id, p, u, ct, s)
          WHERE c.id = t.id",
     )
-    .bind(ids)
-    .bind(projects)
-    .bind(users)
-    .bind(types)
+    .bind(&cols.ids)
+    .bind(&cols.projects)
+    .bind(&cols.users)
+    .bind(&cols.types)
     .bind(set_type)
     .execute(conn)
     .await?;
@@ -145,12 +180,9 @@ pub async fn update_and_bump_many(
 /// ids of those inserted (a uuid another writer created first is absent).
 pub async fn create_many(
     conn: &mut PgConnection,
-    uuids: &[Uuid],
-    projects: &[i32],
-    users: &[i32],
-    types: &[Option<i32>],
+    cols: &OwnerColumns,
 ) -> Result<std::collections::HashMap<Uuid, i64>, sqlx::Error> {
-    if uuids.is_empty() {
+    if cols.uuids.is_empty() {
         return Ok(Default::default());
     }
     let rows: Vec<(i64, Uuid)> = sqlx::query_as(
@@ -158,10 +190,10 @@ pub async fn create_many(
          SELECT u, p, us, ct, 1 FROM UNNEST($1::uuid[], $2::int[], $3::int[], $4::int[]) AS t(u, p, us, ct)
          ON CONFLICT (uuid) DO NOTHING RETURNING id, uuid",
     )
-    .bind(uuids)
-    .bind(projects)
-    .bind(users)
-    .bind(types)
+    .bind(&cols.uuids)
+    .bind(&cols.projects)
+    .bind(&cols.users)
+    .bind(&cols.types)
     .fetch_all(conn)
     .await?;
     Ok(rows.into_iter().map(|(id, u)| (u, id)).collect())

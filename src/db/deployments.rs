@@ -166,14 +166,17 @@ const INSTANCES: &str = "SELECT i.consumer_id, c.uuid AS consumer_uuid, c.genera
     FROM instances i JOIN consumers c ON c.id = i.consumer_id
     JOIN resource_providers rp ON rp.id = i.resource_provider_id";
 
-/// Instances on the given providers.
-pub async fn instances_on(
+/// Per provider and NUMA node: CPUs of all its instances, and memory (MiB)
+/// of the bound instances pinned to that NUMA node.
+pub async fn instance_usage(
     conn: &mut PgConnection,
     rp_ids: &[i64],
-) -> Result<Vec<InstanceRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "{INSTANCES} WHERE i.resource_provider_id = ANY($1) ORDER BY i.consumer_id"
-    )))
+) -> Result<Vec<(i64, Option<String>, f64, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT resource_provider_id, numa_node, SUM(cpu)::float8,
+                COALESCE(SUM(memory_mb) FILTER (WHERE cpu_bind), 0)::bigint
+           FROM instances WHERE resource_provider_id = ANY($1) GROUP BY 1, 2",
+    )
     .bind(rp_ids)
     .fetch_all(conn)
     .await
@@ -324,6 +327,9 @@ pub async fn provider_uuids(
     Ok(rows.into_iter().collect())
 }
 
+/// A new instance: consumer, provider id, NUMA node, cpu map.
+pub type NewInstance = (uuid::Uuid, i64, Option<String>, Vec<(String, i64)>);
+
 /// Records new instances of one deployment (same app and sizes) and their
 /// bindings in two statements: (consumer, provider id, NUMA node, cpu map).
 pub async fn insert_instances(
@@ -332,7 +338,7 @@ pub async fn insert_instances(
     cpu: f64,
     cpu_bind: bool,
     memory_mb: i64,
-    instances: &[(uuid::Uuid, i64, Option<String>, Vec<(String, i64)>)],
+    instances: &[NewInstance],
 ) -> Result<(), sqlx::Error> {
     let consumers: Vec<uuid::Uuid> = instances.iter().map(|i| i.0).collect();
     let rps: Vec<i64> = instances.iter().map(|i| i.1).collect();

@@ -50,7 +50,7 @@ impl SchemaError {
 }
 
 /// Validates `instance` against `schema`, returning the best error.
-pub fn validate(schema: &Value, instance: &Value) -> Result<(), SchemaError> {
+pub fn validate(schema: &Value, instance: &Value) -> Result<(), Box<SchemaError>> {
     let mut errors = Vec::new();
     check(
         schema,
@@ -61,7 +61,7 @@ pub fn validate(schema: &Value, instance: &Value) -> Result<(), SchemaError> {
     );
     match errors.into_iter().min_by_key(|e| e.instance_path.len()) {
         None => Ok(()),
-        Some(e) => Err(e),
+        Some(e) => Err(Box::new(e)),
     }
 }
 
@@ -328,17 +328,13 @@ fn check_object(
                 }
             }
         }
-        "minProperties" => {
-            if arg.as_u64().is_some_and(|m| (map.len() as u64) < m) {
-                let msg = format!("{} does not have enough properties", py_repr(inst));
-                push(errors, kw, msg, spath, ipath, schema, inst);
-            }
+        "minProperties" if arg.as_u64().is_some_and(|m| (map.len() as u64) < m) => {
+            let msg = format!("{} does not have enough properties", py_repr(inst));
+            push(errors, kw, msg, spath, ipath, schema, inst);
         }
-        "maxProperties" => {
-            if arg.as_u64().is_some_and(|m| (map.len() as u64) > m) {
-                let msg = format!("{} has too many properties", py_repr(inst));
-                push(errors, kw, msg, spath, ipath, schema, inst);
-            }
+        "maxProperties" if arg.as_u64().is_some_and(|m| (map.len() as u64) > m) => {
+            let msg = format!("{} has too many properties", py_repr(inst));
+            push(errors, kw, msg, spath, ipath, schema, inst);
         }
         _ => {}
     }
@@ -365,28 +361,22 @@ fn check_array(
                 spath.pop();
             }
         }
-        "minItems" => {
-            if arg.as_u64().is_some_and(|m| (items.len() as u64) < m) {
-                let msg = format!("{} is too short", py_repr(inst));
-                push(errors, kw, msg, spath, ipath, schema, inst);
-            }
+        "minItems" if arg.as_u64().is_some_and(|m| (items.len() as u64) < m) => {
+            let msg = format!("{} is too short", py_repr(inst));
+            push(errors, kw, msg, spath, ipath, schema, inst);
         }
-        "maxItems" => {
-            if arg.as_u64().is_some_and(|m| (items.len() as u64) > m) {
-                let msg = format!("{} is too long", py_repr(inst));
-                push(errors, kw, msg, spath, ipath, schema, inst);
-            }
+        "maxItems" if arg.as_u64().is_some_and(|m| (items.len() as u64) > m) => {
+            let msg = format!("{} is too long", py_repr(inst));
+            push(errors, kw, msg, spath, ipath, schema, inst);
         }
-        "uniqueItems" => {
-            if arg.as_bool() == Some(true) {
-                let dup = items
-                    .iter()
-                    .enumerate()
-                    .any(|(i, a)| items[i + 1..].iter().any(|b| a == b));
-                if dup {
-                    let msg = format!("{} has non-unique elements", py_repr(inst));
-                    push(errors, kw, msg, spath, ipath, schema, inst);
-                }
+        "uniqueItems" if arg.as_bool() == Some(true) => {
+            let dup = items
+                .iter()
+                .enumerate()
+                .any(|(i, a)| items[i + 1..].iter().any(|b| a == b));
+            if dup {
+                let msg = format!("{} has non-unique elements", py_repr(inst));
+                push(errors, kw, msg, spath, ipath, schema, inst);
             }
         }
         _ => {}
