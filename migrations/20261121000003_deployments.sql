@@ -3,19 +3,17 @@
 -- Bindings and instances go with their consumer, so deleting a consumer's
 -- allocations frees its cores.
 
+-- Cores are arrays on the topology row: a node has tens to hundreds of
+-- cores and the scheduler always reads all of them, for hundreds of nodes.
 CREATE TABLE cpu_topologies (
     resource_provider_id  bigint PRIMARY KEY REFERENCES resource_providers (id) ON DELETE CASCADE,
     share_base            integer NOT NULL CHECK (share_base > 0),
     max_fragment_cores    integer NOT NULL CHECK (max_fragment_cores >= -1),
+    core_ids              text[] NOT NULL,
+    core_numa_nodes       text[] NOT NULL,
     created_at            timestamptz NOT NULL DEFAULT now(),
-    updated_at            timestamptz
-);
-
-CREATE TABLE cpu_cores (
-    resource_provider_id  bigint NOT NULL REFERENCES cpu_topologies (resource_provider_id) ON DELETE CASCADE,
-    core_id               text NOT NULL,
-    numa_node             text,
-    PRIMARY KEY (resource_provider_id, core_id)
+    updated_at            timestamptz,
+    CHECK (cardinality(core_ids) = cardinality(core_numa_nodes))
 );
 
 CREATE TABLE numa_memory (

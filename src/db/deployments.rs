@@ -21,39 +21,29 @@ pub async fn topologies(
     conn: &mut PgConnection,
     rp_ids: &[i64],
 ) -> Result<HashMap<i64, Topology>, sqlx::Error> {
-    let heads: Vec<(i64, i32, i32)> = sqlx::query_as(
-        "SELECT resource_provider_id, share_base, max_fragment_cores FROM cpu_topologies
-          WHERE resource_provider_id = ANY($1)",
+    type Head = (i64, i32, i32, Vec<String>, Vec<Option<String>>);
+    let heads: Vec<Head> = sqlx::query_as(
+        "SELECT resource_provider_id, share_base, max_fragment_cores, core_ids, core_numa_nodes
+           FROM cpu_topologies WHERE resource_provider_id = ANY($1)",
     )
     .bind(rp_ids)
     .fetch_all(&mut *conn)
     .await?;
     let mut out: HashMap<i64, Topology> = heads
         .into_iter()
-        .map(|(rp, sb, mf)| {
+        .map(|(rp, share_base, max_fragment_cores, ids, numas)| {
+            let cores = ids.into_iter().zip(numas).collect();
             (
                 rp,
                 Topology {
-                    share_base: sb,
-                    max_fragment_cores: mf,
-                    cores: vec![],
+                    share_base,
+                    max_fragment_cores,
+                    cores,
                     numa_memory_mb: vec![],
                 },
             )
         })
         .collect();
-    let cores: Vec<(i64, String, Option<String>)> = sqlx::query_as(
-        "SELECT resource_provider_id, core_id, numa_node FROM cpu_cores
-          WHERE resource_provider_id = ANY($1) ORDER BY resource_provider_id, length(core_id), core_id",
-    )
-    .bind(rp_ids)
-    .fetch_all(&mut *conn)
-    .await?;
-    for (rp, core, numa) in cores {
-        if let Some(t) = out.get_mut(&rp) {
-            t.cores.push((core, numa));
-        }
-    }
     let numa: Vec<(i64, String, i64)> = sqlx::query_as(
         "SELECT resource_provider_id, numa_node, memory_mb FROM numa_memory
           WHERE resource_provider_id = ANY($1) ORDER BY resource_provider_id, numa_node",
@@ -75,35 +65,26 @@ pub async fn set_topology(
     rp_id: i64,
     t: &Topology,
 ) -> Result<(), sqlx::Error> {
+    let ids: Vec<&str> = t.cores.iter().map(|c| c.0.as_str()).collect();
+    let numas: Vec<Option<&str>> = t.cores.iter().map(|c| c.1.as_deref()).collect();
     sqlx::query(
-        "INSERT INTO cpu_topologies (resource_provider_id, share_base, max_fragment_cores) VALUES ($1, $2, $3)
+        "INSERT INTO cpu_topologies (resource_provider_id, share_base, max_fragment_cores, core_ids, core_numa_nodes)
+         VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (resource_provider_id) DO UPDATE SET share_base = EXCLUDED.share_base,
-            max_fragment_cores = EXCLUDED.max_fragment_cores, updated_at = now()",
+            max_fragment_cores = EXCLUDED.max_fragment_cores, core_ids = EXCLUDED.core_ids,
+            core_numa_nodes = EXCLUDED.core_numa_nodes, updated_at = now()",
     )
     .bind(rp_id)
     .bind(t.share_base)
     .bind(t.max_fragment_cores)
-    .execute(&mut *conn)
-    .await?;
-    sqlx::query("DELETE FROM cpu_cores WHERE resource_provider_id = $1")
-        .bind(rp_id)
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query("DELETE FROM numa_memory WHERE resource_provider_id = $1")
-        .bind(rp_id)
-        .execute(&mut *conn)
-        .await?;
-    let ids: Vec<&str> = t.cores.iter().map(|c| c.0.as_str()).collect();
-    let numas: Vec<Option<&str>> = t.cores.iter().map(|c| c.1.as_deref()).collect();
-    sqlx::query(
-        "INSERT INTO cpu_cores (resource_provider_id, core_id, numa_node)
-         SELECT $1, c, n FROM UNNEST($2::text[], $3::text[]) AS t(c, n)",
-    )
-    .bind(rp_id)
     .bind(&ids)
     .bind(&numas)
     .execute(&mut *conn)
     .await?;
+    sqlx::query("DELETE FROM numa_memory WHERE resource_provider_id = $1")
+        .bind(rp_id)
+        .execute(&mut *conn)
+        .await?;
     let nodes: Vec<&str> = t.numa_memory_mb.iter().map(|n| n.0.as_str()).collect();
     let mbs: Vec<i64> = t.numa_memory_mb.iter().map(|n| n.1).collect();
     sqlx::query(
