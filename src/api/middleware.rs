@@ -123,9 +123,13 @@ pub async fn pipeline(mut req: Request, next: Next) -> Response {
     async move {
         let mut mv: Option<Microversion> = None;
         let pre = (|| -> Result<Microversion, ApiError> {
-            let is_root = path.is_empty() || path == "/";
+            // The version document and the API documentation need no token.
+            let public = path.is_empty()
+                || path == "/"
+                || path == "/openapi.json"
+                || path.starts_with("/docs");
             let caller = caller_from(req.headers());
-            if caller.is_none() && !is_root {
+            if caller.is_none() && !public {
                 return Err(ApiError::unauthorized());
             }
             if let Some(c) = caller {

@@ -32,6 +32,31 @@ async fn root_document_needs_no_auth() {
 }
 
 #[tokio::test]
+async fn api_documentation_needs_no_auth() {
+    let t = TestApp::new().await;
+    let r = t
+        .req("GET", "/openapi.json")
+        .token(None)
+        .send()
+        .await
+        .expect(200);
+    let doc = r.json();
+    assert_eq!(doc["info"]["title"], json!("placement"));
+    assert!(doc["paths"]["/deployments"]["post"].is_object());
+    let r = t.req("GET", "/docs/").token(None).send().await.expect(200);
+    assert!(r
+        .header("content-type")
+        .unwrap_or_default()
+        .starts_with("text/html"));
+    // Everything else still needs a token.
+    t.req("GET", "/resource_providers")
+        .token(None)
+        .send()
+        .await
+        .expect(401);
+}
+
+#[tokio::test]
 async fn authentication_and_policy() {
     let t = TestApp::new().await;
     let r = t
