@@ -2,136 +2,13 @@
 //! never oversold and every lost race is a clean 409, whichever process
 //! served the request.
 
+#[path = "support/cluster.rs"]
+mod cluster;
 #[path = "api/common.rs"]
 mod common;
 
+use cluster::Cluster;
 use serde_json::{json, Value};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// A `placement serve` process, killed when dropped (also on panic).
-struct Server {
-    child: Child,
-    base: String,
-    log: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_file(&self.log);
-        } else {
-            eprintln!("server log kept: {}", self.log.display());
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-async fn start_server(database_url: &str) -> Server {
-    let port = free_port();
-    let log = std::env::temp_dir().join(format!("placement-concurrency-{port}.log"));
-    let out = std::fs::File::create(&log).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_placement"))
-        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-        .env("DATABASE_URL", database_url)
-        .env("PLACEMENT_DB_MAX_CONNECTIONS", "10")
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .expect("start placement serve");
-    let mut server = Server {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-        log,
-    };
-    let client = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(r) = client.get(format!("{}/", server.base)).send().await {
-            if r.status() == 200 {
-                return server;
-            }
-        }
-        if let Ok(Some(status)) = server.child.try_wait() {
-            panic!(
-                "placement serve exited ({status}): {}",
-                std::fs::read_to_string(&server.log).unwrap_or_default()
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "server on port {port} never answered GET /"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// A fresh database served by two processes.
-struct Cluster {
-    servers: Vec<Server>,
-    client: reqwest::Client,
-    admin_url: String,
-    db: String,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        self.servers.clear();
-        common::drop_database(&self.admin_url, &self.db);
-    }
-}
-
-impl Cluster {
-    async fn new() -> Cluster {
-        let (admin_url, db) = common::fresh_database().await;
-        let url = common::url_with_db(&admin_url, &db);
-        let (a, b) = tokio::join!(start_server(&url), start_server(&url));
-        Cluster {
-            servers: vec![a, b],
-            client: reqwest::Client::builder()
-                .timeout(Duration::from_secs(60))
-                .build()
-                .unwrap(),
-            admin_url,
-            db,
-        }
-    }
-
-    fn request(
-        &self,
-        server: usize,
-        method: reqwest::Method,
-        path: &str,
-    ) -> reqwest::RequestBuilder {
-        let base = &self.servers[server % self.servers.len()].base;
-        self.client
-            .request(method, format!("{base}{path}"))
-            .header("x-auth-token", "admin")
-            .header("openstack-api-version", "placement 1.28")
-    }
-
-    async fn json(&self, server: usize, path: &str) -> Value {
-        let r = self
-            .request(server, reqwest::Method::GET, path)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200, "GET {path}");
-        r.json().await.unwrap()
-    }
-}
 
 /// One answer: status and the error code, if any.
 async fn outcome(r: reqwest::Response) -> (u16, Option<String>) {
@@ -147,7 +24,7 @@ async fn outcome(r: reqwest::Response) -> (u16, Option<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn capacity_is_never_oversold_across_two_servers() {
-    let c = Cluster::new().await;
+    let c = Cluster::new("concurrency", "1.28").await;
     let r = c
         .request(0, reqwest::Method::POST, "/resource_providers")
         .header("openstack-api-version", "placement 1.20")
@@ -240,7 +117,7 @@ async fn capacity_is_never_oversold_across_two_servers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_consumer_generation_wins_across_two_servers() {
-    let c = Cluster::new().await;
+    let c = Cluster::new("concurrency", "1.28").await;
     let rp = uuid::Uuid::new_v4().to_string();
     let r = c
         .request(0, reqwest::Method::POST, "/resource_providers")
@@ -341,7 +218,7 @@ fn count(results: &[(u16, Option<String>)], status: u16) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_creates_of_one_name_are_clean() {
-    let c = Cluster::new().await;
+    let c = Cluster::new("concurrency", "1.28").await;
     const N: usize = 12;
 
     // Same trait: one 201, the rest 204.
@@ -429,7 +306,7 @@ async fn racing_creates_of_one_name_are_clean() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn deleting_a_provider_while_it_is_claimed() {
-    let c = Cluster::new().await;
+    let c = Cluster::new("concurrency", "1.28").await;
     let rp = uuid::Uuid::new_v4().to_string();
     let r = c
         .request(0, reqwest::Method::POST, "/resource_providers")

@@ -8,138 +8,18 @@
 //!
 //! Needs `DATABASE_URL` (a server where the role may `CREATE DATABASE`).
 
+#[path = "support/cluster.rs"]
+mod cluster;
 #[path = "api/common.rs"]
 mod common;
 
+use cluster::Cluster;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-/// A `placement serve` process, killed when dropped (also on panic).
-struct Server {
-    child: Child,
-    base: String,
-    log: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_file(&self.log);
-        } else {
-            eprintln!("server log kept: {}", self.log.display());
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-async fn start_server(database_url: &str) -> Server {
-    let port = free_port();
-    let log = std::env::temp_dir().join(format!("placement-deploy-concurrency-{port}.log"));
-    let out = std::fs::File::create(&log).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_placement"))
-        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-        .env("DATABASE_URL", database_url)
-        .env("PLACEMENT_DB_MAX_CONNECTIONS", "10")
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .expect("start placement serve");
-    let mut server = Server {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-        log,
-    };
-    let client = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(r) = client.get(format!("{}/", server.base)).send().await {
-            if r.status() == 200 {
-                return server;
-            }
-        }
-        if let Ok(Some(status)) = server.child.try_wait() {
-            panic!(
-                "placement serve exited ({status}): {}",
-                std::fs::read_to_string(&server.log).unwrap_or_default()
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "server on port {port} never answered GET /"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// A fresh database served by two processes.
-struct Cluster {
-    servers: Vec<Server>,
-    client: reqwest::Client,
-    admin_url: String,
-    db: String,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        self.servers.clear();
-        common::drop_database(&self.admin_url, &self.db);
-    }
-}
-
+/// Deployment helpers on the shared two-server cluster.
 impl Cluster {
-    async fn new() -> Cluster {
-        let (admin_url, db) = common::fresh_database().await;
-        let url = common::url_with_db(&admin_url, &db);
-        let (a, b) = tokio::join!(start_server(&url), start_server(&url));
-        Cluster {
-            servers: vec![a, b],
-            client: reqwest::Client::builder()
-                .timeout(Duration::from_secs(120))
-                .build()
-                .unwrap(),
-            admin_url,
-            db,
-        }
-    }
-
-    fn request(
-        &self,
-        server: usize,
-        method: reqwest::Method,
-        path: &str,
-    ) -> reqwest::RequestBuilder {
-        let base = &self.servers[server % self.servers.len()].base;
-        self.client
-            .request(method, format!("{base}{path}"))
-            .header("x-auth-token", "admin")
-            .header("openstack-api-version", "placement 1.39")
-    }
-
-    async fn json(&self, server: usize, path: &str) -> Value {
-        let r = self
-            .request(server, reqwest::Method::GET, path)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200, "GET {path}");
-        r.json().await.unwrap()
-    }
-
     /// A node: provider, MEMORY_MB inventory, `cores` cores of 100 shares.
     async fn node(&self, name: &str, memory_mb: i64, cores: usize) -> String {
         let r = self
@@ -410,7 +290,7 @@ async fn burst(reqs: Vec<reqwest::RequestBuilder>) -> Vec<(u16, Value)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_apps_deploying_at_once_on_two_servers() {
-    let c = Cluster::new().await;
+    let c = Cluster::new("deploy-concurrency", "1.39").await;
     // 4 nodes x 8 cores (3200 shares) and 4 GiB each: a 1.7-CPU instance
     // takes 170 shares (4 per node), a 0.5 one 50; demand is ~3x capacity.
     let mut nodes = Vec::new();
@@ -491,7 +371,7 @@ async fn two_apps_deploying_at_once_on_two_servers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn resizes_deletes_and_deploys_racing_on_one_node() {
-    let c = Cluster::new().await;
+    let c = Cluster::new("deploy-concurrency", "1.39").await;
     let node = c.node("cn", 8192, 8).await;
     // 6 one-core instances on the 8 cores.
     let r = c

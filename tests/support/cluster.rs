@@ -1,0 +1,137 @@
+//! Two real `placement serve` processes on one fresh database, for the
+//! tests that race writers across processes. Include with
+//! `#[path = "support/cluster.rs"] mod cluster;` next to `mod common;`.
+
+#![allow(dead_code)]
+
+use crate::common;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `placement serve` process, killed when dropped (also on panic).
+pub struct Server {
+    pub child: Child,
+    pub base: String,
+    log: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_file(&self.log);
+        } else {
+            eprintln!("server log kept: {}", self.log.display());
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn start_server(database_url: &str, label: &str) -> Server {
+    let port = free_port();
+    let log = std::env::temp_dir().join(format!("placement-{label}-{port}.log"));
+    let out = std::fs::File::create(&log).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_placement"))
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .env("DATABASE_URL", database_url)
+        .env("PLACEMENT_DB_MAX_CONNECTIONS", "10")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("start placement serve");
+    let mut server = Server {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+        log,
+    };
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(r) = client.get(format!("{}/", server.base)).send().await {
+            if r.status() == 200 {
+                return server;
+            }
+        }
+        if let Ok(Some(status)) = server.child.try_wait() {
+            panic!(
+                "placement serve exited ({status}): {}",
+                std::fs::read_to_string(&server.log).unwrap_or_default()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server on port {port} never answered GET /"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A fresh database served by two processes.
+pub struct Cluster {
+    pub servers: Vec<Server>,
+    pub client: reqwest::Client,
+    admin_url: String,
+    db: String,
+    microversion: String,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.servers.clear();
+        common::drop_database(&self.admin_url, &self.db);
+    }
+}
+
+impl Cluster {
+    /// Two servers on a fresh database; requests carry `microversion`.
+    pub async fn new(label: &str, microversion: &str) -> Cluster {
+        let (admin_url, db) = common::fresh_database().await;
+        let url = common::url_with_db(&admin_url, &db);
+        let (a, b) = tokio::join!(start_server(&url, label), start_server(&url, label));
+        Cluster {
+            servers: vec![a, b],
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(120))
+                .build()
+                .unwrap(),
+            admin_url,
+            db,
+            microversion: format!("placement {microversion}"),
+        }
+    }
+
+    pub fn request(
+        &self,
+        server: usize,
+        method: reqwest::Method,
+        path: &str,
+    ) -> reqwest::RequestBuilder {
+        let base = &self.servers[server % self.servers.len()].base;
+        self.client
+            .request(method, format!("{base}{path}"))
+            .header("x-auth-token", "admin")
+            .header("openstack-api-version", &self.microversion)
+    }
+
+    pub async fn json(&self, server: usize, path: &str) -> Value {
+        let r = self
+            .request(server, reqwest::Method::GET, path)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "GET {path}");
+        r.json().await.unwrap()
+    }
+}
