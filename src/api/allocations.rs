@@ -90,7 +90,7 @@ pub fn alloc_error(e: AllocError, put_consumer: Option<Uuid>) -> ApiError {
         | AllocError::Constraints(..)
         | AllocError::Capacity(..)
         | AllocError::BoundShares(..) => ApiError::conflict(e.to_string()),
-        AllocError::ConsumerGeneration { .. } => {
+        AllocError::ConsumerGeneration { .. } | AllocError::Race(_) => {
             ApiError::conflict(e.to_string()).code(codes::CONCURRENT_UPDATE)
         }
         AllocError::Db(db) => ApiError::internal(db),
@@ -119,10 +119,7 @@ pub async fn write_with_retry(st: &AppState, writes: &[ConsumerWrite]) -> Result
                 drop(tx);
             }
             Err(e) if retryable(&e) => {
-                return Err(AllocError::ConsumerGeneration {
-                    expected: "unchanged inventory".into(),
-                    got: "a concurrent change".into(),
-                })
+                return Err(AllocError::Race(format!("gave up after {attempt} retries")))
             }
             Err(e) => return Err(e),
         }

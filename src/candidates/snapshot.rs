@@ -1,6 +1,6 @@
-//! The provider data one candidates request needs, as plain data: the trees
-//! that can take part in an answer, with inventories, usage, traits and
-//! aggregates. Loaded by `db::candidates`; read by the pure solver.
+//! The provider data candidates need, as plain data: every provider with its
+//! tree links, inventories, usage, traits and aggregates. Loaded and kept
+//! current by `candidates::cache`; read by the pure solver.
 
 use std::collections::HashMap;
 

@@ -129,6 +129,9 @@ pub enum AllocError {
     /// longer match its CUSTOM_CPU_SHARES allocation.
     #[error("Unable to allocate inventory: consumer {0} has cores bound by a deployment; its CUSTOM_CPU_SHARES allocation must stay {1} on resource provider '{2}' (resize it through /deployments, or delete its allocations).")]
     BoundShares(Uuid, i64, Uuid),
+    /// 409 concurrent_update: writers kept colliding after every retry.
+    #[error("Inventory and/or allocations changed while attempting to allocate: {0}")]
+    Race(String),
     /// Database failure.
     #[error(transparent)]
     Db(#[from] sqlx::Error),
