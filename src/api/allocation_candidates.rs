@@ -101,8 +101,8 @@ pub async fn search(
     for g in &parsed.groups {
         let in_tree = match g.in_tree {
             None => None,
-            Some(u) => match search.snap.by_uuid.get(&u) {
-                Some(&i) => Some(i),
+            Some(u) => match search.snap.by_uuid(&u) {
+                Some(i) => Some(i),
                 // An unknown in_tree matches nothing.
                 None => return Ok(search),
             },

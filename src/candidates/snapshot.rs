@@ -3,6 +3,7 @@
 //! current by `candidates::cache`; read by the pure solver.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// One inventory record with its current usage.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,13 +83,31 @@ impl Node {
     }
 }
 
-/// The data of one request.
+/// Lookups that depend only on the tree structure, rebuilt on a full load.
+#[derive(Debug, Clone, Default)]
+pub struct TreeIndex {
+    /// Node index by provider uuid.
+    pub by_uuid: HashMap<uuid::Uuid, usize>,
+    /// Node index by database id.
+    pub by_id: HashMap<i64, usize>,
+    /// Root nodes, ordered by id.
+    pub roots: Vec<usize>,
+    /// Every node of each tree, keyed by its root, ordered by id.
+    pub trees: HashMap<usize, Vec<usize>>,
+}
+
+/// Every provider the candidate engine knows, cheap to clone and patch:
+/// nodes are shared (`Arc`) so a patch copies only the providers it changes.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    /// Providers, parents before children within a tree, ordered by id.
-    pub nodes: Vec<Node>,
-    /// Index by provider uuid.
-    pub by_uuid: HashMap<uuid::Uuid, usize>,
+    /// Providers ordered by id (parents before children).
+    pub nodes: Vec<Arc<Node>>,
+    /// Structure lookups.
+    pub index: Arc<TreeIndex>,
+    /// Nodes of each aggregate.
+    pub agg_members: Arc<HashMap<i32, Vec<usize>>>,
+    /// Nodes with MISC_SHARES_VIA_AGGREGATE.
+    pub sharing_nodes: Arc<Vec<usize>>,
     /// Id of the MISC_SHARES_VIA_AGGREGATE trait.
     pub sharing_trait: Option<i32>,
     /// Whether any provider anywhere has a parent (changes pre-1.29 answers).
@@ -100,14 +119,50 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Builds the uuid index after `nodes` is filled.
+    /// Builds every index after `nodes` is filled.
     pub fn index(&mut self) {
-        self.by_uuid = self
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.uuid, i))
-            .collect();
+        let mut index = TreeIndex::default();
+        for (i, n) in self.nodes.iter().enumerate() {
+            index.by_uuid.insert(n.uuid, i);
+            index.by_id.insert(n.id, i);
+            if n.root == i {
+                index.roots.push(i);
+            }
+            index.trees.entry(n.root).or_default().push(i);
+        }
+        self.index = Arc::new(index);
+        self.index_aggregates();
+    }
+
+    /// Rebuilds the aggregate membership lists and the sharing providers
+    /// (after aggregates or traits changed).
+    pub fn index_aggregates(&mut self) {
+        let mut members: HashMap<i32, Vec<usize>> = HashMap::new();
+        let mut sharing = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            for &a in &n.aggs {
+                members.entry(a).or_default().push(i);
+            }
+            if self.is_sharing(i) {
+                sharing.push(i);
+            }
+        }
+        self.agg_members = Arc::new(members);
+        self.sharing_nodes = Arc::new(sharing);
+    }
+
+    /// The node of a provider uuid.
+    pub fn by_uuid(&self, u: &uuid::Uuid) -> Option<usize> {
+        self.index.by_uuid.get(u).copied()
+    }
+
+    /// Every node of the tree rooted at `root`.
+    pub fn tree(&self, root: usize) -> &[usize] {
+        self.index
+            .trees
+            .get(&root)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
     }
 
     /// True when `a` is `b` or an ancestor of `b`.

@@ -108,55 +108,60 @@ fn in_tree_ok(snap: &Snapshot, g: &Group, i: usize) -> bool {
         .is_none_or(|t| snap.nodes[t].root == snap.nodes[i].root)
 }
 
-/// Candidates of one single-provider group, by anchor root.
-fn single_group(
-    snap: &Snapshot,
-    req: &Request,
-    g: &Group,
-    members: &HashMap<i32, Vec<usize>>,
-) -> HashMap<usize, Vec<GroupCandidate>> {
-    let mut out: HashMap<usize, Vec<GroupCandidate>> = HashMap::new();
-    for (i, node) in snap.nodes.iter().enumerate() {
-        if !in_tree_ok(snap, g, i)
-            || !g
-                .resources
-                .iter()
-                .all(|&(c, n)| node.stock(c).is_some_and(|s| s.fits(n)))
-            || !traits_ok(snap, &[i], g)
-            || !g
-                .member_of
-                .iter()
-                .all(|set| set.iter().any(|&a| node.in_agg(a)))
-            || g.forbidden_aggs.iter().any(|&a| node.in_agg(a))
-        {
-            continue;
-        }
-        let cand = GroupCandidate {
-            alloc: g.resources.iter().map(|&(c, n)| (i, c, n)).collect(),
-            providers: vec![i],
-        };
-        let anchors = if snap.is_sharing(i) {
-            sharing_anchors(snap, members, i)
-        } else {
-            BTreeSet::from([node.root])
-        };
-        for a in anchors.into_iter().filter(|&a| root_ok(snap, req, a)) {
-            out.entry(a).or_default().push(cand.clone());
-        }
-    }
-    out
+/// A sharing provider and the anchor roots it serves.
+struct Sharing {
+    node: usize,
+    anchors: BTreeSet<usize>,
 }
 
-/// Providers able to serve each class of the unnumbered group (a tree plus
-/// sharing providers), by anchor root; expanded per anchor by [`tree_candidates`].
-fn tree_pairs(
+/// The providers a group may use at `anchor`: the anchor's own tree plus
+/// the sharing providers of other trees that serve it.
+fn reachable<'a>(
+    snap: &'a Snapshot,
+    sharing: &'a [Sharing],
+    anchor: usize,
+) -> impl Iterator<Item = usize> + 'a {
+    snap.tree(anchor).iter().copied().chain(
+        sharing
+            .iter()
+            .filter(move |s| snap.nodes[s.node].root != anchor && s.anchors.contains(&anchor))
+            .map(|s| s.node),
+    )
+}
+
+/// A single-provider group's candidates at one anchor.
+fn single_at(
     snap: &Snapshot,
-    req: &Request,
     g: &Group,
-    members: &HashMap<i32, Vec<usize>>,
-) -> HashMap<usize, Vec<Vec<usize>>> {
-    let agg_ok = |i: usize, a: usize| {
-        let (p, r) = (&snap.nodes[i], &snap.nodes[a]);
+    sharing: &[Sharing],
+    anchor: usize,
+) -> Vec<GroupCandidate> {
+    reachable(snap, sharing, anchor)
+        .filter(|&i| {
+            let node = &snap.nodes[i];
+            in_tree_ok(snap, g, i)
+                && g.resources
+                    .iter()
+                    .all(|&(c, n)| node.stock(c).is_some_and(|s| s.fits(n)))
+                && traits_ok(snap, &[i], g)
+                && g.member_of
+                    .iter()
+                    .all(|set| set.iter().any(|&a| node.in_agg(a)))
+                && !g.forbidden_aggs.iter().any(|&a| node.in_agg(a))
+        })
+        .map(|i| GroupCandidate {
+            alloc: g.resources.iter().map(|&(c, n)| (i, c, n)).collect(),
+            providers: vec![i],
+        })
+        .collect()
+}
+
+/// The unnumbered group's candidates at one anchor: per class, the providers
+/// of the tree (or sharing ones, unless `in_tree` pins the tree) that fit,
+/// in the aggregates by themselves or through the anchor.
+fn tree_at(snap: &Snapshot, g: &Group, sharing: &[Sharing], anchor: usize) -> Vec<GroupCandidate> {
+    let agg_ok = |i: usize| {
+        let (p, r) = (&snap.nodes[i], &snap.nodes[anchor]);
         g.member_of
             .iter()
             .all(|set| set.iter().any(|&x| p.in_agg(x) || r.in_agg(x)))
@@ -164,36 +169,27 @@ fn tree_pairs(
                 .iter()
                 .all(|&x| !p.in_agg(x) && !r.in_agg(x))
     };
-    let k = g.resources.len();
-    let mut out: HashMap<usize, Vec<Vec<usize>>> = HashMap::new();
-    let mut root_ok_cache: HashMap<usize, bool> = HashMap::new();
-    for (ci, &(c, n)) in g.resources.iter().enumerate() {
-        for (i, node) in snap.nodes.iter().enumerate() {
-            if !in_tree_ok(snap, g, i) || !node.stock(c).is_some_and(|s| s.fits(n)) {
-                continue;
-            }
-            let mut add = |a: usize| {
-                let ok = *root_ok_cache
-                    .entry(a)
-                    .or_insert_with(|| root_ok(snap, req, a));
-                if ok && agg_ok(i, a) {
-                    let lists = out.entry(a).or_insert_with(|| vec![Vec::new(); k]);
-                    if lists[ci].last() != Some(&i) {
-                        lists[ci].push(i);
-                    }
-                }
-            };
-            if g.in_tree.is_none() && snap.is_sharing(i) {
-                for a in sharing_anchors(snap, members, i) {
-                    add(a);
-                }
-            } else {
-                add(node.root);
-            }
+    let no_sharing: &[Sharing] = &[];
+    let pool = if g.in_tree.is_some() {
+        no_sharing
+    } else {
+        sharing
+    };
+    let mut lists = Vec::with_capacity(g.resources.len());
+    for &(c, n) in &g.resources {
+        let list: Vec<usize> = reachable(snap, pool, anchor)
+            .filter(|&i| {
+                in_tree_ok(snap, g, i)
+                    && snap.nodes[i].stock(c).is_some_and(|s| s.fits(n))
+                    && agg_ok(i)
+            })
+            .collect();
+        if list.is_empty() {
+            return Vec::new();
         }
+        lists.push(list);
     }
-    out.retain(|_, lists| lists.iter().all(|l| !l.is_empty()));
-    out
+    tree_candidates(snap, g, &lists)
 }
 
 /// The unnumbered group's candidates at one anchor: one provider per class,
@@ -233,39 +229,6 @@ fn tree_candidates(snap: &Snapshot, g: &Group, lists: &[Vec<usize>]) -> Vec<Grou
         break;
     }
     out
-}
-
-/// A group's candidates: computed for every anchor, or (unnumbered group)
-/// expanded only for the anchors generation reaches.
-enum GroupCands {
-    Ready(HashMap<usize, Vec<GroupCandidate>>),
-    Tree(HashMap<usize, Vec<Vec<usize>>>),
-}
-
-impl GroupCands {
-    fn has(&self, a: usize) -> bool {
-        match self {
-            GroupCands::Ready(m) => m.contains_key(&a),
-            GroupCands::Tree(m) => m.contains_key(&a),
-        }
-    }
-
-    fn anchors(&self) -> Vec<usize> {
-        match self {
-            GroupCands::Ready(m) => m.keys().copied().collect(),
-            GroupCands::Tree(m) => m.keys().copied().collect(),
-        }
-    }
-
-    fn at(&self, snap: &Snapshot, g: &Group, a: usize) -> Vec<GroupCandidate> {
-        match self {
-            GroupCands::Ready(m) => m.get(&a).cloned().unwrap_or_default(),
-            GroupCands::Tree(m) => m
-                .get(&a)
-                .map(|lists| tree_candidates(snap, g, lists))
-                .unwrap_or_default(),
-        }
-    }
 }
 
 /// Lazy, capacity-pruned product of one anchor's group candidates.
@@ -384,47 +347,43 @@ pub fn solve(snap: &Snapshot, req: &Request, limits: &Limits) -> Vec<Candidate> 
     if req.groups.is_empty() {
         return Vec::new();
     }
-    let mut members: HashMap<i32, Vec<usize>> = HashMap::new();
-    for (i, n) in snap.nodes.iter().enumerate() {
-        for &a in &n.aggs {
-            members.entry(a).or_default().push(i);
-        }
-    }
-    let mut per_group: Vec<GroupCands> = Vec::new();
-    for g in &req.groups {
-        let found = if g.single_provider() {
-            GroupCands::Ready(single_group(snap, req, g, &members))
-        } else {
-            GroupCands::Tree(tree_pairs(snap, req, g, &members))
-        };
-        if found.anchors().is_empty() {
-            return Vec::new();
-        }
-        per_group.push(found);
-    }
-    let mut anchors: Vec<usize> = per_group[0]
-        .anchors()
-        .into_iter()
-        .filter(|&a| per_group.iter().all(|m| m.has(a)))
+    let sharing: Vec<Sharing> = snap
+        .sharing_nodes
+        .iter()
+        .map(|&node| Sharing {
+            node,
+            anchors: sharing_anchors(snap, &snap.agg_members, node),
+        })
         .collect();
-    anchors.sort_unstable_by_key(|&a| snap.nodes[a].id);
+    // Anchors are visited in id order (shuffled when randomising); each
+    // group's candidates are built only for the anchors generation reaches.
+    let mut anchors: Vec<usize> = snap.index.roots.clone();
     let mut rng = limits.shuffle_seed.map(rand::rngs::StdRng::seed_from_u64);
     if let Some(rng) = rng.as_mut() {
         anchors.shuffle(rng);
     }
-    // Group candidates are built per anchor, only for anchors generation reaches.
-    let mut product_at = |a: usize| {
-        let mut lists: Vec<Vec<GroupCandidate>> = per_group
-            .iter()
-            .zip(&req.groups)
-            .map(|(m, g)| m.at(snap, g, a))
-            .collect();
+    let mut product_at = |a: usize| -> Option<AnchorProduct> {
+        if !root_ok(snap, req, a) {
+            return None;
+        }
+        let mut lists = Vec::with_capacity(req.groups.len());
+        for g in &req.groups {
+            let found = if g.single_provider() {
+                single_at(snap, g, &sharing, a)
+            } else {
+                tree_at(snap, g, &sharing, a)
+            };
+            if found.is_empty() {
+                return None;
+            }
+            lists.push(found);
+        }
         if let Some(rng) = rng.as_mut() {
             for l in lists.iter_mut() {
                 l.shuffle(rng);
             }
         }
-        AnchorProduct::new(lists)
+        Some(AnchorProduct::new(lists))
     };
     let max = limits.max_results.unwrap_or(usize::MAX);
     let mut seen: HashSet<Candidate> = HashSet::new();
@@ -456,7 +415,8 @@ pub fn solve(snap: &Snapshot, req: &Request, limits: &Limits) -> Vec<Candidate> 
         }
     };
     if limits.breadth_first {
-        let mut products: Vec<AnchorProduct> = anchors.iter().map(|&a| product_at(a)).collect();
+        let mut products: Vec<AnchorProduct> =
+            anchors.iter().filter_map(|&a| product_at(a)).collect();
         let mut live: Vec<usize> = (0..products.len()).collect();
         while !live.is_empty() && out.len() < max {
             live.retain(|&i| match products[i].next(snap, req) {
@@ -471,7 +431,7 @@ pub fn solve(snap: &Snapshot, req: &Request, limits: &Limits) -> Vec<Candidate> 
         }
     } else {
         'anchors: for &a in &anchors {
-            let mut p = product_at(a);
+            let Some(mut p) = product_at(a) else { continue };
             while let Some(c) = p.next(snap, req) {
                 push(c, &mut out);
                 if out.len() >= max {

@@ -28,10 +28,10 @@ type Row = (Option<usize>, Vec<Stock>, Vec<i32>, Vec<i32>);
 
 /// Builds a snapshot from rows.
 fn snap(rows: Vec<Row>) -> Snapshot {
-    let mut nodes: Vec<Node> = Vec::new();
+    let mut nodes: Vec<std::sync::Arc<Node>> = Vec::new();
     for (i, (parent, stock, traits, aggs)) in rows.into_iter().enumerate() {
         let root = parent.map(|p| nodes[p].root).unwrap_or(i);
-        nodes.push(Node {
+        nodes.push(std::sync::Arc::new(Node {
             id: i as i64 + 1,
             uuid: uuid::Uuid::from_u128(i as u128 + 1),
             parent,
@@ -39,7 +39,7 @@ fn snap(rows: Vec<Row>) -> Snapshot {
             traits,
             aggs,
             stock,
-        });
+        }));
     }
     let any_nested = nodes.iter().any(|n| n.parent.is_some());
     let mut s = Snapshot {
@@ -80,7 +80,7 @@ fn single_root_and_capacity() {
     let r = solve(&s, &req, &all());
     assert_eq!(r.len(), 1);
     assert_eq!(r[0].allocations, vec![(0, VCPU, 2)]);
-    s.nodes[0].stock[0].used = 3;
+    std::sync::Arc::make_mut(&mut s.nodes[0]).stock[0].used = 3;
     assert!(solve(&s, &req, &all()).is_empty());
 }
 

@@ -51,10 +51,11 @@ async fn node_data(conn: &mut PgConnection, ids: Option<&[i64]>) -> Result<NodeD
 }
 
 fn fill(snap: &mut Snapshot, index: &HashMap<i64, usize>, data: NodeData) {
+    use std::sync::Arc;
     let (stock, traits, aggs) = data;
     for (rp, class, total, reserved, min_unit, max_unit, step_size, ratio, used) in stock {
         if let Some(&i) = index.get(&rp) {
-            snap.nodes[i].stock.push(Stock {
+            Arc::make_mut(&mut snap.nodes[i]).stock.push(Stock {
                 class,
                 total: total.into(),
                 reserved: reserved.into(),
@@ -68,13 +69,13 @@ fn fill(snap: &mut Snapshot, index: &HashMap<i64, usize>, data: NodeData) {
     }
     for (rp, t, name) in traits {
         if let Some(&i) = index.get(&rp) {
-            snap.nodes[i].traits.push(t);
+            Arc::make_mut(&mut snap.nodes[i]).traits.push(t);
         }
         snap.trait_names.insert(t, name);
     }
     for (rp, a) in aggs {
         if let Some(&i) = index.get(&rp) {
-            snap.nodes[i].aggs.push(a);
+            Arc::make_mut(&mut snap.nodes[i]).aggs.push(a);
         }
     }
 }
@@ -98,7 +99,7 @@ pub async fn load(conn: &mut PgConnection) -> Result<Snapshot, sqlx::Error> {
     .fetch_all(&mut *conn)
     .await?;
     let index: HashMap<i64, usize> = rows.iter().enumerate().map(|(i, r)| (r.0, i)).collect();
-    let nodes: Vec<Node> = rows
+    let nodes: Vec<std::sync::Arc<Node>> = rows
         .iter()
         .map(|&(id, uuid, parent, root)| Node {
             id,
@@ -109,15 +110,16 @@ pub async fn load(conn: &mut PgConnection) -> Result<Snapshot, sqlx::Error> {
             aggs: Vec::new(),
             stock: Vec::new(),
         })
+        .map(std::sync::Arc::new)
         .collect();
     let any_nested = rows.iter().any(|r| r.2.is_some());
     let mut snap = Snapshot {
         nodes,
-        by_uuid: HashMap::new(),
         sharing_trait: sharing,
         any_nested,
         class_names: class_names(conn).await?,
         trait_names: HashMap::new(),
+        ..Default::default()
     };
     let data = node_data(conn, None).await?;
     fill(&mut snap, &index, data);
@@ -131,27 +133,37 @@ pub async fn patch(
     snap: &mut Snapshot,
     ids: &[i64],
 ) -> Result<(), sqlx::Error> {
-    let index: HashMap<i64, usize> = snap
-        .nodes
+    let index: HashMap<i64, usize> = ids
         .iter()
-        .enumerate()
-        .filter(|(_, n)| ids.contains(&n.id))
-        .map(|(i, n)| (n.id, i))
+        .filter_map(|id| snap.index.by_id.get(id).map(|&i| (*id, i)))
+        .collect();
+    let before: Vec<(Vec<i32>, bool)> = index
+        .values()
+        .map(|&i| (snap.nodes[i].aggs.clone(), snap.is_sharing(i)))
         .collect();
     for &i in index.values() {
-        let n = &mut snap.nodes[i];
+        let n = std::sync::Arc::make_mut(&mut snap.nodes[i]);
         n.stock.clear();
         n.traits.clear();
         n.aggs.clear();
     }
     let data = node_data(conn, Some(ids)).await?;
     fill(snap, &index, data);
+    let regrouped = index
+        .values()
+        .zip(&before)
+        .any(|(&i, (aggs, sharing))| snap.nodes[i].aggs != *aggs || snap.is_sharing(i) != *sharing);
+    if regrouped {
+        snap.index_aggregates();
+    }
     // New custom classes may have appeared in the patched inventories.
-    if snap.nodes.iter().any(|n| {
-        n.stock
+    let unknown_class = index.values().any(|&i| {
+        snap.nodes[i]
+            .stock
             .iter()
             .any(|s| !snap.class_names.contains_key(&s.class))
-    }) {
+    });
+    if unknown_class {
         snap.class_names = class_names(conn).await?;
     }
     Ok(())
