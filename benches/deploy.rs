@@ -120,7 +120,10 @@ async fn main() {
         Command::new(env!("CARGO_BIN_EXE_placement"))
             .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
             .env("DATABASE_URL", &url)
-            .env("RUST_LOG", "warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("BENCH_SERVER_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::null())
             .stderr(log_file)
             .spawn()
@@ -309,7 +312,7 @@ async fn main() {
     )))
     .execute(&admin_pool)
     .await;
-    if failed == 0 && bad.is_empty() {
+    if failed == 0 && bad.is_empty() && std::env::var_os("BENCH_SERVER_LOG").is_none() {
         let _ = std::fs::remove_file(&log);
     }
     assert!(bad.is_empty(), "{bad:#?}");

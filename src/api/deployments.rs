@@ -105,7 +105,9 @@ pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Rep
             pairs.push((key.to_string(), v.to_string()));
         }
     }
+    let started = std::time::Instant::now();
     let found = search(&st, &pairs, Microversion::new(1, 39), None).await?;
+    let searched = started.elapsed();
     let memory_class = found
         .snap
         .class_names
@@ -147,9 +149,12 @@ pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Rep
     let mut attempt = 0;
     loop {
         let mut conn = st.pool.acquire().await?;
+        let acquired = started.elapsed();
         let nodes = load_nodes(&mut conn, &node_ids).await?;
+        let loaded = started.elapsed();
         let caps = capacity_map(&nodes, &req)
             .map_err(|e| ApiError::bad_request(format!("Invalid request: {e}.")))?;
+        let capacity_ms = (started.elapsed() - loaded).as_secs_f64() * 1e3;
         let counts = db::app_counts(&mut conn, &app).await?;
         drop(conn);
         let existing: BTreeMap<NodeName, i64> = nodes
@@ -182,6 +187,7 @@ pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Rep
         if !dry_run {
             db::lock_providers(&mut tx, &chosen).await?;
         }
+        let planned_at = started.elapsed();
         let mut fresh = load_nodes(&mut tx, &chosen).await?;
         let (writes, specs, shown) =
             match plan_instances(&mut fresh, &deploy_map, &req, memory_mb, &extra, &owner) {
@@ -210,6 +216,16 @@ pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Rep
             Err(e) => return Err(alloc_error(e, None)),
         }
         db::insert_instances(&mut tx, &app, cpu, bind, memory_mb, &specs).await?;
+        tracing::debug!(
+            search_ms = searched.as_secs_f64() * 1e3,
+            acquire_ms = (acquired - searched).as_secs_f64() * 1e3,
+            load_ms = (loaded - acquired).as_secs_f64() * 1e3,
+            capacity_ms,
+            plan_ms = (planned_at - loaded).as_secs_f64() * 1e3,
+            commit_ms = (started.elapsed() - planned_at).as_secs_f64() * 1e3,
+            nodes = node_ids.len(),
+            "deployment"
+        );
         tx.commit().await?;
         return Ok(Reply::json(
             StatusCode::CREATED,
