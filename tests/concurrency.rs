@@ -25,29 +25,7 @@ async fn outcome(r: reqwest::Response) -> (u16, Option<String>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn capacity_is_never_oversold_across_two_servers() {
     let c = Cluster::new("concurrency", "1.28").await;
-    let r = c
-        .request(0, reqwest::Method::POST, "/resource_providers")
-        .header("openstack-api-version", "placement 1.20")
-        .json(&json!({"name": "cn"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let rp = r.json::<Value>().await.unwrap()["uuid"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let r = c
-        .request(
-            1,
-            reqwest::Method::PUT,
-            &format!("/resource_providers/{rp}/inventories"),
-        )
-        .json(&json!({"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 10}}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    let rp = c.provider("cn", json!({"VCPU": {"total": 10}})).await;
 
     const CLAIMS: usize = 60;
     let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(CLAIMS));

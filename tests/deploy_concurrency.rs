@@ -22,29 +22,9 @@ use std::sync::Arc;
 impl Cluster {
     /// A node: provider, MEMORY_MB inventory, `cores` cores of 100 shares.
     async fn node(&self, name: &str, memory_mb: i64, cores: usize) -> String {
-        let r = self
-            .request(0, reqwest::Method::POST, "/resource_providers")
-            .json(&json!({"name": name}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
-        let rp = r.json::<Value>().await.unwrap()["uuid"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let r = self
-            .request(
-                1,
-                reqwest::Method::PUT,
-                &format!("/resource_providers/{rp}/inventories"),
-            )
-            .json(&json!({"resource_provider_generation": 0,
-                          "inventories": {"MEMORY_MB": {"total": memory_mb}}}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        let rp = self
+            .provider(name, json!({"MEMORY_MB": {"total": memory_mb}}))
+            .await;
         let cores: Vec<Value> = (0..cores).map(|i| json!({"id": i.to_string()})).collect();
         let r = self
             .request(

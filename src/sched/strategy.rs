@@ -136,10 +136,10 @@ fn auto(infos: &[DeployInfo], need: i64, total: i64, limit: i64) -> SchedResult<
     Ok(collect(infos, &placed))
 }
 
-/// FILL (§3.2): highest counts first (ties: larger capacity, then input order); each node able
-/// to reach `need` is topped up to it and uses one of the `limit` nodes.
-fn fill(infos: &[DeployInfo], need: i64, limit: i64) -> SchedResult<DeployMap> {
-    let mut limit = if limit == 0 {
+/// The number of nodes FILL and EACH use: 0 means all of them, and more
+/// than there are is an error.
+fn nodes_limit(infos: &[DeployInfo], limit: i64) -> SchedResult<i64> {
+    let limit = if limit == 0 {
         infos.len() as i64
     } else {
         limit
@@ -150,6 +150,13 @@ fn fill(infos: &[DeployInfo], need: i64, limit: i64) -> SchedResult<DeployMap> {
             limit,
         });
     }
+    Ok(limit)
+}
+
+/// FILL (§3.2): highest counts first (ties: larger capacity, then input order); each node able
+/// to reach `need` is topped up to it and uses one of the `limit` nodes.
+fn fill(infos: &[DeployInfo], need: i64, limit: i64) -> SchedResult<DeployMap> {
+    let mut limit = nodes_limit(infos, limit)?;
     let mut order: Vec<&DeployInfo> = infos.iter().collect();
     order.sort_by(|a, b| b.count.cmp(&a.count).then(b.capacity.cmp(&a.capacity)));
     let mut map = DeployMap::new();
@@ -179,17 +186,7 @@ fn fill(infos: &[DeployInfo], need: i64, limit: i64) -> SchedResult<DeployMap> {
 
 /// EACH (§3.3): `need` on each of the `limit` largest-capacity nodes; all of them must fit it.
 fn each(infos: &[DeployInfo], need: i64, limit: i64) -> SchedResult<DeployMap> {
-    let limit = if limit == 0 {
-        infos.len() as i64
-    } else {
-        limit
-    };
-    if (infos.len() as i64) < limit {
-        return Err(SchedError::NodesLimitTooLarge {
-            nodes: infos.len(),
-            limit,
-        });
-    }
+    let limit = nodes_limit(infos, limit)?;
     let mut order: Vec<&DeployInfo> = infos.iter().collect();
     order.sort_by_key(|i| Reverse(i.capacity));
     let found = order.iter().filter(|i| i.capacity >= need).count();

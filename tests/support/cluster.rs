@@ -134,4 +134,31 @@ impl Cluster {
         assert_eq!(r.status(), 200, "GET {path}");
         r.json().await.unwrap()
     }
+
+    /// Creates a provider through server 0 and sets its inventories through
+    /// server 1 (so both processes take part); returns its uuid.
+    pub async fn provider(&self, name: &str, inventories: Value) -> String {
+        let r = self
+            .request(0, reqwest::Method::POST, "/resource_providers")
+            .json(&serde_json::json!({"name": name}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let rp = r.json::<Value>().await.unwrap()["uuid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let path = format!("/resource_providers/{rp}/inventories");
+        let r = self
+            .request(1, reqwest::Method::PUT, &path)
+            .json(
+                &serde_json::json!({"resource_provider_generation": 0, "inventories": inventories}),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        rp
+    }
 }
