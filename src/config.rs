@@ -52,10 +52,33 @@ pub struct ServeArgs {
     /// Maximum database connections of this process.
     #[arg(long, env = "PLACEMENT_DB_MAX_CONNECTIONS", default_value_t = 20)]
     pub db_max_connections: u32,
+    /// Seconds a request waits for a database connection before it is
+    /// answered 503 (while the database is down, every request gets 503
+    /// within this time).
+    #[arg(long, env = "PLACEMENT_DB_ACQUIRE_TIMEOUT", default_value_t = 3)]
+    pub db_acquire_timeout: u64,
+    /// Seconds a client may take to send a request head, counted from when
+    /// the connection is opened or its previous response ended (so this is
+    /// also the keep-alive idle timeout).
+    #[arg(long, env = "PLACEMENT_HTTP_HEADER_TIMEOUT", default_value_t = 10)]
+    pub http_header_timeout: u64,
+    /// Open client connections at most; past it the longest-open idle
+    /// connection is closed to make room.
+    #[arg(long, env = "PLACEMENT_HTTP_MAX_CONNECTIONS", default_value_t = 4096)]
+    pub http_max_connections: usize,
+    /// Seconds SIGTERM (or Ctrl-C) waits for requests in flight before exit.
+    #[arg(long, env = "PLACEMENT_SHUTDOWN_GRACE", default_value_t = 10)]
+    pub shutdown_grace: u64,
     #[command(flatten)]
     /// Settings that change API behaviour.
     pub settings: Settings,
 }
+
+/// Default body limit: a POST /allocations of 10,000 consumers is ~3 MB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
+
+/// Default solver step budget (see `benches/candidates.rs`' stall probe).
+pub const DEFAULT_MAX_STEPS: u64 = 10_000_000;
 
 /// Placement's `[placement]` options that change API behaviour.
 #[derive(Debug, Clone, Args)]
@@ -83,6 +106,16 @@ pub struct Settings {
         default_value = "depth-first"
     )]
     pub allocation_candidates_generation_strategy: GenerationStrategy,
+    /// Work allowed to one allocation-candidates search, in solver steps
+    /// (0: unbounded). At the bound the answer is what was found so far, as
+    /// with `limit`, and a warning is logged with the request id. The
+    /// default keeps the worst request under about a second on 2 cores.
+    #[arg(
+        long,
+        env = "PLACEMENT_ALLOCATION_CANDIDATES_MAX_STEPS",
+        default_value_t = DEFAULT_MAX_STEPS
+    )]
+    pub allocation_candidates_max_steps: u64,
     /// Server-side retries of an allocation write that lost a database race.
     #[arg(
         long,
@@ -90,6 +123,21 @@ pub struct Settings {
         default_value_t = 10
     )]
     pub allocation_conflict_retry_count: u32,
+    /// Largest request body in bytes; larger ones get 413.
+    #[arg(
+        long = "http-max-body-bytes",
+        env = "PLACEMENT_HTTP_MAX_BODY_BYTES",
+        default_value_t = DEFAULT_MAX_BODY_BYTES
+    )]
+    pub http_max_body_bytes: usize,
+    /// Seconds a client may take to send a whole request body; slower
+    /// ones get 408 and the connection is closed.
+    #[arg(
+        long = "http-body-timeout",
+        env = "PLACEMENT_HTTP_BODY_TIMEOUT",
+        default_value_t = 30
+    )]
+    pub http_body_timeout_secs: u64,
     /// Project recorded for allocations written before microversion 1.8.
     #[arg(
         long,
@@ -112,7 +160,10 @@ impl Default for Settings {
             max_allocation_candidates: 1000,
             randomize_allocation_candidates: false,
             allocation_candidates_generation_strategy: GenerationStrategy::DepthFirst,
+            allocation_candidates_max_steps: DEFAULT_MAX_STEPS,
             allocation_conflict_retry_count: 10,
+            http_max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            http_body_timeout_secs: 30,
             incomplete_consumer_project_id: "00000000-0000-0000-0000-000000000000".into(),
             incomplete_consumer_user_id: "00000000-0000-0000-0000-000000000000".into(),
         }

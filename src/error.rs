@@ -32,6 +32,10 @@ pub mod codes {
     pub const QUERY_BAD_VALUE: &str = "placement.query.bad_value";
     /// A query lacks a value it needs.
     pub const QUERY_MISSING_VALUE: &str = "placement.query.missing_value";
+    /// The database cannot be reached (503; retry after `Retry-After`).
+    pub const DATABASE_UNAVAILABLE: &str = "placement.database.unavailable";
+    /// The connection died during COMMIT: the write may or may not be stored.
+    pub const OUTCOME_UNKNOWN: &str = "placement.database.outcome_unknown";
 }
 
 /// An error answered to the client; 500s keep their cause for the log only.
@@ -49,6 +53,11 @@ pub struct ApiError {
     pub allow: Option<String>,
     /// Whether the body carries `min_version`/`max_version` (406 from version parsing).
     pub version_bounds: bool,
+    /// Seconds for a `Retry-After` header (503s).
+    pub retry_after: Option<u32>,
+    /// A lost database race (deadlock, serialisation failure) that the
+    /// handler may run again from the start.
+    pub retryable: bool,
 }
 
 /// Result alias for handlers and the data layer.
@@ -61,6 +70,9 @@ fn explanation(status: StatusCode) -> &'static str {
         403 => "Access was denied to this resource.",
         404 => "The resource could not be found.",
         409 => "There was a conflict when trying to complete your request.",
+        413 => "The request body is larger than this server accepts.",
+        408 => "The server timed out waiting for the request.",
+        503 => "The server is currently unavailable. Please try again at a later time.",
         _ => "The server has either erred or is incapable of performing the requested operation.",
     }
 }
@@ -84,6 +96,8 @@ impl ApiError {
             code: codes::UNDEFINED,
             allow: None,
             version_bounds: false,
+            retry_after: None,
+            retryable: false,
         }
     }
 
@@ -153,6 +167,35 @@ impl ApiError {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "")
     }
 
+    /// 503 while the database cannot be reached: clients retry after a second.
+    pub fn unavailable(cause: impl std::fmt::Display) -> Self {
+        tracing::warn!(error = %cause, "database unavailable");
+        let mut e = Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The database is unavailable; retry later.",
+        )
+        .code(codes::DATABASE_UNAVAILABLE);
+        e.retry_after = Some(1);
+        e
+    }
+
+    /// The error for a failed COMMIT: a lost connection there means the
+    /// write may or may not be stored, which the client must be told.
+    pub fn commit_failed(e: sqlx::Error) -> Self {
+        match classify(&e) {
+            DbFailure::Unavailable => {
+                let mut e = Self::unavailable(e);
+                e.detail = Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "The database connection was lost while committing: the outcome of this write is unknown. Read the resource before retrying.",
+                )
+                .detail;
+                e.code(codes::OUTCOME_UNKNOWN)
+            }
+            _ => Self::from(e),
+        }
+    }
+
     /// Sets the stable error code.
     pub fn code(mut self, code: &'static str) -> Self {
         self.code = code;
@@ -210,6 +253,10 @@ impl ApiError {
         let mut resp = (self.status, body).into_response();
         resp.headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
         if let Some(allow) = &self.allow {
             if let Ok(v) = HeaderValue::from_str(allow) {
                 resp.headers_mut().insert(header::ALLOW, v);
@@ -261,8 +308,73 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// What a database error means for the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DbFailure {
+    /// The database cannot be reached or dropped the connection: 503.
+    Unavailable,
+    /// A deadlock or serialisation failure: run the write again, or 409.
+    LostRace,
+    /// Anything else: a bug, 500.
+    Other,
+}
+
+/// Sorts a database error by what the client should be told.
+pub fn classify(e: &sqlx::Error) -> DbFailure {
+    use sqlx::Error as E;
+    match e {
+        E::Io(_)
+        | E::Tls(_)
+        | E::Protocol(_)
+        | E::PoolTimedOut
+        | E::PoolClosed
+        | E::WorkerCrashed => DbFailure::Unavailable,
+        E::Database(d) => match d.code().as_deref() {
+            Some("40P01" | "40001") => DbFailure::LostRace,
+            // connection_exception, admin/crash shutdown, cannot connect
+            // now, too many connections, read-only standby after failover.
+            Some(c)
+                if c.starts_with("08")
+                    || matches!(c, "57P01" | "57P02" | "57P03" | "53300" | "25006") =>
+            {
+                DbFailure::Unavailable
+            }
+            _ => DbFailure::Other,
+        },
+        _ => DbFailure::Other,
+    }
+}
+
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
-        ApiError::internal(e)
+        match classify(&e) {
+            DbFailure::Unavailable => ApiError::unavailable(e),
+            DbFailure::LostRace => {
+                tracing::debug!(error = %e, "lost a database race");
+                let mut err = ApiError::conflict(
+                    "Inventory and/or allocations changed while attempting to allocate: another writer held the same providers or consumers; retry the request.",
+                )
+                .code(codes::CONCURRENT_UPDATE);
+                err.retryable = true;
+                err
+            }
+            DbFailure::Other => ApiError::internal(e),
+        }
+    }
+}
+
+/// Runs `attempt` again while it fails with a lost database race, at most
+/// `retries` more times; the last failure is answered (a 409).
+pub async fn with_retries<T, F, Fut>(retries: u32, mut attempt: F) -> ApiResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ApiResult<T>>,
+{
+    let mut tries = 0;
+    loop {
+        match attempt().await {
+            Err(e) if e.retryable && tries < retries => tries += 1,
+            done => return done,
+        }
     }
 }

@@ -9,6 +9,7 @@ pub mod deploy;
 pub mod error;
 pub mod localdb;
 pub mod sched;
+pub mod serve;
 pub mod types;
 
 use std::sync::Arc;
@@ -22,6 +23,10 @@ pub struct AppState {
     pub settings: Arc<config::Settings>,
     /// This process's snapshot of the provider data candidates need.
     pub candidates: Arc<candidates::cache::SnapshotCache>,
+    /// One permit per core for CPU-heavy work (solve, render, plans), so
+    /// that a burst of expensive requests queues instead of crowding out
+    /// the async workers that answer everything else.
+    pub cpu: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -31,7 +36,25 @@ impl AppState {
             pool,
             settings: Arc::new(settings),
             candidates: Arc::default(),
+            cpu: Arc::new(tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(2, usize::from),
+            )),
         }
+    }
+
+    /// Runs CPU-heavy work on the blocking pool, one job per core at a time.
+    pub async fn cpu_work<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> error::ApiResult<T> {
+        let _permit = self
+            .cpu
+            .acquire()
+            .await
+            .map_err(error::ApiError::internal)?;
+        tokio::task::spawn_blocking(work)
+            .await
+            .map_err(error::ApiError::internal)
     }
 }
 

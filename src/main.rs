@@ -14,6 +14,8 @@ async fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn")),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, never in log files.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     match cli.command {
@@ -58,6 +60,8 @@ async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
 async fn run(args: &ServeArgs, url: &str) -> Result<(), Box<dyn std::error::Error>> {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(args.db_max_connections)
+        // While the database is down a request waits this long, then 503.
+        .acquire_timeout(std::time::Duration::from_secs(args.db_acquire_timeout))
         .connect(url)
         .await?;
     db::prepare(&pool).await?;
@@ -65,9 +69,12 @@ async fn run(args: &ServeArgs, url: &str) -> Result<(), Box<dyn std::error::Erro
     tokio::spawn(prune_change_log(pool));
     let listener = tokio::net::TcpListener::bind(&args.bind).await?;
     tracing::info!(bind = %listener.local_addr()?, "placement listening");
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown())
-        .await?;
+    let opts = placement::serve::ServeOptions {
+        header_timeout: std::time::Duration::from_secs(args.http_header_timeout),
+        max_connections: args.http_max_connections.max(1),
+        grace: std::time::Duration::from_secs(args.shutdown_grace),
+    };
+    placement::serve::serve(listener, app(state), opts, shutdown()).await;
     tracing::info!("shut down");
     Ok(())
 }

@@ -44,6 +44,35 @@ impl fmt::Display for ConsumerUuid {
     }
 }
 
+/// A generation as the client sent it: any JSON number, kept exactly, so
+/// that a value outside the stored range (2^32+5, 2^63, -1) never matches a
+/// stored generation and a conflict message shows what was really sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GivenGeneration(serde_json::Number);
+
+impl GivenGeneration {
+    /// The generation in a JSON value, if it is a number.
+    pub fn from_json(v: &serde_json::Value) -> Option<Self> {
+        v.as_number().cloned().map(Self)
+    }
+
+    /// A generation the server itself read (a resize re-writes its consumer).
+    pub fn known(g: impl Into<i64>) -> Self {
+        Self(g.into().into())
+    }
+
+    /// True when the client's value is exactly `actual`.
+    pub fn matches(&self, actual: impl Into<i64>) -> bool {
+        self.0.as_i64() == Some(actual.into())
+    }
+}
+
+impl fmt::Display for GivenGeneration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// Standard resource classes in their canonical order (index = database id),
 /// generated from `os-resource-classes` by `scripts/gen_standard_names.sh`.
 pub fn standard_resource_classes() -> impl Iterator<Item = &'static str> {
@@ -118,5 +147,28 @@ mod tests {
         assert!(parse_uuid_like(u).is_some());
         assert!(parse_uuid_like("a0b15655273a4b3d97922e579b7d5ad9").is_some());
         assert!(parse_uuid_like("spameggs").is_none());
+    }
+}
+
+#[cfg(test)]
+mod generation_tests {
+    use super::GivenGeneration;
+
+    fn given(text: &str) -> GivenGeneration {
+        GivenGeneration::from_json(&serde_json::from_str(text).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn only_the_exact_value_matches_and_is_shown_as_sent() {
+        assert!(given("5").matches(5));
+        for text in ["4294967301", "9223372036854775808", "-1", "5.0"] {
+            assert!(!given(text).matches(5), "{text}");
+        }
+        assert_eq!(given("4294967301").to_string(), "4294967301");
+        assert_eq!(
+            given("9223372036854775808").to_string(),
+            "9223372036854775808"
+        );
+        assert_eq!(given("2147483648").to_string(), "2147483648");
     }
 }

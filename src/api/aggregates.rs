@@ -8,6 +8,7 @@ use super::schema;
 use crate::db::{aggregates as db, providers};
 use crate::error::{codes, ApiError, ApiResult};
 use crate::types::parse_uuid_like;
+use crate::types::GivenGeneration;
 use crate::AppState;
 use axum::extract::State;
 use serde_json::{json, Value};
@@ -62,7 +63,9 @@ pub async fn replace(
             ApiError::conflict("Resource provider's generation already changed. Please update the generation and try again.")
                 .code(codes::CONCURRENT_UPDATE)
         };
-        if b["resource_provider_generation"].as_i64() != Some(gen as i64) {
+        if !GivenGeneration::from_json(&b["resource_provider_generation"])
+            .is_some_and(|g| g.matches(gen))
+        {
             return Err(conflict());
         }
         if !providers::bump_generation(&mut tx, rp.id, gen).await? {
@@ -72,6 +75,6 @@ pub async fn replace(
     }
     db::set_for_provider(&mut tx, rp.id, &aggs).await?;
     let stored = db::of_provider(&mut tx, rp.id).await?;
-    tx.commit().await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(Reply::ok(&body(&stored, gen, mv)).cache(mv, None))
 }

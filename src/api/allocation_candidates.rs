@@ -9,13 +9,25 @@ use super::schema;
 use crate::candidates::groups::{self, GroupPolicy};
 use crate::candidates::render::{render, Shape};
 use crate::candidates::snapshot::Snapshot;
-use crate::candidates::solve::{self, Candidate, Group, Limits};
+use crate::candidates::solve::{self, Candidate, Group, Limits, Stopped};
 use crate::db::{candidates as db, classes, traits};
 use crate::error::{ApiError, ApiResult};
 use crate::AppState;
 use axum::extract::State;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+/// Sets its flag when dropped: the request future that owns it is dropped
+/// when the client goes away, and the solver, running on a blocking thread,
+/// reads the flag and stops.
+pub struct CancelOnDrop(pub Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
 
 /// The outcome of a candidates search.
 pub struct Search {
@@ -143,7 +155,10 @@ pub async fn search(
         isolate: parsed.group_policy == Some(GroupPolicy::Isolate),
         groups: groups_out,
     };
+    let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
     let limits = Limits {
+        max_steps: st.settings.allocation_candidates_max_steps,
+        cancel: Some(cancel.0.clone()),
         max_results: match (parsed.limit, max_results) {
             (Some(l), Some(c)) => Some(l.min(c)),
             (l, c) => l.or(c),
@@ -156,14 +171,30 @@ pub async fn search(
             .randomize_allocation_candidates
             .then(rand::random),
     };
-    let started = std::time::Instant::now();
-    search.candidates = solve::solve(&search.snap, &request, &limits);
-    tracing::debug!(
-        solve_ms = started.elapsed().as_secs_f64() * 1e3,
-        candidates = search.candidates.len(),
-        "solved"
-    );
     search.suffixes = request.groups.iter().map(|g| g.suffix.clone()).collect();
+    let started = std::time::Instant::now();
+    let snap = search.snap.clone();
+    let solution = st
+        .cpu_work(move || solve::solve(&snap, &request, &limits))
+        .await?;
+    drop(cancel);
+    let solve_ms = started.elapsed().as_secs_f64() * 1e3;
+    match solution.stopped {
+        Some(Stopped::Budget) => tracing::warn!(
+            solve_ms,
+            steps = solution.steps,
+            candidates = solution.candidates.len(),
+            "allocation candidates cut at the step budget (allocation_candidates_max_steps)"
+        ),
+        Some(Stopped::Cancelled) => tracing::info!(solve_ms, "allocation candidates cancelled"),
+        None => tracing::debug!(
+            solve_ms,
+            steps = solution.steps,
+            candidates = solution.candidates.len(),
+            "solved"
+        ),
+    }
+    search.candidates = solution.candidates;
     Ok(search)
 }
 
@@ -181,13 +212,17 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
         nested: mv.at_least(1, 29),
         mappings: mv.at_least(1, 34),
     };
-    let body = render(
-        &found.snap,
-        &found.suffixes,
-        &found.requested,
-        &found.candidates,
-        shape,
-    );
+    let body = st
+        .cpu_work(move || {
+            render(
+                &found.snap,
+                &found.suffixes,
+                &found.requested,
+                &found.candidates,
+                shape,
+            )
+        })
+        .await?;
     let reply = Reply::raw_json(body).cache(mv, None);
     tracing::debug!(
         search_ms = searched.as_secs_f64() * 1e3,

@@ -9,8 +9,9 @@ use super::schema;
 use crate::config::Settings;
 use crate::db::allocations::{self as db, AllocError, ConsumerWrite, GenerationCheck};
 use crate::db::consumers;
-use crate::error::{codes, ApiError, ApiResult};
+use crate::error::{codes, with_retries, ApiError, ApiResult};
 use crate::types::parse_uuid_like;
+use crate::types::GivenGeneration;
 use crate::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -18,20 +19,33 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
+/// An allocation amount: any JSON integer the schema let through that fits
+/// in 64 bits (larger ones are refused, never wrapped or zeroed; amounts
+/// over an inventory's max_unit then get Placement's 409).
+fn amount(rc: &str, n: &Value) -> ApiResult<i64> {
+    n.as_i64().ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "JSON does not validate: {n} is out of range for resources {rc}"
+        ))
+    })
+}
+
 /// Turns one consumer's validated body (any version's form) into a write.
 pub fn consumer_write(
     consumer: Uuid,
     v: &Value,
     mv: Microversion,
     settings: &Settings,
-) -> ConsumerWrite {
+) -> ApiResult<ConsumerWrite> {
     let mut allocations: BTreeMap<Uuid, BTreeMap<String, i64>> = BTreeMap::new();
-    let mut add = |rp: Option<Uuid>, resources: &Value| {
+    let mut add = |rp: Option<Uuid>, resources: &Value| -> ApiResult<()> {
         // Unparseable keys cannot name a provider; nil makes that a 400 later.
         let entry = allocations.entry(rp.unwrap_or(Uuid::nil())).or_default();
         for (rc, n) in resources.as_object().into_iter().flatten() {
-            *entry.entry(rc.clone()).or_default() += n.as_i64().unwrap_or(0);
+            let sum = entry.entry(rc.clone()).or_default();
+            *sum = sum.saturating_add(amount(rc, n)?);
         }
+        Ok(())
     };
     match &v["allocations"] {
         Value::Array(list) => {
@@ -41,12 +55,12 @@ pub fn consumer_write(
                         .as_str()
                         .and_then(parse_uuid_like),
                     &item["resources"],
-                );
+                )?;
             }
         }
         Value::Object(map) => {
             for (rp, item) in map {
-                add(parse_uuid_like(rp), &item["resources"]);
+                add(parse_uuid_like(rp), &item["resources"])?;
             }
         }
         _ => {}
@@ -57,18 +71,21 @@ pub fn consumer_write(
             .unwrap_or(default)
             .to_string()
     };
-    ConsumerWrite {
+    Ok(ConsumerWrite {
         consumer,
         project_id: owner("project_id", &settings.incomplete_consumer_project_id),
         user_id: owner("user_id", &settings.incomplete_consumer_user_id),
         consumer_type: mv.at_least(1, 38).then(|| owner("consumer_type", "")),
         generation: match v.get("consumer_generation") {
             _ if !mv.at_least(1, 28) => GenerationCheck::None,
-            Some(Value::Number(n)) => GenerationCheck::Is(n.as_i64().unwrap_or(-1) as i32),
-            _ => GenerationCheck::New,
+            Some(given) => match GivenGeneration::from_json(given) {
+                Some(g) => GenerationCheck::Is(g),
+                None => GenerationCheck::New,
+            },
+            None => GenerationCheck::New,
         },
         allocations,
-    }
+    })
 }
 
 /// Maps a refused write to Placement's error; `put_consumer` picks the PUT wording.
@@ -90,40 +107,30 @@ pub fn alloc_error(e: AllocError, put_consumer: Option<Uuid>) -> ApiError {
         | AllocError::Constraints(..)
         | AllocError::Capacity(..)
         | AllocError::BoundShares(..) => ApiError::conflict(e.to_string()),
-        AllocError::ConsumerGeneration { .. } | AllocError::Race(_) => {
+        AllocError::ConsumerGeneration { .. } => {
             ApiError::conflict(e.to_string()).code(codes::CONCURRENT_UPDATE)
         }
-        AllocError::Db(db) => ApiError::internal(db),
+        AllocError::Db(db) => ApiError::from(db),
     }
 }
 
-fn retryable(e: &AllocError) -> bool {
-    matches!(e, AllocError::Db(sqlx::Error::Database(d))
-        if matches!(d.code().as_deref(), Some("40P01") | Some("40001")))
-}
-
-/// Runs an allocation write in its own transaction, retrying database
-/// serialisation failures (deadlocks between writers) as Placement retries
-/// generation races, up to `allocation_conflict_retry_count` times.
-pub async fn write_with_retry(st: &AppState, writes: &[ConsumerWrite]) -> Result<(), AllocError> {
-    let mut attempt = 0;
-    loop {
+/// Runs an allocation write in its own transaction, running it again when
+/// it loses a database race (a deadlock or serialisation failure between
+/// writers) up to `allocation_conflict_retry_count` times, as Placement
+/// retries generation races; `put_consumer` picks the PUT wording of errors.
+pub async fn write_with_retry(
+    st: &AppState,
+    writes: &[ConsumerWrite],
+    put_consumer: Option<Uuid>,
+) -> ApiResult<()> {
+    with_retries(st.settings.allocation_conflict_retry_count, || async {
         let mut tx = st.pool.begin().await?;
-        match db::write(&mut tx, writes).await {
-            Ok(()) => {
-                tx.commit().await?;
-                return Ok(());
-            }
-            Err(e) if retryable(&e) && attempt < st.settings.allocation_conflict_retry_count => {
-                attempt += 1;
-                drop(tx);
-            }
-            Err(e) if retryable(&e) => {
-                return Err(AllocError::Race(format!("gave up after {attempt} retries")))
-            }
-            Err(e) => return Err(e),
-        }
-    }
+        db::write(&mut tx, writes)
+            .await
+            .map_err(|e| alloc_error(e, put_consumer))?;
+        tx.commit().await.map_err(ApiError::commit_failed)
+    })
+    .await
 }
 
 /// `GET /allocations/{consumer}`: never 404; `{"allocations": {}}` when none.
@@ -200,10 +207,8 @@ pub async fn replace(
     let consumer = parse_uuid_like(&id)
         .ok_or_else(|| ApiError::bad_request(format!("Malformed consumer_uuid: {id}")))?;
     let b: Value = body.parse(&schema::allocations_put(mv))?;
-    let write = consumer_write(consumer, &b, mv, &st.settings);
-    write_with_retry(&st, &[write])
-        .await
-        .map_err(|e| alloc_error(e, Some(consumer)))?;
+    let write = consumer_write(consumer, &b, mv, &st.settings)?;
+    write_with_retry(&st, &[write], Some(consumer)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -214,15 +219,17 @@ pub async fn post_many(
     body: JsonBody,
 ) -> ApiResult<StatusCode> {
     let b: Value = body.parse(&schema::allocations_post(mv, false))?;
-    let writes = writes_from_map(&b, mv, &st.settings);
-    write_with_retry(&st, &writes)
-        .await
-        .map_err(|e| alloc_error(e, None))?;
+    let writes = writes_from_map(&b, mv, &st.settings)?;
+    write_with_retry(&st, &writes, None).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// Writes from a validated `{consumer: body}` map (POST /allocations, reshaper).
-pub fn writes_from_map(b: &Value, mv: Microversion, settings: &Settings) -> Vec<ConsumerWrite> {
+pub fn writes_from_map(
+    b: &Value,
+    mv: Microversion,
+    settings: &Settings,
+) -> ApiResult<Vec<ConsumerWrite>> {
     b.as_object()
         .into_iter()
         .flatten()
@@ -241,6 +248,6 @@ pub async fn delete(
     if !db::delete_consumer(&mut tx, consumer).await? {
         return Err(not_found());
     }
-    tx.commit().await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -14,6 +14,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::sched::{
     self, CapacityMap, NodeName, ReallocRequest, ResourceRequest, SchedError, Strategy,
 };
+use crate::types::GivenGeneration;
 use crate::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -226,7 +227,7 @@ pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Rep
             nodes = node_ids.len(),
             "deployment"
         );
-        tx.commit().await?;
+        tx.commit().await.map_err(ApiError::commit_failed)?;
         return Ok(Reply::json(
             StatusCode::CREATED,
             &json!({"app": app, "capacity_map": capacity_json, "deploy_map": deploy_json, "instances": shown}),
@@ -397,7 +398,7 @@ pub async fn resize(
         project_id: owner.project_id,
         user_id: owner.user_id,
         consumer_type: None,
-        generation: GenerationCheck::Is(owner.generation),
+        generation: GenerationCheck::Is(GivenGeneration::known(owner.generation)),
         allocations,
     };
     let cpu_map: Vec<(String, i64)> = out
@@ -422,7 +423,7 @@ pub async fn resize(
     alloc_db::write(&mut tx, &[write])
         .await
         .map_err(|e| alloc_error(e, None))?;
-    tx.commit().await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(Reply::ok(&json!({
         "consumer_uuid": consumer_uuid, "resource_provider_uuid": node.uuid, "cpu": out.workload.cpu_request,
         "cpu_bind": bound, "memory_mb": new_mem,

@@ -13,6 +13,12 @@ use utoipa_swagger_ui::SwaggerUi;
 pub const ROUTES: &[(&str, &str, &str, &str)] = &[
     ("/", "GET", "Version document", "1.0"),
     (
+        "/healthcheck",
+        "GET",
+        "Health of this process and its database (oslo.middleware's shape, no token): 200 OK or 503 with the reason",
+        "1.0",
+    ),
+    (
         "/resource_providers",
         "GET",
         "List resource providers (filters: name, uuid, member_of, resources, in_tree, required)",

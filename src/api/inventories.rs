@@ -8,6 +8,7 @@ use super::schema;
 use crate::db::inventories::{self, Inventory, InventoryRow};
 use crate::db::{classes, providers};
 use crate::error::{codes, ApiError, ApiResult};
+use crate::types::GivenGeneration;
 use crate::AppState;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -160,7 +161,7 @@ pub async fn create(
     }
     inventories::upsert(&mut tx, rp.id, class.id, &inv).await?;
     let gen = bump(&mut tx, rp.id, rp.generation).await?;
-    tx.commit().await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     let path = format!("/resource_providers/{}/inventories/{rc}", rp.uuid);
     Ok(Reply::json(StatusCode::CREATED, &one_json(&inv, gen))
         .location(&headers, &path)
@@ -177,13 +178,15 @@ pub async fn replace(
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
     let b: Value = body.parse(&schema::inventories_put())?;
-    if b["resource_provider_generation"].as_i64() != Some(rp.generation as i64) {
+    if !GivenGeneration::from_json(&b["resource_provider_generation"])
+        .is_some_and(|g| g.matches(rp.generation))
+    {
         return Err(generation_conflict());
     }
     let wanted = b["inventories"].as_object().cloned().unwrap_or_default();
     let rows = set_inventories(&mut tx, &rp, &wanted, mv).await?;
     let gen = bump(&mut tx, rp.id, rp.generation).await?;
-    tx.commit().await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(Reply::ok(&inventories_json(&rows, gen)).cache(mv, None))
 }
 
@@ -243,7 +246,9 @@ pub async fn update(
     let Some(class) = classes::get(&mut tx, &rc).await? else {
         return Err(ApiError::not_found(format!("No such resource class {rc}.")));
     };
-    if b["resource_provider_generation"].as_i64() != Some(rp.generation as i64) {
+    if !GivenGeneration::from_json(&b["resource_provider_generation"])
+        .is_some_and(|g| g.matches(rp.generation))
+    {
         return Err(generation_conflict());
     }
     let inv = inventory_from(&b);
@@ -262,7 +267,7 @@ pub async fn update(
     }
     inventories::upsert(&mut tx, rp.id, class.id, &inv).await?;
     let gen = bump(&mut tx, rp.id, rp.generation).await?;
-    tx.commit().await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(Reply::ok(&one_json(&inv, gen)).cache(mv, None))
 }
 
@@ -286,7 +291,7 @@ pub async fn delete(
     }
     inventories::delete(&mut tx, rp.id, &[row.resource_class_id]).await?;
     bump(&mut tx, rp.id, rp.generation).await?;
-    tx.commit().await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -305,6 +310,6 @@ pub async fn delete_all(
     }
     inventories::delete(&mut tx, rp.id, &ids).await?;
     bump(&mut tx, rp.id, rp.generation).await?;
-    tx.commit().await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(StatusCode::NO_CONTENT)
 }

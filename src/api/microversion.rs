@@ -97,7 +97,11 @@ impl fmt::Display for Microversion {
 pub fn negotiate(headers: &HeaderMap) -> Result<Microversion, ApiError> {
     let mut chosen: Option<String> = None;
     for value in headers.get_all("openstack-api-version") {
-        let Ok(text) = value.to_str() else { continue };
+        let Ok(text) = value.to_str() else {
+            return Err(ApiError::bad_request(
+                "Invalid microversion: the OpenStack-API-Version header is not valid text",
+            ));
+        };
         for entry in text.split(',') {
             let mut parts = entry.trim().splitn(2, char::is_whitespace);
             let service = parts.next().unwrap_or("");
@@ -174,6 +178,12 @@ mod tests {
         assert_eq!(neg("placement 1.40").unwrap_err().status, 406);
         assert_eq!(neg("placement 0.5").unwrap_err().status, 406);
         assert_eq!(negotiate(&HeaderMap::new()).unwrap(), MIN);
+        let mut h = HeaderMap::new();
+        h.insert(
+            "openstack-api-version",
+            HeaderValue::from_bytes(b"placement 1.\xff").unwrap(),
+        );
+        assert_eq!(negotiate(&h).unwrap_err().status, 400);
         assert_eq!(HISTORY.len(), MAX.minor as usize + 1);
     }
 }

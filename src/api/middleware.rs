@@ -5,11 +5,13 @@
 
 use super::microversion::{self, Microversion};
 use crate::error::{ApiError, PendingError};
-use axum::extract::{MatchedPath, Request};
-use axum::http::{header, HeaderValue, Method};
+use axum::body::Body;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use std::time::Instant;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 /// The request id (`req-<uuid4>`) shared by the response header, error bodies and logs.
@@ -105,9 +107,78 @@ pub fn accept_quality(accept: &str, offer: &str) -> f32 {
     best.map(|(_, q)| q).unwrap_or(0.0)
 }
 
+/// How much of a request body is read, and for how long.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimits {
+    /// Larger bodies get 413.
+    pub max_bytes: usize,
+    /// A body not received in full by then gets 408 (slow clients).
+    pub timeout: Duration,
+}
+
+impl From<&crate::config::Settings> for BodyLimits {
+    fn from(s: &crate::config::Settings) -> Self {
+        BodyLimits {
+            max_bytes: s.http_max_body_bytes,
+            timeout: Duration::from_secs(s.http_body_timeout_secs),
+        }
+    }
+}
+
+/// Reads the whole body within the limits, so handlers never wait on a
+/// slow client and never see more than `max_bytes`.
+async fn read_body(req: Request, limits: BodyLimits) -> Result<Request, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "The request body is over the limit of {} bytes.",
+                limits.max_bytes
+            ),
+        )
+    };
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limits.max_bytes as u64) {
+        return Err(too_large());
+    }
+    let (parts, body) = req.into_parts();
+    let read = tokio::time::timeout(
+        limits.timeout,
+        Limited::new(body, limits.max_bytes).collect(),
+    )
+    .await;
+    match read {
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "The request body was not received within {} seconds.",
+                limits.timeout.as_secs()
+            ),
+        )),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => Err(too_large()),
+        Ok(Err(e)) => Err(ApiError::bad_request(format!(
+            "The request body could not be read: {e}"
+        ))),
+        Ok(Ok(body)) => Ok(Request::from_parts(parts, Body::from(body.to_bytes()))),
+    }
+}
+
+/// Paths served without a token.
+fn is_public(path: &str) -> bool {
+    path.is_empty()
+        || path == "/"
+        || path == "/healthcheck"
+        || path == "/openapi.json"
+        || path.starts_with("/docs")
+}
+
 /// The outermost middleware: everything that happens before routing and the
 /// rendering of every error afterwards.
-pub async fn pipeline(mut req: Request, next: Next) -> Response {
+pub async fn pipeline(State(limits): State<BodyLimits>, mut req: Request, next: Next) -> Response {
     let started = Instant::now();
     let request_id = format!("req-{}", uuid::Uuid::new_v4());
     let accept = req
@@ -123,11 +194,8 @@ pub async fn pipeline(mut req: Request, next: Next) -> Response {
     async move {
         let mut mv: Option<Microversion> = None;
         let pre = (|| -> Result<Microversion, ApiError> {
-            // The version document and the API documentation need no token.
-            let public = path.is_empty()
-                || path == "/"
-                || path == "/openapi.json"
-                || path.starts_with("/docs");
+            // The version document, health and documentation need no token.
+            let public = is_public(&path);
             let caller = caller_from(req.headers());
             if caller.is_none() && !public {
                 return Err(ApiError::unauthorized());
@@ -152,9 +220,22 @@ pub async fn pipeline(mut req: Request, next: Next) -> Response {
             }
             microversion::negotiate(headers)
         })();
+        let pre = match pre {
+            Ok(v) => read_body(req, limits).await.map(|r| (v, r)),
+            Err(e) => Err(e),
+        };
         let mut resp = match pre {
-            Err(e) => e.render(&request_id, false, accept.as_deref()),
-            Ok(v) => {
+            Err(e) => {
+                let mut resp = e.render(&request_id, false, accept.as_deref());
+                if matches!(e.status.as_u16(), 408 | 413) {
+                    // The rest of the body was never read: this connection
+                    // cannot carry another request.
+                    resp.headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                }
+                resp
+            }
+            Ok((v, mut req)) => {
                 mv = Some(v);
                 req.extensions_mut().insert(v);
                 req.extensions_mut().insert(RequestId(request_id.clone()));
@@ -231,7 +312,7 @@ pub async fn route_guard(req: Request, next: Next) -> Response {
             }
         }
     }
-    if route != "/" {
+    if route != "/" && route != "/healthcheck" {
         let allowed = match req.extensions().get::<Caller>() {
             None => false,
             Some(c) if c.is_admin() => true,

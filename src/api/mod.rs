@@ -8,6 +8,7 @@ pub mod allocations;
 pub mod deployments;
 pub mod docs;
 pub mod extract;
+pub mod health;
 pub mod inventories;
 pub mod microversion;
 pub mod middleware;
@@ -40,6 +41,7 @@ pub fn router(state: AppState) -> Router {
     use resource_providers as rp;
     let api = Router::new()
         .route("/", route(get(root::home), "GET"))
+        .route("/healthcheck", route(get(health::check), "GET, HEAD"))
         .route(
             "/resource_providers",
             route(get(rp::list).post(rp::create), "GET, POST"),
@@ -134,9 +136,15 @@ pub fn router(state: AppState) -> Router {
         .route("/reshaper", route(post(reshaper::reshape), "POST"))
         .route_layer(axum::middleware::from_fn(middleware::route_guard))
         .fallback(not_found)
-        .with_state(state);
+        .with_state(state.clone());
+    let body_limits = middleware::BodyLimits::from(&*state.settings);
     api.merge(docs::router())
-        .layer(axum::middleware::from_fn(middleware::pipeline))
+        // The pipeline reads bodies itself, with its own limit and timeout.
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .layer(axum::middleware::from_fn_with_state(
+            body_limits,
+            middleware::pipeline,
+        ))
 }
 
 async fn not_found() -> ApiError {

@@ -6,15 +6,20 @@ use super::extract::JsonBody;
 use super::inventories::{invalid_capacity, inventory_from, set_inventories};
 use super::microversion::Microversion;
 use super::schema;
+use crate::db::allocations::ConsumerWrite;
+use crate::db::providers::ProviderRow;
 use crate::db::{allocations, classes, inventories, providers};
-use crate::error::{codes, ApiError, ApiResult};
+use crate::error::{codes, with_retries, ApiError, ApiResult};
 use crate::types::parse_uuid_like;
+use crate::types::GivenGeneration;
 use crate::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
+use sqlx::PgConnection;
+use uuid::Uuid;
 
-/// `POST /reshaper`.
+/// `POST /reshaper`: one transaction, run again when it loses a database race.
 pub async fn reshape(
     State(st): State<AppState>,
     mv: Microversion,
@@ -22,24 +27,39 @@ pub async fn reshape(
 ) -> ApiResult<StatusCode> {
     let b: Value = body.parse(&schema::reshaper(mv))?;
     let inv_map = b["inventories"].as_object().cloned().unwrap_or_default();
-    let writes = writes_from_map(&b["allocations"], mv, &st.settings);
-    let mut tx = st.pool.begin().await?;
+    let writes = writes_from_map(&b["allocations"], mv, &st.settings)?;
+    with_retries(st.settings.allocation_conflict_retry_count, || {
+        reshape_once(&st, &inv_map, &writes, mv)
+    })
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
 
-    // Lock every provider whose inventory changes, in id order, and check generations.
+/// Every provider the reshape names, locked in id order before anything is
+/// read, then checked: each inventory target must exist and match its
+/// generation. Returns the targets with their wanted inventories, by id.
+async fn lock_targets(
+    tx: &mut PgConnection,
+    inv_map: &Map<String, Value>,
+    writes: &[ConsumerWrite],
+) -> ApiResult<Vec<(ProviderRow, Map<String, Value>)>> {
+    let mut named: Vec<Uuid> = inv_map.keys().filter_map(|k| parse_uuid_like(k)).collect();
+    named.extend(writes.iter().flat_map(|w| w.allocations.keys().copied()));
+    named.sort_unstable();
+    named.dedup();
+    let locked = providers::lock_many(tx, &named).await?;
     let mut targets = Vec::new();
-    for (raw, spec) in &inv_map {
-        let rp = match parse_uuid_like(raw) {
-            Some(u) => providers::get_for_update(&mut tx, u).await?,
-            None => None,
-        };
+    for (raw, spec) in inv_map {
+        let rp = parse_uuid_like(raw).and_then(|u| locked.iter().find(|rp| rp.uuid == u));
         let Some(rp) = rp else {
             return Err(ApiError::bad_request(format!(
                 "Resource provider {raw} in inventories not found: No resource provider with uuid {raw} found"
             ))
             .code(codes::PROVIDER_NOT_FOUND));
         };
-        let given = spec["resource_provider_generation"].as_i64().unwrap_or(-1);
-        if given != rp.generation as i64 {
+        let given = GivenGeneration::from_json(&spec["resource_provider_generation"]);
+        if !given.as_ref().is_some_and(|g| g.matches(rp.generation)) {
+            let given = given.map_or_else(|| "None".to_string(), |g| g.to_string());
             return Err(ApiError::conflict(format!(
                 "resource provider generation conflict for provider {}: actual: {}, given: {given}",
                 rp.uuid, rp.generation
@@ -47,9 +67,20 @@ pub async fn reshape(
             .code(codes::CONCURRENT_UPDATE));
         }
         let wanted = spec["inventories"].as_object().cloned().unwrap_or_default();
-        targets.push((rp, wanted));
+        targets.push((rp.clone(), wanted));
     }
     targets.sort_by_key(|(rp, _)| rp.id);
+    Ok(targets)
+}
+
+async fn reshape_once(
+    st: &AppState,
+    inv_map: &Map<String, Value>,
+    writes: &[ConsumerWrite],
+    mv: Microversion,
+) -> ApiResult<()> {
+    let mut tx = st.pool.begin().await?;
+    let targets = lock_targets(&mut tx, inv_map, writes).await?;
 
     // Interim inventory: current records overlaid with the new ones, so
     // nothing still allocated disappears before the allocations move.
@@ -76,16 +107,14 @@ pub async fn reshape(
         providers::bump_locked(&mut tx, &[rp.id]).await?;
     }
 
-    allocations::write(&mut tx, &writes)
+    allocations::write(&mut tx, writes)
         .await
         .map_err(|e| alloc_error(e, None))?;
 
     // Final inventory, exactly as given.
     for (rp, wanted) in &targets {
-        let wanted: Map<String, Value> = wanted.clone();
-        set_inventories(&mut tx, rp, &wanted, mv).await?;
+        set_inventories(&mut tx, rp, wanted, mv).await?;
         providers::bump_locked(&mut tx, &[rp.id]).await?;
     }
-    tx.commit().await?;
-    Ok(StatusCode::NO_CONTENT)
+    tx.commit().await.map_err(ApiError::commit_failed)
 }

@@ -122,6 +122,6 @@ pub async fn delete(
         )));
     }
     db::delete(&mut tx, c.id).await?;
-    tx.commit().await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(StatusCode::NO_CONTENT)
 }

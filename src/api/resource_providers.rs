@@ -182,7 +182,7 @@ pub async fn create(
     let rp = providers::get(&mut tx, uuid)
         .await?
         .ok_or_else(|| ApiError::internal("provider vanished"))?;
-    tx.commit().await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     let path = format!("/resource_providers/{uuid}");
     if mv.at_least(1, 20) {
         Ok(Reply::ok(&provider_json(&rp, mv))
@@ -245,7 +245,7 @@ pub async fn update(
     let updated = providers::get(&mut tx, rp.uuid)
         .await?
         .ok_or_else(|| ApiError::internal("provider vanished"))?;
-    tx.commit().await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(Reply::ok(&provider_json(&updated, mv)).cache(mv, modified(&rp)))
 }
 
@@ -276,7 +276,7 @@ pub async fn delete(
         ))
         .code(codes::PROVIDER_INUSE)),
         None => {
-            tx.commit().await?;
+            tx.commit().await.map_err(ApiError::commit_failed)?;
             Ok(StatusCode::NO_CONTENT)
         }
     }

@@ -170,6 +170,6 @@ pub async fn replace(
     inventories::upsert(&mut tx, rp.id, class.id, &inv).await?;
     providers::bump_locked(&mut tx, &[rp.id]).await?;
     let body = render(&mut tx, &rp).await?;
-    tx.commit().await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(Reply::ok(&body))
 }

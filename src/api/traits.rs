@@ -9,6 +9,7 @@ use crate::db::providers;
 use crate::db::traits::{self as db, NameFilter, TraitRow};
 use crate::error::{codes, ApiError, ApiResult};
 use crate::types::is_custom_name;
+use crate::types::GivenGeneration;
 use crate::AppState;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -113,7 +114,7 @@ pub async fn delete(
         )));
     }
     db::delete(&mut tx, t.id).await?;
-    tx.commit().await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -145,7 +146,9 @@ pub async fn set_for_provider(
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
     let b: Value = body.parse(&schema::provider_traits_put())?;
-    if b["resource_provider_generation"].as_i64() != Some(rp.generation as i64) {
+    if !GivenGeneration::from_json(&b["resource_provider_generation"])
+        .is_some_and(|g| g.matches(rp.generation))
+    {
         return Err(generation_changed());
     }
     let names: Vec<String> = b["traits"]
@@ -172,7 +175,7 @@ pub async fn set_for_provider(
         gen += 1;
     }
     let rows = db::of_provider(&mut tx, rp.id).await?;
-    tx.commit().await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(Reply::ok(&provider_traits_json(&rows, gen)).cache(mv, latest(rows.iter().map(modified))))
 }
 
@@ -188,6 +191,6 @@ pub async fn clear_provider(
     {
         return Err(generation_changed());
     }
-    tx.commit().await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,13 +1,18 @@
 //! The candidate solver: request groups × provider trees × sharing
 //! providers, merged per anchor tree under group_policy, same_subtree and
 //! capacity. Pure and bounded: the cross-group product is enumerated lazily
-//! with capacity pruning on every prefix and stops at the result cap, so
-//! wide symmetric trees cost no more than the results they return.
+//! with capacity pruning on every prefix and stops at the result cap, and
+//! every loop whose cost can grow faster than the providers it reads (the
+//! cross-group product, the unnumbered group's per-class product) draws on
+//! one step [`Budget`]. A request with no answer in a wide tree (n+1 groups
+//! that each need a whole child of n) would otherwise search n! prefixes.
 
 use super::snapshot::Snapshot;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// One request group, resolved to snapshot ids.
 #[derive(Debug, Clone, Default)]
@@ -60,6 +65,89 @@ pub struct Limits {
     pub nested_aware: bool,
     /// Shuffle anchors and group candidates with this seed (randomize).
     pub shuffle_seed: Option<u64>,
+    /// Steps the search may take (0: unbounded); see [`Budget`].
+    pub max_steps: u64,
+    /// Set by the caller to stop the search (the client went away).
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+/// Why a search stopped before it had visited everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// The step budget ran out: the answer is what was found, as with `limit`.
+    Budget,
+    /// The caller cancelled.
+    Cancelled,
+}
+
+/// The answer of [`solve`].
+#[derive(Debug, Clone, Default)]
+pub struct Solution {
+    /// Candidates in generation order.
+    pub candidates: Vec<Candidate>,
+    /// Set when the search was cut short.
+    pub stopped: Option<Stopped>,
+    /// Steps taken.
+    pub steps: u64,
+}
+
+/// Work accounting for one search. One step is one unit of work that a
+/// request can multiply: a prefix tried in the cross-group product, a
+/// combination of the unnumbered group's product, a provider examined for a
+/// group at an anchor. The cancel flag is read every 1,024 steps.
+#[derive(Debug)]
+pub struct Budget {
+    taken: u64,
+    max: u64,
+    cancel: Option<Arc<AtomicBool>>,
+    stopped: Option<Stopped>,
+}
+
+impl Budget {
+    /// A budget of `max` steps (0: unbounded), stopped early by `cancel`.
+    pub fn new(max: u64, cancel: Option<Arc<AtomicBool>>) -> Self {
+        Budget {
+            taken: 0,
+            max: if max == 0 { u64::MAX } else { max },
+            cancel,
+            stopped: None,
+        }
+    }
+
+    /// Takes one step; false once the search must stop.
+    pub fn step(&mut self) -> bool {
+        self.take(1)
+    }
+
+    /// Takes `n` steps at once; false once the search must stop.
+    pub fn take(&mut self, n: u64) -> bool {
+        if self.stopped.is_some() {
+            return false;
+        }
+        let before = self.taken;
+        self.taken = self.taken.saturating_add(n);
+        if self.taken > self.max {
+            self.stopped = Some(Stopped::Budget);
+        } else if before >> 10 != self.taken >> 10
+            && self
+                .cancel
+                .as_ref()
+                .is_some_and(|c| c.load(Ordering::Relaxed))
+        {
+            self.stopped = Some(Stopped::Cancelled);
+        }
+        self.stopped.is_none()
+    }
+
+    /// Why the search stopped, if it did.
+    pub fn stopped(&self) -> Option<Stopped> {
+        self.stopped
+    }
+
+    /// Steps taken so far.
+    pub fn taken(&self) -> u64 {
+        self.taken
+    }
 }
 
 /// One allocation request: amounts per (node, class) and the providers of each group.
@@ -88,55 +176,72 @@ fn root_ok(snap: &Snapshot, req: &Request, root: usize) -> bool {
         && req.root_forbidden.iter().all(|&t| !n.has_trait(t))
 }
 
-/// Roots of every tree holding a provider that shares an aggregate with `i`.
-fn sharing_anchors(
-    snap: &Snapshot,
-    members: &HashMap<i32, Vec<usize>>,
-    i: usize,
-) -> BTreeSet<usize> {
-    let mut out = BTreeSet::from([snap.nodes[i].root]);
-    for a in &snap.nodes[i].aggs {
-        for &m in members.get(a).into_iter().flatten() {
-            out.insert(snap.nodes[m].root);
-        }
-    }
-    out
-}
-
 fn in_tree_ok(snap: &Snapshot, g: &Group, i: usize) -> bool {
     g.in_tree
         .is_none_or(|t| snap.nodes[t].root == snap.nodes[i].root)
 }
 
-/// A sharing provider and the anchor roots it serves.
-struct Sharing {
-    node: usize,
-    anchors: BTreeSet<usize>,
+/// The sharing providers of each aggregate, built once per search: a
+/// sharing provider serves every tree holding a member of one of its
+/// aggregates, so an anchor's sharing providers are found from its own
+/// tree's aggregates, at the cost of the trees generation reaches.
+struct SharingIndex {
+    by_agg: HashMap<i32, Vec<usize>>,
+}
+
+impl SharingIndex {
+    fn new(snap: &Snapshot) -> Self {
+        let mut by_agg: HashMap<i32, Vec<usize>> = HashMap::new();
+        for &node in snap.sharing_nodes.iter() {
+            for &a in &snap.nodes[node].aggs {
+                by_agg.entry(a).or_default().push(node);
+            }
+        }
+        SharingIndex { by_agg }
+    }
+
+    /// Sharing providers of other trees that serve `anchor`, in id order.
+    fn serving(&self, snap: &Snapshot, anchor: usize, budget: &mut Budget) -> Vec<usize> {
+        if self.by_agg.is_empty() {
+            return Vec::new();
+        }
+        let mut out = BTreeSet::new();
+        for &member in snap.tree(anchor) {
+            for a in &snap.nodes[member].aggs {
+                let sharing = self.by_agg.get(a).map_or(&[][..], Vec::as_slice);
+                if !budget.take(1 + sharing.len() as u64) {
+                    return Vec::new();
+                }
+                out.extend(sharing.iter().filter(|&&s| snap.nodes[s].root != anchor));
+            }
+        }
+        out.into_iter().collect()
+    }
 }
 
 /// The providers a group may use at `anchor`: the anchor's own tree plus
 /// the sharing providers of other trees that serve it.
 fn reachable<'a>(
     snap: &'a Snapshot,
-    sharing: &'a [Sharing],
+    sharing: &'a [usize],
     anchor: usize,
 ) -> impl Iterator<Item = usize> + 'a {
-    snap.tree(anchor).iter().copied().chain(
-        sharing
-            .iter()
-            .filter(move |s| snap.nodes[s.node].root != anchor && s.anchors.contains(&anchor))
-            .map(|s| s.node),
-    )
+    snap.tree(anchor)
+        .iter()
+        .copied()
+        .chain(sharing.iter().copied())
 }
 
 /// A single-provider group's candidates at one anchor.
 fn single_at(
     snap: &Snapshot,
     g: &Group,
-    sharing: &[Sharing],
+    sharing: &[usize],
     anchor: usize,
+    budget: &mut Budget,
 ) -> Vec<GroupCandidate> {
     reachable(snap, sharing, anchor)
+        .take_while(|_| budget.step())
         .filter(|&i| {
             let node = &snap.nodes[i];
             in_tree_ok(snap, g, i)
@@ -157,27 +262,36 @@ fn single_at(
 }
 
 /// The unnumbered group's candidates at one anchor: per class, the providers
-/// of the tree (or sharing ones, unless `in_tree` pins the tree) that fit,
-/// in the aggregates by themselves or through the anchor.
-fn tree_at(snap: &Snapshot, g: &Group, sharing: &[Sharing], anchor: usize) -> Vec<GroupCandidate> {
+/// of the tree (or sharing ones, unless `in_tree` pins the tree) that fit.
+/// `member_of`: a provider of the anchor's tree counts when it or the anchor
+/// root is in the aggregates; a sharing provider of another tree only when
+/// it is itself (Placement filters sharing providers by `member_of` before
+/// pairing them with anchors).
+fn tree_at(
+    snap: &Snapshot,
+    g: &Group,
+    sharing: &[usize],
+    anchor: usize,
+    budget: &mut Budget,
+) -> Vec<GroupCandidate> {
     let agg_ok = |i: usize| {
-        let (p, r) = (&snap.nodes[i], &snap.nodes[anchor]);
-        g.member_of
-            .iter()
-            .all(|set| set.iter().any(|&x| p.in_agg(x) || r.in_agg(x)))
+        let p = &snap.nodes[i];
+        let r = (p.root == anchor).then(|| &snap.nodes[anchor]);
+        let in_agg = |x: i32| p.in_agg(x) || r.is_some_and(|r| r.in_agg(x));
+        g.member_of.iter().all(|set| set.iter().any(|&x| in_agg(x)))
             && g.forbidden_aggs
                 .iter()
-                .all(|&x| !p.in_agg(x) && !r.in_agg(x))
+                .all(|&x| !p.in_agg(x) && !snap.nodes[anchor].in_agg(x))
     };
-    let no_sharing: &[Sharing] = &[];
     let pool = if g.in_tree.is_some() {
-        no_sharing
+        &[][..]
     } else {
         sharing
     };
     let mut lists = Vec::with_capacity(g.resources.len());
     for &(c, n) in &g.resources {
         let list: Vec<usize> = reachable(snap, pool, anchor)
+            .take_while(|_| budget.step())
             .filter(|&i| {
                 in_tree_ok(snap, g, i)
                     && snap.nodes[i].stock(c).is_some_and(|s| s.fits(n))
@@ -189,16 +303,21 @@ fn tree_at(snap: &Snapshot, g: &Group, sharing: &[Sharing], anchor: usize) -> Ve
         }
         lists.push(list);
     }
-    tree_candidates(snap, g, &lists)
+    tree_candidates(snap, g, &lists, budget)
 }
 
 /// The unnumbered group's candidates at one anchor: one provider per class,
 /// the contributing providers together satisfying the trait filters.
-fn tree_candidates(snap: &Snapshot, g: &Group, lists: &[Vec<usize>]) -> Vec<GroupCandidate> {
+fn tree_candidates(
+    snap: &Snapshot,
+    g: &Group,
+    lists: &[Vec<usize>],
+    budget: &mut Budget,
+) -> Vec<GroupCandidate> {
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     let mut choice = vec![0usize; lists.len()];
-    'product: loop {
+    'product: while budget.step() {
         let chosen: Vec<usize> = choice.iter().zip(lists).map(|(&j, l)| l[j]).collect();
         let mut providers: Vec<usize> = Vec::new();
         for &p in &chosen {
@@ -298,9 +417,9 @@ impl AnchorProduct {
         self.choice[self.depth] += 1;
     }
 
-    fn next(&mut self, snap: &Snapshot, req: &Request) -> Option<Candidate> {
+    fn next(&mut self, snap: &Snapshot, req: &Request, budget: &mut Budget) -> Option<Candidate> {
         let k = self.lists.len();
-        while !self.done {
+        while !self.done && budget.step() {
             if self.depth == k {
                 let result = self.subtree_ok(snap, req).then(|| self.candidate());
                 self.backtrack();
@@ -342,105 +461,169 @@ impl AnchorProduct {
     }
 }
 
-/// Solves a request over a snapshot.
-pub fn solve(snap: &Snapshot, req: &Request, limits: &Limits) -> Vec<Candidate> {
-    if req.groups.is_empty() {
-        return Vec::new();
+/// Solves a request over a snapshot, within `limits.max_steps`.
+pub fn solve(snap: &Snapshot, req: &Request, limits: &Limits) -> Solution {
+    let mut budget = Budget::new(limits.max_steps, limits.cancel.clone());
+    let mut out = Output::new(snap, limits);
+    if !req.groups.is_empty() {
+        let mut anchors = Anchors::new(snap, req, limits);
+        if limits.breadth_first {
+            breadth_first(&mut anchors, &mut out, &mut budget);
+        } else {
+            depth_first(&mut anchors, &mut out, &mut budget);
+        }
     }
-    let sharing: Vec<Sharing> = snap
-        .sharing_nodes
-        .iter()
-        .map(|&node| Sharing {
-            node,
-            anchors: sharing_anchors(snap, &snap.agg_members, node),
-        })
-        .collect();
-    // Anchors are visited in id order (shuffled when randomising); each
-    // group's candidates are built only for the anchors generation reaches.
-    let mut anchors: Vec<usize> = snap.index.roots.clone();
-    let mut rng = limits.shuffle_seed.map(rand::rngs::StdRng::seed_from_u64);
-    if let Some(rng) = rng.as_mut() {
-        anchors.shuffle(rng);
+    Solution {
+        candidates: out.found,
+        stopped: budget.stopped(),
+        steps: budget.taken(),
     }
-    let mut product_at = |a: usize| -> Option<AnchorProduct> {
-        if !root_ok(snap, req, a) {
+}
+
+/// The anchors a search visits, in order, and the lazy product at each.
+struct Anchors<'a> {
+    snap: &'a Snapshot,
+    req: &'a Request,
+    sharing: SharingIndex,
+    order: Vec<usize>,
+    rng: Option<rand::rngs::StdRng>,
+}
+
+impl<'a> Anchors<'a> {
+    /// Anchors in id order, shuffled when randomising.
+    fn new(snap: &'a Snapshot, req: &'a Request, limits: &Limits) -> Self {
+        let mut order: Vec<usize> = snap.index.roots.clone();
+        let mut rng = limits.shuffle_seed.map(rand::rngs::StdRng::seed_from_u64);
+        if let Some(rng) = rng.as_mut() {
+            order.shuffle(rng);
+        }
+        Anchors {
+            snap,
+            req,
+            sharing: SharingIndex::new(snap),
+            order,
+            rng,
+        }
+    }
+
+    /// The product of every group's candidates at `anchor`; None when a
+    /// group has none there (or the budget ran out building them).
+    fn product_at(&mut self, anchor: usize, budget: &mut Budget) -> Option<AnchorProduct> {
+        let (snap, req) = (self.snap, self.req);
+        if !root_ok(snap, req, anchor) {
             return None;
         }
+        let sharing = self.sharing.serving(snap, anchor, budget);
         let mut lists = Vec::with_capacity(req.groups.len());
         for g in &req.groups {
             let found = if g.single_provider() {
-                single_at(snap, g, &sharing, a)
+                single_at(snap, g, &sharing, anchor, budget)
             } else {
-                tree_at(snap, g, &sharing, a)
+                tree_at(snap, g, &sharing, anchor, budget)
             };
             if found.is_empty() {
                 return None;
             }
             lists.push(found);
         }
-        if let Some(rng) = rng.as_mut() {
+        if let Some(rng) = self.rng.as_mut() {
             for l in lists.iter_mut() {
                 l.shuffle(rng);
             }
         }
         Some(AnchorProduct::new(lists))
-    };
-    let max = limits.max_results.unwrap_or(usize::MAX);
-    let mut seen: HashSet<Candidate> = HashSet::new();
-    let mut out = Vec::new();
-    let single_tree_only = !limits.nested_aware && snap.any_nested;
-    let mut push = |c: Candidate, out: &mut Vec<Candidate>| {
-        if single_tree_only {
-            let mut roots: Vec<usize> = Vec::new();
-            for &(p, _, _) in &c.allocations {
-                if roots.contains(&snap.nodes[p].root)
-                    && !c.allocations.iter().all(|&(q, _, _)| q == p)
-                {
-                    // Two different providers of one tree: not allowed before 1.29.
-                    let same: BTreeSet<usize> = c
-                        .allocations
-                        .iter()
-                        .filter(|&&(q, _, _)| snap.nodes[q].root == snap.nodes[p].root)
-                        .map(|&(q, _, _)| q)
-                        .collect();
-                    if same.len() > 1 {
-                        return;
-                    }
-                }
-                roots.push(snap.nodes[p].root);
-            }
+    }
+}
+
+/// Every result of one tree before the next.
+fn depth_first(anchors: &mut Anchors, out: &mut Output, budget: &mut Budget) {
+    let order = anchors.order.clone();
+    for a in order {
+        if out.full() || budget.stopped().is_some() {
+            return;
         }
-        if seen.insert(c.clone()) {
+        let Some(mut p) = anchors.product_at(a, budget) else {
+            continue;
+        };
+        while let Some(c) = p.next(anchors.snap, anchors.req, budget) {
             out.push(c);
-        }
-    };
-    if limits.breadth_first {
-        let mut products: Vec<AnchorProduct> =
-            anchors.iter().filter_map(|&a| product_at(a)).collect();
-        let mut live: Vec<usize> = (0..products.len()).collect();
-        while !live.is_empty() && out.len() < max {
-            live.retain(|&i| match products[i].next(snap, req) {
-                Some(c) => {
-                    if out.len() < max {
-                        push(c, &mut out);
-                    }
-                    true
-                }
-                None => false,
-            });
-        }
-    } else {
-        'anchors: for &a in &anchors {
-            let Some(mut p) = product_at(a) else { continue };
-            while let Some(c) = p.next(snap, req) {
-                push(c, &mut out);
-                if out.len() >= max {
-                    break 'anchors;
-                }
+            if out.full() {
+                return;
             }
         }
     }
-    out
+}
+
+/// One result of each tree in turn.
+fn breadth_first(anchors: &mut Anchors, out: &mut Output, budget: &mut Budget) {
+    let order = anchors.order.clone();
+    let mut products: Vec<AnchorProduct> = Vec::new();
+    for a in order {
+        if budget.stopped().is_some() {
+            break;
+        }
+        products.extend(anchors.product_at(a, budget));
+    }
+    let (snap, req) = (anchors.snap, anchors.req);
+    while !products.is_empty() && !out.full() && budget.stopped().is_none() {
+        products.retain_mut(|p| match p.next(snap, req, budget) {
+            Some(c) => {
+                if !out.full() {
+                    out.push(c);
+                }
+                true
+            }
+            None => false,
+        });
+    }
+}
+
+/// The results so far: deduplicated, capped, and before 1.29 limited to
+/// one provider per tree.
+struct Output<'a> {
+    snap: &'a Snapshot,
+    single_tree_only: bool,
+    max: usize,
+    seen: HashSet<Candidate>,
+    found: Vec<Candidate>,
+}
+
+impl<'a> Output<'a> {
+    fn new(snap: &'a Snapshot, limits: &Limits) -> Self {
+        Output {
+            snap,
+            single_tree_only: !limits.nested_aware && snap.any_nested,
+            max: limits.max_results.unwrap_or(usize::MAX),
+            seen: HashSet::new(),
+            found: Vec::new(),
+        }
+    }
+
+    fn full(&self) -> bool {
+        self.found.len() >= self.max
+    }
+
+    fn push(&mut self, c: Candidate) {
+        if self.single_tree_only && self.spans_a_tree(&c) {
+            return;
+        }
+        if self.seen.insert(c.clone()) {
+            self.found.push(c);
+        }
+    }
+
+    /// True when two different providers of one tree contribute (not
+    /// allowed before 1.29).
+    fn spans_a_tree(&self, c: &Candidate) -> bool {
+        let mut root_of_provider: HashMap<usize, usize> = HashMap::new();
+        for &(p, _, _) in &c.allocations {
+            let root = self.snap.nodes[p].root;
+            if root_of_provider.insert(root, p).is_some_and(|q| q != p) {
+                return true;
+            }
+        }
+        false
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,12 @@
 //! Unit tests of the pure solver on small trees built in code.
 
 use crate::candidates::snapshot::{Node, Snapshot, Stock};
-use crate::candidates::solve::{solve, Group, Limits, Request};
+use crate::candidates::solve::{self as engine, Candidate, Group, Limits, Request, Stopped};
+
+/// The candidates alone, for tests that do not look at the budget.
+fn solve(s: &Snapshot, req: &Request, limits: &Limits) -> Vec<Candidate> {
+    engine::solve(s, req, limits).candidates
+}
 
 const VCPU: i32 = 0;
 const DISK: i32 = 2;
@@ -217,8 +222,82 @@ fn wide_tree_w3_is_bounded_by_the_limit() {
         nested_aware: true,
         breadth_first: true,
         shuffle_seed: Some(7),
+        ..Default::default()
     };
     assert_eq!(solve(&s, &req, &limits).len(), 10);
+}
+
+/// A root with `n` children of 6 units of X, and `groups` numbered groups
+/// that each need a whole child: no answer when groups > n, and an
+/// unbounded search would try every partial assignment (n! of them).
+fn whole_child_request(n: usize, groups: usize) -> (Snapshot, Request) {
+    let mut rows = vec![(None, vec![], vec![], vec![])];
+    for _ in 0..n {
+        rows.push((Some(0), vec![stock(X, 6)], vec![], vec![]));
+    }
+    let req = Request {
+        groups: (1..=groups)
+            .map(|i| group(&i.to_string(), &[(X, 6)]))
+            .collect(),
+        ..Default::default()
+    };
+    (snap(rows), req)
+}
+
+#[test]
+fn a_request_without_answer_stops_at_the_step_budget() {
+    let (s, req) = whole_child_request(8, 12);
+    let limits = Limits {
+        nested_aware: true,
+        max_steps: 200_000,
+        ..Default::default()
+    };
+    let r = engine::solve(&s, &req, &limits);
+    assert!(r.candidates.is_empty());
+    assert_eq!(r.stopped, Some(Stopped::Budget));
+    assert!(r.steps <= 200_001, "took {} steps", r.steps);
+    // A small instance finishes well inside the budget and says so.
+    let (s, req) = whole_child_request(4, 5);
+    let r = engine::solve(&s, &req, &limits);
+    assert!(r.candidates.is_empty());
+    assert_eq!(r.stopped, None);
+}
+
+#[test]
+fn a_cancelled_search_stops() {
+    let (s, req) = whole_child_request(8, 12);
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let limits = Limits {
+        nested_aware: true,
+        cancel: Some(cancel),
+        ..Default::default()
+    };
+    let r = engine::solve(&s, &req, &limits);
+    assert_eq!(r.stopped, Some(Stopped::Cancelled));
+    assert!(r.steps <= 2048, "took {} steps", r.steps);
+}
+
+#[test]
+fn member_of_needs_the_sharing_provider_itself_in_the_aggregate() {
+    // compute in aggregates 7 and 8; a sharing disk only in 8.
+    let s = snap(vec![
+        (None, vec![stock(VCPU, 8)], vec![], vec![7, 8]),
+        (None, vec![stock(DISK, 100)], vec![SHARES], vec![8]),
+    ]);
+    let mut g = group("", &[(VCPU, 1), (DISK, 10)]);
+    g.member_of = vec![vec![7]];
+    let req = Request {
+        groups: vec![g.clone()],
+        ..Default::default()
+    };
+    // The root is in 7, but the disk is not: no disk may come from it.
+    assert!(solve(&s, &req, &all()).is_empty());
+    g.member_of = vec![vec![8]];
+    let req = Request {
+        groups: vec![g],
+        ..Default::default()
+    };
+    assert_eq!(solve(&s, &req, &all()).len(), 1);
 }
 
 #[test]
@@ -306,4 +385,19 @@ fn render_probe() {
         text["allocation_requests"].as_array().map(Vec::len),
         Some(1000)
     );
+}
+
+#[test]
+#[ignore = "timing probe: cargo test --release --lib budget_probe -- --ignored --nocapture"]
+fn budget_probe() {
+    // 11 children, 12 groups: about 1.2e9 steps unbounded.
+    let (s, req) = whole_child_request(11, 12);
+    let limits = Limits {
+        nested_aware: true,
+        max_steps: crate::config::DEFAULT_MAX_STEPS,
+        ..Default::default()
+    };
+    let t = std::time::Instant::now();
+    let r = engine::solve(&s, &req, &limits);
+    eprintln!("{} steps in {:?} ({:?})", r.steps, t.elapsed(), r.stopped);
 }

@@ -9,6 +9,7 @@
 
 use super::consumers::{self, ConsumerRow};
 use super::inventories::Inventory;
+use crate::types::GivenGeneration;
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use std::collections::{BTreeMap, HashMap};
@@ -70,14 +71,14 @@ pub async fn of_provider(
 }
 
 /// The consumer generation check asked for by the request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GenerationCheck {
     /// Before 1.28: no check.
     None,
     /// `null`: the consumer must not exist yet.
     New,
     /// The consumer must exist with this generation.
-    Is(i32),
+    Is(GivenGeneration),
 }
 
 /// Everything one consumer's write says.
@@ -129,9 +130,6 @@ pub enum AllocError {
     /// longer match its CUSTOM_CPU_SHARES allocation.
     #[error("Unable to allocate inventory: consumer {0} has cores bound by a deployment; its CUSTOM_CPU_SHARES allocation must stay {1} on resource provider '{2}' (resize it through /deployments, or delete its allocations).")]
     BoundShares(Uuid, i64, Uuid),
-    /// 409 concurrent_update: writers kept colliding after every retry.
-    #[error("Inventory and/or allocations changed while attempting to allocate: {0}")]
-    Race(String),
     /// Database failure.
     #[error(transparent)]
     Db(#[from] sqlx::Error),
@@ -193,7 +191,7 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
             .map(|c| (c.uuid, c))
             .collect();
     for w in writes {
-        match (w.generation, existing.get(&w.consumer)) {
+        match (&w.generation, existing.get(&w.consumer)) {
             (GenerationCheck::New, Some(c)) => {
                 return Err(AllocError::ConsumerGeneration {
                     expected: c.generation.to_string(),
@@ -206,7 +204,7 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
                     got: g.to_string(),
                 })
             }
-            (GenerationCheck::Is(g), Some(c)) if c.generation != g => {
+            (GenerationCheck::Is(g), Some(c)) if !g.matches(c.generation) => {
                 return Err(AllocError::ConsumerGeneration {
                     expected: c.generation.to_string(),
                     got: g.to_string(),
@@ -236,11 +234,13 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
     for w in writes {
         for (rp, classes) in &w.allocations {
             let rp_id = provider_ids[rp];
-            let missing: Vec<&str> = classes
+            // Listed in class id order, as Placement lists them.
+            let mut missing: Vec<&str> = classes
                 .keys()
                 .filter(|c| !inventories.contains_key(&(rp_id, class_ids[c.as_str()])))
                 .map(String::as_str)
                 .collect();
+            missing.sort_by_key(|c| class_ids[c]);
             if !missing.is_empty() {
                 return Err(AllocError::NoInventory(*rp, missing.join(", ")));
             }
@@ -330,7 +330,8 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
                 rps.push(provider_ids[rp]);
                 cids.push(cid);
                 rcs.push(class_ids[rc.as_str()]);
-                used.push(n as i32);
+                // n <= max_unit (an i32) was checked above.
+                used.push(i32::try_from(n).map_err(|_| AllocError::Constraints(*rp, rc.clone()))?);
             }
         }
     }

@@ -133,15 +133,19 @@ pub async fn delete(
     Ok(())
 }
 
-/// The classes among `class_ids` that have allocations on the provider, by name.
+/// The classes among `class_ids` that have allocations on the provider, in
+/// class id order (standard classes first, in their standard order), the
+/// order Placement's messages list them in.
 pub async fn classes_in_use(
     conn: &mut PgConnection,
     rp_id: i64,
     class_ids: &[i32],
 ) -> Result<Vec<String>, sqlx::Error> {
     sqlx::query_scalar(
-        "SELECT DISTINCT c.name FROM allocations a JOIN resource_classes c ON c.id = a.resource_class_id
-         WHERE a.resource_provider_id = $1 AND a.resource_class_id = ANY($2) ORDER BY c.name",
+        "SELECT c.name FROM resource_classes c
+         WHERE c.id = ANY($2) AND EXISTS (SELECT 1 FROM allocations a
+               WHERE a.resource_provider_id = $1 AND a.resource_class_id = c.id)
+         ORDER BY c.id",
     )
     .bind(rp_id)
     .bind(class_ids)

@@ -55,6 +55,21 @@ pub async fn get_for_update(
     .await
 }
 
+/// Locks the providers with these uuids, in id order (the one global lock
+/// order of every write, so writers never deadlock on providers), and
+/// returns those that exist.
+pub async fn lock_many(
+    conn: &mut PgConnection,
+    uuids: &[Uuid],
+) -> Result<Vec<ProviderRow>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{SELECT} WHERE rp.uuid = ANY($1) ORDER BY rp.id FOR UPDATE OF rp"
+    )))
+    .bind(uuids)
+    .fetch_all(conn)
+    .await
+}
+
 /// Filters of `GET /resource_providers`, already resolved to ids.
 #[derive(Debug, Default)]
 pub struct ProviderFilter {

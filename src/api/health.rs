@@ -1,0 +1,63 @@
+//! `GET /healthcheck` in oslo.middleware's shape, without a token: 200
+//! `OK` while the database answers, 503 with the reason while it does not
+//! (load balancers take the process out of rotation). HEAD answers 204.
+
+use crate::AppState;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use std::time::Duration;
+
+/// How long the database may take to answer `SELECT 1`.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The database's state in one line ("OK" when it answers).
+async fn database_reason(st: &AppState) -> Result<&'static str, String> {
+    let probe = async {
+        let mut conn = st.pool.acquire().await?;
+        sqlx::query("SELECT 1").execute(&mut *conn).await
+    };
+    match tokio::time::timeout(PROBE_TIMEOUT, probe).await {
+        Ok(Ok(_)) => Ok("OK"),
+        Ok(Err(e)) => Err(format!("database unavailable: {e}")),
+        Err(_) => Err(format!(
+            "database unavailable: no answer within {}s",
+            PROBE_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+/// `GET|HEAD /healthcheck`.
+pub async fn check(State(st): State<AppState>, method: Method, headers: HeaderMap) -> Response {
+    let (healthy, reason) = match database_reason(&st).await {
+        Ok(ok) => (true, ok.to_string()),
+        Err(why) => (false, why),
+    };
+    let status = match (healthy, method == Method::HEAD) {
+        (true, true) => StatusCode::NO_CONTENT,
+        (true, false) => StatusCode::OK,
+        (false, _) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let json = super::middleware::accept_quality(accept, "application/json")
+        > super::middleware::accept_quality(accept, "text/plain");
+    if json {
+        let body = serde_json::json!({"detailed": false, "reasons": [reason]});
+        (
+            status,
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response()
+    } else {
+        (
+            status,
+            [(header::CONTENT_TYPE, "text/plain; charset=UTF-8")],
+            reason,
+        )
+            .into_response()
+    }
+}

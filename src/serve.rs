@@ -1,0 +1,221 @@
+//! The HTTP server around the router: connection hygiene that a service on
+//! an open network needs and `axum::serve` does not give.
+//!
+//! - A request head must arrive within `header_timeout`, counted from when
+//!   the connection opened or its previous response ended, so half-sent
+//!   heads and idle keep-alive connections are both closed (hyper's timer).
+//!   Bodies are bounded in size and time by the request pipeline.
+//! - At most `max_connections` are open. Past that, or when the process
+//!   runs out of file descriptors, the longest-open connection with no
+//!   request in flight is closed to make room, so idle sockets can never
+//!   starve a working client.
+//! - On shutdown the listener closes, idle connections close, requests in
+//!   flight get `grace` to finish, and whatever is left is dropped (which
+//!   also cancels candidate searches through their cancel flags).
+
+use axum::body::Body;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::{AbortHandle, JoinSet};
+use tower::ServiceExt;
+
+/// Connection limits and timeouts.
+#[derive(Debug, Clone, Copy)]
+pub struct ServeOptions {
+    /// Time for a request head, from connection start or the last response.
+    pub header_timeout: Duration,
+    /// Open connections at most.
+    pub max_connections: usize,
+    /// Time requests in flight get to finish after shutdown begins.
+    pub grace: Duration,
+}
+
+/// One open connection as the accept loop sees it.
+struct Tracked {
+    in_flight: Arc<AtomicUsize>,
+    abort: AbortHandle,
+}
+
+/// Every open connection, oldest first (ids only grow).
+#[derive(Default)]
+struct Registry {
+    open: Mutex<BTreeMap<u64, Tracked>>,
+}
+
+impl Registry {
+    fn len(&self) -> usize {
+        self.open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    fn insert(&self, id: u64, t: Tracked) {
+        self.open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, t);
+    }
+
+    fn remove(&self, id: u64) {
+        self.open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+    }
+
+    /// Closes the longest-open connection with no request in flight.
+    fn evict_oldest_idle(&self) -> bool {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let victim = open
+            .iter()
+            .find(|(_, t)| t.in_flight.load(Ordering::Acquire) == 0)
+            .map(|(&id, _)| id);
+        match victim.and_then(|id| open.remove(&id)) {
+            Some(t) => {
+                t.abort.abort();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Counts a request in flight on its connection for as long as it lives.
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn start(counter: &Arc<AtomicUsize>) -> Self {
+        counter.fetch_add(1, Ordering::AcqRel);
+        InFlight(counter.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Removes a connection from the registry however its task ends
+/// (completion, error, or abort by eviction).
+struct Deregister(Arc<Registry>, u64);
+
+impl Drop for Deregister {
+    fn drop(&mut self) {
+        self.0.remove(self.1);
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then drains.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    opts: ServeOptions,
+    shutdown: impl Future<Output = ()>,
+) {
+    let registry = Arc::new(Registry::default());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    let mut next_id = 0u64;
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut shutdown => break,
+            a = listener.accept() => a,
+        };
+        while tasks.try_join_next().is_some() {}
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of descriptors (or another transient failure): make
+                // room and pause rather than spin.
+                tracing::warn!(error = %e, "accept failed");
+                registry.evict_oldest_idle();
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        if registry.len() >= opts.max_connections && !registry.evict_oldest_idle() {
+            tracing::warn!(
+                max = opts.max_connections,
+                "connection limit reached with every connection busy; refusing one"
+            );
+            continue;
+        }
+        next_id += 1;
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let conn = connection(
+            stream,
+            app.clone(),
+            opts,
+            in_flight.clone(),
+            stop_rx.clone(),
+        );
+        let guard = Deregister(registry.clone(), next_id);
+        let abort = tasks.spawn(async move {
+            let _guard = guard;
+            conn.await;
+        });
+        registry.insert(next_id, Tracked { in_flight, abort });
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    let open = registry.len();
+    tracing::info!(
+        open,
+        grace_s = opts.grace.as_secs(),
+        "shutting down: draining connections"
+    );
+    if tokio::time::timeout(opts.grace, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await
+    .is_err()
+    {
+        tracing::warn!(
+            left = registry.len(),
+            "grace period over; closing what is left"
+        );
+        tasks.abort_all();
+    }
+}
+
+/// One connection: HTTP/1.1 with the head timeout, each request counted in
+/// flight, and a graceful close when shutdown begins.
+async fn connection(
+    stream: TcpStream,
+    app: Router,
+    opts: ServeOptions,
+    in_flight: Arc<AtomicUsize>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+        let counted = InFlight::start(&in_flight);
+        let app = app.clone();
+        async move {
+            let _counted = counted;
+            app.oneshot(req.map(Body::new)).await
+        }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(opts.header_timeout)
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = stop.wait_for(|s| *s) => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = conn.await;
+}
