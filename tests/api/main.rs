@@ -11,6 +11,7 @@ mod common;
 mod aggregates;
 mod allocations;
 mod bad_input;
+mod hostile;
 mod http;
 mod inventories;
 mod providers;

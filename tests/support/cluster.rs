@@ -14,7 +14,15 @@ use std::time::{Duration, Instant};
 pub struct Server {
     pub child: Child,
     pub base: String,
+    pub port: u16,
     log: PathBuf,
+}
+
+impl Server {
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
 }
 
 impl Drop for Server {
@@ -29,7 +37,7 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -38,11 +46,22 @@ fn free_port() -> u16 {
 }
 
 async fn start_server(database_url: &str, label: &str) -> Server {
-    let port = free_port();
+    start_server_with(database_url, label, &[]).await
+}
+
+/// Starts `placement serve` on a free port with extra flags and waits
+/// until it answers `GET /`.
+pub async fn start_server_with(database_url: &str, label: &str, extra: &[&str]) -> Server {
+    start_on_port(database_url, label, extra, free_port()).await
+}
+
+/// Starts `placement serve` on `port` (a restart keeps its address).
+pub async fn start_on_port(database_url: &str, label: &str, extra: &[&str], port: u16) -> Server {
     let log = std::env::temp_dir().join(format!("placement-{label}-{port}.log"));
     let out = std::fs::File::create(&log).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_placement"))
         .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .args(extra)
         .env("DATABASE_URL", database_url)
         .env("PLACEMENT_DB_MAX_CONNECTIONS", "10")
         .env("RUST_LOG", "warn")
@@ -54,6 +73,7 @@ async fn start_server(database_url: &str, label: &str) -> Server {
     let mut server = Server {
         child,
         base: format!("http://127.0.0.1:{port}"),
+        port,
         log,
     };
     let client = reqwest::Client::new();

@@ -1,0 +1,317 @@
+//! A real `placement serve` process under hostile clients: expensive
+//! candidate searches, thousands of idle or half-open connections, slow
+//! bodies, clients that hang up, and SIGTERM with a request in flight.
+//! These check behaviour (who gets served, what is cut, what finishes);
+//! latency figures come from `cargo bench --bench resilience`.
+
+#[path = "support/cluster.rs"]
+mod cluster;
+#[path = "api/common.rs"]
+mod common;
+
+use serde_json::json;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// A server on a fresh database, its database dropped afterwards.
+struct One {
+    server: cluster::Server,
+    client: reqwest::Client,
+    admin_url: String,
+    db: String,
+}
+
+impl Drop for One {
+    fn drop(&mut self) {
+        let _ = self.server.child.kill();
+        common::drop_database(&self.admin_url, &self.db);
+    }
+}
+
+async fn one(label: &str, extra: &[&str]) -> One {
+    let (admin_url, db) = common::fresh_database().await;
+    let server =
+        cluster::start_server_with(&common::url_with_db(&admin_url, &db), label, extra).await;
+    One {
+        server,
+        client: reqwest::Client::new(),
+        admin_url,
+        db,
+    }
+}
+
+impl One {
+    fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, format!("{}{path}", self.server.base))
+            .header("x-auth-token", "admin")
+            .header("openstack-api-version", "placement 1.39")
+    }
+
+    /// 11 children of 6 CUSTOM_X under one root; the query asking 12 of
+    /// them for a whole child (no answer, ~1.2e9 steps unbounded).
+    async fn wide_tree(&self) -> String {
+        let r = self
+            .req(reqwest::Method::PUT, "/resource_classes/CUSTOM_X")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let root = self.provider("root", None).await;
+        for i in 0..11 {
+            let child = self.provider(&format!("c{i}"), Some(&root)).await;
+            let r = self
+                .req(
+                    reqwest::Method::PUT,
+                    &format!("/resource_providers/{child}/inventories"),
+                )
+                .json(&json!({"resource_provider_generation": 0,
+                              "inventories": {"CUSTOM_X": {"total": 6}}}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+        }
+        let groups: Vec<String> = (1..=12)
+            .map(|i| format!("resources{i}=CUSTOM_X:6"))
+            .collect();
+        format!(
+            "/allocation_candidates?{}&group_policy=none",
+            groups.join("&")
+        )
+    }
+
+    async fn provider(&self, name: &str, parent: Option<&str>) -> String {
+        let r = self
+            .req(reqwest::Method::POST, "/resource_providers")
+            .json(&json!({"name": name, "parent_provider_uuid": parent}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        r.json::<serde_json::Value>().await.unwrap()["uuid"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.server.port)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cheap_requests_are_served_while_expensive_searches_run() {
+    let s = one("stall", &[]).await;
+    let q = s.wide_tree().await;
+    let stalls: Vec<_> = (0..8)
+        .map(|_| {
+            let r = s.req(reqwest::Method::GET, &q).send();
+            tokio::spawn(async move {
+                let r = r.await.unwrap();
+                (r.status().as_u16(), Instant::now())
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut probes_done = Instant::now();
+    for _ in 0..20 {
+        let r = s
+            .client
+            .get(format!("{}/", s.server.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        probes_done = Instant::now();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut last_stall = Instant::now() - Duration::from_secs(3600);
+    for h in stalls {
+        let (status, at) = h.await.unwrap();
+        assert_eq!(
+            status, 200,
+            "a search over its budget answers what it found"
+        );
+        last_stall = last_stall.max(at);
+    }
+    // The version document never waited for the searches to end.
+    assert!(
+        probes_done < last_stall,
+        "GET / was starved by the searches"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_that_hangs_up_stops_its_search() {
+    // Unbounded searches: only cancellation can end them.
+    let s = one("cancel", &["--allocation-candidates-max-steps", "0"]).await;
+    let q = s.wide_tree().await;
+    let doomed: Vec<_> = (0..6)
+        .map(|_| {
+            s.client
+                .get(format!("{}{q}", s.server.base))
+                .header("x-auth-token", "admin")
+                .header("openstack-api-version", "placement 1.39")
+                .timeout(Duration::from_millis(800))
+                .send()
+        })
+        .collect();
+    for r in futures_util::future::join_all(doomed).await {
+        assert!(r.is_err(), "an unbounded search answered: {r:?}");
+    }
+    // Every CPU permit was held by a search that would run for hours; a
+    // cheap search is served only once the hung-up ones have stopped.
+    let r = s
+        .req(
+            reqwest::Method::GET,
+            "/allocation_candidates?resources=CUSTOM_X:1",
+        )
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .expect("the abandoned searches were never stopped");
+    assert_eq!(r.status(), 200);
+}
+
+/// Reads what the server sends until it closes or `wait` passes.
+fn read_all(stream: &mut TcpStream, wait: Duration) -> (String, bool) {
+    stream.set_read_timeout(Some(wait)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return (String::from_utf8_lossy(&got).into(), true),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(_) => return (String::from_utf8_lossy(&got).into(), false),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn idle_and_slow_connections_do_not_starve_clients_and_are_cut() {
+    let s = one(
+        "idle",
+        &["--http-header-timeout", "2", "--http-body-timeout", "2"],
+    )
+    .await;
+    let addr = s.addr();
+    let mut idle = Vec::new();
+    for i in 0..2000 {
+        let mut c = TcpStream::connect(&addr).unwrap();
+        if i % 2 == 0 {
+            // Half a request head.
+            c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
+        }
+        idle.push(c);
+    }
+    let mut slow = Vec::new();
+    for _ in 0..50 {
+        let mut c = TcpStream::connect(&addr).unwrap();
+        c.write_all(
+            b"POST /resource_providers HTTP/1.1\r\nHost: x\r\nx-auth-token: admin\r\n\
+              content-type: application/json\r\ncontent-length: 100\r\n\r\n{",
+        )
+        .unwrap();
+        slow.push(c);
+    }
+    // A normal client is served while all of that is open.
+    let r = s
+        .req(reqwest::Method::GET, "/resource_providers")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // Past the timeouts: slow bodies got 408 and were closed, idle and
+    // half-open connections were closed.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for c in slow.iter_mut().take(10) {
+        let (text, closed) = read_all(c, Duration::from_secs(5));
+        assert!(text.starts_with("HTTP/1.1 408"), "slow body got {text:?}");
+        assert!(closed, "slow connection left open");
+    }
+    for c in idle.iter_mut().step_by(100) {
+        let (_, closed) = read_all(c, Duration::from_secs(5));
+        assert!(closed, "idle connection left open");
+    }
+    // Nothing was created by the cut-off bodies.
+    let list: serde_json::Value = s
+        .req(reqwest::Method::GET, "/resource_providers")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["resource_providers"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn past_the_connection_cap_the_oldest_idle_connection_makes_room() {
+    let s = one("cap", &["--http-max-connections", "50"]).await;
+    let addr = s.addr();
+    let idle: Vec<TcpStream> = (0..120)
+        .map(|_| TcpStream::connect(&addr).unwrap())
+        .collect();
+    let r = s
+        .req(reqwest::Method::GET, "/resource_providers")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // The first connections were the ones closed.
+    let mut first = idle.into_iter().next().unwrap();
+    let (_, closed) = read_all(&mut first, Duration::from_secs(5));
+    assert!(closed, "the oldest idle connection was not evicted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_finishes_requests_in_flight_then_exits() {
+    let mut s = one("term", &["--shutdown-grace", "10"]).await;
+    let addr = s.addr();
+    let body = br#"{"name": "created-during-shutdown"}"#;
+    let mut c = TcpStream::connect(&addr).unwrap();
+    write!(
+        c,
+        "POST /resource_providers HTTP/1.1\r\nHost: x\r\nx-auth-token: admin\r\n\
+         openstack-api-version: placement 1.20\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    c.write_all(&body[..10]).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = s.server.child.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // No new connections once shutdown has begun.
+    assert!(
+        TcpStream::connect(&addr).is_err(),
+        "still accepting after SIGTERM"
+    );
+    // The request in flight completes.
+    c.write_all(&body[10..]).unwrap();
+    let (text, _) = read_all(&mut c, Duration::from_secs(10));
+    assert!(
+        text.starts_with("HTTP/1.1 200"),
+        "in-flight request got {text:?}"
+    );
+    // And the process exits by itself, cleanly.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(status) = s.server.child.try_wait().unwrap() {
+            assert!(status.success(), "exit status {status}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server did not exit after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

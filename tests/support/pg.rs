@@ -1,0 +1,176 @@
+//! A private PostgreSQL cluster that a test can stop and start again on the
+//! same port, for the fault suite (the database vanishes under load). Built
+//! from the system install like `scripts/test.sh` does; as root the server
+//! runs as `postgres`. Removed when dropped.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// The cluster: its binaries, data directory and port.
+pub struct PgCluster {
+    bin: PathBuf,
+    dir: PathBuf,
+    /// The loopback port it listens on, kept across restarts.
+    pub port: u16,
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// Runs a PostgreSQL binary, as `postgres` when we are root.
+fn as_pg(bin: &std::path::Path, args: &[&str]) -> bool {
+    let mut cmd = if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(bin);
+        c
+    } else {
+        Command::new(bin)
+    };
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn pg_bin() -> PathBuf {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("PostgreSQL under /usr/lib/postgresql")
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|p| p.join("initdb").exists())
+        .collect();
+    found.sort();
+    found
+        .pop()
+        .expect("an initdb under /usr/lib/postgresql/*/bin")
+}
+
+impl PgCluster {
+    /// initdb, start on a free port, create the database `app`.
+    pub fn start() -> PgCluster {
+        let bin = pg_bin();
+        let dir = std::env::temp_dir().join(format!("pgfault-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        if is_root() {
+            let _ = Command::new("chown")
+                .args(["postgres:postgres", dir.to_str().unwrap()])
+                .status();
+        }
+        let data = dir.join("data");
+        assert!(
+            as_pg(
+                &bin.join("initdb"),
+                &[
+                    "-D",
+                    data.to_str().unwrap(),
+                    "-U",
+                    "postgres",
+                    "--auth=trust",
+                    "-E",
+                    "UTF8",
+                    "--no-locale",
+                    "--no-sync"
+                ]
+            ),
+            "initdb failed"
+        );
+        let cluster = PgCluster {
+            bin,
+            dir,
+            port: std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port(),
+        };
+        cluster.up();
+        assert!(
+            Command::new(cluster.bin.join("createdb"))
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &cluster.port.to_string(),
+                    "-U",
+                    "postgres",
+                    "app"
+                ])
+                .status()
+                .is_ok_and(|s| s.success()),
+            "createdb failed"
+        );
+        cluster
+    }
+
+    /// The database URL.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/app", self.port)
+    }
+
+    /// Starts the server (again) on its port; waits until it accepts.
+    pub fn up(&self) {
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=100",
+            self.port,
+            self.dir.display()
+        );
+        assert!(
+            as_pg(
+                &self.bin.join("pg_ctl"),
+                &[
+                    "-D",
+                    self.dir.join("data").to_str().unwrap(),
+                    "-l",
+                    self.dir.join("log").to_str().unwrap(),
+                    "-w",
+                    "-t",
+                    "30",
+                    "-o",
+                    &opts,
+                    "start"
+                ]
+            ),
+            "pg_ctl start failed"
+        );
+    }
+
+    /// Stops the server the way an operator or a failover does: sessions
+    /// are terminated, transactions in flight roll back.
+    pub fn down(&self) {
+        as_pg(
+            &self.bin.join("pg_ctl"),
+            &[
+                "-D",
+                self.dir.join("data").to_str().unwrap(),
+                "-m",
+                "fast",
+                "-w",
+                "stop",
+            ],
+        );
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        as_pg(
+            &self.bin.join("pg_ctl"),
+            &[
+                "-D",
+                self.dir.join("data").to_str().unwrap(),
+                "-m",
+                "immediate",
+                "stop",
+            ],
+        );
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
