@@ -119,21 +119,24 @@ impl Budget {
         self.take(1)
     }
 
-    /// Takes `n` steps at once; false once the search must stop.
+    /// Takes `n` steps at once; false (and the work is not to be done)
+    /// once the search must stop. Never takes more than the budget.
     pub fn take(&mut self, n: u64) -> bool {
         if self.stopped.is_some() {
             return false;
         }
-        let before = self.taken;
-        self.taken = self.taken.saturating_add(n);
-        if self.taken > self.max {
+        if n > self.max - self.taken {
             self.stopped = Some(Stopped::Budget);
-        } else if before >> 10 != self.taken >> 10
-            && self
-                .cancel
+            return false;
+        }
+        let before = self.taken;
+        self.taken += n;
+        let cancelled = || {
+            self.cancel
                 .as_ref()
                 .is_some_and(|c| c.load(Ordering::Relaxed))
-        {
+        };
+        if before >> 10 != self.taken >> 10 && cancelled() {
             self.stopped = Some(Stopped::Cancelled);
         }
         self.stopped.is_none()
