@@ -4,7 +4,7 @@
 
 use super::allocation_candidates::search;
 use super::allocations::alloc_error;
-use super::extract::{JsonBody, PathParams};
+use super::extract::{int_field, JsonBody, PathParams};
 use super::microversion::Microversion;
 use super::respond::Reply;
 use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck};
@@ -79,14 +79,14 @@ fn capacity_map(nodes: &[NodeState], req: &ResourceRequest) -> Result<CapacityMa
 pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Reply> {
     let b: Value = body.parse(&schema())?;
     let app = b["app"].as_str().unwrap_or_default().to_string();
-    let count = b["count"].as_i64().unwrap_or(1);
+    let count: i64 = int_field(&b, "count", 1)?;
     let strategy: Strategy =
         serde_json::from_value(b.get("strategy").cloned().unwrap_or(json!("auto")))
             .map_err(|e| ApiError::bad_request(format!("JSON does not validate: {e}")))?;
-    let nodes_limit = b["nodes_limit"].as_u64().unwrap_or(0) as u32;
+    let nodes_limit: u32 = int_field(&b, "nodes_limit", 0)?;
     let cpu = b["cpu"].as_f64().unwrap_or(0.0);
     let bind = b["cpu_bind"].as_bool().unwrap_or(false);
-    let memory_mb = b["memory_mb"].as_i64().unwrap_or(0);
+    let memory_mb: i64 = int_field(&b, "memory_mb", 0)?;
     let extra: BTreeMap<String, i64> = b["resources"]
         .as_object()
         .into_iter()
@@ -258,7 +258,12 @@ fn plan_instances(
                 available: 0.0,
             });
         };
-        let allocations = sched::calculate_deploy(&node.info, n as usize, req, &node.cfg)?;
+        let count = usize::try_from(n).map_err(|_| SchedError::NodeInsufficient {
+            resource: "node",
+            need: n as f64,
+            available: 0.0,
+        })?;
+        let allocations = sched::calculate_deploy(&node.info, count, req, &node.cfg)?;
         let mut listed = Vec::new();
         for a in allocations {
             sched::add_usage(&mut node.info, &a.workload);

@@ -3,7 +3,7 @@
 //! Registering one sets the provider's `CUSTOM_CPU_SHARES` inventory
 //! (cores × share_base) so Placement usages and candidates stay true.
 
-use super::extract::{JsonBody, PathParams};
+use super::extract::{int_field, JsonBody, PathParams};
 use super::resource_providers::{find, find_for_update};
 use super::respond::Reply;
 use crate::db::deployments::{self as db, Topology};
@@ -106,8 +106,8 @@ pub async fn replace(
         cores.push((core, c["numa_node"].as_str().map(str::to_string)));
     }
     let t = Topology {
-        share_base: b["share_base"].as_i64().unwrap_or(100) as i32,
-        max_fragment_cores: b["max_fragment_cores"].as_i64().unwrap_or(-1) as i32,
+        share_base: int_field(&b, "share_base", 100)?,
+        max_fragment_cores: int_field(&b, "max_fragment_cores", -1)?,
         cores,
         numa_memory_mb: b["numa_memory_mb"]
             .as_object()
