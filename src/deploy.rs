@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 
 /// The resource class that carries bound CPU shares in Placement.
-pub const CPU_SHARES: &str = "CUSTOM_CPU_SHARES";
+pub use crate::types::CPU_SHARES;
 /// Bytes in a MiB: Placement counts MEMORY_MB, the scheduler bytes.
 pub const MIB: i64 = 1024 * 1024;
 

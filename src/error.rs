@@ -2,12 +2,11 @@
 //! `{"errors": [{"status", "title", "detail", "code", "request_id"}]}`.
 //!
 //! Handlers return [`ApiError`]; its `IntoResponse` only stores the error in
-//! the response extensions. The request pipeline (`api::middleware`) renders
-//! the body, because only it knows the request id, the negotiated
-//! microversion (`code` appears from 1.23) and the `Accept` header (HTML or
-//! plain text bodies for clients that ask for them, as webob does).
+//! the response extensions. The request pipeline renders the body
+//! (`api::error_body`), because only it knows the request id, the negotiated
+//! microversion (`code` appears from 1.23) and the `Accept` header.
 
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 /// Stable error codes, as Placement defines them. Never change a value.
@@ -205,94 +204,6 @@ impl ApiError {
     /// The standard reason phrase for the status.
     pub fn title(&self) -> &'static str {
         self.status.canonical_reason().unwrap_or("Error")
-    }
-
-    /// Renders the final response body per `Accept`.
-    pub fn render(&self, request_id: &str, with_code: bool, accept: Option<&str>) -> Response {
-        let (ctype, body) = match preferred_error_format(accept) {
-            ErrorFormat::Json => {
-                let mut obj = serde_json::Map::new();
-                obj.insert("status".into(), self.status.as_u16().into());
-                obj.insert("title".into(), self.title().into());
-                obj.insert("detail".into(), self.detail.clone().into());
-                if with_code {
-                    obj.insert("code".into(), self.code.into());
-                }
-                obj.insert("request_id".into(), request_id.into());
-                if self.version_bounds {
-                    obj.insert(
-                        "max_version".into(),
-                        crate::api::microversion::MAX.to_string().into(),
-                    );
-                    obj.insert(
-                        "min_version".into(),
-                        crate::api::microversion::MIN.to_string().into(),
-                    );
-                }
-                let body = serde_json::json!({ "errors": [obj] });
-                ("application/json", body.to_string())
-            }
-            ErrorFormat::Html => {
-                let head = format!("{} {}", self.status.as_u16(), self.title());
-                let text = html_escape(&self.detail).replace("\n\n", "<br /><br />\n");
-                (
-                    "text/html; charset=UTF-8",
-                    format!("<html>\n <head>\n  <title>{head}</title>\n </head>\n <body>\n  <h1>{head}</h1>\n  {text}\n </body>\n</html>"),
-                )
-            }
-            ErrorFormat::Plain => (
-                "text/plain; charset=UTF-8",
-                format!(
-                    "{} {}\n\n{}\n",
-                    self.status.as_u16(),
-                    self.title(),
-                    self.detail
-                ),
-            ),
-        };
-        let mut resp = (self.status, body).into_response();
-        resp.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
-        if let Some(secs) = self.retry_after {
-            resp.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        }
-        if let Some(allow) = &self.allow {
-            if let Ok(v) = HeaderValue::from_str(allow) {
-                resp.headers_mut().insert(header::ALLOW, v);
-            }
-        }
-        resp
-    }
-}
-
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
-enum ErrorFormat {
-    Json,
-    Html,
-    Plain,
-}
-
-/// webob's choice among HTML, JSON and plain text; a missing `Accept` or a
-/// bare `*/*` means JSON, as Placement's clients expect.
-fn preferred_error_format(accept: Option<&str>) -> ErrorFormat {
-    let Some(accept) = accept
-        .map(str::trim)
-        .filter(|a| !a.is_empty() && *a != "*/*")
-    else {
-        return ErrorFormat::Json;
-    };
-    let q_html = crate::api::middleware::accept_quality(accept, "text/html");
-    let q_json = crate::api::middleware::accept_quality(accept, "application/json");
-    match (q_html, q_json) {
-        (h, j) if h > 0.0 && h >= j => ErrorFormat::Html,
-        (_, j) if j > 0.0 => ErrorFormat::Json,
-        _ => ErrorFormat::Plain,
     }
 }
 

@@ -1,62 +1,32 @@
 //! A resource placement and scheduling service: the OpenStack Placement API
 //! on PostgreSQL, with an Eru-style scheduler on top.
+//!
+//! Layers, each using only those below it (`tests/layering.rs` checks it):
+//! 1. `types`, `error`, `config`: newtypes, the one error type, settings;
+//! 2. `db` (all SQL) and `sched` (pure scheduling algorithms);
+//! 3. services: `candidates` (the candidate engine, entry point
+//!    `candidates::find`), `deploy`, `allocation` (allocation writes with
+//!    retries), `inventory` (inventory rules and writes);
+//! 4. `state`: what every handler shares;
+//! 5. `api`: thin handlers, one file per resource; a handler never imports
+//!    another handler, only the plumbing (`extract`, `respond`, `schema`, …);
+//! 6. `serve` and `localdb`: the HTTP server and the zero-config PostgreSQL.
 
+pub mod allocation;
 pub mod api;
 pub mod candidates;
 pub mod config;
 pub mod db;
 pub mod deploy;
 pub mod error;
+pub mod inventory;
 pub mod localdb;
 pub mod sched;
 pub mod serve;
+pub mod state;
 pub mod types;
 
-use std::sync::Arc;
-
-/// Shared state of every handler.
-#[derive(Clone)]
-pub struct AppState {
-    /// The database pool.
-    pub pool: sqlx::PgPool,
-    /// Behaviour settings.
-    pub settings: Arc<config::Settings>,
-    /// This process's snapshot of the provider data candidates need.
-    pub candidates: Arc<candidates::cache::SnapshotCache>,
-    /// One permit per core for CPU-heavy work (solve, render, plans), so
-    /// that a burst of expensive requests queues instead of crowding out
-    /// the async workers that answer everything else.
-    pub cpu: Arc<tokio::sync::Semaphore>,
-}
-
-impl AppState {
-    /// State over a pool with the given settings and an empty candidates cache.
-    pub fn new(pool: sqlx::PgPool, settings: config::Settings) -> Self {
-        AppState {
-            pool,
-            settings: Arc::new(settings),
-            candidates: Arc::default(),
-            cpu: Arc::new(tokio::sync::Semaphore::new(
-                std::thread::available_parallelism().map_or(2, usize::from),
-            )),
-        }
-    }
-
-    /// Runs CPU-heavy work on the blocking pool, one job per core at a time.
-    pub async fn cpu_work<T: Send + 'static>(
-        &self,
-        work: impl FnOnce() -> T + Send + 'static,
-    ) -> error::ApiResult<T> {
-        let _permit = self
-            .cpu
-            .acquire()
-            .await
-            .map_err(error::ApiError::internal)?;
-        tokio::task::spawn_blocking(work)
-            .await
-            .map_err(error::ApiError::internal)
-    }
-}
+pub use state::AppState;
 
 /// The whole HTTP application, used by `main` and by the tests.
 pub fn app(state: AppState) -> axum::Router {

@@ -2,7 +2,27 @@
 //! the validation Placement applies to it.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::fmt;
+
+/// The custom class a CPU topology's shares are counted in (cores x share_base).
+pub const CPU_SHARES: &str = "CUSTOM_CPU_SHARES";
+
+/// Aggregate membership filter of one request group or provider list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AggFilter {
+    /// Each set must contain an aggregate of the provider (sets are ANDed).
+    pub any_of: Vec<BTreeSet<uuid::Uuid>>,
+    /// The provider must be in none of these.
+    pub forbidden: BTreeSet<uuid::Uuid>,
+}
+
+impl AggFilter {
+    /// True when there is nothing to filter on.
+    pub fn is_empty(&self) -> bool {
+        self.any_of.is_empty() && self.forbidden.is_empty()
+    }
+}
 
 /// A resource provider's external identity (always rendered dashed lower case).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

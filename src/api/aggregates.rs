@@ -1,15 +1,15 @@
 //! `/resource_providers/{uuid}/aggregates` (1.1+; generations from 1.19).
 
+use super::extract::{find, find_for_update};
 use super::extract::{JsonBody, PathParams};
 use super::microversion::Microversion;
-use super::resource_providers::{find, find_for_update};
 use super::respond::Reply;
 use super::schema;
 use crate::db::{aggregates as db, providers};
 use crate::error::{codes, ApiError, ApiResult};
+use crate::state::AppState;
 use crate::types::parse_uuid_like;
 use crate::types::GivenGeneration;
-use crate::AppState;
 use axum::extract::State;
 use serde_json::{json, Value};
 use uuid::Uuid;

@@ -2,11 +2,10 @@
 //! scheduler on nodes found by the candidate engine, committed as Placement
 //! allocations plus core bindings in one transaction; and live resize.
 
-use super::allocation_candidates::search;
-use super::allocations::alloc_error;
 use super::extract::{int_field, JsonBody, PathParams};
-use super::microversion::Microversion;
 use super::respond::Reply;
+use crate::allocation::alloc_error;
+use crate::candidates::find;
 use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck};
 use crate::db::deployments::{self as db, InstanceSpec};
 use crate::deploy::{instance_resources, load_nodes, workload, NodeState, CPU_SHARES, MIB};
@@ -14,8 +13,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::sched::{
     self, CapacityMap, NodeName, ReallocRequest, ResourceRequest, SchedError, Strategy,
 };
+use crate::state::AppState;
 use crate::types::GivenGeneration;
-use crate::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
@@ -107,7 +106,7 @@ pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Rep
         }
     }
     let started = std::time::Instant::now();
-    let found = search(&st, &pairs, Microversion::new(1, 39), None).await?;
+    let found = find::find(&st.engine(), &pairs, (1, 39), None).await?;
     let searched = started.elapsed();
     let memory_class = found
         .snap

@@ -3,12 +3,15 @@
 //! helpers every write handler uses.
 
 use super::schema::validate::validate;
-use crate::error::ApiError;
+use crate::db::providers::{self, ProviderRow};
+use crate::error::{ApiError, ApiResult};
+use crate::types::parse_uuid_like;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use sqlx::PgConnection;
 
 /// A JSON request body: `Content-Type: application/json` required (415
 /// otherwise), parsed but not yet validated.
@@ -140,6 +143,24 @@ impl QueryPairs {
             ApiError::bad_request(format!("Invalid query string parameters: {}", e.render()))
         })
     }
+}
+
+/// Loads the provider named in a path, or 404 `No resource provider with uuid <u> found`.
+pub async fn find(conn: &mut PgConnection, raw: &str) -> ApiResult<ProviderRow> {
+    let row = match parse_uuid_like(raw) {
+        Some(u) => providers::get(conn, u).await?,
+        None => None,
+    };
+    row.ok_or_else(|| ApiError::not_found(format!("No resource provider with uuid {raw} found")))
+}
+
+/// Like [`find`], locking the row for the rest of the transaction.
+pub async fn find_for_update(conn: &mut PgConnection, raw: &str) -> ApiResult<ProviderRow> {
+    let row = match parse_uuid_like(raw) {
+        Some(u) => providers::get_for_update(conn, u).await?,
+        None => None,
+    };
+    row.ok_or_else(|| ApiError::not_found(format!("No resource provider with uuid {raw} found")))
 }
 
 /// Path parameters; a path that cannot be decoded is simply not found.

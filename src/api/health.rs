@@ -2,7 +2,7 @@
 //! `OK` while the database answers, 503 with the reason while it does not
 //! (load balancers take the process out of rotation). HEAD answers 204.
 
-use crate::AppState;
+use crate::state::AppState;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};

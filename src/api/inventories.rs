@@ -1,54 +1,21 @@
 //! `/resource_providers/{uuid}/inventories[/{rc}]`.
 
+use super::extract::find_for_update;
 use super::extract::{JsonBody, PathParams};
 use super::microversion::Microversion;
-use super::resource_providers::find_for_update;
 use super::respond::{latest, Reply};
 use super::schema;
+use super::schema::inventories::{inventory_from, records};
 use crate::db::inventories::{self, Inventory, InventoryRow};
 use crate::db::{classes, providers};
 use crate::error::{codes, ApiError, ApiResult};
+use crate::inventory::{in_use, invalid_capacity, set_inventories};
+use crate::state::AppState;
 use crate::types::GivenGeneration;
-use crate::AppState;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{json, Map, Value};
 use sqlx::PgConnection;
-
-/// An inventory record from a validated body, with Placement's defaults.
-pub fn inventory_from(v: &Value) -> Inventory {
-    let int = |k: &str, d: i64| v.get(k).and_then(Value::as_i64).unwrap_or(d) as i32;
-    Inventory {
-        total: int("total", 0),
-        reserved: int("reserved", 0),
-        min_unit: int("min_unit", 1),
-        max_unit: int("max_unit", 2147483647),
-        step_size: int("step_size", 1),
-        allocation_ratio: v
-            .get("allocation_ratio")
-            .and_then(Value::as_f64)
-            .unwrap_or(1.0),
-    }
-}
-
-/// Why an inventory's capacity is invalid for the version, if it is.
-pub fn invalid_capacity(
-    inv: &Inventory,
-    mv: Microversion,
-    rc: &str,
-    rp: &uuid::Uuid,
-) -> Option<String> {
-    let cap = inv.capacity_int();
-    if mv.at_least(1, 26) {
-        (cap < 0 || inv.reserved > inv.total).then(|| {
-            format!("Invalid inventory for '{rc}' on resource provider '{rp}'. The reserved value is greater than total.")
-        })
-    } else {
-        (cap <= 0 || inv.reserved >= inv.total).then(|| {
-            format!("Invalid inventory for '{rc}' on resource provider '{rp}'. The reserved value is greater than or equal to total.")
-        })
-    }
-}
 
 fn record_json(inv: &Inventory) -> Value {
     json!({
@@ -83,7 +50,7 @@ pub async fn list(
     PathParams(id): PathParams<String>,
 ) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
-    let rp = super::resource_providers::find(&mut conn, &id).await?;
+    let rp = super::extract::find(&mut conn, &id).await?;
     let rows = inventories::of_provider(&mut conn, rp.id).await?;
     Ok(Reply::ok(&inventories_json(&rows, rp.generation))
         .cache(mv, latest(rows.iter().map(row_modified))))
@@ -96,7 +63,7 @@ pub async fn show(
     PathParams((id, rc)): PathParams<(String, String)>,
 ) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
-    let rp = super::resource_providers::find(&mut conn, &id).await?;
+    let rp = super::extract::find(&mut conn, &id).await?;
     let rows = inventories::of_provider(&mut conn, rp.id).await?;
     let row = rows
         .iter()
@@ -119,13 +86,6 @@ fn generation_conflict() -> ApiError {
     ApiError::conflict("resource provider generation conflict").code(codes::CONCURRENT_UPDATE)
 }
 
-fn in_use(rcs: &[String], rp: &uuid::Uuid) -> String {
-    format!(
-        "update conflict: Inventory for '{}' on resource provider '{rp}' in use.",
-        rcs.join(", ")
-    )
-}
-
 /// `POST .../inventories`: add one class (no generation check).
 pub async fn create(
     State(st): State<AppState>,
@@ -145,7 +105,7 @@ pub async fn create(
         )));
     };
     let inv = inventory_from(&b);
-    if let Some(why) = invalid_capacity(&inv, mv, &rc, &rp.uuid) {
+    if let Some(why) = invalid_capacity(&inv, mv.at_least(1, 26), &rc, &rp.uuid) {
         return Err(ApiError::bad_request(format!(
             "Unable to create inventory for resource provider {}: {why}",
             rp.uuid
@@ -184,53 +144,10 @@ pub async fn replace(
         return Err(generation_conflict());
     }
     let wanted = b["inventories"].as_object().cloned().unwrap_or_default();
-    let rows = set_inventories(&mut tx, &rp, &wanted, mv).await?;
+    let rows = set_inventories(&mut tx, &rp, &records(&wanted), mv.at_least(1, 26)).await?;
     let gen = bump(&mut tx, rp.id, rp.generation).await?;
     tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(Reply::ok(&inventories_json(&rows, gen)).cache(mv, None))
-}
-
-/// Replaces a locked provider's inventories with `wanted` (class → record),
-/// refusing to remove classes in use. Shared with the reshaper.
-pub async fn set_inventories(
-    conn: &mut PgConnection,
-    rp: &providers::ProviderRow,
-    wanted: &Map<String, Value>,
-    mv: Microversion,
-) -> ApiResult<Vec<InventoryRow>> {
-    let names: Vec<String> = wanted.keys().cloned().collect();
-    let ids = classes::ids(conn, &names).await?.map_err(|rc| {
-        ApiError::bad_request(format!(
-            "Unknown resource class in inventory for resource provider {}: No such resource class {rc}.",
-            rp.uuid
-        ))
-    })?;
-    let mut records = Vec::new();
-    for ((rc, v), class_id) in wanted.iter().zip(ids) {
-        let inv = inventory_from(v);
-        if let Some(why) = invalid_capacity(&inv, mv, rc, &rp.uuid) {
-            return Err(ApiError::bad_request(format!(
-                "Unable to update inventory for resource provider {}: {why}",
-                rp.uuid
-            )));
-        }
-        records.push((class_id, inv));
-    }
-    let current = inventories::of_provider(conn, rp.id).await?;
-    let removed: Vec<i32> = current
-        .iter()
-        .map(|r| r.resource_class_id)
-        .filter(|c| !records.iter().any(|(id, _)| id == c))
-        .collect();
-    let busy = inventories::classes_in_use(conn, rp.id, &removed).await?;
-    if !busy.is_empty() {
-        return Err(ApiError::conflict(in_use(&busy, &rp.uuid)).code(codes::INVENTORY_INUSE));
-    }
-    inventories::delete(conn, rp.id, &removed).await?;
-    for (class_id, inv) in &records {
-        inventories::upsert(conn, rp.id, *class_id, inv).await?;
-    }
-    Ok(inventories::of_provider(conn, rp.id).await?)
 }
 
 /// `PUT .../inventories/{rc}`: update one existing class.
@@ -252,7 +169,7 @@ pub async fn update(
         return Err(generation_conflict());
     }
     let inv = inventory_from(&b);
-    if let Some(why) = invalid_capacity(&inv, mv, &rc, &rp.uuid) {
+    if let Some(why) = invalid_capacity(&inv, mv.at_least(1, 26), &rc, &rp.uuid) {
         return Err(ApiError::bad_request(format!(
             "Unable to update inventory for resource provider {}: {why}",
             rp.uuid

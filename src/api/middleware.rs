@@ -226,7 +226,8 @@ pub async fn pipeline(State(limits): State<BodyLimits>, mut req: Request, next: 
         };
         let mut resp = match pre {
             Err(e) => {
-                let mut resp = e.render(&request_id, false, accept.as_deref());
+                let mut resp =
+                    super::respond::render_error(&e, &request_id, false, accept.as_deref());
                 if matches!(e.status.as_u16(), 408 | 413) {
                     // The rest of the body was never read: this connection
                     // cannot carry another request.
@@ -241,7 +242,12 @@ pub async fn pipeline(State(limits): State<BodyLimits>, mut req: Request, next: 
                 req.extensions_mut().insert(RequestId(request_id.clone()));
                 let mut resp = next.run(req).await;
                 if let Some(PendingError(e)) = resp.extensions_mut().remove::<PendingError>() {
-                    let mut rendered = e.render(&request_id, v.at_least(1, 23), accept.as_deref());
+                    let mut rendered = super::respond::render_error(
+                        &e,
+                        &request_id,
+                        v.at_least(1, 23),
+                        accept.as_deref(),
+                    );
                     // Keep headers a handler set on purpose (none today), drop the rest.
                     std::mem::swap(rendered.extensions_mut(), resp.extensions_mut());
                     resp = rendered;

@@ -23,7 +23,7 @@ pub mod traits;
 pub mod usages;
 
 use crate::error::ApiError;
-use crate::AppState;
+use crate::state::AppState;
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use middleware::method_not_allowed as na;

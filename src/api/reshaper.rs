@@ -1,18 +1,20 @@
 //! `POST /reshaper` (1.30+): move inventories and allocations across a
 //! provider tree in one transaction.
 
-use super::allocations::{alloc_error, writes_from_map};
 use super::extract::JsonBody;
-use super::inventories::{invalid_capacity, inventory_from, set_inventories};
 use super::microversion::Microversion;
 use super::schema;
+use super::schema::allocations::writes_from_map;
+use super::schema::inventories::{inventory_from, records};
+use crate::allocation::alloc_error;
 use crate::db::allocations::ConsumerWrite;
 use crate::db::providers::ProviderRow;
 use crate::db::{allocations, classes, inventories, providers};
 use crate::error::{codes, with_retries, ApiError, ApiResult};
+use crate::inventory::{invalid_capacity, set_inventories};
+use crate::state::AppState;
 use crate::types::parse_uuid_like;
 use crate::types::GivenGeneration;
-use crate::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
@@ -96,7 +98,7 @@ async fn reshape_once(
         })?;
         for ((rc, v), class_id) in wanted.iter().zip(ids) {
             let inv = inventory_from(v);
-            if let Some(why) = invalid_capacity(&inv, mv, rc, &rp.uuid) {
+            if let Some(why) = invalid_capacity(&inv, mv.at_least(1, 26), rc, &rp.uuid) {
                 return Err(ApiError::bad_request(format!(
                     "malformed reshaper data: {why}"
                 )));
@@ -113,7 +115,7 @@ async fn reshape_once(
 
     // Final inventory, exactly as given.
     for (rp, wanted) in &targets {
-        set_inventories(&mut tx, rp, wanted, mv).await?;
+        set_inventories(&mut tx, rp, &records(wanted), mv.at_least(1, 26)).await?;
         providers::bump_locked(&mut tx, &[rp.id]).await?;
     }
     tx.commit().await.map_err(ApiError::commit_failed)

@@ -6,7 +6,7 @@ use super::respond::{latest, Reply};
 use super::schema;
 use crate::db::classes::{self as db, ClassRow, FIRST_CUSTOM_ID};
 use crate::error::{ApiError, ApiResult};
-use crate::AppState;
+use crate::state::AppState;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{json, Value};

@@ -1,5 +1,6 @@
 //! `/resource_providers` and `/resource_providers/{uuid}`.
 
+use super::extract::{find, find_for_update};
 use super::extract::{JsonBody, PathParams, QueryPairs};
 use super::microversion::Microversion;
 use super::respond::{latest, Reply};
@@ -8,31 +9,12 @@ use crate::candidates::request::{parse_member_of, parse_required};
 use crate::db::providers::{self, CreateError, DeleteBlock, ProviderFilter, ProviderRow};
 use crate::db::{classes, traits};
 use crate::error::{codes, ApiError, ApiResult};
+use crate::state::AppState;
 use crate::types::parse_uuid_like;
-use crate::AppState;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{json, Value};
-use sqlx::PgConnection;
 use uuid::Uuid;
-
-/// Loads the provider named in a path, or 404 `No resource provider with uuid <u> found`.
-pub async fn find(conn: &mut PgConnection, raw: &str) -> ApiResult<ProviderRow> {
-    let row = match parse_uuid_like(raw) {
-        Some(u) => providers::get(conn, u).await?,
-        None => None,
-    };
-    row.ok_or_else(|| ApiError::not_found(format!("No resource provider with uuid {raw} found")))
-}
-
-/// Like [`find`], locking the row for the rest of the transaction.
-pub async fn find_for_update(conn: &mut PgConnection, raw: &str) -> ApiResult<ProviderRow> {
-    let row = match parse_uuid_like(raw) {
-        Some(u) => providers::get_for_update(conn, u).await?,
-        None => None,
-    };
-    row.ok_or_else(|| ApiError::not_found(format!("No resource provider with uuid {raw} found")))
-}
 
 /// The provider representation for a microversion.
 pub fn provider_json(rp: &ProviderRow, mv: Microversion) -> Value {

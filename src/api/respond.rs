@@ -1,7 +1,8 @@
-//! Success responses: JSON bodies, `Location`, and the `last-modified` /
-//! `cache-control` pair Placement adds from microversion 1.15.
+//! Responses: JSON bodies, `Location`, the `last-modified` /
+//! `cache-control` pair Placement adds from microversion 1.15, and the error body.
 
 use super::microversion::Microversion;
+use crate::error::ApiError;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
@@ -104,4 +105,93 @@ impl IntoResponse for Reply {
 /// The latest of a set of optional timestamps, for list responses.
 pub fn latest<I: IntoIterator<Item = Option<DateTime<Utc>>>>(times: I) -> Option<DateTime<Utc>> {
     times.into_iter().flatten().max()
+}
+/// Renders an error's final body per `Accept`: Placement's
+/// `{"errors": [{"status", "title", "detail", "code", "request_id"}]}`, or
+/// HTML or plain text for clients that ask for them, as webob does.
+pub fn render_error(
+    e: &ApiError,
+    request_id: &str,
+    with_code: bool,
+    accept: Option<&str>,
+) -> Response {
+    let (ctype, body) = match preferred_error_format(accept) {
+        ErrorFormat::Json => {
+            let mut obj = serde_json::Map::new();
+            obj.insert("status".into(), e.status.as_u16().into());
+            obj.insert("title".into(), e.title().into());
+            obj.insert("detail".into(), e.detail.clone().into());
+            if with_code {
+                obj.insert("code".into(), e.code.into());
+            }
+            obj.insert("request_id".into(), request_id.into());
+            if e.version_bounds {
+                obj.insert(
+                    "max_version".into(),
+                    super::microversion::MAX.to_string().into(),
+                );
+                obj.insert(
+                    "min_version".into(),
+                    super::microversion::MIN.to_string().into(),
+                );
+            }
+            let body = serde_json::json!({ "errors": [obj] });
+            ("application/json", body.to_string())
+        }
+        ErrorFormat::Html => {
+            let head = format!("{} {}", e.status.as_u16(), e.title());
+            let text = html_escape(&e.detail).replace("\n\n", "<br /><br />\n");
+            (
+                "text/html; charset=UTF-8",
+                format!("<html>\n <head>\n  <title>{head}</title>\n </head>\n <body>\n  <h1>{head}</h1>\n  {text}\n </body>\n</html>"),
+            )
+        }
+        ErrorFormat::Plain => (
+            "text/plain; charset=UTF-8",
+            format!("{} {}\n\n{}\n", e.status.as_u16(), e.title(), e.detail),
+        ),
+    };
+    let mut resp = (e.status, body).into_response();
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
+    if let Some(secs) = e.retry_after {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    if let Some(allow) = &e.allow {
+        if let Ok(v) = HeaderValue::from_str(allow) {
+            resp.headers_mut().insert(header::ALLOW, v);
+        }
+    }
+    resp
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+enum ErrorFormat {
+    Json,
+    Html,
+    Plain,
+}
+
+/// webob's choice among HTML, JSON and plain text; a missing `Accept` or a
+/// bare `*/*` means JSON, as Placement's clients expect.
+fn preferred_error_format(accept: Option<&str>) -> ErrorFormat {
+    let Some(accept) = accept
+        .map(str::trim)
+        .filter(|a| !a.is_empty() && *a != "*/*")
+    else {
+        return ErrorFormat::Json;
+    };
+    let q_html = super::middleware::accept_quality(accept, "text/html");
+    let q_json = super::middleware::accept_quality(accept, "application/json");
+    match (q_html, q_json) {
+        (h, j) if h > 0.0 && h >= j => ErrorFormat::Html,
+        (_, j) if j > 0.0 => ErrorFormat::Json,
+        _ => ErrorFormat::Plain,
+    }
 }

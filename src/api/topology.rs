@@ -3,15 +3,15 @@
 //! Registering one sets the provider's `CUSTOM_CPU_SHARES` inventory
 //! (cores × share_base) so Placement usages and candidates stay true.
 
+use super::extract::{find, find_for_update};
 use super::extract::{int_field, JsonBody, PathParams};
-use super::resource_providers::{find, find_for_update};
 use super::respond::Reply;
 use crate::db::deployments::{self as db, Topology};
 use crate::db::inventories::{self, Inventory};
 use crate::db::{classes, providers};
 use crate::deploy::CPU_SHARES;
 use crate::error::{codes, ApiError, ApiResult};
-use crate::AppState;
+use crate::state::AppState;
 use axum::extract::State;
 use serde_json::{json, Map, Value};
 use sqlx::PgConnection;

@@ -1,16 +1,16 @@
 //! `/traits[/{name}]` and `/resource_providers/{uuid}/traits` (1.6+).
 
+use super::extract::{find, find_for_update};
 use super::extract::{JsonBody, PathParams, QueryPairs};
 use super::microversion::Microversion;
-use super::resource_providers::{find, find_for_update};
 use super::respond::{latest, Reply};
 use super::schema;
 use crate::db::providers;
 use crate::db::traits::{self as db, NameFilter, TraitRow};
 use crate::error::{codes, ApiError, ApiResult};
+use crate::state::AppState;
 use crate::types::is_custom_name;
 use crate::types::GivenGeneration;
-use crate::AppState;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{json, Value};

@@ -1,13 +1,13 @@
 //! `/resource_providers/{uuid}/usages` and `/usages` (1.9+; by consumer type from 1.38).
 
+use super::extract::find;
 use super::extract::{PathParams, QueryPairs};
 use super::microversion::Microversion;
-use super::resource_providers::find;
 use super::respond::Reply;
 use super::schema;
 use crate::db::usages as db;
 use crate::error::ApiResult;
-use crate::AppState;
+use crate::state::AppState;
 use axum::extract::State;
 use serde_json::{json, Map, Value};
 

@@ -8,6 +8,7 @@
 //! matter: visibility is decided by PostgreSQL's snapshot rules), then
 //! reloads just those providers. Writes from any server process are seen.
 
+use super::load;
 use super::snapshot::Snapshot;
 use crate::db::candidates::{self as db, Delta};
 use sqlx::PgConnection;
@@ -34,13 +35,13 @@ impl SnapshotCache {
             (Delta::None, Some((_, snap))) => Ok(snap.clone()),
             (Delta::Providers(ids), Some((at, snap))) => {
                 let mut next = Snapshot::clone(snap);
-                db::patch(conn, &mut next, &ids).await?;
+                load::patch(conn, &mut next, &ids).await?;
                 *snap = Arc::new(next);
                 *at = now;
                 Ok(snap.clone())
             }
             _ => {
-                let snap = Arc::new(db::load(conn).await?);
+                let snap = Arc::new(load::load(conn).await?);
                 *state = Some((now, snap.clone()));
                 Ok(snap)
             }

@@ -2,7 +2,9 @@
 //! request needs, the pure solver, and rendering.
 
 pub mod cache;
+pub mod find;
 pub mod groups;
+pub mod load;
 pub mod render;
 pub mod request;
 pub mod snapshot;

@@ -35,21 +35,7 @@ impl TraitFilter {
     }
 }
 
-/// Aggregate membership filter of one request group.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AggFilter {
-    /// Each set must contain an aggregate of the provider (sets are ANDed).
-    pub any_of: Vec<BTreeSet<uuid::Uuid>>,
-    /// The provider must be in none of these.
-    pub forbidden: BTreeSet<uuid::Uuid>,
-}
-
-impl AggFilter {
-    /// True when there is nothing to filter on.
-    pub fn is_empty(&self) -> bool {
-        self.any_of.is_empty() && self.forbidden.is_empty()
-    }
-}
+pub use crate::types::AggFilter;
 
 /// Parses `RC:N,RC:N` into ordered (class, amount) pairs.
 pub fn parse_resources(qs: &str) -> Result<Vec<(String, i64)>, String> {

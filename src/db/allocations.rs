@@ -467,7 +467,7 @@ async fn check_bound_shares(
         let asked = w
             .allocations
             .get(&rp)
-            .and_then(|m| m.get(crate::deploy::CPU_SHARES))
+            .and_then(|m| m.get(crate::types::CPU_SHARES))
             .copied()
             .unwrap_or(0);
         if asked != shares {

@@ -1,19 +1,26 @@
-//! The provider data behind allocation candidates: a full load of every
-//! provider into a [`Snapshot`], the per-provider reload that patches it,
-//! and the change-log query that says which providers changed between two
-//! PostgreSQL snapshots (see `migrations/*_change_log.sql`).
+//! The provider data behind allocation candidates, as rows (the candidate
+//! engine assembles them into its snapshot), and the change-log query that
+//! says which providers changed between two PostgreSQL snapshots (see
+//! `migrations/*_change_log.sql`).
 
-use crate::candidates::snapshot::{Node, Snapshot, Stock};
 use crate::types::MISC_SHARES_VIA_AGGREGATE;
 use sqlx::PgConnection;
 use std::collections::HashMap;
 
-type StockRow = (i64, i32, i32, i32, i32, i32, i32, f64, i64);
-type TraitRow = (i64, i32, String);
-type NodeData = (Vec<StockRow>, Vec<TraitRow>, Vec<(i64, i32)>);
+/// (provider, class, total, reserved, min_unit, max_unit, step_size, ratio, used).
+pub type StockRow = (i64, i32, i32, i32, i32, i32, i32, f64, i64);
+/// (provider, trait id, trait name).
+pub type TraitRow = (i64, i32, String);
+/// (id, uuid, parent id, root id) of a provider.
+pub type ProviderRow = (i64, uuid::Uuid, Option<i64>, i64);
+/// Inventories with usage, traits and aggregates (provider, aggregate id).
+pub type NodeData = (Vec<StockRow>, Vec<TraitRow>, Vec<(i64, i32)>);
 
 /// Inventories with usage, traits and aggregates of the given providers (all when None).
-async fn node_data(conn: &mut PgConnection, ids: Option<&[i64]>) -> Result<NodeData, sqlx::Error> {
+pub async fn node_data(
+    conn: &mut PgConnection,
+    ids: Option<&[i64]>,
+) -> Result<NodeData, sqlx::Error> {
     let all = ids.is_none();
     let ids = ids.unwrap_or(&[]);
     let stock: Vec<StockRow> = sqlx::query_as(
@@ -50,123 +57,29 @@ async fn node_data(conn: &mut PgConnection, ids: Option<&[i64]>) -> Result<NodeD
     Ok((stock, traits, aggs))
 }
 
-fn fill(snap: &mut Snapshot, index: &HashMap<i64, usize>, data: NodeData) {
-    use std::sync::Arc;
-    let (stock, traits, aggs) = data;
-    for (rp, class, total, reserved, min_unit, max_unit, step_size, ratio, used) in stock {
-        if let Some(&i) = index.get(&rp) {
-            Arc::make_mut(&mut snap.nodes[i]).stock.push(Stock {
-                class,
-                total: total.into(),
-                reserved: reserved.into(),
-                min_unit: min_unit.into(),
-                max_unit: max_unit.into(),
-                step_size: step_size.into(),
-                allocation_ratio: ratio,
-                used,
-            });
-        }
-    }
-    for (rp, t, name) in traits {
-        if let Some(&i) = index.get(&rp) {
-            Arc::make_mut(&mut snap.nodes[i]).traits.push(t);
-        }
-        snap.trait_names.insert(t, name);
-    }
-    for (rp, a) in aggs {
-        if let Some(&i) = index.get(&rp) {
-            Arc::make_mut(&mut snap.nodes[i]).aggs.push(a);
-        }
-    }
+/// Every provider, ordered by id: (id, uuid, parent id, root id).
+pub async fn provider_rows(conn: &mut PgConnection) -> Result<Vec<ProviderRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers ORDER BY id",
+    )
+    .fetch_all(conn)
+    .await
 }
 
-async fn class_names(conn: &mut PgConnection) -> Result<HashMap<i32, String>, sqlx::Error> {
+/// The id of the trait that marks sharing providers, if it exists.
+pub async fn sharing_trait_id(conn: &mut PgConnection) -> Result<Option<i32>, sqlx::Error> {
+    sqlx::query_scalar("SELECT id FROM traits WHERE name = $1")
+        .bind(MISC_SHARES_VIA_AGGREGATE)
+        .fetch_optional(conn)
+        .await
+}
+
+/// Every resource class name by id.
+pub async fn class_names(conn: &mut PgConnection) -> Result<HashMap<i32, String>, sqlx::Error> {
     let rows: Vec<(i32, String)> = sqlx::query_as("SELECT id, name FROM resource_classes")
         .fetch_all(conn)
         .await?;
     Ok(rows.into_iter().collect())
-}
-
-/// Loads every provider (ordered by id) with its inventories, usage, traits and aggregates.
-pub async fn load(conn: &mut PgConnection) -> Result<Snapshot, sqlx::Error> {
-    let sharing: Option<i32> = sqlx::query_scalar("SELECT id FROM traits WHERE name = $1")
-        .bind(MISC_SHARES_VIA_AGGREGATE)
-        .fetch_optional(&mut *conn)
-        .await?;
-    let rows: Vec<(i64, uuid::Uuid, Option<i64>, i64)> = sqlx::query_as(
-        "SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers ORDER BY id",
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    let index: HashMap<i64, usize> = rows.iter().enumerate().map(|(i, r)| (r.0, i)).collect();
-    let nodes: Vec<std::sync::Arc<Node>> = rows
-        .iter()
-        .map(|&(id, uuid, parent, root)| Node {
-            id,
-            uuid,
-            parent: parent.and_then(|p| index.get(&p).copied()),
-            root: index.get(&root).copied().unwrap_or_default(),
-            traits: Vec::new(),
-            aggs: Vec::new(),
-            stock: Vec::new(),
-        })
-        .map(std::sync::Arc::new)
-        .collect();
-    let any_nested = rows.iter().any(|r| r.2.is_some());
-    let mut snap = Snapshot {
-        nodes,
-        sharing_trait: sharing,
-        any_nested,
-        class_names: class_names(conn).await?,
-        trait_names: HashMap::new(),
-        ..Default::default()
-    };
-    let data = node_data(conn, None).await?;
-    fill(&mut snap, &index, data);
-    snap.index();
-    Ok(snap)
-}
-
-/// Reloads the inventories, usage, traits and aggregates of some providers in place.
-pub async fn patch(
-    conn: &mut PgConnection,
-    snap: &mut Snapshot,
-    ids: &[i64],
-) -> Result<(), sqlx::Error> {
-    let index: HashMap<i64, usize> = ids
-        .iter()
-        .filter_map(|id| snap.index.by_id.get(id).map(|&i| (*id, i)))
-        .collect();
-    let before: Vec<(Vec<i32>, bool)> = index
-        .values()
-        .map(|&i| (snap.nodes[i].aggs.clone(), snap.is_sharing(i)))
-        .collect();
-    for &i in index.values() {
-        let n = std::sync::Arc::make_mut(&mut snap.nodes[i]);
-        n.stock.clear();
-        n.traits.clear();
-        n.aggs.clear();
-    }
-    let data = node_data(conn, Some(ids)).await?;
-    fill(snap, &index, data);
-    let regrouped = index
-        .values()
-        .zip(&before)
-        .any(|(&i, (aggs, sharing))| snap.nodes[i].aggs != *aggs || snap.is_sharing(i) != *sharing);
-    if regrouped {
-        snap.index_aggregates();
-    }
-    // New custom classes may have appeared in the patched inventories.
-    let unknown_class = index.values().any(|&i| {
-        snap.nodes[i]
-            .stock
-            .iter()
-            .any(|s| !snap.class_names.contains_key(&s.class))
-    });
-    if unknown_class {
-        snap.class_names = class_names(conn).await?;
-    }
-    Ok(())
 }
 
 /// What changed between the snapshot a cache was built at and now.

@@ -1,6 +1,6 @@
 //! Resource providers: rows, trees, list filters, generations.
 
-use crate::candidates::request::AggFilter;
+use crate::types::AggFilter;
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Postgres, QueryBuilder};
 use uuid::Uuid;

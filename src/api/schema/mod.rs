@@ -1,6 +1,8 @@
 //! Request schemas per microversion, transcribed from Placement's
 //! `placement/schemas/*.py`, so that validation errors read the same.
 
+pub mod allocations;
+pub mod inventories;
 pub mod validate;
 
 use crate::api::microversion::Microversion;

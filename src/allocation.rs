@@ -1,0 +1,54 @@
+//! Allocation writes, the one path PUT/POST /allocations, the reshaper and
+//! deployments share: one transaction, run again when it loses a database
+//! race, refusals mapped to Placement's errors.
+
+use crate::db::allocations::{self as db, AllocError, ConsumerWrite};
+use crate::error::{codes, with_retries, ApiError, ApiResult};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// Maps a refused write to Placement's error; `put_consumer` picks the PUT wording.
+pub fn alloc_error(e: AllocError, put_consumer: Option<Uuid>) -> ApiError {
+    match e {
+        AllocError::NoProvider(rp) if rp.is_nil() => {
+            ApiError::bad_request("Allocation for resource provider that does not exist.")
+        }
+        AllocError::NoProvider(_) => ApiError::bad_request(e.to_string()),
+        AllocError::NoClass(_, ref rc) => match put_consumer {
+            Some(c) => ApiError::bad_request(format!(
+                "Unable to allocate inventory for consumer {c}: No such resource class {rc}."
+            )),
+            None => ApiError::bad_request(format!(
+                "Unable to allocate inventory No such resource class {rc}."
+            )),
+        },
+        AllocError::NoInventory(..)
+        | AllocError::Constraints(..)
+        | AllocError::Capacity(..)
+        | AllocError::BoundShares(..) => ApiError::conflict(e.to_string()),
+        AllocError::ConsumerGeneration { .. } => {
+            ApiError::conflict(e.to_string()).code(codes::CONCURRENT_UPDATE)
+        }
+        AllocError::Db(db) => ApiError::from(db),
+    }
+}
+
+/// Runs an allocation write in its own transaction, running it again when
+/// it loses a database race (a deadlock or serialisation failure between
+/// writers) up to `allocation_conflict_retry_count` times, as Placement
+/// retries generation races; `put_consumer` picks the PUT wording of errors.
+pub async fn write_with_retry(
+    pool: &PgPool,
+    retries: u32,
+    writes: &[ConsumerWrite],
+    put_consumer: Option<Uuid>,
+) -> ApiResult<()> {
+    with_retries(retries, || async {
+        let mut tx = pool.begin().await?;
+        db::write(&mut tx, writes)
+            .await
+            .map_err(|e| alloc_error(e, put_consumer))?;
+        tx.commit().await.map_err(ApiError::commit_failed)
+    })
+    .await
+}

@@ -1,0 +1,256 @@
+//! The candidate engine's one entry point: a query (as `GET
+//! /allocation_candidates` pairs) → names resolved against the database →
+//! this process's snapshot → the bounded solver, off the async workers.
+//! `GET /allocation_candidates` and deployments both call [`find`].
+
+use super::cache::SnapshotCache;
+use super::groups::{self, CandidateQuery, GroupPolicy};
+use super::request::Version;
+use super::snapshot::Snapshot;
+use super::solve::{self, Candidate, Group, Limits, Stopped};
+use crate::config::{GenerationStrategy, Settings};
+use crate::db::{candidates as db, classes, traits};
+use crate::error::{ApiError, ApiResult};
+use sqlx::{PgConnection, PgPool};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+
+/// What a search needs from the process.
+pub struct Engine<'a> {
+    /// The database.
+    pub pool: &'a PgPool,
+    /// This process's provider snapshot.
+    pub cache: &'a SnapshotCache,
+    /// Limits and generation order.
+    pub settings: &'a Settings,
+    /// One permit per core for CPU-heavy work.
+    pub cpu: &'a Semaphore,
+}
+
+/// The outcome of a search.
+pub struct Candidates {
+    /// The provider data the search used.
+    pub snap: Arc<Snapshot>,
+    /// The candidates, in generation order.
+    pub candidates: Vec<Candidate>,
+    /// Group suffixes, in the candidates' mapping order.
+    pub suffixes: Vec<String>,
+    /// Class ids requested by any group.
+    pub requested: BTreeSet<i32>,
+}
+
+/// Sets its flag when dropped: the request future that owns it is dropped
+/// when the client goes away, and the solver, on a blocking thread, reads
+/// the flag and stops.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Runs CPU-heavy work on the blocking pool, one job per permit, so a
+/// burst of expensive requests queues instead of crowding out the async
+/// workers that answer everything else.
+pub async fn on_cpu<T: Send + 'static>(
+    cpu: &Semaphore,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> ApiResult<T> {
+    let _permit = cpu.acquire().await.map_err(ApiError::internal)?;
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(ApiError::internal)
+}
+
+/// Names of a query resolved to ids.
+struct Ids {
+    class: HashMap<String, i32>,
+    trait_: HashMap<String, i32>,
+    agg: HashMap<uuid::Uuid, i32>,
+}
+
+impl Ids {
+    fn traits(&self, names: &BTreeSet<String>) -> Vec<i32> {
+        names
+            .iter()
+            .filter_map(|n| self.trait_.get(n).copied())
+            .collect()
+    }
+
+    fn aggs<'a>(&self, uuids: impl IntoIterator<Item = &'a uuid::Uuid>) -> Vec<i32> {
+        uuids
+            .into_iter()
+            .filter_map(|u| self.agg.get(u).copied())
+            .collect()
+    }
+}
+
+/// Runs a candidates query. `max_results` caps the results (with the
+/// query's own `limit`).
+pub async fn find(
+    engine: &Engine<'_>,
+    pairs: &[(String, String)],
+    version: Version,
+    max_results: Option<usize>,
+) -> ApiResult<Candidates> {
+    let parsed = groups::parse(pairs, version).map_err(|e| match e.code {
+        Some(c) => ApiError::bad_request(e.message).code(c),
+        None => ApiError::bad_request(e.message),
+    })?;
+    let mut tx = db::begin_snapshot(engine.pool).await?;
+    let ids = resolve(&mut tx, &parsed).await?;
+    let snap = engine.cache.current(&mut tx).await?;
+    tx.commit().await?;
+    let mut found = Candidates {
+        snap,
+        candidates: Vec::new(),
+        suffixes: parsed.groups.iter().map(|g| g.suffix.clone()).collect(),
+        requested: ids.class.values().copied().collect(),
+    };
+    let Some(request) = solver_request(&found.snap, &parsed, &ids) else {
+        // An unknown in_tree matches nothing.
+        return Ok(found);
+    };
+    let limits = Limits {
+        max_results: match (parsed.limit, max_results) {
+            (Some(l), Some(c)) => Some(l.min(c)),
+            (l, c) => l.or(c),
+        },
+        breadth_first: engine.settings.allocation_candidates_generation_strategy
+            == GenerationStrategy::BreadthFirst,
+        nested_aware: version >= (1, 29),
+        shuffle_seed: engine
+            .settings
+            .randomize_allocation_candidates
+            .then(rand::random),
+        max_steps: engine.settings.allocation_candidates_max_steps,
+        cancel: None,
+    };
+    found.candidates =
+        solve_off_the_workers(engine.cpu, found.snap.clone(), request, limits).await?;
+    Ok(found)
+}
+
+/// Class, trait and aggregate names of the query as ids (unknown classes
+/// and traits are 400s; unknown aggregates simply match nothing).
+async fn resolve(conn: &mut PgConnection, q: &CandidateQuery) -> ApiResult<Ids> {
+    let class_names: Vec<String> = q
+        .groups
+        .iter()
+        .flat_map(|g| g.resources.iter().map(|(c, _)| c.clone()))
+        .collect();
+    let class_ids = classes::ids(conn, &class_names).await?.map_err(|rc| {
+        ApiError::bad_request(format!(
+            "Invalid resource class in resources parameter: No such resource class {rc}."
+        ))
+    })?;
+    let mut trait_names: BTreeSet<String> = q.root_required.names();
+    for g in &q.groups {
+        trait_names.extend(g.traits.names());
+    }
+    let trait_names: Vec<String> = trait_names.into_iter().collect();
+    let (found, missing) = traits::resolve(conn, &trait_names).await?;
+    if !missing.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "No such trait(s): {}.",
+            missing.join(", ")
+        )));
+    }
+    let agg_uuids: Vec<uuid::Uuid> = q
+        .groups
+        .iter()
+        .flat_map(|g| {
+            let m = &g.member_of;
+            m.any_of.iter().flatten().chain(&m.forbidden).copied()
+        })
+        .collect();
+    Ok(Ids {
+        class: class_names.into_iter().zip(class_ids).collect(),
+        trait_: found.into_iter().collect(),
+        agg: db::aggregate_ids(conn, &agg_uuids).await?,
+    })
+}
+
+/// The parsed query over snapshot ids; None when an `in_tree` names no
+/// provider (the answer is then empty).
+fn solver_request(snap: &Snapshot, q: &CandidateQuery, ids: &Ids) -> Option<solve::Request> {
+    let mut groups = Vec::with_capacity(q.groups.len());
+    for g in &q.groups {
+        let in_tree = match g.in_tree {
+            None => None,
+            Some(u) => Some(snap.by_uuid(&u)?),
+        };
+        groups.push(Group {
+            suffix: g.suffix.clone(),
+            resources: g
+                .resources
+                .iter()
+                .map(|(c, n)| (ids.class[c], *n))
+                .collect(),
+            required: g
+                .traits
+                .required
+                .iter()
+                .map(|set| ids.traits(set))
+                .collect(),
+            forbidden: ids.traits(&g.traits.forbidden),
+            member_of: g.member_of.any_of.iter().map(|set| ids.aggs(set)).collect(),
+            forbidden_aggs: ids.aggs(&g.member_of.forbidden),
+            in_tree,
+        });
+    }
+    let suffix_index = |s: &String| groups.iter().position(|g| &g.suffix == s).unwrap_or(0);
+    Some(solve::Request {
+        same_subtree: q
+            .same_subtree
+            .iter()
+            .map(|set| set.iter().map(suffix_index).collect())
+            .collect(),
+        root_required: q
+            .root_required
+            .required
+            .iter()
+            .flat_map(|s| ids.traits(s))
+            .collect(),
+        root_forbidden: ids.traits(&q.root_required.forbidden),
+        isolate: q.group_policy == Some(GroupPolicy::Isolate),
+        groups,
+    })
+}
+
+/// Solves on the blocking pool; a client that goes away stops the search.
+async fn solve_off_the_workers(
+    cpu: &Semaphore,
+    snap: Arc<Snapshot>,
+    request: solve::Request,
+    limits: Limits,
+) -> ApiResult<Vec<Candidate>> {
+    let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
+    let limits = Limits {
+        cancel: Some(cancel.0.clone()),
+        ..limits
+    };
+    let started = std::time::Instant::now();
+    let solution = on_cpu(cpu, move || solve::solve(&snap, &request, &limits)).await?;
+    drop(cancel);
+    let solve_ms = started.elapsed().as_secs_f64() * 1e3;
+    match solution.stopped {
+        Some(Stopped::Budget) => tracing::warn!(
+            solve_ms,
+            steps = solution.steps,
+            candidates = solution.candidates.len(),
+            "allocation candidates cut at the step budget (allocation_candidates_max_steps)"
+        ),
+        Some(Stopped::Cancelled) => tracing::info!(solve_ms, "allocation candidates cancelled"),
+        None => tracing::debug!(
+            solve_ms,
+            steps = solution.steps,
+            candidates = solution.candidates.len(),
+            "solved"
+        ),
+    }
+    Ok(solution.candidates)
+}

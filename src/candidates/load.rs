@@ -1,0 +1,113 @@
+//! Builds the candidate engine's [`Snapshot`] from the rows `db::candidates`
+//! reads: a full load of every provider, and the per-provider reload that
+//! patches a cached snapshot in place.
+
+use super::snapshot::{Node, Snapshot, Stock};
+use crate::db::candidates::{self as db, NodeData};
+use sqlx::PgConnection;
+use std::collections::HashMap;
+
+fn fill(snap: &mut Snapshot, index: &HashMap<i64, usize>, data: NodeData) {
+    use std::sync::Arc;
+    let (stock, traits, aggs) = data;
+    for (rp, class, total, reserved, min_unit, max_unit, step_size, ratio, used) in stock {
+        if let Some(&i) = index.get(&rp) {
+            Arc::make_mut(&mut snap.nodes[i]).stock.push(Stock {
+                class,
+                total: total.into(),
+                reserved: reserved.into(),
+                min_unit: min_unit.into(),
+                max_unit: max_unit.into(),
+                step_size: step_size.into(),
+                allocation_ratio: ratio,
+                used,
+            });
+        }
+    }
+    for (rp, t, name) in traits {
+        if let Some(&i) = index.get(&rp) {
+            Arc::make_mut(&mut snap.nodes[i]).traits.push(t);
+        }
+        snap.trait_names.insert(t, name);
+    }
+    for (rp, a) in aggs {
+        if let Some(&i) = index.get(&rp) {
+            Arc::make_mut(&mut snap.nodes[i]).aggs.push(a);
+        }
+    }
+}
+
+/// Loads every provider (ordered by id) with its inventories, usage, traits and aggregates.
+pub async fn load(conn: &mut PgConnection) -> Result<Snapshot, sqlx::Error> {
+    let sharing = db::sharing_trait_id(conn).await?;
+    let rows = db::provider_rows(conn).await?;
+    let index: HashMap<i64, usize> = rows.iter().enumerate().map(|(i, r)| (r.0, i)).collect();
+    let nodes: Vec<std::sync::Arc<Node>> = rows
+        .iter()
+        .map(|&(id, uuid, parent, root)| Node {
+            id,
+            uuid,
+            parent: parent.and_then(|p| index.get(&p).copied()),
+            root: index.get(&root).copied().unwrap_or_default(),
+            traits: Vec::new(),
+            aggs: Vec::new(),
+            stock: Vec::new(),
+        })
+        .map(std::sync::Arc::new)
+        .collect();
+    let any_nested = rows.iter().any(|r| r.2.is_some());
+    let mut snap = Snapshot {
+        nodes,
+        sharing_trait: sharing,
+        any_nested,
+        class_names: db::class_names(conn).await?,
+        trait_names: HashMap::new(),
+        ..Default::default()
+    };
+    let data = db::node_data(conn, None).await?;
+    fill(&mut snap, &index, data);
+    snap.index();
+    Ok(snap)
+}
+
+/// Reloads the inventories, usage, traits and aggregates of some providers in place.
+pub async fn patch(
+    conn: &mut PgConnection,
+    snap: &mut Snapshot,
+    ids: &[i64],
+) -> Result<(), sqlx::Error> {
+    let index: HashMap<i64, usize> = ids
+        .iter()
+        .filter_map(|id| snap.index.by_id.get(id).map(|&i| (*id, i)))
+        .collect();
+    let before: Vec<(Vec<i32>, bool)> = index
+        .values()
+        .map(|&i| (snap.nodes[i].aggs.clone(), snap.is_sharing(i)))
+        .collect();
+    for &i in index.values() {
+        let n = std::sync::Arc::make_mut(&mut snap.nodes[i]);
+        n.stock.clear();
+        n.traits.clear();
+        n.aggs.clear();
+    }
+    let data = db::node_data(conn, Some(ids)).await?;
+    fill(snap, &index, data);
+    let regrouped = index
+        .values()
+        .zip(&before)
+        .any(|(&i, (aggs, sharing))| snap.nodes[i].aggs != *aggs || snap.is_sharing(i) != *sharing);
+    if regrouped {
+        snap.index_aggregates();
+    }
+    // New custom classes may have appeared in the patched inventories.
+    let unknown_class = index.values().any(|&i| {
+        snap.nodes[i]
+            .stock
+            .iter()
+            .any(|s| !snap.class_names.contains_key(&s.class))
+    });
+    if unknown_class {
+        snap.class_names = db::class_names(conn).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,77 @@
+//! Inventory rules and the replace-all write shared by the inventories
+//! handlers and the reshaper.
+
+use crate::db::inventories::{self, Inventory, InventoryRow};
+use crate::db::{classes, providers};
+use crate::error::{codes, ApiError, ApiResult};
+use sqlx::PgConnection;
+
+/// Why an inventory's capacity is invalid, if it is (from microversion 1.26
+/// reserved may equal total).
+pub fn invalid_capacity(
+    inv: &Inventory,
+    reserved_may_equal_total: bool,
+    rc: &str,
+    rp: &uuid::Uuid,
+) -> Option<String> {
+    let cap = inv.capacity_int();
+    if reserved_may_equal_total {
+        (cap < 0 || inv.reserved > inv.total).then(|| {
+            format!("Invalid inventory for '{rc}' on resource provider '{rp}'. The reserved value is greater than total.")
+        })
+    } else {
+        (cap <= 0 || inv.reserved >= inv.total).then(|| {
+            format!("Invalid inventory for '{rc}' on resource provider '{rp}'. The reserved value is greater than or equal to total.")
+        })
+    }
+}
+
+/// The 409 text for classes that still have allocations.
+pub fn in_use(rcs: &[String], rp: &uuid::Uuid) -> String {
+    format!(
+        "update conflict: Inventory for '{}' on resource provider '{rp}' in use.",
+        rcs.join(", ")
+    )
+}
+
+/// Replaces a locked provider's inventories with `wanted` (class → record),
+/// refusing to remove classes in use. Shared with the reshaper.
+pub async fn set_inventories(
+    conn: &mut PgConnection,
+    rp: &providers::ProviderRow,
+    wanted: &[(String, Inventory)],
+    reserved_may_equal_total: bool,
+) -> ApiResult<Vec<InventoryRow>> {
+    let names: Vec<String> = wanted.iter().map(|(rc, _)| rc.clone()).collect();
+    let ids = classes::ids(conn, &names).await?.map_err(|rc| {
+        ApiError::bad_request(format!(
+            "Unknown resource class in inventory for resource provider {}: No such resource class {rc}.",
+            rp.uuid
+        ))
+    })?;
+    let mut records = Vec::new();
+    for ((rc, inv), class_id) in wanted.iter().zip(ids) {
+        if let Some(why) = invalid_capacity(inv, reserved_may_equal_total, rc, &rp.uuid) {
+            return Err(ApiError::bad_request(format!(
+                "Unable to update inventory for resource provider {}: {why}",
+                rp.uuid
+            )));
+        }
+        records.push((class_id, *inv));
+    }
+    let current = inventories::of_provider(conn, rp.id).await?;
+    let removed: Vec<i32> = current
+        .iter()
+        .map(|r| r.resource_class_id)
+        .filter(|c| !records.iter().any(|(id, _)| id == c))
+        .collect();
+    let busy = inventories::classes_in_use(conn, rp.id, &removed).await?;
+    if !busy.is_empty() {
+        return Err(ApiError::conflict(in_use(&busy, &rp.uuid)).code(codes::INVENTORY_INUSE));
+    }
+    inventories::delete(conn, rp.id, &removed).await?;
+    for (class_id, inv) in &records {
+        inventories::upsert(conn, rp.id, *class_id, inv).await?;
+    }
+    Ok(inventories::of_provider(conn, rp.id).await?)
+}

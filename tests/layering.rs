@@ -1,0 +1,140 @@
+//! The layering rule of `src/lib.rs`, checked on the source: every
+//! `crate::area` reference (and `super::x` inside `api/`) must point to a
+//! lower layer, so there is no import cycle between areas, and no handler
+//! in `src/api/` imports another handler.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Areas by layer; an area may use only areas of a lower layer.
+const LAYERS: &[(&str, u8)] = &[
+    ("types", 0),
+    ("error", 0),
+    ("config", 0),
+    ("db", 1),
+    ("sched", 1),
+    ("candidates", 2),
+    ("deploy", 2),
+    ("allocation", 2),
+    ("inventory", 2),
+    ("state", 3),
+    ("api", 4),
+    ("serve", 5),
+    ("localdb", 5),
+];
+
+/// Modules of `src/api/` that are plumbing, not handlers: any handler may use them.
+const API_PLUMBING: &[&str] = &[
+    "mod",
+    "extract",
+    "microversion",
+    "middleware",
+    "respond",
+    "schema",
+    "docs",
+    "routes",
+];
+
+fn layer(area: &str) -> Option<u8> {
+    LAYERS.iter().find(|(a, _)| *a == area).map(|(_, l)| *l)
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The file's text without its `#[cfg(test)]` module (tests may reach anywhere).
+fn non_test_text(p: &Path) -> String {
+    let text = std::fs::read_to_string(p).unwrap();
+    match text.find("#[cfg(test)]") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+/// Identifiers following `prefix` in `text` (`crate::db::x` → `db`).
+fn after(text: &str, prefix: &str) -> BTreeSet<String> {
+    text.match_indices(prefix)
+        .map(|(i, _)| {
+            text[i + prefix.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect::<String>()
+        })
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// Names inside `use crate::{a, b::c}` groups.
+fn grouped(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (i, _) in text.match_indices("use crate::{") {
+        let rest = &text[i + "use crate::{".len()..];
+        let group = &rest[..rest.find("};").unwrap_or(0)];
+        for part in group.split(',') {
+            let name: String = part
+                .trim()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                out.insert(name);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn areas_only_use_lower_layers_and_handlers_use_no_handlers() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut problems = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).unwrap();
+        let parts: Vec<String> = rel
+            .with_extension("")
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        let area = parts[0].as_str();
+        if matches!(area, "lib" | "main") {
+            continue;
+        }
+        let text = non_test_text(f);
+        let mut used = after(&text, "crate::");
+        used.extend(grouped(&text));
+        for other in &used {
+            if other == area || other == "self" {
+                continue;
+            }
+            match (layer(area), layer(other)) {
+                (Some(mine), Some(theirs)) if theirs < mine => {}
+                (None, _) => {
+                    problems.push(format!("{}: area '{area}' has no layer", rel.display()))
+                }
+                _ => problems.push(format!("{} uses crate::{other}", rel.display())),
+            }
+        }
+        let is_handler =
+            area == "api" && parts.len() == 2 && !API_PLUMBING.contains(&parts[1].as_str());
+        if is_handler {
+            let mut near = after(&text, "super::");
+            near.extend(after(&text, "crate::api::"));
+            for m in near {
+                if m != parts[1] && !API_PLUMBING.contains(&m.as_str()) {
+                    problems.push(format!("handler api/{} imports handler api/{m}", parts[1]));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "layering:\n{}", problems.join("\n"));
+}
