@@ -296,7 +296,13 @@ pub async fn route_guard(req: Request, next: Next) -> Response {
         .get::<Microversion>()
         .copied()
         .unwrap_or(microversion::MIN);
-    if let Some(since) = super::docs::since(req.method().as_str(), &route) {
+    // HEAD is served by the GET handler.
+    let method = match req.method() {
+        &Method::HEAD => Method::GET,
+        m => m.clone(),
+    };
+    let declared = super::routes::find(&route, &method);
+    if let Some(since) = declared.map(|r| r.since) {
         if mv < since {
             let e = if route.ends_with("/inventories") && req.method() == Method::DELETE {
                 ApiError::method_not_allowed("DELETE", None)
@@ -318,17 +324,19 @@ pub async fn route_guard(req: Request, next: Next) -> Response {
             }
         }
     }
-    if route != "/" && route != "/healthcheck" {
-        let allowed = match req.extensions().get::<Caller>() {
-            None => false,
-            Some(c) if c.is_admin() => true,
-            Some(c) => route == "/usages" && reader_of_queried_project(c, req.uri().query()),
-        };
-        if !allowed {
-            return ApiError::forbidden(&policy_name(req.method(), &route)).into_response();
+    if let Some(rule) = declared.and_then(|r| r.rule) {
+        let caller = req.extensions().get::<Caller>();
+        if !caller.is_some_and(|c| allows(rule, c, req.uri().query())) {
+            return ApiError::forbidden(rule).into_response();
         }
     }
     next.run(req).await
+}
+
+/// The legacy defaults: the admin (or service) role passes every rule; a
+/// reader of a project also passes `placement:usages` for that project.
+fn allows(rule: &str, caller: &Caller, query: Option<&str>) -> bool {
+    caller.is_admin() || (rule == "placement:usages" && reader_of_queried_project(caller, query))
 }
 
 fn reader_of_queried_project(caller: &Caller, query: Option<&str>) -> bool {
@@ -340,31 +348,14 @@ fn reader_of_queried_project(caller: &Caller, query: Option<&str>) -> bool {
             .any(|(k, v)| k == "project_id" && v == project.as_str())
 }
 
-/// Placement's policy rule name for a route, used in 403 messages.
-fn policy_name(method: &Method, route: &str) -> String {
-    let segments: Vec<&str> = route
-        .split('/')
-        .filter(|s| !s.is_empty() && !s.starts_with('{'))
-        .collect();
-    let action = match (method.as_str(), route.ends_with('}')) {
-        ("GET", false) => "list",
-        ("GET", true) => "show",
-        ("POST", _) => "create",
-        ("PUT", _) => "update",
-        ("DELETE", _) => "delete",
-        _ => "index",
-    };
-    format!("placement:{}:{action}", segments.join(":"))
-}
-
 /// A handler answering 405 with the route's `Allow` list.
 pub fn method_not_allowed(
-    allow: &'static str,
+    allow: String,
 ) -> impl Fn(Method) -> std::future::Ready<ApiError> + Clone + Send + Sync + 'static {
     move |method: Method| {
         std::future::ready(ApiError::method_not_allowed(
             method.as_str(),
-            Some(allow.to_string()),
+            Some(allow.clone()),
         ))
     }
 }
@@ -394,14 +385,24 @@ mod tests {
     }
 
     #[test]
-    fn policy_names() {
+    fn routes_carry_placement_rule_names() {
+        let rule = |p: &str, m: Method| super::super::routes::find(p, &m).and_then(|r| r.rule);
         assert_eq!(
-            policy_name(&Method::GET, "/resource_providers"),
-            "placement:resource_providers:list"
+            rule("/resource_providers", Method::GET),
+            Some("placement:resource_providers:list")
         );
         assert_eq!(
-            policy_name(&Method::DELETE, "/resource_providers/{uuid}/traits"),
-            "placement:resource_providers:traits:delete"
+            rule("/resource_providers/{uuid}/traits", Method::DELETE),
+            Some("placement:resource_providers:traits:delete")
         );
+        assert_eq!(
+            rule("/allocations", Method::POST),
+            Some("placement:allocations:manage")
+        );
+        assert_eq!(
+            rule("/reshaper", Method::POST),
+            Some("placement:reshaper:reshape")
+        );
+        assert_eq!(rule("/", Method::GET), None);
     }
 }
