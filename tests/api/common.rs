@@ -24,13 +24,87 @@ pub struct TestApp {
     admin_url: String,
 }
 
+/// `DATABASE_URL` (a server whose role may CREATE DATABASE), or else a
+/// throwaway PostgreSQL started once for this test process from the system
+/// install, the way `placement serve` starts one, and stopped when the
+/// process exits.
 fn database_url() -> String {
-    std::env::var("DATABASE_URL").unwrap_or_else(|_| {
-        panic!(
-            "DATABASE_URL is not set: these tests need a PostgreSQL server whose role may \
-             CREATE DATABASE. Run `bash scripts/test.sh`, which starts a throwaway one."
-        )
+    if let Ok(url) = std::env::var("DATABASE_URL") {
+        return url;
+    }
+    static LOCAL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    LOCAL.get_or_init(start_throwaway_postgres).clone()
+}
+
+fn start_throwaway_postgres() -> String {
+    let dir = std::env::temp_dir().join(format!("placement-test-pg-{}", std::process::id()));
+    let db = placement::localdb::LocalDb::start(&dir).unwrap_or_else(|e| {
+        panic!("no DATABASE_URL and no local PostgreSQL could be started: {e}")
+    });
+    stop_when_this_process_exits(&dir);
+    // Durability is not what these tests measure: no fsync, as in scripts/test.sh.
+    let url = db.url.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut c = PgConnection::connect(&url)
+                .await
+                .expect("connect to the local PostgreSQL");
+            for q in [
+                "ALTER SYSTEM SET fsync = off",
+                "ALTER SYSTEM SET synchronous_commit = off",
+                "SELECT pg_reload_conf()",
+            ] {
+                sqlx::query(q).execute(&mut c).await.unwrap();
+            }
+        })
     })
+    .join()
+    .unwrap();
+    db.url
+}
+
+/// A detached watchdog that stops the cluster and removes its directory
+/// once this test process has gone.
+fn stop_when_this_process_exits(dir: &std::path::Path) {
+    let Some(bin) = std::fs::read_dir("/usr/lib/postgresql").ok().and_then(|d| {
+        let mut bins: Vec<_> = d
+            .flatten()
+            .map(|e| e.path().join("bin"))
+            .filter(|p| p.join("pg_ctl").exists())
+            .collect();
+        bins.sort();
+        bins.pop()
+    }) else {
+        return;
+    };
+    let as_pg = if std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0"))
+    {
+        "runuser -u postgres --"
+    } else {
+        ""
+    };
+    let script = format!(
+        "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; \
+         {as_pg} '{pg_ctl}' -D '{data}' -m immediate stop >/dev/null 2>&1; rm -rf '{dir}'",
+        pid = std::process::id(),
+        pg_ctl = bin.join("pg_ctl").display(),
+        data = dir.join("pgdata").display(),
+        dir = dir.display(),
+    );
+    let _ = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
 }
 
 /// `url` with its database name replaced by `db`.
