@@ -5,11 +5,10 @@ use super::extract::{JsonBody, PathParams};
 use super::microversion::Microversion;
 use super::respond::Reply;
 use super::schema;
+use super::schema::bodies::AggregatesPut;
 use crate::db::{aggregates as db, providers};
 use crate::error::{codes, ApiError, ApiResult};
 use crate::state::AppState;
-use crate::types::parse_uuid_like;
-use crate::types::GivenGeneration;
 use axum::extract::State;
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -43,29 +42,23 @@ pub async fn replace(
 ) -> ApiResult<Reply> {
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
-    let b: Value = req.parse(&schema::aggregates_put(mv))?;
-    let list = if mv.at_least(1, 19) {
-        &b["aggregates"]
-    } else {
-        &b
+    let b: AggregatesPut = req.parse(&schema::aggregates_put(mv))?;
+    let (aggs, given) = match b {
+        AggregatesPut::Checked {
+            aggregates,
+            resource_provider_generation,
+        } if mv.at_least(1, 19) => (aggregates, Some(resource_provider_generation)),
+        AggregatesPut::Checked { aggregates, .. } => (aggregates, None),
+        AggregatesPut::Bare(aggregates) => (aggregates, None),
     };
-    let aggs: Vec<Uuid> = list
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().and_then(parse_uuid_like))
-                .collect()
-        })
-        .unwrap_or_default();
+    let aggs: Vec<Uuid> = aggs.into_iter().map(|u| u.0).collect();
     let mut gen = rp.generation;
     if mv.at_least(1, 19) {
         let conflict = || {
             ApiError::conflict("Resource provider's generation already changed. Please update the generation and try again.")
                 .code(codes::CONCURRENT_UPDATE)
         };
-        if !GivenGeneration::from_json(&b["resource_provider_generation"])
-            .is_some_and(|g| g.matches(gen))
-        {
+        if !given.is_some_and(|g| g.matches(gen)) {
             return Err(conflict());
         }
         if !providers::bump_generation(&mut tx, rp.id, gen).await? {

@@ -7,6 +7,7 @@ use super::microversion::Microversion;
 use super::respond::{latest, Reply};
 use super::schema;
 use super::schema::allocations::{consumer_write, writes_from_map};
+use super::schema::bodies::{ConsumerAllocations, Ordered};
 use crate::allocation;
 use crate::db::allocations::{self as db};
 use crate::db::consumers;
@@ -15,7 +16,7 @@ use crate::state::AppState;
 use crate::types::parse_uuid_like;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Map};
 
 /// `GET /allocations/{consumer}`: never 404; `{"allocations": {}}` when none.
 pub async fn show(
@@ -90,8 +91,8 @@ pub async fn replace(
 ) -> ApiResult<StatusCode> {
     let consumer = parse_uuid_like(&id)
         .ok_or_else(|| ApiError::bad_request(format!("Malformed consumer_uuid: {id}")))?;
-    let b: Value = body.parse(&schema::allocations_put(mv))?;
-    let write = consumer_write(consumer, &b, mv, &st.settings)?;
+    let b: ConsumerAllocations = body.parse(&schema::allocations_put(mv))?;
+    let write = consumer_write(consumer, &b, mv, &st.settings);
     allocation::write_with_retry(
         &st.pool,
         st.settings.allocation_conflict_retry_count,
@@ -108,8 +109,8 @@ pub async fn post_many(
     mv: Microversion,
     body: JsonBody,
 ) -> ApiResult<StatusCode> {
-    let b: Value = body.parse(&schema::allocations_post(mv, false))?;
-    let writes = writes_from_map(&b, mv, &st.settings)?;
+    let b: Ordered<ConsumerAllocations> = body.parse(&schema::allocations_post(mv, false))?;
+    let writes = writes_from_map(&b, mv, &st.settings);
     allocation::write_with_retry(
         &st.pool,
         st.settings.allocation_conflict_retry_count,

@@ -2,7 +2,7 @@
 //! scheduler on nodes found by the candidate engine, committed as Placement
 //! allocations plus core bindings in one transaction; and live resize.
 
-use super::extract::{int_field, JsonBody, PathParams};
+use super::extract::{JsonBody, PathParams};
 use super::respond::Reply;
 use crate::allocation::alloc_error;
 use crate::candidates::find;
@@ -17,6 +17,7 @@ use crate::state::AppState;
 use crate::types::GivenGeneration;
 use axum::extract::State;
 use axum::http::StatusCode;
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashSet};
 
@@ -74,40 +75,79 @@ fn capacity_map(nodes: &[NodeState], req: &ResourceRequest) -> Result<CapacityMa
     Ok(CapacityMap::from_nodes(out))
 }
 
+/// `POST /deployments`, after its schema check.
+#[derive(Debug, Deserialize)]
+struct DeployRequest {
+    app: String,
+    count: i64,
+    #[serde(default = "auto")]
+    strategy: Strategy,
+    #[serde(default)]
+    nodes_limit: u32,
+    #[serde(default)]
+    cpu: f64,
+    #[serde(default)]
+    cpu_bind: bool,
+    memory_mb: i64,
+    #[serde(default)]
+    resources: BTreeMap<String, i64>,
+    #[serde(default)]
+    required: Option<String>,
+    #[serde(default)]
+    member_of: Option<String>,
+    project_id: String,
+    user_id: String,
+    #[serde(default)]
+    consumer_type: Option<String>,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+fn auto() -> Strategy {
+    Strategy::Auto
+}
+
 /// `POST /deployments`.
 pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Reply> {
-    let b: Value = body.parse(&schema())?;
-    let app = b["app"].as_str().unwrap_or_default().to_string();
-    let count: i64 = int_field(&b, "count", 1)?;
-    let strategy: Strategy =
-        serde_json::from_value(b.get("strategy").cloned().unwrap_or(json!("auto")))
-            .map_err(|e| ApiError::bad_request(format!("JSON does not validate: {e}")))?;
-    let nodes_limit: u32 = int_field(&b, "nodes_limit", 0)?;
-    let cpu = b["cpu"].as_f64().unwrap_or(0.0);
-    let bind = b["cpu_bind"].as_bool().unwrap_or(false);
-    let memory_mb: i64 = int_field(&b, "memory_mb", 0)?;
-    let extra: BTreeMap<String, i64> = b["resources"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| (k.clone(), v.as_i64().unwrap_or(0)))
-        .collect();
-    let dry_run = b["dry_run"].as_bool().unwrap_or(false);
+    let d: DeployRequest = body.parse(&schema())?;
+    let node_ids = candidate_nodes(&st, &d).await?;
+    let req = ResourceRequest {
+        cpu_request: d.cpu,
+        cpu_limit: d.cpu,
+        memory_request: d.memory_mb * MIB,
+        memory_limit: d.memory_mb * MIB,
+        bind: d.cpu_bind,
+    };
+    // Plan on an unlocked view, then lock only the chosen nodes, re-plan
+    // their instances on fresh state and commit; a node that filled up in
+    // between makes the whole deployment start again (bounded retries).
+    let mut attempt = 0;
+    loop {
+        match place(&st, &d, &node_ids, &req).await? {
+            Placed::Done(reply) => return Ok(reply),
+            Placed::Raced(e) if attempt < st.settings.allocation_conflict_retry_count => {
+                tracing::debug!(error = %e, attempt, "deployment raced; planning again");
+                attempt += 1;
+            }
+            Placed::Raced(e) => return Err(e),
+        }
+    }
+}
 
-    // 1. Candidate nodes for one instance's memory, extra resources and filters.
-    let mut resources = format!("MEMORY_MB:{memory_mb}");
-    for (rc, n) in &extra {
+/// Nodes that fit one instance's memory, extra resources and filters, by
+/// provider id (through the candidate engine).
+async fn candidate_nodes(st: &AppState, d: &DeployRequest) -> ApiResult<Vec<i64>> {
+    let mut resources = format!("MEMORY_MB:{}", d.memory_mb);
+    for (rc, n) in &d.resources {
         resources.push_str(&format!(",{rc}:{n}"));
     }
     let mut pairs = vec![("resources".to_string(), resources)];
-    for key in ["required", "member_of"] {
-        if let Some(v) = b[key].as_str() {
-            pairs.push((key.to_string(), v.to_string()));
+    for (key, v) in [("required", &d.required), ("member_of", &d.member_of)] {
+        if let Some(v) = v {
+            pairs.push((key.to_string(), v.clone()));
         }
     }
-    let started = std::time::Instant::now();
     let found = find::find(&st.engine(), &pairs, (1, 39), None).await?;
-    let searched = started.elapsed();
     let memory_class = found
         .snap
         .class_names
@@ -127,111 +167,95 @@ pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Rep
         .into_iter()
         .collect();
     node_ids.sort_unstable();
+    Ok(node_ids)
+}
 
-    // 2-4. Plan on an unlocked view, then lock only the chosen nodes, re-plan
-    // their instances on fresh state and commit; a node that filled up in
-    // between makes the whole deployment start again (bounded retries).
-    let req = ResourceRequest {
-        cpu_request: cpu,
-        cpu_limit: cpu,
-        memory_request: memory_mb * MIB,
-        memory_limit: memory_mb * MIB,
-        bind,
-    };
+/// One attempt's outcome.
+enum Placed {
+    /// Answered (created, or a dry run).
+    Done(Reply),
+    /// A chosen node changed between planning and locking.
+    Raced(ApiError),
+}
+
+/// One attempt: capacity and deploy map on an unlocked view, then the
+/// chosen nodes locked, their instances planned on fresh state, and every
+/// allocation and binding committed in one transaction.
+async fn place(
+    st: &AppState,
+    d: &DeployRequest,
+    node_ids: &[i64],
+    req: &ResourceRequest,
+) -> ApiResult<Placed> {
+    let mut conn = st.pool.acquire().await?;
+    let nodes = load_nodes(&mut conn, node_ids).await?;
+    let caps = capacity_map(&nodes, req)
+        .map_err(|e| ApiError::bad_request(format!("Invalid request: {e}.")))?;
+    let counts = db::app_counts(&mut conn, &d.app).await?;
+    drop(conn);
+    let existing: BTreeMap<NodeName, i64> = nodes
+        .iter()
+        .map(|n| {
+            let count = counts.get(&n.rp_id).copied().unwrap_or(0);
+            (NodeName(n.uuid.to_string()), count)
+        })
+        .collect();
+    let deploy_map = sched::plan_deploy(d.strategy, d.count, d.nodes_limit, &caps, &existing)
+        .map_err(|e| sched_conflict(&e, Some(&caps)))?;
+    let capacity_json: Map<String, Value> = caps
+        .nodes
+        .iter()
+        .map(|(n, c)| (n.0.clone(), json!(c.capacity)))
+        .collect();
+    let deploy_json: Map<String, Value> = deploy_map
+        .iter()
+        .map(|(n, c)| (n.0.clone(), json!(c)))
+        .collect();
+    let chosen: Vec<i64> = nodes
+        .iter()
+        .filter(|n| deploy_map.contains_key(&NodeName(n.uuid.to_string())))
+        .map(|n| n.rp_id)
+        .collect();
     let owner = (
-        b["project_id"].as_str().unwrap_or_default().to_string(),
-        b["user_id"].as_str().unwrap_or_default().to_string(),
-        b["consumer_type"]
-            .as_str()
-            .unwrap_or("INSTANCE")
-            .to_string(),
+        d.project_id.clone(),
+        d.user_id.clone(),
+        d.consumer_type.clone().unwrap_or_else(|| "INSTANCE".into()),
     );
-    let mut attempt = 0;
-    loop {
-        let mut conn = st.pool.acquire().await?;
-        let acquired = started.elapsed();
-        let nodes = load_nodes(&mut conn, &node_ids).await?;
-        let loaded = started.elapsed();
-        let caps = capacity_map(&nodes, &req)
-            .map_err(|e| ApiError::bad_request(format!("Invalid request: {e}.")))?;
-        let capacity_ms = (started.elapsed() - loaded).as_secs_f64() * 1e3;
-        let counts = db::app_counts(&mut conn, &app).await?;
-        drop(conn);
-        let existing: BTreeMap<NodeName, i64> = nodes
-            .iter()
-            .map(|n| {
-                (
-                    NodeName(n.uuid.to_string()),
-                    counts.get(&n.rp_id).copied().unwrap_or(0),
-                )
-            })
-            .collect();
-        let deploy_map = sched::plan_deploy(strategy, count, nodes_limit, &caps, &existing)
-            .map_err(|e| sched_conflict(&e, Some(&caps)))?;
-        let capacity_json: Map<String, Value> = caps
-            .nodes
-            .iter()
-            .map(|(n, c)| (n.0.clone(), json!(c.capacity)))
-            .collect();
-        let deploy_json: Map<String, Value> = deploy_map
-            .iter()
-            .map(|(n, c)| (n.0.clone(), json!(c)))
-            .collect();
-        let chosen: Vec<i64> = nodes
-            .iter()
-            .filter(|n| deploy_map.contains_key(&NodeName(n.uuid.to_string())))
-            .map(|n| n.rp_id)
-            .collect();
-
-        let mut tx = st.pool.begin().await?;
-        if !dry_run {
-            db::lock_providers(&mut tx, &chosen).await?;
-        }
-        let planned_at = started.elapsed();
-        let mut fresh = load_nodes(&mut tx, &chosen).await?;
-        let (writes, specs, shown) =
-            match plan_instances(&mut fresh, &deploy_map, &req, memory_mb, &extra, &owner) {
-                Ok(p) => p,
-                Err(e) if attempt < st.settings.allocation_conflict_retry_count => {
-                    tracing::debug!(error = %e, attempt, "deployment raced; planning again");
-                    attempt += 1;
-                    continue;
-                }
-                Err(e) => return Err(sched_conflict(&e, Some(&caps))),
-            };
-        if dry_run {
-            return Ok(Reply::ok(&json!({
-                "app": app, "dry_run": true, "capacity_map": capacity_json, "total_capacity": caps.total,
-                "deploy_map": deploy_json, "plans": shown
-            })));
-        }
-        match alloc_db::write(&mut tx, &writes).await {
-            Ok(()) => {}
-            Err(alloc_db::AllocError::Capacity(..))
-                if attempt < st.settings.allocation_conflict_retry_count =>
-            {
-                attempt += 1;
-                continue;
-            }
-            Err(e) => return Err(alloc_error(e, None)),
-        }
-        db::insert_instances(&mut tx, &app, cpu, bind, memory_mb, &specs).await?;
-        tracing::debug!(
-            search_ms = searched.as_secs_f64() * 1e3,
-            acquire_ms = (acquired - searched).as_secs_f64() * 1e3,
-            load_ms = (loaded - acquired).as_secs_f64() * 1e3,
-            capacity_ms,
-            plan_ms = (planned_at - loaded).as_secs_f64() * 1e3,
-            commit_ms = (started.elapsed() - planned_at).as_secs_f64() * 1e3,
-            nodes = node_ids.len(),
-            "deployment"
-        );
-        tx.commit().await.map_err(ApiError::commit_failed)?;
-        return Ok(Reply::json(
-            StatusCode::CREATED,
-            &json!({"app": app, "capacity_map": capacity_json, "deploy_map": deploy_json, "instances": shown}),
-        ));
+    let mut tx = st.pool.begin().await?;
+    if !d.dry_run {
+        db::lock_providers(&mut tx, &chosen).await?;
     }
+    let mut fresh = load_nodes(&mut tx, &chosen).await?;
+    let (writes, specs, shown) = match plan_instances(
+        &mut fresh,
+        &deploy_map,
+        req,
+        d.memory_mb,
+        &d.resources,
+        &owner,
+    ) {
+        Ok(p) => p,
+        Err(e) => return Ok(Placed::Raced(sched_conflict(&e, Some(&caps)))),
+    };
+    if d.dry_run {
+        return Ok(Placed::Done(Reply::ok(&json!({
+            "app": d.app, "dry_run": true, "capacity_map": capacity_json, "total_capacity": caps.total,
+            "deploy_map": deploy_json, "plans": shown
+        }))));
+    }
+    match alloc_db::write(&mut tx, &writes).await {
+        Ok(()) => {}
+        Err(e @ alloc_db::AllocError::Capacity(..)) => {
+            return Ok(Placed::Raced(alloc_error(e, None)))
+        }
+        Err(e) => return Err(alloc_error(e, None)),
+    }
+    db::insert_instances(&mut tx, &d.app, d.cpu, d.cpu_bind, d.memory_mb, &specs).await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
+    Ok(Placed::Done(Reply::json(
+        StatusCode::CREATED,
+        &json!({"app": d.app, "capacity_map": capacity_json, "deploy_map": deploy_json, "instances": shown}),
+    )))
 }
 
 /// The instances a deploy map places: Placement writes, rows to record, and the answer.
@@ -335,6 +359,18 @@ fn resize_schema() -> Value {
     })
 }
 
+/// A resize's deltas, after its schema check.
+#[derive(Debug, Deserialize)]
+struct ResizeRequest {
+    #[serde(default)]
+    cpu: f64,
+    #[serde(default)]
+    memory_mb: i64,
+    /// Absent keeps the instance's binding mode.
+    #[serde(default)]
+    cpu_bind: Option<bool>,
+}
+
 /// `POST /deployments/{app}/instances/{consumer_uuid}/resize`: apply deltas
 /// on the same node, preferring the instance's old cores; 409 and no change
 /// when it does not fit.
@@ -343,7 +379,7 @@ pub async fn resize(
     PathParams((app, consumer)): PathParams<(String, String)>,
     body: JsonBody,
 ) -> ApiResult<Reply> {
-    let b: Value = body.parse(&resize_schema())?;
+    let b: ResizeRequest = body.parse(&resize_schema())?;
     let not_found = || ApiError::not_found(format!("No instance {consumer} of app {app}"));
     let consumer_uuid = crate::types::parse_uuid_like(&consumer).ok_or_else(not_found)?;
     let mut tx = st.pool.begin().await?;
@@ -360,15 +396,13 @@ pub async fn resize(
     let node = nodes
         .first()
         .ok_or_else(|| ApiError::conflict("The instance's node no longer has a CPU topology."))?;
-    let d_cpu = b["cpu"].as_f64().unwrap_or(0.0);
-    let d_mem = b["memory_mb"].as_i64().unwrap_or(0);
     let request = ReallocRequest {
-        cpu_request: d_cpu,
-        cpu_limit: d_cpu,
-        memory_request: d_mem * MIB,
-        memory_limit: d_mem * MIB,
-        cpu_bind: b["cpu_bind"].as_bool().unwrap_or(false),
-        keep_cpu_bind: b.get("cpu_bind").is_none(),
+        cpu_request: b.cpu,
+        cpu_limit: b.cpu,
+        memory_request: b.memory_mb * MIB,
+        memory_limit: b.memory_mb * MIB,
+        cpu_bind: b.cpu_bind.unwrap_or(false),
+        keep_cpu_bind: b.cpu_bind.is_none(),
     };
     let out = sched::calculate_realloc(&node.info, &workload(&inst), &request, &node.cfg)
         .map_err(|e| sched_conflict(&e, None))?;

@@ -61,19 +61,6 @@ impl JsonBody {
     }
 }
 
-/// An integer field of a validated body, range-checked into `T`: a value
-/// that does not fit is a 400, never a truncation. `default` when absent.
-pub fn int_field<T: TryFrom<i64>>(body: &Value, key: &str, default: T) -> Result<T, ApiError> {
-    match body.get(key) {
-        None | Some(Value::Null) => Ok(default),
-        Some(v) => v.as_i64().and_then(|n| T::try_from(n).ok()).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "JSON does not validate: {v} is out of range for '{key}'"
-            ))
-        }),
-    }
-}
-
 /// True when any string (or key) in the value holds a NUL character, which
 /// PostgreSQL text cannot store.
 fn has_nul(v: &Value) -> bool {

@@ -5,13 +5,12 @@ use super::extract::{JsonBody, PathParams};
 use super::microversion::Microversion;
 use super::respond::{latest, Reply};
 use super::schema;
-use super::schema::inventories::{inventory_from, records};
+use super::schema::bodies::{InventoriesPut, InventoryCreate, InventoryUpdate};
 use crate::db::inventories::{self, Inventory, InventoryRow};
 use crate::db::{classes, providers};
 use crate::error::{codes, ApiError, ApiResult};
 use crate::inventory::{in_use, invalid_capacity, set_inventories};
 use crate::state::AppState;
-use crate::types::GivenGeneration;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{json, Map, Value};
@@ -96,15 +95,15 @@ pub async fn create(
 ) -> ApiResult<Reply> {
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
-    let b: Value = body.parse(&schema::inventory_post())?;
-    let rc = b["resource_class"].as_str().unwrap_or_default().to_string();
+    let b: InventoryCreate = body.parse(&schema::inventory_post())?;
+    let rc = b.resource_class;
     let Some(class) = classes::get(&mut tx, &rc).await? else {
         return Err(ApiError::bad_request(format!(
             "Unable to create inventory for resource provider {}: No such resource class {rc}.",
             rp.uuid
         )));
     };
-    let inv = inventory_from(&b);
+    let inv = Inventory::from(b.record);
     if let Some(why) = invalid_capacity(&inv, mv.at_least(1, 26), &rc, &rp.uuid) {
         return Err(ApiError::bad_request(format!(
             "Unable to create inventory for resource provider {}: {why}",
@@ -137,14 +136,11 @@ pub async fn replace(
 ) -> ApiResult<Reply> {
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
-    let b: Value = body.parse(&schema::inventories_put())?;
-    if !GivenGeneration::from_json(&b["resource_provider_generation"])
-        .is_some_and(|g| g.matches(rp.generation))
-    {
+    let b: InventoriesPut = body.parse(&schema::inventories_put())?;
+    if !b.resource_provider_generation.matches(rp.generation) {
         return Err(generation_conflict());
     }
-    let wanted = b["inventories"].as_object().cloned().unwrap_or_default();
-    let rows = set_inventories(&mut tx, &rp, &records(&wanted), mv.at_least(1, 26)).await?;
+    let rows = set_inventories(&mut tx, &rp, &b.records(), mv.at_least(1, 26)).await?;
     let gen = bump(&mut tx, rp.id, rp.generation).await?;
     tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(Reply::ok(&inventories_json(&rows, gen)).cache(mv, None))
@@ -159,16 +155,14 @@ pub async fn update(
 ) -> ApiResult<Reply> {
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
-    let b: Value = body.parse(&schema::inventory_put_one())?;
+    let b: InventoryUpdate = body.parse(&schema::inventory_put_one())?;
     let Some(class) = classes::get(&mut tx, &rc).await? else {
         return Err(ApiError::not_found(format!("No such resource class {rc}.")));
     };
-    if !GivenGeneration::from_json(&b["resource_provider_generation"])
-        .is_some_and(|g| g.matches(rp.generation))
-    {
+    if !b.resource_provider_generation.matches(rp.generation) {
         return Err(generation_conflict());
     }
-    let inv = inventory_from(&b);
+    let inv = Inventory::from(b.record);
     if let Some(why) = invalid_capacity(&inv, mv.at_least(1, 26), &rc, &rp.uuid) {
         return Err(ApiError::bad_request(format!(
             "Unable to update inventory for resource provider {}: {why}",

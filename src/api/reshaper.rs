@@ -5,19 +5,18 @@ use super::extract::JsonBody;
 use super::microversion::Microversion;
 use super::schema;
 use super::schema::allocations::writes_from_map;
-use super::schema::inventories::{inventory_from, records};
+use super::schema::bodies::{InventoriesPut, Ordered, Reshape};
 use crate::allocation::alloc_error;
 use crate::db::allocations::ConsumerWrite;
+use crate::db::inventories::Inventory;
 use crate::db::providers::ProviderRow;
 use crate::db::{allocations, classes, inventories, providers};
 use crate::error::{codes, with_retries, ApiError, ApiResult};
 use crate::inventory::{invalid_capacity, set_inventories};
 use crate::state::AppState;
 use crate::types::parse_uuid_like;
-use crate::types::GivenGeneration;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::{Map, Value};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -27,11 +26,11 @@ pub async fn reshape(
     mv: Microversion,
     body: JsonBody,
 ) -> ApiResult<StatusCode> {
-    let b: Value = body.parse(&schema::reshaper(mv))?;
-    let inv_map = b["inventories"].as_object().cloned().unwrap_or_default();
-    let writes = writes_from_map(&b["allocations"], mv, &st.settings)?;
+    let b: Reshape = body.parse(&schema::reshaper(mv))?;
+    let writes = writes_from_map(&b.allocations, mv, &st.settings);
+    let inv_map = &b.inventories;
     with_retries(st.settings.allocation_conflict_retry_count, || {
-        reshape_once(&st, &inv_map, &writes, mv)
+        reshape_once(&st, inv_map, &writes, mv)
     })
     .await?;
     Ok(StatusCode::NO_CONTENT)
@@ -39,19 +38,23 @@ pub async fn reshape(
 
 /// Every provider the reshape names, locked in id order before anything is
 /// read, then checked: each inventory target must exist and match its
-/// generation. Returns the targets with their wanted inventories, by id.
+/// generation. Returns the targets with their new records, by id.
 async fn lock_targets(
     tx: &mut PgConnection,
-    inv_map: &Map<String, Value>,
+    inv_map: &Ordered<InventoriesPut>,
     writes: &[ConsumerWrite],
-) -> ApiResult<Vec<(ProviderRow, Map<String, Value>)>> {
-    let mut named: Vec<Uuid> = inv_map.keys().filter_map(|k| parse_uuid_like(k)).collect();
+) -> ApiResult<Vec<(ProviderRow, Vec<(String, Inventory)>)>> {
+    let mut named: Vec<Uuid> = inv_map
+        .0
+        .iter()
+        .filter_map(|(k, _)| parse_uuid_like(k))
+        .collect();
     named.extend(writes.iter().flat_map(|w| w.allocations.keys().copied()));
     named.sort_unstable();
     named.dedup();
     let locked = providers::lock_many(tx, &named).await?;
     let mut targets = Vec::new();
-    for (raw, spec) in inv_map {
+    for (raw, spec) in &inv_map.0 {
         let rp = parse_uuid_like(raw).and_then(|u| locked.iter().find(|rp| rp.uuid == u));
         let Some(rp) = rp else {
             return Err(ApiError::bad_request(format!(
@@ -59,17 +62,15 @@ async fn lock_targets(
             ))
             .code(codes::PROVIDER_NOT_FOUND));
         };
-        let given = GivenGeneration::from_json(&spec["resource_provider_generation"]);
-        if !given.as_ref().is_some_and(|g| g.matches(rp.generation)) {
-            let given = given.map_or_else(|| "None".to_string(), |g| g.to_string());
+        let given = &spec.resource_provider_generation;
+        if !given.matches(rp.generation) {
             return Err(ApiError::conflict(format!(
                 "resource provider generation conflict for provider {}: actual: {}, given: {given}",
                 rp.uuid, rp.generation
             ))
             .code(codes::CONCURRENT_UPDATE));
         }
-        let wanted = spec["inventories"].as_object().cloned().unwrap_or_default();
-        targets.push((rp.clone(), wanted));
+        targets.push((rp.clone(), spec.records()));
     }
     targets.sort_by_key(|(rp, _)| rp.id);
     Ok(targets)
@@ -77,7 +78,7 @@ async fn lock_targets(
 
 async fn reshape_once(
     st: &AppState,
-    inv_map: &Map<String, Value>,
+    inv_map: &Ordered<InventoriesPut>,
     writes: &[ConsumerWrite],
     mv: Microversion,
 ) -> ApiResult<()> {
@@ -90,20 +91,19 @@ async fn reshape_once(
         if wanted.is_empty() {
             continue;
         }
-        let names: Vec<String> = wanted.keys().cloned().collect();
+        let names: Vec<String> = wanted.iter().map(|(rc, _)| rc.clone()).collect();
         let ids = classes::ids(&mut tx, &names).await?.map_err(|rc| {
             ApiError::bad_request(format!(
                 "malformed reshaper data: No such resource class {rc}."
             ))
         })?;
-        for ((rc, v), class_id) in wanted.iter().zip(ids) {
-            let inv = inventory_from(v);
-            if let Some(why) = invalid_capacity(&inv, mv.at_least(1, 26), rc, &rp.uuid) {
+        for ((rc, inv), class_id) in wanted.iter().zip(ids) {
+            if let Some(why) = invalid_capacity(inv, mv.at_least(1, 26), rc, &rp.uuid) {
                 return Err(ApiError::bad_request(format!(
                     "malformed reshaper data: {why}"
                 )));
             }
-            inventories::upsert(&mut tx, rp.id, class_id, &inv).await?;
+            inventories::upsert(&mut tx, rp.id, class_id, inv).await?;
         }
         // Placement bumps once per inventory step: interim, then final.
         providers::bump_locked(&mut tx, &[rp.id]).await?;
@@ -115,7 +115,7 @@ async fn reshape_once(
 
     // Final inventory, exactly as given.
     for (rp, wanted) in &targets {
-        set_inventories(&mut tx, rp, &records(wanted), mv.at_least(1, 26)).await?;
+        set_inventories(&mut tx, rp, wanted, mv.at_least(1, 26)).await?;
         providers::bump_locked(&mut tx, &[rp.id]).await?;
     }
     tx.commit().await.map_err(ApiError::commit_failed)

@@ -4,6 +4,7 @@ use super::extract::{JsonBody, PathParams};
 use super::microversion::Microversion;
 use super::respond::{latest, Reply};
 use super::schema;
+use super::schema::bodies::ResourceClassBody;
 use crate::db::classes::{self as db, ClassRow, FIRST_CUSTOM_ID};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
@@ -51,8 +52,8 @@ pub async fn create(
     headers: HeaderMap,
     body: JsonBody,
 ) -> ApiResult<Reply> {
-    let b: Value = body.parse(&schema::resource_class_body())?;
-    let name = b["name"].as_str().unwrap_or_default();
+    let b: ResourceClassBody = body.parse(&schema::resource_class_body())?;
+    let name = b.name.as_str();
     let mut conn = st.pool.acquire().await?;
     if !db::create(&mut conn, name).await? {
         return Err(ApiError::conflict(format!(
@@ -74,7 +75,7 @@ pub async fn update(
     if mv.at_least(1, 7) {
         // The path is validated with the body schema's rules.
         let as_body = JsonBody(json!({"name": name}));
-        as_body.parse::<Value>(&schema::resource_class_body())?;
+        as_body.parse::<ResourceClassBody>(&schema::resource_class_body())?;
         let created = db::create(&mut conn, &name).await?;
         let status = if created {
             StatusCode::CREATED
@@ -84,8 +85,8 @@ pub async fn update(
         return Ok(Reply::empty(status).location(&headers, &format!("/resource_classes/{name}")));
     }
     let body = <JsonBody as axum::extract::FromRequest<()>>::from_request(req, &()).await?;
-    let b: Value = body.parse(&schema::resource_class_body())?;
-    let new_name = b["name"].as_str().unwrap_or_default();
+    let b: ResourceClassBody = body.parse(&schema::resource_class_body())?;
+    let new_name = b.name.as_str();
     let c = db::get(&mut conn, &name)
         .await?
         .ok_or_else(|| no_such(&name))?;

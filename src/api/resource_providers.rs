@@ -5,6 +5,7 @@ use super::extract::{JsonBody, PathParams, QueryPairs};
 use super::microversion::Microversion;
 use super::respond::{latest, Reply};
 use super::schema;
+use super::schema::bodies::{ProviderCreate, ProviderUpdate};
 use crate::candidates::request::{parse_member_of, parse_required};
 use crate::db::providers::{self, CreateError, DeleteBlock, ProviderFilter, ProviderRow};
 use crate::db::{classes, traits};
@@ -114,10 +115,6 @@ pub async fn show(
     Ok(Reply::ok(&provider_json(&rp, mv)).cache(mv, modified(&rp)))
 }
 
-fn body_uuid(v: &Value, key: &str) -> Option<Option<Uuid>> {
-    v.get(key).map(|p| p.as_str().and_then(parse_uuid_like))
-}
-
 /// `POST /resource_providers`: 201 without body before 1.20, 200 with it after.
 pub async fn create(
     State(st): State<AppState>,
@@ -125,11 +122,11 @@ pub async fn create(
     headers: HeaderMap,
     body: JsonBody,
 ) -> ApiResult<Reply> {
-    let b: Value = body.parse(&schema::provider_create(mv))?;
-    let name = b["name"].as_str().unwrap_or_default().to_string();
-    let uuid = body_uuid(&b, "uuid").flatten().unwrap_or_else(Uuid::new_v4);
+    let b: ProviderCreate = body.parse(&schema::provider_create(mv))?;
+    let name = b.name;
+    let uuid = b.uuid.map_or_else(Uuid::new_v4, |u| u.0);
     let mut tx = st.pool.begin().await?;
-    let parent = match body_uuid(&b, "parent_provider_uuid").flatten() {
+    let parent = match b.parent_provider_uuid.map(|u| u.0) {
         None => None,
         Some(p) if p == uuid => {
             return Err(ApiError::bad_request(format!(
@@ -185,8 +182,8 @@ pub async fn update(
 ) -> ApiResult<Reply> {
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
-    let b: Value = body.parse(&schema::provider_update(mv))?;
-    let name = b["name"].as_str().unwrap_or_default().to_string();
+    let b: ProviderUpdate = body.parse(&schema::provider_update(mv))?;
+    let name = b.name;
     let fail = |why: &str| {
         ApiError::bad_request(format!(
             "Unable to save resource provider {}: Object action update failed because: {why}",
@@ -199,7 +196,7 @@ pub async fn update(
             .map(|r| (r.id, r.root_provider_id)),
         None => None,
     };
-    let parent = match body_uuid(&b, "parent_provider_uuid") {
+    let parent = match b.parent_provider_uuid.map(|p| p.map(|u| u.0)) {
         None => current_parent,
         Some(None) if rp.parent_uuid.is_some() && !mv.at_least(1, 37) => {
             return Err(fail("un-parenting a provider is not currently allowed."))

@@ -4,8 +4,9 @@
 //! (cores × share_base) so Placement usages and candidates stay true.
 
 use super::extract::{find, find_for_update};
-use super::extract::{int_field, JsonBody, PathParams};
+use super::extract::{JsonBody, PathParams};
 use super::respond::Reply;
+use super::schema::bodies::Ordered;
 use crate::db::deployments::{self as db, Topology};
 use crate::db::inventories::{self, Inventory};
 use crate::db::{classes, providers};
@@ -13,6 +14,7 @@ use crate::deploy::CPU_SHARES;
 use crate::error::{codes, ApiError, ApiResult};
 use crate::state::AppState;
 use axum::extract::State;
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use sqlx::PgConnection;
 use std::collections::HashMap;
@@ -83,6 +85,35 @@ pub async fn show(
     Ok(Reply::ok(&render(&mut conn, &rp).await?))
 }
 
+/// A topology body, after its schema check.
+#[derive(Debug, Deserialize)]
+struct TopologyBody {
+    #[serde(default = "hundred")]
+    share_base: i32,
+    #[serde(default = "unlimited")]
+    max_fragment_cores: i32,
+    cores: Vec<CoreBody>,
+    #[serde(default)]
+    numa_memory_mb: Ordered<i64>,
+    #[serde(default)]
+    force: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct CoreBody {
+    id: String,
+    #[serde(default)]
+    numa_node: Option<String>,
+}
+
+fn hundred() -> i32 {
+    100
+}
+
+fn unlimited() -> i32 {
+    -1
+}
+
 /// `PUT /resource_providers/{uuid}/cpu_topology`: set the topology and the
 /// CPU-share inventory. Removing bound cores, changing the share base under
 /// bindings, or shrinking shares below their usage needs `"force": true`.
@@ -91,30 +122,25 @@ pub async fn replace(
     PathParams(id): PathParams<String>,
     body: JsonBody,
 ) -> ApiResult<Reply> {
-    let b: Value = body.parse(&schema())?;
+    let b: TopologyBody = body.parse(&schema())?;
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
-    let force = b["force"].as_bool().unwrap_or(false);
+    let force = b.force;
     let mut cores: Vec<(String, Option<String>)> = Vec::new();
-    for c in b["cores"].as_array().into_iter().flatten() {
-        let core = c["id"].as_str().unwrap_or_default().to_string();
-        if cores.iter().any(|(id, _)| *id == core) {
+    for c in b.cores {
+        if cores.iter().any(|(id, _)| *id == c.id) {
             return Err(ApiError::bad_request(format!(
-                "Core {core} is listed twice."
+                "Core {} is listed twice.",
+                c.id
             )));
         }
-        cores.push((core, c["numa_node"].as_str().map(str::to_string)));
+        cores.push((c.id, c.numa_node));
     }
     let t = Topology {
-        share_base: int_field(&b, "share_base", 100)?,
-        max_fragment_cores: int_field(&b, "max_fragment_cores", -1)?,
+        share_base: b.share_base,
+        max_fragment_cores: b.max_fragment_cores,
         cores,
-        numa_memory_mb: b["numa_memory_mb"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(n, mb)| (n.clone(), mb.as_i64().unwrap_or(0)))
-            .collect(),
+        numa_memory_mb: b.numa_memory_mb.0,
     };
     let bound = db::bound_shares(&mut tx, &[rp.id]).await?;
     if !force && !bound.is_empty() {

@@ -5,12 +5,12 @@ use super::extract::{JsonBody, PathParams, QueryPairs};
 use super::microversion::Microversion;
 use super::respond::{latest, Reply};
 use super::schema;
+use super::schema::bodies::ProviderTraits;
 use crate::db::providers;
 use crate::db::traits::{self as db, NameFilter, TraitRow};
 use crate::error::{codes, ApiError, ApiResult};
 use crate::state::AppState;
 use crate::types::is_custom_name;
-use crate::types::GivenGeneration;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{json, Value};
@@ -145,20 +145,11 @@ pub async fn set_for_provider(
 ) -> ApiResult<Reply> {
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
-    let b: Value = body.parse(&schema::provider_traits_put())?;
-    if !GivenGeneration::from_json(&b["resource_provider_generation"])
-        .is_some_and(|g| g.matches(rp.generation))
-    {
+    let b: ProviderTraits = body.parse(&schema::provider_traits_put())?;
+    if !b.resource_provider_generation.matches(rp.generation) {
         return Err(generation_changed());
     }
-    let names: Vec<String> = b["traits"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let names = b.traits;
     let (found, missing) = db::resolve(&mut tx, &names).await?;
     if !missing.is_empty() {
         return Err(ApiError::bad_request(format!(

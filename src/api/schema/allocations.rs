@@ -1,93 +1,69 @@
 //! Allocation bodies (any version's form) turned into the writes the
 //! allocation service performs: PUT/POST /allocations and the reshaper.
 
+use super::bodies::{AllocationSet, ConsumerAllocations, Ordered};
 use crate::api::microversion::Microversion;
 use crate::config::Settings;
 use crate::db::allocations::{ConsumerWrite, GenerationCheck};
-use crate::error::{ApiError, ApiResult};
-use crate::types::{parse_uuid_like, GivenGeneration};
-use serde_json::Value;
+use crate::types::parse_uuid_like;
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
-/// An allocation amount: any JSON integer the schema let through that fits
-/// in 64 bits (larger ones are refused, never wrapped or zeroed; amounts
-/// over an inventory's max_unit then get Placement's 409).
-fn amount(rc: &str, n: &Value) -> ApiResult<i64> {
-    n.as_i64().ok_or_else(|| {
-        ApiError::bad_request(format!(
-            "JSON does not validate: {n} is out of range for resources {rc}"
-        ))
-    })
-}
-
-/// Turns one consumer's validated body (any version's form) into a write.
+/// Turns one consumer's validated body into a write.
 pub fn consumer_write(
     consumer: Uuid,
-    v: &Value,
+    body: &ConsumerAllocations,
     mv: Microversion,
     settings: &Settings,
-) -> ApiResult<ConsumerWrite> {
+) -> ConsumerWrite {
     let mut allocations: BTreeMap<Uuid, BTreeMap<String, i64>> = BTreeMap::new();
-    let mut add = |rp: Option<Uuid>, resources: &Value| -> ApiResult<()> {
+    let mut add = |rp: &str, resources: &BTreeMap<String, i64>| {
         // Unparseable keys cannot name a provider; nil makes that a 400 later.
-        let entry = allocations.entry(rp.unwrap_or(Uuid::nil())).or_default();
-        for (rc, n) in resources.as_object().into_iter().flatten() {
+        let entry = allocations
+            .entry(parse_uuid_like(rp).unwrap_or(Uuid::nil()))
+            .or_default();
+        for (rc, &n) in resources {
             let sum = entry.entry(rc.clone()).or_default();
-            *sum = sum.saturating_add(amount(rc, n)?);
+            *sum = sum.saturating_add(n);
         }
-        Ok(())
     };
-    match &v["allocations"] {
-        Value::Array(list) => {
+    match &body.allocations {
+        AllocationSet::Listed(list) => {
             for item in list {
-                add(
-                    item["resource_provider"]["uuid"]
-                        .as_str()
-                        .and_then(parse_uuid_like),
-                    &item["resources"],
-                )?;
+                add(&item.resource_provider.uuid, &item.resources);
             }
         }
-        Value::Object(map) => {
-            for (rp, item) in map {
-                add(parse_uuid_like(rp), &item["resources"])?;
+        AllocationSet::Keyed(map) => {
+            for (rp, item) in &map.0 {
+                add(rp, &item.resources);
             }
         }
-        _ => {}
     }
-    let owner = |k: &str, default: &str| {
-        v.get(k)
-            .and_then(Value::as_str)
-            .unwrap_or(default)
-            .to_string()
+    let owner = |given: &Option<String>, default: &str| {
+        given.clone().unwrap_or_else(|| default.to_string())
     };
-    Ok(ConsumerWrite {
+    ConsumerWrite {
         consumer,
-        project_id: owner("project_id", &settings.incomplete_consumer_project_id),
-        user_id: owner("user_id", &settings.incomplete_consumer_user_id),
-        consumer_type: mv.at_least(1, 38).then(|| owner("consumer_type", "")),
-        generation: match v.get("consumer_generation") {
+        project_id: owner(&body.project_id, &settings.incomplete_consumer_project_id),
+        user_id: owner(&body.user_id, &settings.incomplete_consumer_user_id),
+        consumer_type: mv.at_least(1, 38).then(|| owner(&body.consumer_type, "")),
+        generation: match &body.consumer_generation {
             _ if !mv.at_least(1, 28) => GenerationCheck::None,
-            Some(given) => match GivenGeneration::from_json(given) {
-                Some(g) => GenerationCheck::Is(g),
-                None => GenerationCheck::New,
-            },
+            Some(g) => GenerationCheck::Is(g.clone()),
             None => GenerationCheck::New,
         },
         allocations,
-    })
+    }
 }
 
 /// Writes from a validated `{consumer: body}` map (POST /allocations, reshaper).
 pub fn writes_from_map(
-    b: &Value,
+    map: &Ordered<ConsumerAllocations>,
     mv: Microversion,
     settings: &Settings,
-) -> ApiResult<Vec<ConsumerWrite>> {
-    b.as_object()
-        .into_iter()
-        .flatten()
-        .filter_map(|(c, v)| parse_uuid_like(c).map(|u| consumer_write(u, v, mv, settings)))
+) -> Vec<ConsumerWrite> {
+    map.0
+        .iter()
+        .filter_map(|(c, body)| parse_uuid_like(c).map(|u| consumer_write(u, body, mv, settings)))
         .collect()
 }

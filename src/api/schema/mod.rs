@@ -2,7 +2,7 @@
 //! `placement/schemas/*.py`, so that validation errors read the same.
 
 pub mod allocations;
-pub mod inventories;
+pub mod bodies;
 pub mod validate;
 
 use crate::api::microversion::Microversion;
