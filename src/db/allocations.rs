@@ -138,10 +138,47 @@ pub enum AllocError {
 /// (project, user, consumer type) names of a write.
 type OwnerKey<'a> = (&'a str, &'a str, Option<&'a str>);
 
+/// What a write resolved and locked before changing anything.
+struct Locked {
+    /// Provider uuid → id, for every provider receiving allocations.
+    provider_ids: HashMap<Uuid, i64>,
+    /// Those providers' ids, in id order (the lock order).
+    providers: Vec<i64>,
+    /// Class name → id.
+    class_ids: HashMap<String, i32>,
+    /// The consumers that already exist, locked.
+    existing: HashMap<Uuid, ConsumerRow>,
+}
+
 /// Writes the allocations of several consumers atomically inside the
-/// caller's transaction. Returns the ids of providers it bumped.
+/// caller's transaction: lock, check, replace, bump.
 pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<(), AllocError> {
-    // Resolve providers, lock those receiving allocations in id order.
+    let locked = lock_and_resolve(conn, writes).await?;
+    check_consumer_generations(writes, &locked.existing)?;
+    check_bound_shares(conn, writes, &locked.existing).await?;
+    // Usage before the request on the locked providers, then remove the
+    // consumers' current allocations (Placement's shrink rule needs both).
+    let before = usage(conn, &locked.providers).await?;
+    let existing_ids: Vec<i64> = locked.existing.values().map(|c| c.id).collect();
+    let cleared: Vec<(i64, i64)> = sqlx::query_as(
+        "DELETE FROM allocations WHERE consumer_id = ANY($1) RETURNING consumer_id, resource_provider_id",
+    )
+    .bind(&existing_ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    let after_delete = usage(conn, &locked.providers).await?;
+    check_capacity(conn, writes, &locked, &before, &after_delete).await?;
+    let new_ids = write_consumers(conn, writes, &locked.existing).await?;
+    insert_allocations(conn, writes, &locked, &new_ids).await?;
+    bump_providers(conn, writes, &locked, &cleared).await
+}
+
+/// Locks the providers receiving allocations (id order), then the
+/// consumers (uuid order), and resolves class names.
+async fn lock_and_resolve(
+    conn: &mut PgConnection,
+    writes: &[ConsumerWrite],
+) -> Result<Locked, AllocError> {
     let mut wanted: Vec<Uuid> = writes
         .iter()
         .flat_map(|w| w.allocations.keys().copied())
@@ -158,8 +195,6 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
     if let Some(missing) = wanted.iter().find(|u| !provider_ids.contains_key(u)) {
         return Err(AllocError::NoProvider(*missing));
     }
-
-    // Resolve classes.
     let mut class_names: Vec<String> = writes
         .iter()
         .flat_map(|w| w.allocations.values().flat_map(|m| m.keys().cloned()))
@@ -171,8 +206,7 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
             .bind(&class_names)
             .fetch_all(&mut *conn)
             .await?;
-    let class_ids: HashMap<&str, i32> =
-        class_rows.iter().map(|(id, n)| (n.as_str(), *id)).collect();
+    let class_ids: HashMap<String, i32> = class_rows.into_iter().map(|(id, n)| (n, id)).collect();
     for w in writes {
         for classes in w.allocations.values() {
             if let Some(rc) = classes.keys().find(|c| !class_ids.contains_key(c.as_str())) {
@@ -180,99 +214,101 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
             }
         }
     }
-
-    // Lock consumers (in uuid order, one query) and check their generations.
     let mut wanted_consumers: Vec<Uuid> = writes.iter().map(|w| w.consumer).collect();
     wanted_consumers.sort_unstable();
-    let existing: HashMap<Uuid, ConsumerRow> =
-        consumers::get_many_for_update(conn, &wanted_consumers)
-            .await?
-            .into_iter()
-            .map(|c| (c.uuid, c))
-            .collect();
+    let existing = consumers::get_many_for_update(conn, &wanted_consumers)
+        .await?
+        .into_iter()
+        .map(|c| (c.uuid, c))
+        .collect();
+    Ok(Locked {
+        provider_ids,
+        providers: rows.iter().map(|(id, _)| *id).collect(),
+        class_ids,
+        existing,
+    })
+}
+
+/// Each write's consumer generation against the locked consumer.
+fn check_consumer_generations(
+    writes: &[ConsumerWrite],
+    existing: &HashMap<Uuid, ConsumerRow>,
+) -> Result<(), AllocError> {
     for w in writes {
+        let conflict =
+            |expected: String, got: String| AllocError::ConsumerGeneration { expected, got };
         match (&w.generation, existing.get(&w.consumer)) {
             (GenerationCheck::New, Some(c)) => {
-                return Err(AllocError::ConsumerGeneration {
-                    expected: c.generation.to_string(),
-                    got: "None".into(),
-                })
+                return Err(conflict(c.generation.to_string(), "None".into()))
             }
-            (GenerationCheck::Is(g), None) => {
-                return Err(AllocError::ConsumerGeneration {
-                    expected: "null".into(),
-                    got: g.to_string(),
-                })
-            }
+            (GenerationCheck::Is(g), None) => return Err(conflict("null".into(), g.to_string())),
             (GenerationCheck::Is(g), Some(c)) if !g.matches(c.generation) => {
-                return Err(AllocError::ConsumerGeneration {
-                    expected: c.generation.to_string(),
-                    got: g.to_string(),
-                })
+                return Err(conflict(c.generation.to_string(), g.to_string()))
             }
             _ => {}
         }
     }
-    check_bound_shares(conn, writes, &existing).await?;
+    Ok(())
+}
 
-    // Usage before the request on the locked providers, then remove the
-    // consumers' current allocations.
-    let locked: Vec<i64> = rows.iter().map(|(id, _)| *id).collect();
-    let before = usage(conn, &locked).await?;
-    let existing_ids: Vec<i64> = existing.values().map(|c| c.id).collect();
-    let cleared: Vec<(i64, i64)> = sqlx::query_as(
-        "DELETE FROM allocations WHERE consumer_id = ANY($1) RETURNING consumer_id, resource_provider_id",
-    )
-    .bind(&existing_ids)
-    .fetch_all(&mut *conn)
-    .await?;
-    let after_delete = usage(conn, &locked).await?;
-
-    // Validate amounts against inventories.
-    let inventories = inventories_of(conn, &locked).await?;
+/// Every amount against its inventory's units and capacity. Missing
+/// inventory lists classes in class id order, as Placement does;
+/// shrinking an already over-committed provider is allowed.
+async fn check_capacity(
+    conn: &mut PgConnection,
+    writes: &[ConsumerWrite],
+    locked: &Locked,
+    before: &HashMap<(i64, i32), i64>,
+    after_delete: &HashMap<(i64, i32), i64>,
+) -> Result<(), AllocError> {
+    let inventories = inventories_of(conn, &locked.providers).await?;
+    let key = |rp: &Uuid, rc: &str| (locked.provider_ids[rp], locked.class_ids[rc]);
     let mut requested: HashMap<(i64, i32), i64> = HashMap::new();
     for w in writes {
         for (rp, classes) in &w.allocations {
-            let rp_id = provider_ids[rp];
-            // Listed in class id order, as Placement lists them.
             let mut missing: Vec<&str> = classes
                 .keys()
-                .filter(|c| !inventories.contains_key(&(rp_id, class_ids[c.as_str()])))
+                .filter(|c| !inventories.contains_key(&key(rp, c)))
                 .map(String::as_str)
                 .collect();
-            missing.sort_by_key(|c| class_ids[c]);
             if !missing.is_empty() {
+                missing.sort_by_key(|c| locked.class_ids[*c]);
                 return Err(AllocError::NoInventory(*rp, missing.join(", ")));
             }
             for (rc, &n) in classes {
-                let key = (rp_id, class_ids[rc.as_str()]);
-                let inv = &inventories[&key];
-                if n < inv.min_unit as i64
-                    || n > inv.max_unit as i64
-                    || n % inv.step_size as i64 != 0
+                let inv = &inventories[&key(rp, rc)];
+                if n < i64::from(inv.min_unit)
+                    || n > i64::from(inv.max_unit)
+                    || n % i64::from(inv.step_size) != 0
                 {
                     return Err(AllocError::Constraints(*rp, rc.clone()));
                 }
-                *requested.entry(key).or_default() += n;
+                *requested.entry(key(rp, rc)).or_default() += n;
             }
         }
     }
     for w in writes {
         for (rp, classes) in &w.allocations {
             for rc in classes.keys() {
-                let key = (provider_ids[rp], class_ids[rc.as_str()]);
-                let inv = &inventories[&key];
-                let used_after = after_delete.get(&key).copied().unwrap_or(0) + requested[&key];
-                let used_before = before.get(&key).copied().unwrap_or(0);
-                // Shrinking an already over-committed provider is allowed.
-                if used_after as f64 > inv.capacity() && used_after > used_before {
+                let k = key(rp, rc);
+                let used_after = after_delete.get(&k).copied().unwrap_or(0) + requested[&k];
+                let used_before = before.get(&k).copied().unwrap_or(0);
+                if used_after as f64 > inventories[&k].capacity() && used_after > used_before {
                     return Err(AllocError::Capacity(*rp, rc.clone()));
                 }
             }
         }
     }
+    Ok(())
+}
 
-    // Write consumers (batched: a deployment writes thousands at once).
+/// Creates, updates (bumping generations) and deletes consumers in a few
+/// batched statements; returns the ids of the consumers it created.
+async fn write_consumers(
+    conn: &mut PgConnection,
+    writes: &[ConsumerWrite],
+    existing: &HashMap<Uuid, ConsumerRow>,
+) -> Result<HashMap<Uuid, i64>, AllocError> {
     let mut owners: HashMap<OwnerKey, consumers::Owner> = HashMap::new();
     let mut gone: Vec<i64> = Vec::new();
     let mut bumped = consumers::OwnerColumns::default();
@@ -299,9 +335,7 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
                 bumped_set_type.push(w.consumer_type.is_some());
             }
             None if w.allocations.is_empty() => {}
-            None => {
-                created.push_uuid(w.consumer, owner);
-            }
+            None => created.push_uuid(w.consumer, owner),
         }
     }
     consumers::delete_many(conn, &gone).await?;
@@ -314,8 +348,19 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
             got: "None".into(),
         });
     }
+    Ok(new_ids)
+}
+
+/// Inserts every new allocation row in one statement.
+async fn insert_allocations(
+    conn: &mut PgConnection,
+    writes: &[ConsumerWrite],
+    locked: &Locked,
+    new_ids: &HashMap<Uuid, i64>,
+) -> Result<(), AllocError> {
     let consumer_id = |u: &Uuid| {
-        existing
+        locked
+            .existing
             .get(u)
             .map(|c| c.id)
             .or_else(|| new_ids.get(u).copied())
@@ -327,9 +372,9 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
         };
         for (rp, classes) in &w.allocations {
             for (rc, &n) in classes {
-                rps.push(provider_ids[rp]);
+                rps.push(locked.provider_ids[rp]);
                 cids.push(cid);
-                rcs.push(class_ids[rc.as_str()]);
+                rcs.push(locked.class_ids[rc.as_str()]);
                 // n <= max_unit (an i32) was checked above.
                 used.push(i32::try_from(n).map_err(|_| AllocError::Constraints(*rp, rc.clone()))?);
             }
@@ -345,15 +390,23 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
     .bind(&used)
     .execute(&mut *conn)
     .await?;
+    Ok(())
+}
 
-    // Bump every provider named in the new set, and those cleared by an
-    // explicitly emptied consumer (Placement names them implicitly).
+/// Bumps every provider named in the new set, and those cleared by an
+/// explicitly emptied consumer (Placement names them implicitly).
+async fn bump_providers(
+    conn: &mut PgConnection,
+    writes: &[ConsumerWrite],
+    locked: &Locked,
+    cleared: &[(i64, i64)],
+) -> Result<(), AllocError> {
     let emptied: Vec<i64> = writes
         .iter()
         .filter(|w| w.allocations.is_empty())
-        .filter_map(|w| existing.get(&w.consumer).map(|c| c.id))
+        .filter_map(|w| locked.existing.get(&w.consumer).map(|c| c.id))
         .collect();
-    let mut bump: Vec<i64> = locked.clone();
+    let mut bump: Vec<i64> = locked.providers.clone();
     bump.extend(
         cleared
             .iter()

@@ -1,8 +1,8 @@
 //! Allocation bodies (any version's form) turned into the writes the
 //! allocation service performs: PUT/POST /allocations and the reshaper.
 
-use super::bodies::{AllocationSet, ConsumerAllocations, Ordered};
 use crate::api::microversion::Microversion;
+use crate::api::schema::bodies::{AllocationSet, ConsumerAllocations, Ordered};
 use crate::config::Settings;
 use crate::db::allocations::{ConsumerWrite, GenerationCheck};
 use crate::types::parse_uuid_like;
