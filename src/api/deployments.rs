@@ -359,6 +359,35 @@ fn resize_schema() -> Value {
     })
 }
 
+/// A resized instance's allocations: its shares on other providers as they
+/// were, and on its node the new memory and CPU shares beside the node's
+/// other classes as they were.
+fn resized_allocations(
+    current: &[alloc_db::AllocationRow],
+    node: uuid::Uuid,
+    memory_mb: i64,
+    cpu_map: &sched::CpuMap,
+) -> BTreeMap<uuid::Uuid, BTreeMap<String, i64>> {
+    let extra: BTreeMap<String, i64> = current
+        .iter()
+        .filter(|r| {
+            r.provider_uuid == node
+                && r.resource_class != "MEMORY_MB"
+                && r.resource_class != CPU_SHARES
+        })
+        .map(|r| (r.resource_class.clone(), i64::from(r.used)))
+        .collect();
+    let mut allocations = BTreeMap::new();
+    for r in current.iter().filter(|r| r.provider_uuid != node) {
+        allocations
+            .entry(r.provider_uuid)
+            .or_insert_with(BTreeMap::new)
+            .insert(r.resource_class.clone(), i64::from(r.used));
+    }
+    allocations.insert(node, instance_resources(memory_mb, cpu_map, &extra));
+    allocations
+}
+
 /// A resize's deltas, after its schema check.
 #[derive(Debug, Deserialize)]
 struct ResizeRequest {
@@ -408,26 +437,7 @@ pub async fn resize(
         .map_err(|e| sched_conflict(&e, None))?;
     let new_mem = out.workload.memory_request / MIB;
     let current = alloc_db::of_consumer(&mut tx, consumer_uuid).await?;
-    let mut extra: BTreeMap<String, i64> = current
-        .iter()
-        .filter(|r| {
-            r.provider_uuid == node.uuid
-                && r.resource_class != "MEMORY_MB"
-                && r.resource_class != CPU_SHARES
-        })
-        .map(|r| (r.resource_class.clone(), i64::from(r.used)))
-        .collect();
-    let mut allocations = BTreeMap::new();
-    for r in current.iter().filter(|r| r.provider_uuid != node.uuid) {
-        allocations
-            .entry(r.provider_uuid)
-            .or_insert_with(BTreeMap::new)
-            .insert(r.resource_class.clone(), i64::from(r.used));
-    }
-    allocations.insert(
-        node.uuid,
-        instance_resources(new_mem, &out.workload.cpu_map, &std::mem::take(&mut extra)),
-    );
+    let allocations = resized_allocations(&current, node.uuid, new_mem, &out.workload.cpu_map);
     let owner = crate::db::consumers::get(&mut tx, consumer_uuid)
         .await?
         .ok_or_else(not_found)?;

@@ -176,8 +176,87 @@ fn is_public(path: &str) -> bool {
         || path.starts_with("/docs")
 }
 
-/// The outermost middleware: everything that happens before routing and the
-/// rendering of every error afterwards.
+/// Before routing, in Placement's order: the caller (401 without a token
+/// outside the public paths), content-length/content-type rules, then the
+/// microversion.
+fn admit(req: &mut Request, path: &str) -> Result<Microversion, ApiError> {
+    let caller = caller_from(req.headers());
+    if caller.is_none() && !is_public(path) {
+        return Err(ApiError::unauthorized());
+    }
+    if let Some(c) = caller {
+        req.extensions_mut().insert(c);
+    }
+    let headers = req.headers();
+    if let Some(len) = headers.get(header::CONTENT_LENGTH) {
+        let n: u64 = len
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .ok_or_else(|| ApiError::bad_request("content-length header must be an integer"))?;
+        if n > 0 && !headers.contains_key(header::CONTENT_TYPE) {
+            return Err(ApiError::bad_request(
+                "content-type header required when content-length > 0",
+            ));
+        }
+    }
+    microversion::negotiate(headers)
+}
+
+/// The answer to a request refused before routing.
+fn refused(e: &ApiError, request_id: &str, accept: Option<&str>) -> Response {
+    let mut resp = super::respond::render_error(e, request_id, false, accept);
+    if matches!(e.status.as_u16(), 408 | 413) {
+        // The rest of the body was never read: this connection cannot
+        // carry another request.
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
+}
+
+/// Routes the request and renders a handler's error in Placement's body.
+async fn routed(
+    mut req: Request,
+    next: Next,
+    mv: Microversion,
+    request_id: &str,
+    accept: Option<&str>,
+) -> Response {
+    req.extensions_mut().insert(mv);
+    req.extensions_mut()
+        .insert(RequestId(request_id.to_string()));
+    let mut resp = next.run(req).await;
+    if let Some(PendingError(e)) = resp.extensions_mut().remove::<PendingError>() {
+        let mut rendered = super::respond::render_error(&e, request_id, mv.at_least(1, 23), accept);
+        // Keep headers a handler set on purpose (none today), drop the rest.
+        std::mem::swap(rendered.extensions_mut(), resp.extensions_mut());
+        resp = rendered;
+    }
+    resp
+}
+
+/// The request id and version headers every answer carries.
+fn stamp(resp: &mut Response, request_id: &str, mv: Option<Microversion>) {
+    let headers = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(request_id) {
+        headers.insert("x-openstack-request-id", v);
+    }
+    if let Some(v) = mv {
+        if let Ok(h) = HeaderValue::from_str(&format!("placement {v}")) {
+            headers.insert("openstack-api-version", h);
+        }
+        headers.insert(
+            header::VARY,
+            HeaderValue::from_static("openstack-api-version"),
+        );
+    }
+}
+
+/// The outermost middleware: everything that happens before routing, the
+/// rendering of every error afterwards, and one log line per request in a
+/// span carrying the request id, the matched route (recorded by the route
+/// guard), the microversion and the status.
 pub async fn pipeline(State(limits): State<BodyLimits>, mut req: Request, next: Next) -> Response {
     let started = Instant::now();
     let request_id = format!("req-{}", uuid::Uuid::new_v4());
@@ -186,89 +265,34 @@ pub async fn pipeline(State(limits): State<BodyLimits>, mut req: Request, next: 
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let method = req.method().clone();
     let path = req.uri().path().to_string();
-    let span =
-        tracing::info_span!("request", request_id = %request_id, method = %method, path = %path);
-
+    let span = tracing::info_span!(
+        "request",
+        request_id = %request_id,
+        method = %req.method(),
+        path = %path,
+        route = tracing::field::Empty,
+        microversion = tracing::field::Empty,
+        status = tracing::field::Empty,
+    );
     async move {
-        let mut mv: Option<Microversion> = None;
-        let pre = (|| -> Result<Microversion, ApiError> {
-            // The version document, health and documentation need no token.
-            let public = is_public(&path);
-            let caller = caller_from(req.headers());
-            if caller.is_none() && !public {
-                return Err(ApiError::unauthorized());
-            }
-            if let Some(c) = caller {
-                req.extensions_mut().insert(c);
-            }
-            let headers = req.headers();
-            if let Some(len) = headers.get(header::CONTENT_LENGTH) {
-                let n: u64 = len
-                    .to_str()
-                    .ok()
-                    .and_then(|s| s.trim().parse().ok())
-                    .ok_or_else(|| {
-                        ApiError::bad_request("content-length header must be an integer")
-                    })?;
-                if n > 0 && !headers.contains_key(header::CONTENT_TYPE) {
-                    return Err(ApiError::bad_request(
-                        "content-type header required when content-length > 0",
-                    ));
-                }
-            }
-            microversion::negotiate(headers)
-        })();
-        let pre = match pre {
+        let admitted = match admit(&mut req, &path) {
             Ok(v) => read_body(req, limits).await.map(|r| (v, r)),
             Err(e) => Err(e),
         };
-        let mut resp = match pre {
-            Err(e) => {
-                let mut resp =
-                    super::respond::render_error(&e, &request_id, false, accept.as_deref());
-                if matches!(e.status.as_u16(), 408 | 413) {
-                    // The rest of the body was never read: this connection
-                    // cannot carry another request.
-                    resp.headers_mut()
-                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-                }
-                resp
-            }
-            Ok((v, mut req)) => {
-                mv = Some(v);
-                req.extensions_mut().insert(v);
-                req.extensions_mut().insert(RequestId(request_id.clone()));
-                let mut resp = next.run(req).await;
-                if let Some(PendingError(e)) = resp.extensions_mut().remove::<PendingError>() {
-                    let mut rendered = super::respond::render_error(
-                        &e,
-                        &request_id,
-                        v.at_least(1, 23),
-                        accept.as_deref(),
-                    );
-                    // Keep headers a handler set on purpose (none today), drop the rest.
-                    std::mem::swap(rendered.extensions_mut(), resp.extensions_mut());
-                    resp = rendered;
-                }
-                resp
+        let (mut resp, mv) = match admitted {
+            Err(e) => (refused(&e, &request_id, accept.as_deref()), None),
+            Ok((v, req)) => {
+                tracing::Span::current().record("microversion", tracing::field::display(v));
+                (
+                    routed(req, next, v, &request_id, accept.as_deref()).await,
+                    Some(v),
+                )
             }
         };
-        let headers = resp.headers_mut();
-        if let Ok(v) = HeaderValue::from_str(&request_id) {
-            headers.insert("x-openstack-request-id", v);
-        }
-        if let Some(v) = mv {
-            if let Ok(h) = HeaderValue::from_str(&format!("placement {v}")) {
-                headers.insert("openstack-api-version", h);
-            }
-            headers.insert(
-                header::VARY,
-                HeaderValue::from_static("openstack-api-version"),
-            );
-        }
+        stamp(&mut resp, &request_id, mv);
         let status = resp.status().as_u16();
+        tracing::Span::current().record("status", status);
         let ms = started.elapsed().as_secs_f64() * 1000.0;
         if status >= 500 {
             tracing::error!(status, ms, "request failed");
@@ -296,6 +320,7 @@ pub async fn route_guard(req: Request, next: Next) -> Response {
         .get::<Microversion>()
         .copied()
         .unwrap_or(microversion::MIN);
+    tracing::Span::current().record("route", route.as_str());
     // HEAD is served by the GET handler.
     let method = match req.method() {
         &Method::HEAD => Method::GET,

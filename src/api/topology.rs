@@ -85,6 +85,41 @@ pub async fn show(
     Ok(Reply::ok(&render(&mut conn, &rp).await?))
 }
 
+/// Refuses (without `force`) a topology that changes the share base under
+/// bound shares or drops a core that holds some.
+async fn keeps_bound_cores(
+    tx: &mut sqlx::PgConnection,
+    rp: &crate::db::providers::ProviderRow,
+    t: &Topology,
+    bound: &[(i64, String, i64)],
+) -> ApiResult<()> {
+    let old = db::topologies(tx, &[rp.id]).await?;
+    if old
+        .get(&rp.id)
+        .is_some_and(|o| o.share_base != t.share_base)
+    {
+        return Err(ApiError::conflict(format!(
+            "Cores of resource provider {} have bound shares: the share base cannot change (send \"force\": true to override).",
+            rp.uuid
+        ))
+        .code(codes::INVENTORY_INUSE));
+    }
+    let lost: Vec<&str> = bound
+        .iter()
+        .filter(|(_, c, _)| !t.cores.iter().any(|(id, _)| id == c))
+        .map(|(_, c, _)| c.as_str())
+        .collect();
+    if !lost.is_empty() {
+        return Err(ApiError::conflict(format!(
+            "Cores {} of resource provider {} have bound shares and cannot be removed (send \"force\": true to override).",
+            lost.join(", "),
+            rp.uuid
+        ))
+        .code(codes::INVENTORY_INUSE));
+    }
+    Ok(())
+}
+
 /// A topology body, after its schema check.
 #[derive(Debug, Deserialize)]
 struct TopologyBody {
@@ -144,30 +179,7 @@ pub async fn replace(
     };
     let bound = db::bound_shares(&mut tx, &[rp.id]).await?;
     if !force && !bound.is_empty() {
-        let old = db::topologies(&mut tx, &[rp.id]).await?;
-        if old
-            .get(&rp.id)
-            .is_some_and(|o| o.share_base != t.share_base)
-        {
-            return Err(ApiError::conflict(format!(
-                "Cores of resource provider {} have bound shares: the share base cannot change (send \"force\": true to override).",
-                rp.uuid
-            ))
-            .code(codes::INVENTORY_INUSE));
-        }
-        let lost: Vec<&str> = bound
-            .iter()
-            .filter(|(_, c, _)| !t.cores.iter().any(|(id, _)| id == c))
-            .map(|(_, c, _)| c.as_str())
-            .collect();
-        if !lost.is_empty() {
-            return Err(ApiError::conflict(format!(
-                "Cores {} of resource provider {} have bound shares and cannot be removed (send \"force\": true to override).",
-                lost.join(", "),
-                rp.uuid
-            ))
-            .code(codes::INVENTORY_INUSE));
-        }
+        keeps_bound_cores(&mut tx, &rp, &t, &bound).await?;
     }
     db::set_topology(&mut tx, rp.id, &t).await?;
     classes::create(&mut tx, CPU_SHARES).await?;

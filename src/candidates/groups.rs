@@ -5,6 +5,7 @@ use super::request::{
     conflicting_traits, parse_member_of, parse_required, parse_resources, AggFilter, TraitFilter,
     Version,
 };
+use crate::error::codes;
 use std::collections::BTreeMap;
 
 /// A query error: the message and Placement's error code (None: undefined_code).
@@ -98,104 +99,29 @@ fn group_key(key: &str, v: Version) -> Option<(&'static str, &str)> {
 
 /// Parses the query pairs (already schema-validated) into groups.
 pub fn parse(pairs: &[(String, String)], v: Version) -> Result<CandidateQuery, QueryError> {
-    let mut q = CandidateQuery::default();
-    let mut by_suffix: BTreeMap<String, GroupSpec> = BTreeMap::new();
-    let all = |key: &str| -> Vec<&str> {
+    let by_suffix = parse_groups(pairs, v)?;
+    let first = |key: &str| {
         pairs
             .iter()
-            .filter(|(k, _)| k == key)
+            .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_str())
-            .collect()
     };
-    let mut seen_keys: Vec<&str> = Vec::new();
-    for (key, _) in pairs {
-        if seen_keys.contains(&key.as_str()) {
-            continue;
-        }
-        seen_keys.push(key);
-        let Some((prefix, suffix)) = group_key(key, v) else {
-            continue;
-        };
-        let values = all(key);
-        let last = values.last().copied().unwrap_or_default();
-        let g = by_suffix
-            .entry(suffix.to_string())
-            .or_insert_with(|| GroupSpec {
-                suffix: suffix.to_string(),
-                ..Default::default()
-            });
-        match prefix {
-            "resources" => g.resources = parse_resources(last).map_err(bad)?,
-            "required" => g.traits = parse_required(&values, v).map_err(bad)?,
-            "member_of" => g.member_of = parse_member_of(&values, v, suffix).map_err(bad)?,
-            _ => {
-                g.in_tree = Some(crate::types::parse_uuid_like(last).ok_or_else(|| {
-                    bad(format!("Invalid query string parameters: Expected 'in_tree' parameter to be a format of uuid. Got: {last}"))
-                })?)
-            }
-        }
-    }
-    q.limit = all("limit").first().and_then(|l| l.parse().ok());
-    // Like `limit`, a repeated group_policy takes its first value.
-    q.group_policy = match pairs
-        .iter()
-        .find(|(k, _)| k == "group_policy")
-        .map(|(_, v)| v.as_str())
-    {
-        Some("isolate") => Some(GroupPolicy::Isolate),
-        Some(_) => Some(GroupPolicy::None),
-        None => None,
+    let mut q = CandidateQuery {
+        limit: first("limit").and_then(|l| l.parse().ok()),
+        // Like `limit`, a repeated group_policy takes its first value.
+        group_policy: match first("group_policy") {
+            Some("isolate") => Some(GroupPolicy::Isolate),
+            Some(_) => Some(GroupPolicy::None),
+            None => None,
+        },
+        ..Default::default()
     };
     if v >= (1, 35) {
-        let roots = all("root_required");
-        if roots.len() > 1 {
-            return Err(coded(
-                "Query parameter 'root_required' may be specified only once.",
-                "placement.query.duplicate_key",
-            ));
-        }
-        if let Some(r) = roots.first() {
-            q.root_required = parse_required(&[r], v).map_err(bad)?;
-            let both: Vec<String> = q
-                .root_required
-                .required
-                .iter()
-                .flatten()
-                .filter(|t| q.root_required.forbidden.contains(*t))
-                .cloned()
-                .collect();
-            if !both.is_empty() {
-                return Err(coded(
-                    format!(
-                        "Conflicting required and forbidden traits found in root_required: {}",
-                        both.join(", ")
-                    ),
-                    "placement.query.bad_value",
-                ));
-            }
-        }
+        q.root_required = parse_root_required(&values_of(pairs, "root_required"), v)?;
     }
     if v >= (1, 36) {
-        for value in all("same_subtree") {
-            let set: Vec<String> = value.split(',').map(|s| s.trim().to_string()).collect();
-            if set.iter().any(String::is_empty) {
-                return Err(coded(
-                    "Empty string (unsuffixed group) can not be specified in `same_subtree` ",
-                    "placement.query.bad_value",
-                ));
-            }
-            let unknown: Vec<&String> = set
-                .iter()
-                .filter(|s| !by_suffix.contains_key(s.as_str()))
-                .collect();
-            if !unknown.is_empty() {
-                let known: Vec<&String> = by_suffix.keys().collect();
-                return Err(coded(
-                    format!("Real suffixes should be specified in `same_subtree`: {unknown:?} not found in {known:?}"),
-                    "placement.query.bad_value",
-                ));
-            }
-            q.same_subtree.push(set);
+        for value in values_of(pairs, "same_subtree") {
+            q.same_subtree.push(parse_same_subtree(value, &by_suffix)?);
         }
     }
     validate_groups(&by_suffix, &q, v)?;
@@ -215,6 +141,110 @@ pub fn parse(pairs: &[(String, String)], v: Version) -> Result<CandidateQuery, Q
     Ok(q)
 }
 
+/// Every value of `key`, in order.
+fn values_of<'a>(pairs: &'a [(String, String)], key: &str) -> Vec<&'a str> {
+    pairs
+        .iter()
+        .filter(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .collect()
+}
+
+/// The request groups by suffix ("" for the unnumbered group), each from
+/// its `resources`, `required`, `member_of` and `in_tree` keys.
+fn parse_groups(
+    pairs: &[(String, String)],
+    v: Version,
+) -> Result<BTreeMap<String, GroupSpec>, QueryError> {
+    let mut by_suffix: BTreeMap<String, GroupSpec> = BTreeMap::new();
+    let mut seen_keys: Vec<&str> = Vec::new();
+    for (key, _) in pairs {
+        if seen_keys.contains(&key.as_str()) {
+            continue;
+        }
+        seen_keys.push(key);
+        let Some((prefix, suffix)) = group_key(key, v) else {
+            continue;
+        };
+        let values = values_of(pairs, key);
+        let last = values.last().copied().unwrap_or_default();
+        let g = by_suffix
+            .entry(suffix.to_string())
+            .or_insert_with(|| GroupSpec {
+                suffix: suffix.to_string(),
+                ..Default::default()
+            });
+        match prefix {
+            "resources" => g.resources = parse_resources(last).map_err(bad)?,
+            "required" => g.traits = parse_required(&values, v).map_err(bad)?,
+            "member_of" => g.member_of = parse_member_of(&values, v, suffix).map_err(bad)?,
+            _ => {
+                g.in_tree = Some(crate::types::parse_uuid_like(last).ok_or_else(|| {
+                    bad(format!("Invalid query string parameters: Expected 'in_tree' parameter to be a format of uuid. Got: {last}"))
+                })?)
+            }
+        }
+    }
+    Ok(by_suffix)
+}
+
+/// `root_required` (1.35+): once only, no trait both required and forbidden.
+fn parse_root_required(values: &[&str], v: Version) -> Result<TraitFilter, QueryError> {
+    if values.len() > 1 {
+        return Err(coded(
+            "Query parameter 'root_required' may be specified only once.",
+            codes::QUERY_DUPLICATE_KEY,
+        ));
+    }
+    let Some(r) = values.first() else {
+        return Ok(TraitFilter::default());
+    };
+    let filter = parse_required(&[r], v).map_err(bad)?;
+    let both: Vec<String> = filter
+        .required
+        .iter()
+        .flatten()
+        .filter(|t| filter.forbidden.contains(*t))
+        .cloned()
+        .collect();
+    if !both.is_empty() {
+        return Err(coded(
+            format!(
+                "Conflicting required and forbidden traits found in root_required: {}",
+                both.join(", ")
+            ),
+            codes::QUERY_BAD_VALUE,
+        ));
+    }
+    Ok(filter)
+}
+
+/// One `same_subtree` value (1.36+): real suffixes only.
+fn parse_same_subtree(
+    value: &str,
+    by_suffix: &BTreeMap<String, GroupSpec>,
+) -> Result<Vec<String>, QueryError> {
+    let set: Vec<String> = value.split(',').map(|s| s.trim().to_string()).collect();
+    if set.iter().any(String::is_empty) {
+        return Err(coded(
+            "Empty string (unsuffixed group) can not be specified in `same_subtree` ",
+            codes::QUERY_BAD_VALUE,
+        ));
+    }
+    let unknown: Vec<&String> = set
+        .iter()
+        .filter(|s| !by_suffix.contains_key(s.as_str()))
+        .collect();
+    if !unknown.is_empty() {
+        let known: Vec<&String> = by_suffix.keys().collect();
+        return Err(coded(
+            format!("Real suffixes should be specified in `same_subtree`: {unknown:?} not found in {known:?}"),
+            codes::QUERY_BAD_VALUE,
+        ));
+    }
+    Ok(set)
+}
+
 fn validate_groups(
     by_suffix: &BTreeMap<String, GroupSpec>,
     q: &CandidateQuery,
@@ -224,7 +254,7 @@ fn validate_groups(
         if !by_suffix.values().any(|g| !g.resources.is_empty()) {
             return Err(coded(
                 "There must be at least one resources or resources[$S] parameter.",
-                "placement.query.missing_value",
+                codes::QUERY_MISSING_VALUE,
             ));
         }
         let named: Vec<&String> = q.same_subtree.iter().flatten().collect();
@@ -236,7 +266,7 @@ fn validate_groups(
         if !bad_groups.is_empty() {
             return Err(coded(
                 format!("Resourceless suffixed group request should be specified in `same_subtree` query param: bad group(s) - {bad_groups:?}."),
-                "placement.query.bad_value",
+                codes::QUERY_BAD_VALUE,
             ));
         }
     } else {

@@ -4,6 +4,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 /// A provider's aggregate uuids, in the order they were first created.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn of_provider(conn: &mut PgConnection, rp_id: i64) -> Result<Vec<Uuid>, sqlx::Error> {
     sqlx::query_scalar(
         "SELECT pa.uuid FROM placement_aggregates pa
@@ -16,6 +17,7 @@ pub async fn of_provider(conn: &mut PgConnection, rp_id: i64) -> Result<Vec<Uuid
 }
 
 /// Replaces a provider's aggregates, creating unknown aggregates on the way.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn set_for_provider(
     conn: &mut PgConnection,
     rp_id: i64,

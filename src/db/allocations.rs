@@ -45,6 +45,7 @@ const SELECT: &str = "SELECT rp.uuid AS provider_uuid, rp.generation AS provider
     JOIN resource_classes rc ON rc.id = a.resource_class_id";
 
 /// A consumer's allocations, ordered by provider then class.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn of_consumer(
     conn: &mut PgConnection,
     consumer: Uuid,
@@ -58,6 +59,7 @@ pub async fn of_consumer(
 }
 
 /// A provider's allocations, ordered by consumer then class.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn of_provider(
     conn: &mut PgConnection,
     rp_id: i64,
@@ -152,6 +154,7 @@ struct Locked {
 
 /// Writes the allocations of several consumers atomically inside the
 /// caller's transaction: lock, check, replace, bump.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<(), AllocError> {
     let locked = lock_and_resolve(conn, writes).await?;
     check_consumer_generations(writes, &locked.existing)?;
@@ -474,6 +477,7 @@ async fn inventories_of(
 }
 
 /// Deletes all of a consumer's allocations and the consumer; false when it had none.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn delete_consumer(conn: &mut PgConnection, consumer: Uuid) -> Result<bool, sqlx::Error> {
     let Some(c) = consumers::get_for_update(conn, consumer).await? else {
         return Ok(false);

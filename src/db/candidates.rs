@@ -17,6 +17,7 @@ pub type ProviderRow = (i64, uuid::Uuid, Option<i64>, i64);
 pub type NodeData = (Vec<StockRow>, Vec<TraitRow>, Vec<(i64, i32)>);
 
 /// Inventories with usage, traits and aggregates of the given providers (all when None).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn node_data(
     conn: &mut PgConnection,
     ids: Option<&[i64]>,
@@ -58,6 +59,7 @@ pub async fn node_data(
 }
 
 /// Every provider, ordered by id: (id, uuid, parent id, root id).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn provider_rows(conn: &mut PgConnection) -> Result<Vec<ProviderRow>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers ORDER BY id",
@@ -67,6 +69,7 @@ pub async fn provider_rows(conn: &mut PgConnection) -> Result<Vec<ProviderRow>, 
 }
 
 /// The id of the trait that marks sharing providers, if it exists.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn sharing_trait_id(conn: &mut PgConnection) -> Result<Option<i32>, sqlx::Error> {
     sqlx::query_scalar("SELECT id FROM traits WHERE name = $1")
         .bind(MISC_SHARES_VIA_AGGREGATE)
@@ -75,6 +78,7 @@ pub async fn sharing_trait_id(conn: &mut PgConnection) -> Result<Option<i32>, sq
 }
 
 /// Every resource class name by id.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn class_names(conn: &mut PgConnection) -> Result<HashMap<i32, String>, sqlx::Error> {
     let rows: Vec<(i32, String)> = sqlx::query_as("SELECT id, name FROM resource_classes")
         .fetch_all(conn)
@@ -93,6 +97,7 @@ pub enum Delta {
 }
 
 /// The PostgreSQL snapshot of the current transaction, as text.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn current_snapshot(conn: &mut PgConnection) -> Result<String, sqlx::Error> {
     sqlx::query_scalar("SELECT pg_current_snapshot()::text")
         .fetch_one(conn)
@@ -100,6 +105,7 @@ pub async fn current_snapshot(conn: &mut PgConnection) -> Result<String, sqlx::E
 }
 
 /// Providers changed by transactions visible in `now` but not in `since`.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn delta(conn: &mut PgConnection, since: &str, now: &str) -> Result<Delta, sqlx::Error> {
     let pruned_past: bool = sqlx::query_scalar(
         "SELECT xid >= pg_snapshot_xmin($1::pg_snapshot) FROM change_log_horizon",
@@ -131,6 +137,7 @@ pub async fn delta(conn: &mut PgConnection, since: &str, now: &str) -> Result<De
 }
 
 /// Deletes change-log rows older than `keep_secs` and records the horizon.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn prune_change_log(conn: &mut PgConnection, keep_secs: f64) -> Result<u64, sqlx::Error> {
     let cut: Option<String> = sqlx::query_scalar(
         "SELECT max(xid)::text FROM change_log WHERE created_at < now() - make_interval(secs => $1)",
@@ -152,6 +159,7 @@ pub async fn prune_change_log(conn: &mut PgConnection, keep_secs: f64) -> Result
 }
 
 /// Aggregate ids of the given uuids (unknown uuids are left out).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn aggregate_ids(
     conn: &mut PgConnection,
     uuids: &[uuid::Uuid],
@@ -165,6 +173,7 @@ pub async fn aggregate_ids(
 }
 
 /// Starts the read-only, repeatable-read transaction a candidates request runs in.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn begin_snapshot(
     pool: &sqlx::PgPool,
 ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {

@@ -20,6 +20,7 @@ pub struct ClassRow {
 pub const FIRST_CUSTOM_ID: i32 = 10000;
 
 /// All classes, standard first, in id order.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn list(conn: &mut PgConnection) -> Result<Vec<ClassRow>, sqlx::Error> {
     sqlx::query_as("SELECT id, name, created_at, updated_at FROM resource_classes ORDER BY id")
         .fetch_all(conn)
@@ -27,6 +28,7 @@ pub async fn list(conn: &mut PgConnection) -> Result<Vec<ClassRow>, sqlx::Error>
 }
 
 /// One class by name.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn get(conn: &mut PgConnection, name: &str) -> Result<Option<ClassRow>, sqlx::Error> {
     sqlx::query_as("SELECT id, name, created_at, updated_at FROM resource_classes WHERE name = $1")
         .bind(name)
@@ -35,6 +37,7 @@ pub async fn get(conn: &mut PgConnection, name: &str) -> Result<Option<ClassRow>
 }
 
 /// Resolves names to ids; returns the first unknown name as the error.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn ids(
     conn: &mut PgConnection,
     names: &[String],
@@ -55,6 +58,7 @@ pub async fn ids(
 }
 
 /// Creates a custom class; false when it already exists.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn create(conn: &mut PgConnection, name: &str) -> Result<bool, sqlx::Error> {
     let res = sqlx::query(
         "INSERT INTO resource_classes (id, name) VALUES (nextval('custom_resource_class_id_seq'), $1)
@@ -67,6 +71,7 @@ pub async fn create(conn: &mut PgConnection, name: &str) -> Result<bool, sqlx::E
 }
 
 /// Renames a custom class; false when the new name is taken.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn rename(conn: &mut PgConnection, id: i32, new_name: &str) -> Result<bool, sqlx::Error> {
     let res =
         sqlx::query("UPDATE resource_classes SET name = $2, updated_at = now() WHERE id = $1")
@@ -82,6 +87,7 @@ pub async fn rename(conn: &mut PgConnection, id: i32, new_name: &str) -> Result<
 }
 
 /// True when some inventory uses the class.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn in_use(conn: &mut PgConnection, id: i32) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM inventories WHERE resource_class_id = $1)")
         .bind(id)
@@ -90,6 +96,7 @@ pub async fn in_use(conn: &mut PgConnection, id: i32) -> Result<bool, sqlx::Erro
 }
 
 /// Deletes a class (callers check standard and in-use first).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn delete(conn: &mut PgConnection, id: i32) -> Result<(), sqlx::Error> {
     sqlx::query("DELETE FROM resource_classes WHERE id = $1")
         .bind(id)

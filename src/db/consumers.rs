@@ -26,6 +26,7 @@ const SELECT: &str = "SELECT c.id, c.uuid, p.external_id AS project_id, u.extern
     LEFT JOIN consumer_types ct ON ct.id = c.consumer_type_id";
 
 /// Loads a consumer.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn get(conn: &mut PgConnection, uuid: Uuid) -> Result<Option<ConsumerRow>, sqlx::Error> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!("{SELECT} WHERE c.uuid = $1")))
         .bind(uuid)
@@ -34,6 +35,7 @@ pub async fn get(conn: &mut PgConnection, uuid: Uuid) -> Result<Option<ConsumerR
 }
 
 /// Loads a consumer and locks it until the transaction ends.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn get_for_update(
     conn: &mut PgConnection,
     uuid: Uuid,
@@ -102,6 +104,7 @@ impl OwnerColumns {
 }
 
 /// Ids of a project, a user and optionally a consumer type, created on first use.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn ensure_owner(
     conn: &mut PgConnection,
     project: &str,
@@ -118,6 +121,7 @@ pub async fn ensure_owner(
 }
 
 /// Deletes a consumer (its allocations go with it).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn delete(conn: &mut PgConnection, id: i64) -> Result<(), sqlx::Error> {
     sqlx::query("DELETE FROM consumers WHERE id = $1")
         .bind(id)
@@ -127,6 +131,7 @@ pub async fn delete(conn: &mut PgConnection, id: i64) -> Result<(), sqlx::Error>
 }
 
 /// Loads and locks several consumers, in uuid order.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn get_many_for_update(
     conn: &mut PgConnection,
     uuids: &[Uuid],
@@ -140,6 +145,7 @@ pub async fn get_many_for_update(
 }
 
 /// Deletes consumers (their allocations go with them).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn delete_many(conn: &mut PgConnection, ids: &[i64]) -> Result<(), sqlx::Error> {
     if !ids.is_empty() {
         sqlx::query("DELETE FROM consumers WHERE id = ANY($1)")
@@ -151,6 +157,7 @@ pub async fn delete_many(conn: &mut PgConnection, ids: &[i64]) -> Result<(), sql
 }
 
 /// Sets owners and types (where `set_type`) and bumps generations of existing consumers.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn update_and_bump_many(
     conn: &mut PgConnection,
     cols: &OwnerColumns,
@@ -178,6 +185,7 @@ pub async fn update_and_bump_many(
 
 /// Creates consumers with generation 1 (created and written); returns the
 /// ids of those inserted (a uuid another writer created first is absent).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn create_many(
     conn: &mut PgConnection,
     cols: &OwnerColumns,

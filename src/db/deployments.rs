@@ -17,6 +17,7 @@ pub struct Topology {
 }
 
 /// The topologies of the given providers.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn topologies(
     conn: &mut PgConnection,
     rp_ids: &[i64],
@@ -60,6 +61,7 @@ pub async fn topologies(
 }
 
 /// Replaces a provider's topology.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn set_topology(
     conn: &mut PgConnection,
     rp_id: i64,
@@ -100,6 +102,7 @@ pub async fn set_topology(
 }
 
 /// Bound shares per (provider, core).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn bound_shares(
     conn: &mut PgConnection,
     rp_ids: &[i64],
@@ -149,6 +152,7 @@ const INSTANCES: &str = "SELECT i.consumer_id, c.uuid AS consumer_uuid, c.genera
 
 /// Per provider and NUMA node: CPUs of all its instances, and memory (MiB)
 /// of the bound instances pinned to that NUMA node.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn instance_usage(
     conn: &mut PgConnection,
     rp_ids: &[i64],
@@ -164,6 +168,7 @@ pub async fn instance_usage(
 }
 
 /// Instances of an app.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn instances_of(
     conn: &mut PgConnection,
     app: &str,
@@ -177,6 +182,7 @@ pub async fn instances_of(
 }
 
 /// One instance by consumer uuid.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn instance(
     conn: &mut PgConnection,
     consumer: uuid::Uuid,
@@ -190,6 +196,7 @@ pub async fn instance(
 }
 
 /// Instance count of an app per provider id.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn app_counts(
     conn: &mut PgConnection,
     app: &str,
@@ -222,6 +229,7 @@ pub struct InstanceSpec<'a> {
 }
 
 /// Records (or replaces) an instance and its core binding.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn put_instance(
     conn: &mut PgConnection,
     consumer_uuid: uuid::Uuid,
@@ -266,6 +274,7 @@ pub async fn put_instance(
 }
 
 /// Locks providers in id order for the rest of the transaction.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn lock_providers(conn: &mut PgConnection, rp_ids: &[i64]) -> Result<(), sqlx::Error> {
     sqlx::query("SELECT id FROM resource_providers WHERE id = ANY($1) ORDER BY id FOR UPDATE")
         .bind(rp_ids)
@@ -275,6 +284,7 @@ pub async fn lock_providers(conn: &mut PgConnection, rp_ids: &[i64]) -> Result<(
 }
 
 /// (capacity MiB as `(total - reserved) * ratio`, used MiB) of MEMORY_MB per provider.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn memory(
     conn: &mut PgConnection,
     rp_ids: &[i64],
@@ -296,6 +306,7 @@ pub async fn memory(
 }
 
 /// Provider uuids by id.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn provider_uuids(
     conn: &mut PgConnection,
     rp_ids: &[i64],
@@ -313,6 +324,7 @@ pub type NewInstance = (uuid::Uuid, i64, Option<String>, Vec<(String, i64)>);
 
 /// Records new instances of one deployment (same app and sizes) and their
 /// bindings in two statements: (consumer, provider id, NUMA node, cpu map).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn insert_instances(
     conn: &mut PgConnection,
     app: &str,

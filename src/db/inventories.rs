@@ -73,6 +73,7 @@ impl InventoryRow {
 }
 
 /// A provider's inventories, by class id.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn of_provider(
     conn: &mut PgConnection,
     rp_id: i64,
@@ -89,6 +90,7 @@ pub async fn of_provider(
 }
 
 /// Inserts or updates one record.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn upsert(
     conn: &mut PgConnection,
     rp_id: i64,
@@ -118,6 +120,7 @@ pub async fn upsert(
 }
 
 /// Deletes the records of the given classes.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn delete(
     conn: &mut PgConnection,
     rp_id: i64,
@@ -136,6 +139,7 @@ pub async fn delete(
 /// The classes among `class_ids` that have allocations on the provider, in
 /// class id order (standard classes first, in their standard order), the
 /// order Placement's messages list them in.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn classes_in_use(
     conn: &mut PgConnection,
     rp_id: i64,

@@ -22,6 +22,7 @@ pub fn is_unique_violation(e: &sqlx::Error, constraint: &str) -> bool {
 
 /// Applies the migrations and inserts any missing standard resource classes
 /// and traits. Tolerates other processes doing the same at the same time.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn prepare(pool: &PgPool) -> Result<(), sqlx::Error> {
     // Several servers may start at once on one database: serialise migrations.
     let mut conn = pool.acquire().await?;

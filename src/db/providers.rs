@@ -35,6 +35,7 @@ const SELECT: &str = "SELECT rp.id, rp.uuid, rp.name, rp.generation, p.uuid AS p
     JOIN resource_providers r ON r.id = rp.root_provider_id";
 
 /// Loads one provider by uuid.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn get(conn: &mut PgConnection, uuid: Uuid) -> Result<Option<ProviderRow>, sqlx::Error> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!("{SELECT} WHERE rp.uuid = $1")))
         .bind(uuid)
@@ -43,6 +44,7 @@ pub async fn get(conn: &mut PgConnection, uuid: Uuid) -> Result<Option<ProviderR
 }
 
 /// Loads one provider by uuid and locks its row until the transaction ends.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn get_for_update(
     conn: &mut PgConnection,
     uuid: Uuid,
@@ -58,6 +60,7 @@ pub async fn get_for_update(
 /// Locks the providers with these uuids, in id order (the one global lock
 /// order of every write, so writers never deadlock on providers), and
 /// returns those that exist.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn lock_many(
     conn: &mut PgConnection,
     uuids: &[Uuid],
@@ -90,6 +93,7 @@ pub struct ProviderFilter {
 }
 
 /// Lists providers matching every filter, ordered by id.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn list(
     conn: &mut PgConnection,
     f: &ProviderFilter,
@@ -145,16 +149,21 @@ pub async fn list(
 }
 
 /// Outcome of inserting a provider.
+#[derive(Debug, thiserror::Error)]
 pub enum CreateError {
     /// The name is taken.
+    #[error("duplicate name")]
     DuplicateName,
     /// The uuid is taken.
+    #[error("duplicate uuid")]
     DuplicateUuid,
     /// Any other database failure.
+    #[error(transparent)]
     Db(sqlx::Error),
 }
 
 /// Inserts a provider; `parent` must already be resolved (id, root id).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn create(
     conn: &mut PgConnection,
     uuid: Uuid,
@@ -186,6 +195,7 @@ pub async fn create(
 
 /// Renames and/or re-parents a provider, re-rooting its whole subtree.
 /// Returns false when the new name is taken.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn update(
     conn: &mut PgConnection,
     id: i64,
@@ -222,6 +232,7 @@ pub async fn update(
 }
 
 /// True when `candidate` is `id` or one of its descendants.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn is_in_subtree(
     conn: &mut PgConnection,
     id: i64,
@@ -248,6 +259,7 @@ pub enum DeleteBlock {
 }
 
 /// Deletes a provider with its inventories, traits and aggregate links.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn delete(conn: &mut PgConnection, id: i64) -> Result<Option<DeleteBlock>, sqlx::Error> {
     let children: bool = sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM resource_providers WHERE parent_provider_id = $1)",
@@ -276,6 +288,7 @@ pub async fn delete(conn: &mut PgConnection, id: i64) -> Result<Option<DeleteBlo
 
 /// Bumps a provider's generation if it still is `expected`; false when a
 /// concurrent writer got there first.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn bump_generation(
     conn: &mut PgConnection,
     id: i64,
@@ -293,6 +306,7 @@ pub async fn bump_generation(
 }
 
 /// The generation of a provider now, after bumps in this transaction.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn generation(conn: &mut PgConnection, id: i64) -> Result<i32, sqlx::Error> {
     sqlx::query_scalar("SELECT generation FROM resource_providers WHERE id = $1")
         .bind(id)
@@ -301,6 +315,7 @@ pub async fn generation(conn: &mut PgConnection, id: i64) -> Result<i32, sqlx::E
 }
 
 /// Bumps the generations of providers this transaction already holds locked.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn bump_locked(conn: &mut PgConnection, ids: &[i64]) -> Result<(), sqlx::Error> {
     sqlx::query("UPDATE resource_providers SET generation = generation + 1, updated_at = now() WHERE id = ANY($1)")
         .bind(ids)

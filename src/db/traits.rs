@@ -27,6 +27,7 @@ pub enum NameFilter {
 }
 
 /// Lists traits by name filter and association with any provider.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn list(
     conn: &mut PgConnection,
     name: &NameFilter,
@@ -64,6 +65,7 @@ pub async fn list(
 }
 
 /// One trait by name.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn get(conn: &mut PgConnection, name: &str) -> Result<Option<TraitRow>, sqlx::Error> {
     sqlx::query_as("SELECT id, name, created_at, updated_at FROM traits WHERE name = $1")
         .bind(name)
@@ -72,6 +74,7 @@ pub async fn get(conn: &mut PgConnection, name: &str) -> Result<Option<TraitRow>
 }
 
 /// Creates a trait; false when it already existed.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn create(conn: &mut PgConnection, name: &str) -> Result<bool, sqlx::Error> {
     let res = sqlx::query("INSERT INTO traits (name) VALUES ($1) ON CONFLICT (name) DO NOTHING")
         .bind(name)
@@ -81,6 +84,7 @@ pub async fn create(conn: &mut PgConnection, name: &str) -> Result<bool, sqlx::E
 }
 
 /// True when a provider has the trait.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn in_use(conn: &mut PgConnection, id: i32) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM resource_provider_traits WHERE trait_id = $1)")
         .bind(id)
@@ -89,6 +93,7 @@ pub async fn in_use(conn: &mut PgConnection, id: i32) -> Result<bool, sqlx::Erro
 }
 
 /// Deletes a trait (callers check standard and in-use first).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn delete(conn: &mut PgConnection, id: i32) -> Result<(), sqlx::Error> {
     sqlx::query("DELETE FROM traits WHERE id = $1")
         .bind(id)
@@ -98,6 +103,7 @@ pub async fn delete(conn: &mut PgConnection, id: i32) -> Result<(), sqlx::Error>
 }
 
 /// Resolves names to (name, id); the names not found are returned apart.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn resolve(
     conn: &mut PgConnection,
     names: &[String],
@@ -119,6 +125,7 @@ pub async fn resolve(
 }
 
 /// A provider's traits (sorted by name) with the latest change time among them.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn of_provider(
     conn: &mut PgConnection,
     rp_id: i64,
@@ -134,6 +141,7 @@ pub async fn of_provider(
 }
 
 /// Replaces a provider's traits with `ids`; true when the set changed.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn set_for_provider(
     conn: &mut PgConnection,
     rp_id: i64,

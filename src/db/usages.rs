@@ -3,6 +3,7 @@
 use sqlx::PgConnection;
 
 /// Units used per class name on a provider, one entry per inventory class (0 if unused).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn of_provider(
     conn: &mut PgConnection,
     rp_id: i64,
@@ -31,6 +32,7 @@ pub struct ProjectUsage {
 }
 
 /// Usage of a project (and optionally a user), grouped by consumer type and class.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn of_project(
     conn: &mut PgConnection,
     project: &str,
@@ -54,6 +56,7 @@ pub async fn of_project(
 }
 
 /// Number of consumers with allocations per consumer type (None = untyped).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn consumer_counts(
     conn: &mut PgConnection,
     project: &str,

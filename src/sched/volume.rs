@@ -154,6 +154,8 @@ fn sort_vols(v: &mut [Vol]) {
 /// and unused ones (smallest first) are turned into used ones while monopoly capacity
 /// exceeds normal capacity. Each normal request takes the smallest volume it fits in.
 /// E.g. `/sda0:1000, /sda1:200` and `AUTO:/data:rw:100` → 12 plans (2 on sda1, 10 on sda0).
+// Long on purpose: it follows Eru's planner step by step (docs/eru.md), so
+// the two can be compared line by line.
 pub fn volume_plans(
     node: &NodeVolumes,
     request: &[VolumeBinding],

@@ -112,6 +112,9 @@ fn push(
     });
 }
 
+// Long on purpose: one arm per JSON-Schema keyword, in the order Python's
+// jsonschema reports them; split up, the table that fixes Placement's exact
+// messages would be scattered.
 fn check(
     schema: &Value,
     inst: &Value,
@@ -214,6 +217,7 @@ fn check(
 }
 
 #[allow(clippy::too_many_arguments)]
+// Long on purpose, like `check`: the object keywords in jsonschema's order.
 fn check_object(
     kw: &str,
     arg: &Value,
