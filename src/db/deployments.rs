@@ -150,13 +150,16 @@ const INSTANCES: &str = "SELECT i.consumer_id, c.uuid AS consumer_uuid, c.genera
     FROM instances i JOIN consumers c ON c.id = i.consumer_id
     JOIN resource_providers rp ON rp.id = i.resource_provider_id";
 
+/// (provider id, NUMA node, CPUs, memory MiB) of [`instance_usage`].
+pub type InstanceUsage = (i64, Option<String>, f64, i64);
+
 /// Per provider and NUMA node: CPUs of all its instances, and memory (MiB)
 /// of the bound instances pinned to that NUMA node.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn instance_usage(
     conn: &mut PgConnection,
     rp_ids: &[i64],
-) -> Result<Vec<(i64, Option<String>, f64, i64)>, sqlx::Error> {
+) -> Result<Vec<InstanceUsage>, sqlx::Error> {
     sqlx::query_as(
         "SELECT resource_provider_id, numa_node, SUM(cpu)::float8,
                 COALESCE(SUM(memory_mb) FILTER (WHERE cpu_bind), 0)::bigint

@@ -102,12 +102,12 @@ pub async fn delete(conn: &mut PgConnection, id: i32) -> Result<(), sqlx::Error>
     Ok(())
 }
 
+/// Trait names found (with their ids) and those not found.
+pub type Resolved = (Vec<(String, i32)>, Vec<String>);
+
 /// Resolves names to (name, id); the names not found are returned apart.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn resolve(
-    conn: &mut PgConnection,
-    names: &[String],
-) -> Result<(Vec<(String, i32)>, Vec<String>), sqlx::Error> {
+pub async fn resolve(conn: &mut PgConnection, names: &[String]) -> Result<Resolved, sqlx::Error> {
     let rows: Vec<(i32, String)> =
         sqlx::query_as("SELECT id, name FROM traits WHERE name = ANY($1)")
             .bind(names)
