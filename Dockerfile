@@ -14,6 +14,7 @@ COPY migrations migrations
 COPY data data
 COPY benches benches
 COPY tests tests
+COPY testkit testkit
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked --bin placement \

@@ -2,10 +2,7 @@
 //! never oversold and every lost race is a clean 409, whichever process
 //! served the request.
 
-#[path = "support/cluster.rs"]
-mod cluster;
-#[path = "api/common.rs"]
-mod common;
+use placement_testkit::cluster;
 
 use cluster::Cluster;
 use serde_json::{json, Value};

@@ -8,38 +8,12 @@
 //!
 //! Needs `DATABASE_URL` (a server where the role may `CREATE DATABASE`).
 
-#[path = "support/cluster.rs"]
-mod cluster;
-#[path = "api/common.rs"]
-mod common;
+use placement_testkit::cluster;
 
 use cluster::Cluster;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-
-/// Deployment helpers on the shared two-server cluster.
-impl Cluster {
-    /// A node: provider, MEMORY_MB inventory, `cores` cores of 100 shares.
-    async fn node(&self, name: &str, memory_mb: i64, cores: usize) -> String {
-        let rp = self
-            .provider(name, json!({"MEMORY_MB": {"total": memory_mb}}))
-            .await;
-        let cores: Vec<Value> = (0..cores).map(|i| json!({"id": i.to_string()})).collect();
-        let r = self
-            .request(
-                0,
-                reqwest::Method::PUT,
-                &format!("/resource_providers/{rp}/cpu_topology"),
-            )
-            .json(&json!({"share_base": 100, "cores": cores}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
-        rp
-    }
-}
 
 /// One answer: status and body (Null when empty or not JSON).
 async fn answer(r: reqwest::Response) -> (u16, Value) {

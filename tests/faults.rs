@@ -11,12 +11,8 @@
 //! exists (no phantom), nothing is overcommitted or partial, and no answer
 //! was a 5xx other than 503. Bounded: about a minute.
 
-#[path = "support/cluster.rs"]
-mod cluster;
-#[path = "api/common.rs"]
-mod common;
-#[path = "support/pg.rs"]
-mod pg;
+use placement_testkit::cluster;
+use placement_testkit::pg;
 
 use serde_json::{json, Value};
 use sqlx::{Connection, PgConnection};

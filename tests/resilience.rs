@@ -4,10 +4,8 @@
 //! These check behaviour (who gets served, what is cut, what finishes);
 //! latency figures come from `cargo bench --bench resilience`.
 
-#[path = "support/cluster.rs"]
-mod cluster;
-#[path = "api/common.rs"]
-mod common;
+use placement_testkit::cluster;
+use placement_testkit::common;
 
 use serde_json::json;
 use std::io::{Read, Write};

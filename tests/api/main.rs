@@ -6,14 +6,16 @@
 //! Needs `DATABASE_URL` (a server where the role may `CREATE DATABASE`);
 //! `bash scripts/test.sh` starts a throwaway PostgreSQL and sets it.
 
-mod common;
+use placement_testkit::common;
 
 mod aggregates;
 mod allocations;
+mod allocations_post;
 mod bad_input;
 mod hostile;
 mod http;
 mod inventories;
+mod provider_lists;
 mod providers;
 mod reshaper;
 mod resource_classes;

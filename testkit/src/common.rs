@@ -3,8 +3,6 @@
 //! router with `oneshot`, assertions on Placement's error shape, and fixtures
 //! that build state through the API itself.
 
-#![allow(dead_code)]
-
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use axum::Router;
@@ -126,7 +124,8 @@ pub fn url_with_db(url: &str, db: &str) -> String {
 
 /// The template's name changes whenever the schema or the standard names do.
 fn template_name() -> String {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The service crate sits one directory above this one.
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let mut files: Vec<std::path::PathBuf> = ["migrations", "data"]
         .iter()
         .flat_map(|d| std::fs::read_dir(root.join(d)).into_iter().flatten())

@@ -1,11 +1,8 @@
-//! Two real `placement serve` processes on one fresh database, for the
-//! tests that race writers across processes. Include with
-//! `#[path = "support/cluster.rs"] mod cluster;` next to `mod common;`.
-
-#![allow(dead_code)]
+//! Real `placement serve` processes on one fresh database, for the tests
+//! that race writers across processes or treat a server roughly.
 
 use crate::common;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -59,7 +56,7 @@ pub async fn start_server_with(database_url: &str, label: &str, extra: &[&str]) 
 pub async fn start_on_port(database_url: &str, label: &str, extra: &[&str], port: u16) -> Server {
     let log = std::env::temp_dir().join(format!("placement-{label}-{port}.log"));
     let out = std::fs::File::create(&log).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_placement"))
+    let child = Command::new(crate::placement_bin())
         .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
         .args(extra)
         .env("DATABASE_URL", database_url)
@@ -175,6 +172,29 @@ impl Cluster {
             .json(
                 &serde_json::json!({"resource_provider_generation": 0, "inventories": inventories}),
             )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        rp
+    }
+}
+
+impl Cluster {
+    /// A deployment node: provider, MEMORY_MB inventory, `cores` cores of
+    /// 100 shares.
+    pub async fn node(&self, name: &str, memory_mb: i64, cores: usize) -> String {
+        let rp = self
+            .provider(name, json!({"MEMORY_MB": {"total": memory_mb}}))
+            .await;
+        let cores: Vec<Value> = (0..cores).map(|i| json!({"id": i.to_string()})).collect();
+        let r = self
+            .request(
+                0,
+                reqwest::Method::PUT,
+                &format!("/resource_providers/{rp}/cpu_topology"),
+            )
+            .json(&json!({"share_base": 100, "cores": cores}))
             .send()
             .await
             .unwrap();

@@ -3,8 +3,6 @@
 //! from the system install like `scripts/test.sh` does; as root the server
 //! runs as `postgres`. Removed when dropped.
 
-#![allow(dead_code)]
-
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 

@@ -1,0 +1,157 @@
+//! CPU binding (eru.md §7): whole cores plus a fragment, NUMA.
+
+use super::*;
+
+/// A bound 1.7-CPU request gets one whole core (100 shares) plus a 70-share
+/// fragment; on 4 idle cores the plans are {2:100, 0:70} then {3:100, 1:70}
+/// (vector `node_4cores_bind_1_7`), and then nothing fits (30 + 30 free).
+#[tokio::test]
+async fn bound_1_7_cpu_is_a_whole_core_plus_a_fragment() {
+    let t = TestApp::new().await;
+    let n = node(&t, "cn", 8192, 4).await;
+    let req = json!({"cpu": 1.7, "cpu_bind": true, "strategy": "auto"});
+
+    let r = deploy(&t, "b", 1, 512, req.clone()).await.expect(201);
+    let v = r.json();
+    assert_eq!(v["capacity_map"], json!({ &n.uuid: 2 }));
+    let inst = &v["instances"][&n.uuid][0];
+    assert_eq!(inst["cpu_map"], json!({"2": 100, "0": 70}));
+    assert_eq!(inst["numa_node"], json!(null));
+    let c1 = inst["consumer_uuid"].as_str().unwrap().to_string();
+    let a = consumer_allocations(&t, &c1).await;
+    assert_eq!(
+        a["allocations"][&n.uuid]["resources"],
+        json!({"MEMORY_MB": 512, "CUSTOM_CPU_SHARES": 170})
+    );
+    assert_eq!(
+        used_shares(&t, &n.uuid).await,
+        BTreeMap::from([
+            ("0".into(), 70),
+            ("1".into(), 0),
+            ("2".into(), 100),
+            ("3".into(), 0)
+        ])
+    );
+    let top = topology(&t, &n.uuid).await;
+    assert_eq!(top["cores"][0]["free_shares"], json!(30));
+    assert_eq!(top["cores"][2]["free_shares"], json!(0));
+
+    let r = deploy(&t, "b", 1, 512, req.clone()).await.expect(201);
+    let v = r.json();
+    assert_eq!(v["capacity_map"], json!({ &n.uuid: 1 }));
+    assert_eq!(
+        v["instances"][&n.uuid][0]["cpu_map"],
+        json!({"3": 100, "1": 70})
+    );
+    assert_eq!(
+        used_shares(&t, &n.uuid).await,
+        BTreeMap::from([
+            ("0".into(), 70),
+            ("1".into(), 70),
+            ("2".into(), 100),
+            ("3".into(), 100)
+        ])
+    );
+    assert_eq!(
+        usages(&t, &n.uuid).await,
+        json!({"MEMORY_MB": 1024, "CUSTOM_CPU_SHARES": 340})
+    );
+
+    // No whole core left: refused, nothing written.
+    deploy(&t, "b", 1, 512, req.clone()).await.expect(409);
+    // But a 0.3 fragment still fits on each of the two 30-share cores.
+    let r = deploy(
+        &t,
+        "small",
+        1,
+        64,
+        json!({"cpu": 0.3, "cpu_bind": true, "dry_run": true}),
+    )
+    .await
+    .expect(200);
+    assert_eq!(r.json()["capacity_map"], json!({ &n.uuid: 2 }));
+
+    // GET /deployments shows both instances with their bindings.
+    let d = deployment(&t, "b").await;
+    assert_eq!(d["count"], json!(2));
+    let list = d["nodes"][&n.uuid]["instances"].as_array().unwrap();
+    assert_eq!(list.len(), 2);
+    let mine = list
+        .iter()
+        .find(|i| i["consumer_uuid"] == json!(c1))
+        .unwrap();
+    assert_eq!(mine["cpu"], json!(1.7));
+    assert_eq!(mine["cpu_bind"], json!(true));
+    assert_eq!(mine["memory_mb"], json!(512));
+    assert_eq!(mine["cpu_map"], json!({"0": 70, "2": 100}));
+}
+
+/// eru.md §4 example (e), vector `seed_numa_2x2_600M`: 2 NUMA nodes of 2
+/// cores and 1 GiB each, 1 bound core + 600 MiB per instance: one plan per
+/// NUMA node plus one cross-NUMA plan, capacity 3.
+#[tokio::test]
+async fn numa_two_by_two_gives_three() {
+    let t = TestApp::new().await;
+    let rp = t.create_rp("numa").await;
+    t.set_inventories(&rp, json!({"MEMORY_MB": {"total": 2048}}))
+        .await;
+    let r = put_topology(
+        &t,
+        &rp,
+        json!({
+            "share_base": 100, "max_fragment_cores": -1,
+            "cores": [{"id": "0", "numa_node": "0"}, {"id": "1", "numa_node": "0"},
+                      {"id": "2", "numa_node": "1"}, {"id": "3", "numa_node": "1"}],
+            "numa_memory_mb": {"0": 1024, "1": 1024}
+        }),
+    )
+    .await
+    .expect(200);
+    let v = r.json();
+    assert_eq!(v["numa_memory_mb"], json!({"0": 1024, "1": 1024}));
+    assert_eq!(
+        inventory_total(&t, &rp, "CUSTOM_CPU_SHARES").await,
+        Some(400)
+    );
+
+    let req = json!({"cpu": 1, "cpu_bind": true});
+    let mut dry = req.clone();
+    dry["dry_run"] = json!(true);
+    let r = deploy(&t, "n", 3, 600, dry).await.expect(200);
+    let v = r.json();
+    assert_eq!(v["capacity_map"], json!({ &rp: 3 }));
+    assert_eq!(v["total_capacity"], json!(3));
+
+    let r = deploy(&t, "n", 3, 600, req.clone()).await.expect(201);
+    let v = r.json();
+    let mut got: Vec<(String, Value)> = v["instances"][&rp]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["cpu_map"].to_string(), i["numa_node"].clone()))
+        .collect();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        got,
+        vec![
+            (json!({"0": 100}).to_string(), json!("0")),
+            (json!({"1": 100}).to_string(), json!(null)),
+            (json!({"2": 100}).to_string(), json!("1")),
+        ]
+    );
+    assert_eq!(
+        usages(&t, &rp).await,
+        json!({"MEMORY_MB": 1800, "CUSTOM_CPU_SHARES": 300})
+    );
+    // 248 MiB left: a fourth does not fit.
+    deploy(&t, "n", 1, 600, req).await.expect(409);
+    let d = deployment(&t, "n").await;
+    let mut numas: Vec<String> = d["nodes"][&rp]["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["numa_node"].to_string())
+        .collect();
+    numas.sort();
+    assert_eq!(numas, vec!["\"0\"", "\"1\"", "null"]);
+}
