@@ -6,19 +6,18 @@ use super::microversion::Microversion;
 use super::respond::Reply;
 use super::schema;
 use super::schema::bodies::AggregatesPut;
+use super::schema::responses::Aggregates;
 use crate::db::{aggregates as db, providers};
 use crate::error::{codes, ApiError, ApiResult};
 use crate::state::AppState;
 use axum::extract::State;
-use serde_json::{json, Value};
 use uuid::Uuid;
 
-fn body(aggs: &[Uuid], generation: i32, mv: Microversion) -> Value {
-    let mut v = json!({"aggregates": aggs});
-    if mv.at_least(1, 19) {
-        v["resource_provider_generation"] = json!(generation);
+fn body(aggs: &[Uuid], generation: i32, mv: Microversion) -> Aggregates {
+    Aggregates {
+        aggregates: aggs.to_vec(),
+        resource_provider_generation: mv.at_least(1, 19).then_some(generation),
     }
-    v
 }
 
 /// `GET .../aggregates`.

@@ -7,7 +7,10 @@ use super::microversion::Microversion;
 use super::respond::{latest, Reply};
 use super::schema;
 use super::schema::allocations::{consumer_write, writes_from_map};
-use super::schema::bodies::{ConsumerAllocations, Ordered};
+use super::schema::bodies::{ConsumerAllocations as AllocationBody, Ordered};
+use super::schema::responses::{
+    ConsumerAllocations, ConsumerShare, ProviderAllocations, ProviderShare,
+};
 use crate::allocation;
 use crate::db::allocations::{self as db};
 use crate::db::consumers;
@@ -16,7 +19,6 @@ use crate::state::AppState;
 use crate::types::parse_uuid_like;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::{json, Map};
 
 /// `GET /allocations/{consumer}`: never 404; `{"allocations": {}}` when none.
 pub async fn show(
@@ -25,28 +27,31 @@ pub async fn show(
     PathParams(id): PathParams<String>,
 ) -> ApiResult<Reply> {
     let Some(consumer) = parse_uuid_like(&id) else {
-        return Ok(Reply::ok(&json!({"allocations": {}})).cache(mv, None));
+        return Ok(Reply::ok(&ConsumerAllocations::default()).cache(mv, None));
     };
     let mut conn = st.pool.acquire().await?;
     let rows = db::of_consumer(&mut conn, consumer).await?;
-    let mut allocs = Map::new();
+    let mut body = ConsumerAllocations::default();
     for r in &rows {
-        let entry = allocs
+        let share = body
+            .allocations
             .entry(r.provider_uuid.to_string())
-            .or_insert_with(|| json!({"generation": r.provider_generation, "resources": {}}));
-        entry["resources"][&r.resource_class] = json!(r.used);
+            .or_insert_with(|| ProviderShare {
+                generation: r.provider_generation,
+                ..Default::default()
+            });
+        share
+            .resources
+            .insert(r.resource_class.clone(), i64::from(r.used));
     }
-    let mut body = json!({"allocations": allocs});
     if !rows.is_empty() && mv.at_least(1, 12) {
         if let Some(c) = consumers::get(&mut conn, consumer).await? {
-            body["project_id"] = json!(c.project_id);
-            body["user_id"] = json!(c.user_id);
-            if mv.at_least(1, 28) {
-                body["consumer_generation"] = json!(c.generation);
-            }
-            if mv.at_least(1, 38) {
-                body["consumer_type"] = json!(c.consumer_type.unwrap_or_else(|| "unknown".into()));
-            }
+            body.project_id = Some(c.project_id);
+            body.user_id = Some(c.user_id);
+            body.consumer_generation = mv.at_least(1, 28).then_some(c.generation);
+            body.consumer_type = mv
+                .at_least(1, 38)
+                .then(|| c.consumer_type.unwrap_or_else(|| "unknown".into()));
         }
     }
     let modified = latest(rows.iter().map(|r| r.updated_at.or(r.created_at)));
@@ -62,24 +67,24 @@ pub async fn of_provider(
     let mut conn = st.pool.acquire().await?;
     let rp = find(&mut conn, &id).await?;
     let rows = db::of_provider(&mut conn, rp.id).await?;
-    let mut allocs = Map::new();
+    let mut body = ProviderAllocations {
+        allocations: Default::default(),
+        resource_provider_generation: rp.generation,
+    };
     for r in &rows {
-        let entry = allocs
+        let share = body
+            .allocations
             .entry(r.consumer_uuid.to_string())
-            .or_insert_with(|| {
-                let mut e = json!({"resources": {}});
-                if mv.at_least(1, 28) {
-                    e["consumer_generation"] = json!(r.consumer_generation);
-                }
-                e
+            .or_insert_with(|| ConsumerShare {
+                consumer_generation: mv.at_least(1, 28).then_some(r.consumer_generation),
+                ..Default::default()
             });
-        entry["resources"][&r.resource_class] = json!(r.used);
+        share
+            .resources
+            .insert(r.resource_class.clone(), i64::from(r.used));
     }
     let modified = latest(rows.iter().map(|r| r.updated_at.or(r.created_at)));
-    Ok(
-        Reply::ok(&json!({"allocations": allocs, "resource_provider_generation": rp.generation}))
-            .cache(mv, modified),
-    )
+    Ok(Reply::ok(&body).cache(mv, modified))
 }
 
 /// `PUT /allocations/{consumer}`: replace one consumer's allocations.
@@ -91,7 +96,7 @@ pub async fn replace(
 ) -> ApiResult<StatusCode> {
     let consumer = parse_uuid_like(&id)
         .ok_or_else(|| ApiError::bad_request(format!("Malformed consumer_uuid: {id}")))?;
-    let b: ConsumerAllocations = body.parse(&schema::allocations_put(mv))?;
+    let b: AllocationBody = body.parse(&schema::allocations_put(mv))?;
     let write = consumer_write(consumer, &b, mv, &st.settings);
     allocation::write_with_retry(
         &st.pool,
@@ -109,7 +114,7 @@ pub async fn post_many(
     mv: Microversion,
     body: JsonBody,
 ) -> ApiResult<StatusCode> {
-    let b: Ordered<ConsumerAllocations> = body.parse(&schema::allocations_post(mv, false))?;
+    let b: Ordered<AllocationBody> = body.parse(&schema::allocations_post(mv, false))?;
     let writes = writes_from_map(&b, mv, &st.settings);
     allocation::write_with_retry(
         &st.pool,

@@ -4,6 +4,7 @@
 
 use super::extract::{JsonBody, PathParams};
 use super::respond::Reply;
+use super::schema::responses::{DeploymentAnswer, DeploymentView, Resized};
 use crate::allocation::alloc_error;
 use crate::candidates::find;
 use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck};
@@ -103,6 +104,18 @@ struct DeployRequest {
     dry_run: bool,
 }
 
+impl DeployRequest {
+    /// (project, user, consumer type) of the instances.
+    fn owner(&self) -> (String, String, String) {
+        let kind = self.consumer_type.as_deref().unwrap_or("INSTANCE");
+        (
+            self.project_id.clone(),
+            self.user_id.clone(),
+            kind.to_string(),
+        )
+    }
+}
+
 fn auto() -> Strategy {
     Strategy::Auto
 }
@@ -170,6 +183,20 @@ async fn candidate_nodes(st: &AppState, d: &DeployRequest) -> ApiResult<Vec<i64>
     Ok(node_ids)
 }
 
+/// Capacity and new instances per node, by node name, for the answer.
+fn per_node(
+    caps: &CapacityMap,
+    deploy_map: &BTreeMap<NodeName, i64>,
+) -> (BTreeMap<String, i64>, BTreeMap<String, i64>) {
+    let capacity = caps
+        .nodes
+        .iter()
+        .map(|(n, c)| (n.0.clone(), c.capacity))
+        .collect();
+    let deployed = deploy_map.iter().map(|(n, c)| (n.0.clone(), *c)).collect();
+    (capacity, deployed)
+}
+
 /// One attempt's outcome.
 enum Placed {
     /// Answered (created, or a dry run).
@@ -202,25 +229,13 @@ async fn place(
         .collect();
     let deploy_map = sched::plan_deploy(d.strategy, d.count, d.nodes_limit, &caps, &existing)
         .map_err(|e| sched_conflict(&e, Some(&caps)))?;
-    let capacity_json: Map<String, Value> = caps
-        .nodes
-        .iter()
-        .map(|(n, c)| (n.0.clone(), json!(c.capacity)))
-        .collect();
-    let deploy_json: Map<String, Value> = deploy_map
-        .iter()
-        .map(|(n, c)| (n.0.clone(), json!(c)))
-        .collect();
+    let (capacity_map, deploy_counts) = per_node(&caps, &deploy_map);
     let chosen: Vec<i64> = nodes
         .iter()
         .filter(|n| deploy_map.contains_key(&NodeName(n.uuid.to_string())))
         .map(|n| n.rp_id)
         .collect();
-    let owner = (
-        d.project_id.clone(),
-        d.user_id.clone(),
-        d.consumer_type.clone().unwrap_or_else(|| "INSTANCE".into()),
-    );
+    let owner = d.owner();
     let mut tx = st.pool.begin().await?;
     if !d.dry_run {
         db::lock_providers(&mut tx, &chosen).await?;
@@ -238,10 +253,15 @@ async fn place(
         Err(e) => return Ok(Placed::Raced(sched_conflict(&e, Some(&caps)))),
     };
     if d.dry_run {
-        return Ok(Placed::Done(Reply::ok(&json!({
-            "app": d.app, "dry_run": true, "capacity_map": capacity_json, "total_capacity": caps.total,
-            "deploy_map": deploy_json, "plans": shown
-        }))));
+        return Ok(Placed::Done(Reply::ok(&DeploymentAnswer {
+            app: d.app.clone(),
+            dry_run: Some(true),
+            capacity_map,
+            total_capacity: Some(caps.total),
+            deploy_map: deploy_counts,
+            instances: None,
+            plans: Some(Value::Object(shown)),
+        })));
     }
     match alloc_db::write(&mut tx, &writes).await {
         Ok(()) => {}
@@ -254,7 +274,15 @@ async fn place(
     tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(Placed::Done(Reply::json(
         StatusCode::CREATED,
-        &json!({"app": d.app, "capacity_map": capacity_json, "deploy_map": deploy_json, "instances": shown}),
+        &DeploymentAnswer {
+            app: d.app.clone(),
+            dry_run: None,
+            capacity_map,
+            total_capacity: None,
+            deploy_map: deploy_counts,
+            instances: Some(Value::Object(shown)),
+            plans: None,
+        },
     )))
 }
 
@@ -342,9 +370,11 @@ pub async fn show(
             }));
         }
     }
-    Ok(Reply::ok(
-        &json!({"app": app, "count": rows.len(), "nodes": nodes}),
-    ))
+    Ok(Reply::ok(&DeploymentView {
+        app,
+        count: rows.len(),
+        nodes: Value::Object(nodes),
+    }))
 }
 
 fn resize_schema() -> Value {
@@ -472,9 +502,13 @@ pub async fn resize(
         .await
         .map_err(|e| alloc_error(e, None))?;
     tx.commit().await.map_err(ApiError::commit_failed)?;
-    Ok(Reply::ok(&json!({
-        "consumer_uuid": consumer_uuid, "resource_provider_uuid": node.uuid, "cpu": out.workload.cpu_request,
-        "cpu_bind": bound, "memory_mb": new_mem,
-        "cpu_map": cpu_map.iter().map(|(c, s)| (c.clone(), json!(s))).collect::<Map<String, Value>>(), "numa_node": numa
-    })))
+    Ok(Reply::ok(&Resized {
+        consumer_uuid,
+        resource_provider_uuid: node.uuid,
+        cpu: out.workload.cpu_request,
+        cpu_bind: bound,
+        memory_mb: new_mem,
+        cpu_map: cpu_map.into_iter().collect(),
+        numa_node: numa,
+    }))
 }

@@ -18,6 +18,22 @@ fn method(m: &axum::http::Method) -> HttpMethod {
     }
 }
 
+/// The success response, with its body's schema when it has one.
+fn success(answer: Option<&str>) -> utoipa::openapi::Response {
+    let builder = ResponseBuilder::new().description("Success");
+    match answer {
+        Some(name) => builder
+            .content(
+                "application/json",
+                utoipa::openapi::ContentBuilder::new()
+                    .schema(Some(utoipa::openapi::Ref::from_schema_name(name)))
+                    .build(),
+            )
+            .build(),
+        None => builder.build(),
+    }
+}
+
 /// Builds the OpenAPI document.
 pub fn openapi() -> OpenApi {
     let history: Vec<String> = HISTORY
@@ -40,7 +56,7 @@ pub fn openapi() -> OpenApi {
                 "Available from microversion {}; {rule}.",
                 r.since
             )))
-            .response("200", ResponseBuilder::new().description("Success"))
+            .response("200", success(r.answer))
             .response(
                 "400",
                 ResponseBuilder::new().description("Bad request (Placement error body)"),
@@ -56,6 +72,11 @@ pub fn openapi() -> OpenApi {
                 .description(Some(description)),
         )
         .paths(paths)
+        .components(Some(
+            utoipa::openapi::ComponentsBuilder::new()
+                .schemas_from_iter(super::schema::responses::components())
+                .build(),
+        ))
         .build()
 }
 

@@ -6,6 +6,7 @@ use super::microversion::Microversion;
 use super::respond::{latest, Reply};
 use super::schema;
 use super::schema::bodies::{InventoriesPut, InventoryCreate, InventoryUpdate};
+use super::schema::responses::{Inventories, InventoryRecord, InventoryWithGeneration};
 use crate::db::inventories::{self, Inventory, InventoryRow};
 use crate::db::{classes, providers};
 use crate::error::{codes, ApiError, ApiResult};
@@ -13,29 +14,40 @@ use crate::inventory::{in_use, invalid_capacity, set_inventories};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use serde_json::{json, Map, Value};
 use sqlx::PgConnection;
 
-fn record_json(inv: &Inventory) -> Value {
-    json!({
-        "total": inv.total, "reserved": inv.reserved, "min_unit": inv.min_unit,
-        "max_unit": inv.max_unit, "step_size": inv.step_size, "allocation_ratio": inv.allocation_ratio
-    })
+fn record_json(inv: &Inventory) -> InventoryRecord {
+    InventoryRecord {
+        total: inv.total,
+        reserved: inv.reserved,
+        min_unit: inv.min_unit,
+        max_unit: inv.max_unit,
+        step_size: inv.step_size,
+        allocation_ratio: inv.allocation_ratio,
+    }
 }
 
-fn one_json(inv: &Inventory, generation: i32) -> Value {
-    let mut v = record_json(inv);
-    v["resource_provider_generation"] = json!(generation);
-    v
+fn one_json(inv: &Inventory, generation: i32) -> InventoryWithGeneration {
+    InventoryWithGeneration {
+        total: inv.total,
+        reserved: inv.reserved,
+        min_unit: inv.min_unit,
+        max_unit: inv.max_unit,
+        step_size: inv.step_size,
+        allocation_ratio: inv.allocation_ratio,
+        resource_provider_generation: generation,
+    }
 }
 
 /// The `GET .../inventories` shape.
-pub fn inventories_json(rows: &[InventoryRow], generation: i32) -> Value {
-    let mut m = Map::new();
-    for r in rows {
-        m.insert(r.resource_class.clone(), record_json(&r.inventory()));
+pub fn inventories_json(rows: &[InventoryRow], generation: i32) -> Inventories {
+    Inventories {
+        resource_provider_generation: generation,
+        inventories: rows
+            .iter()
+            .map(|r| (r.resource_class.clone(), record_json(&r.inventory())))
+            .collect(),
     }
-    json!({"resource_provider_generation": generation, "inventories": m})
 }
 
 fn row_modified(r: &InventoryRow) -> Option<chrono::DateTime<chrono::Utc>> {

@@ -5,15 +5,19 @@ use super::microversion::Microversion;
 use super::respond::{latest, Reply};
 use super::schema;
 use super::schema::bodies::ResourceClassBody;
+use super::schema::responses::{Link, ResourceClass, ResourceClassList};
 use crate::db::classes::{self as db, ClassRow, FIRST_CUSTOM_ID};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use serde_json::{json, Value};
+use serde_json::json;
 
-fn class_json(name: &str) -> Value {
-    json!({"name": name, "links": [{"rel": "self", "href": format!("/resource_classes/{name}")}]})
+fn class_json(name: &str) -> ResourceClass {
+    ResourceClass {
+        name: name.to_string(),
+        links: vec![Link::new("self", format!("/resource_classes/{name}"))],
+    }
 }
 
 fn modified(c: &ClassRow) -> Option<chrono::DateTime<chrono::Utc>> {
@@ -28,8 +32,9 @@ fn no_such(name: &str) -> ApiError {
 pub async fn list(State(st): State<AppState>, mv: Microversion) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
     let rows = db::list(&mut conn).await?;
-    let body =
-        json!({"resource_classes": rows.iter().map(|c| class_json(&c.name)).collect::<Vec<_>>()});
+    let body = ResourceClassList {
+        resource_classes: rows.iter().map(|c| class_json(&c.name)).collect(),
+    };
     Ok(Reply::ok(&body).cache(mv, latest(rows.iter().map(modified))))
 }
 

@@ -6,6 +6,7 @@ use super::microversion::Microversion;
 use super::respond::{latest, Reply};
 use super::schema;
 use super::schema::bodies::{ProviderCreate, ProviderUpdate};
+use super::schema::responses::{Link, Provider, ProviderList};
 use crate::candidates::request::{parse_member_of, parse_required};
 use crate::db::providers::{self, CreateError, DeleteBlock, ProviderFilter, ProviderRow};
 use crate::db::{classes, traits};
@@ -14,33 +15,30 @@ use crate::state::AppState;
 use crate::types::parse_uuid_like;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use serde_json::{json, Value};
 use uuid::Uuid;
 
 /// The provider representation for a microversion.
-pub fn provider_json(rp: &ProviderRow, mv: Microversion) -> Value {
+pub fn provider_json(rp: &ProviderRow, mv: Microversion) -> Provider {
     let base = format!("/resource_providers/{}", rp.uuid);
     let mut links = vec![
-        json!({"rel": "self", "href": base}),
-        json!({"rel": "inventories", "href": format!("{base}/inventories")}),
-        json!({"rel": "usages", "href": format!("{base}/usages")}),
+        Link::new("self", base.clone()),
+        Link::new("inventories", format!("{base}/inventories")),
+        Link::new("usages", format!("{base}/usages")),
     ];
-    if mv.at_least(1, 1) {
-        links.push(json!({"rel": "aggregates", "href": format!("{base}/aggregates")}));
+    for (since, rel) in [(1, "aggregates"), (6, "traits"), (11, "allocations")] {
+        if mv.at_least(1, since) {
+            links.push(Link::new(rel, format!("{base}/{rel}")));
+        }
     }
-    if mv.at_least(1, 6) {
-        links.push(json!({"rel": "traits", "href": format!("{base}/traits")}));
+    let nested = mv.at_least(1, 14);
+    Provider {
+        uuid: rp.uuid,
+        name: rp.name.clone(),
+        generation: rp.generation,
+        links,
+        parent_provider_uuid: nested.then_some(rp.parent_uuid),
+        root_provider_uuid: nested.then_some(rp.root_uuid),
     }
-    if mv.at_least(1, 11) {
-        links.push(json!({"rel": "allocations", "href": format!("{base}/allocations")}));
-    }
-    let mut v =
-        json!({"uuid": rp.uuid, "name": rp.name, "generation": rp.generation, "links": links});
-    if mv.at_least(1, 14) {
-        v["parent_provider_uuid"] = json!(rp.parent_uuid);
-        v["root_provider_uuid"] = json!(rp.root_uuid);
-    }
-    v
 }
 
 fn modified(rp: &ProviderRow) -> Option<chrono::DateTime<chrono::Utc>> {
@@ -100,7 +98,9 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
         f.forbidden_trait_ids = filter.forbidden.iter().map(id_of).collect();
     }
     let rows = providers::list(&mut conn, &f).await?;
-    let body = json!({"resource_providers": rows.iter().map(|r| provider_json(r, mv)).collect::<Vec<_>>()});
+    let body = ProviderList {
+        resource_providers: rows.iter().map(|r| provider_json(r, mv)).collect(),
+    };
     Ok(Reply::ok(&body).cache(mv, latest(rows.iter().map(modified))))
 }
 

@@ -2,16 +2,18 @@
 
 use super::microversion::{Microversion, MAX, MIN};
 use super::respond::Reply;
-use serde_json::json;
+use super::schema::responses::{Link, VersionDocument, VersionEntry};
 
 /// The version document.
 pub async fn home(mv: Microversion) -> Reply {
-    Reply::ok(&json!({"versions": [{
-        "id": "v1.0",
-        "max_version": MAX.to_string(),
-        "min_version": MIN.to_string(),
-        "status": "CURRENT",
-        "links": [{"rel": "self", "href": ""}]
-    }]}))
+    Reply::ok(&VersionDocument {
+        versions: vec![VersionEntry {
+            id: "v1.0".into(),
+            max_version: MAX.to_string(),
+            min_version: MIN.to_string(),
+            status: "CURRENT".into(),
+            links: vec![Link::new("self", String::new())],
+        }],
+    })
     .cache(mv, None)
 }

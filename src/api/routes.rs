@@ -25,6 +25,8 @@ pub struct Route {
     pub rule: Option<&'static str>,
     /// One line for the OpenAPI document.
     pub summary: &'static str,
+    /// The response schema of a success with a JSON body (None: no body).
+    pub answer: Option<&'static str>,
     /// The handler, as a method router for this method alone.
     pub handler: fn() -> MethodRouter<AppState>,
 }
@@ -54,6 +56,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: None,
         summary: "Version document",
+        answer: Some("VersionDocument"),
         handler: || get(root::home),
     },
     Route {
@@ -62,6 +65,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: None,
         summary: "Health of this process and its database (oslo.middleware's shape, no token): 200 OK or 503 with the reason",
+        answer: Some("Health"),
         handler: || get(health::check),
     },
     Route {
@@ -70,6 +74,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:resource_providers:list"),
         summary: "List resource providers (filters: name, uuid, member_of, resources, in_tree, required)",
+        answer: Some("ProviderList"),
         handler: || get(rp::list),
     },
     Route {
@@ -78,6 +83,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:resource_providers:create"),
         summary: "Create a resource provider",
+        answer: Some("Provider"),
         handler: || post(rp::create),
     },
     Route {
@@ -86,6 +92,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:resource_providers:show"),
         summary: "Show a resource provider",
+        answer: Some("Provider"),
         handler: || get(rp::show),
     },
     Route {
@@ -94,6 +101,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:resource_providers:update"),
         summary: "Rename or re-parent a resource provider",
+        answer: Some("Provider"),
         handler: || put(rp::update),
     },
     Route {
@@ -102,6 +110,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:resource_providers:delete"),
         summary: "Delete a resource provider",
+        answer: None,
         handler: || delete(rp::delete),
     },
     Route {
@@ -110,6 +119,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:resource_providers:inventories:list"),
         summary: "List a provider's inventories",
+        answer: Some("Inventories"),
         handler: || get(inv::list),
     },
     Route {
@@ -118,6 +128,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:resource_providers:inventories:create"),
         summary: "Add one inventory",
+        answer: Some("InventoryWithGeneration"),
         handler: || post(inv::create),
     },
     Route {
@@ -126,6 +137,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:resource_providers:inventories:update"),
         summary: "Replace all inventories",
+        answer: Some("Inventories"),
         handler: || put(inv::replace),
     },
     Route {
@@ -134,6 +146,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 5),
         rule: Some("placement:resource_providers:inventories:delete"),
         summary: "Delete all inventories",
+        answer: None,
         handler: || delete(inv::delete_all),
     },
     Route {
@@ -142,6 +155,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:resource_providers:inventories:show"),
         summary: "Show one inventory",
+        answer: Some("InventoryWithGeneration"),
         handler: || get(inv::show),
     },
     Route {
@@ -150,6 +164,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:resource_providers:inventories:update"),
         summary: "Update one inventory",
+        answer: Some("InventoryWithGeneration"),
         handler: || put(inv::update),
     },
     Route {
@@ -158,6 +173,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:resource_providers:inventories:delete"),
         summary: "Delete one inventory",
+        answer: None,
         handler: || delete(inv::delete),
     },
     Route {
@@ -166,6 +182,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:resource_providers:usages"),
         summary: "Usages of a provider",
+        answer: Some("ProviderUsages"),
         handler: || get(usages::provider),
     },
     Route {
@@ -174,6 +191,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 1),
         rule: Some("placement:resource_providers:aggregates:list"),
         summary: "A provider's aggregates",
+        answer: Some("Aggregates"),
         handler: || get(agg::show),
     },
     Route {
@@ -182,6 +200,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 1),
         rule: Some("placement:resource_providers:aggregates:update"),
         summary: "Replace a provider's aggregates",
+        answer: Some("Aggregates"),
         handler: || put(agg::replace),
     },
     Route {
@@ -190,6 +209,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:resource_providers:allocations:list"),
         summary: "Allocations against a provider",
+        answer: Some("ProviderAllocations"),
         handler: || get(alloc::of_provider),
     },
     Route {
@@ -198,6 +218,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 6),
         rule: Some("placement:resource_providers:traits:list"),
         summary: "A provider's traits",
+        answer: Some("ProviderTraits"),
         handler: || get(traits::of_provider),
     },
     Route {
@@ -206,6 +227,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 6),
         rule: Some("placement:resource_providers:traits:update"),
         summary: "Replace a provider's traits",
+        answer: Some("ProviderTraits"),
         handler: || put(traits::set_for_provider),
     },
     Route {
@@ -214,6 +236,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 6),
         rule: Some("placement:resource_providers:traits:delete"),
         summary: "Remove a provider's traits",
+        answer: None,
         handler: || delete(traits::clear_provider),
     },
     Route {
@@ -222,6 +245,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 2),
         rule: Some("placement:resource_classes:list"),
         summary: "List resource classes",
+        answer: Some("ResourceClassList"),
         handler: || get(rc::list),
     },
     Route {
@@ -230,6 +254,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 2),
         rule: Some("placement:resource_classes:create"),
         summary: "Create a custom resource class",
+        answer: None,
         handler: || post(rc::create),
     },
     Route {
@@ -238,6 +263,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 2),
         rule: Some("placement:resource_classes:show"),
         summary: "Show a resource class",
+        answer: Some("ResourceClass"),
         handler: || get(rc::show),
     },
     Route {
@@ -246,6 +272,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 2),
         rule: Some("placement:resource_classes:update"),
         summary: "Rename (1.2-1.6) or create-or-verify (1.7+) a custom class",
+        answer: Some("ResourceClass"),
         handler: || put(rc::update),
     },
     Route {
@@ -254,6 +281,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 2),
         rule: Some("placement:resource_classes:delete"),
         summary: "Delete a custom resource class",
+        answer: None,
         handler: || delete(rc::delete),
     },
     Route {
@@ -262,6 +290,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 6),
         rule: Some("placement:traits:list"),
         summary: "List traits (name=in:/startswith:, associated=)",
+        answer: Some("TraitList"),
         handler: || get(traits::list),
     },
     Route {
@@ -270,6 +299,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 6),
         rule: Some("placement:traits:show"),
         summary: "Check a trait exists",
+        answer: None,
         handler: || get(traits::show),
     },
     Route {
@@ -278,6 +308,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 6),
         rule: Some("placement:traits:update"),
         summary: "Create a custom trait",
+        answer: None,
         handler: || put(traits::create),
     },
     Route {
@@ -286,6 +317,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 6),
         rule: Some("placement:traits:delete"),
         summary: "Delete a custom trait",
+        answer: None,
         handler: || delete(traits::delete),
     },
     Route {
@@ -294,6 +326,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 13),
         rule: Some("placement:allocations:manage"),
         summary: "Write allocations of several consumers atomically",
+        answer: None,
         handler: || post(alloc::post_many),
     },
     Route {
@@ -302,6 +335,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:allocations:list"),
         summary: "A consumer's allocations",
+        answer: Some("ConsumerAllocations"),
         handler: || get(alloc::show),
     },
     Route {
@@ -310,6 +344,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:allocations:update"),
         summary: "Replace a consumer's allocations",
+        answer: None,
         handler: || put(alloc::replace),
     },
     Route {
@@ -318,6 +353,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:allocations:delete"),
         summary: "Delete a consumer's allocations",
+        answer: None,
         handler: || delete(alloc::delete),
     },
     Route {
@@ -326,6 +362,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 10),
         rule: Some("placement:allocation_candidates:list"),
         summary: "Allocation candidates for request groups (resources, required, member_of, in_tree, group_policy, same_subtree, root_required)",
+        answer: Some("AllocationCandidates"),
         handler: || get(allocation_candidates::list),
     },
     Route {
@@ -334,6 +371,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:resource_providers:cpu_topology:show"),
         summary: "CPU topology of a provider with used and free shares per core (extension)",
+        answer: Some("CpuTopology"),
         handler: || get(topology::show),
     },
     Route {
@@ -342,6 +380,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:resource_providers:cpu_topology:update"),
         summary: "Set the CPU topology; sets the CUSTOM_CPU_SHARES inventory (extension). Example: {\"share_base\": 100, \"max_fragment_cores\": -1, \"cores\": [{\"id\": \"0\", \"numa_node\": \"0\"}], \"numa_memory_mb\": {\"0\": 1024}}",
+        answer: Some("CpuTopology"),
         handler: || put(topology::replace),
     },
     Route {
@@ -350,6 +389,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:deployments:create"),
         summary: "Deploy N instances of an app: candidates, Eru capacity and strategy, allocations and core bindings in one transaction (extension). Example: {\"app\": \"web\", \"count\": 11, \"strategy\": \"auto\", \"cpu\": 1.7, \"cpu_bind\": true, \"memory_mb\": 512, \"project_id\": \"p\", \"user_id\": \"u\"}",
+        answer: Some("DeploymentAnswer"),
         handler: || post(deployments::create),
     },
     Route {
@@ -358,6 +398,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:deployments:show"),
         summary: "Instances of an app per node with their core bindings (extension)",
+        answer: Some("DeploymentView"),
         handler: || get(deployments::show),
     },
     Route {
@@ -366,6 +407,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:deployments:resize"),
         summary: "Resize an instance by deltas on its node (extension). Example: {\"cpu\": 0.5, \"memory_mb\": -256}",
+        answer: Some("Resized"),
         handler: || post(deployments::resize),
     },
     Route {
@@ -374,6 +416,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 30),
         rule: Some("placement:reshaper:reshape"),
         summary: "Move inventories and allocations atomically",
+        answer: None,
         handler: || post(reshaper::reshape),
     },
     Route {
@@ -382,6 +425,7 @@ pub const ROUTES: &[Route] = &[
         since: Microversion::new(1, 9),
         rule: Some("placement:usages"),
         summary: "Usages of a project (and user, by consumer type from 1.38)",
+        answer: Some("ProjectUsages"),
         handler: || get(usages::project),
     },
 ];

@@ -7,6 +7,7 @@ use super::extract::{find, find_for_update};
 use super::extract::{JsonBody, PathParams};
 use super::respond::Reply;
 use super::schema::bodies::Ordered;
+use super::schema::responses::{CoreShares, CpuTopology};
 use crate::db::deployments::{self as db, Topology};
 use crate::db::inventories::{self, Inventory};
 use crate::db::{classes, providers};
@@ -15,7 +16,7 @@ use crate::error::{codes, ApiError, ApiResult};
 use crate::state::AppState;
 use axum::extract::State;
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use sqlx::PgConnection;
 use std::collections::HashMap;
 
@@ -42,7 +43,7 @@ fn schema() -> Value {
     })
 }
 
-async fn render(conn: &mut PgConnection, rp: &providers::ProviderRow) -> ApiResult<Value> {
+async fn render(conn: &mut PgConnection, rp: &providers::ProviderRow) -> ApiResult<CpuTopology> {
     let tops = db::topologies(conn, &[rp.id]).await?;
     let t = tops.get(&rp.id).ok_or_else(|| {
         ApiError::not_found(format!("No CPU topology for resource provider {}", rp.uuid))
@@ -52,27 +53,26 @@ async fn render(conn: &mut PgConnection, rp: &providers::ProviderRow) -> ApiResu
         .into_iter()
         .map(|(_, c, s)| (c, s))
         .collect();
-    let cores: Vec<Value> = t
+    let cores = t
         .cores
         .iter()
         .map(|(id, numa)| {
             let used = bound.get(id).copied().unwrap_or(0);
-            json!({"id": id, "numa_node": numa, "used_shares": used, "free_shares": i64::from(t.share_base) - used})
+            CoreShares {
+                id: id.clone(),
+                numa_node: numa.clone(),
+                used_shares: used,
+                free_shares: i64::from(t.share_base) - used,
+            }
         })
         .collect();
-    let numa: Map<String, Value> = t
-        .numa_memory_mb
-        .iter()
-        .map(|(n, mb)| (n.clone(), json!(mb)))
-        .collect();
-    let generation = providers::generation(conn, rp.id).await?;
-    Ok(json!({
-        "share_base": t.share_base,
-        "max_fragment_cores": t.max_fragment_cores,
-        "cores": cores,
-        "numa_memory_mb": numa,
-        "resource_provider_generation": generation
-    }))
+    Ok(CpuTopology {
+        share_base: t.share_base,
+        max_fragment_cores: t.max_fragment_cores,
+        cores,
+        numa_memory_mb: t.numa_memory_mb.iter().cloned().collect(),
+        resource_provider_generation: providers::generation(conn, rp.id).await?,
+    })
 }
 
 /// `GET /resource_providers/{uuid}/cpu_topology`: cores with used and free shares.

@@ -6,6 +6,7 @@ use super::microversion::Microversion;
 use super::respond::{latest, Reply};
 use super::schema;
 use super::schema::bodies::ProviderTraits;
+use super::schema::responses::{ProviderTraits as ProviderTraitsOut, TraitList};
 use crate::db::providers;
 use crate::db::traits::{self as db, NameFilter, TraitRow};
 use crate::error::{codes, ApiError, ApiResult};
@@ -13,7 +14,6 @@ use crate::state::AppState;
 use crate::types::is_custom_name;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use serde_json::{json, Value};
 
 fn modified(t: &TraitRow) -> Option<chrono::DateTime<chrono::Utc>> {
     t.updated_at.or(t.created_at)
@@ -52,8 +52,8 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
     };
     let mut conn = st.pool.acquire().await?;
     let rows = db::list(&mut conn, &name, associated).await?;
-    let names: Vec<&str> = rows.iter().map(|t| t.name.as_str()).collect();
-    Ok(Reply::ok(&json!({"traits": names})).cache(mv, latest(rows.iter().map(modified))))
+    let names: Vec<String> = rows.iter().map(|t| t.name.clone()).collect();
+    Ok(Reply::ok(&TraitList { traits: names }).cache(mv, latest(rows.iter().map(modified))))
 }
 
 /// `GET /traits/{name}`: 204 when it exists.
@@ -118,9 +118,12 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-fn provider_traits_json(rows: &[TraitRow], generation: i32) -> Value {
-    let names: Vec<&str> = rows.iter().map(|t| t.name.as_str()).collect();
-    json!({"traits": names, "resource_provider_generation": generation})
+fn provider_traits_json(rows: &[TraitRow], generation: i32) -> ProviderTraitsOut {
+    let names: Vec<String> = rows.iter().map(|t| t.name.clone()).collect();
+    ProviderTraitsOut {
+        traits: names,
+        resource_provider_generation: generation,
+    }
 }
 
 /// `GET /resource_providers/{uuid}/traits`.

@@ -5,6 +5,7 @@ use super::extract::{PathParams, QueryPairs};
 use super::microversion::Microversion;
 use super::respond::Reply;
 use super::schema;
+use super::schema::responses::{ProjectUsages, ProviderUsages};
 use crate::db::usages as db;
 use crate::error::ApiResult;
 use crate::state::AppState;
@@ -20,11 +21,11 @@ pub async fn provider(
     let mut conn = st.pool.acquire().await?;
     let rp = find(&mut conn, &id).await?;
     let rows = db::of_provider(&mut conn, rp.id).await?;
-    let usages: Map<String, Value> = rows.into_iter().map(|(rc, n)| (rc, json!(n))).collect();
-    Ok(
-        Reply::ok(&json!({"resource_provider_generation": rp.generation, "usages": usages}))
-            .cache(mv, None),
-    )
+    let body = ProviderUsages {
+        resource_provider_generation: rp.generation,
+        usages: rows.into_iter().collect(),
+    };
+    Ok(Reply::ok(&body).cache(mv, None))
 }
 
 /// `GET /usages?project_id=&user_id=[&consumer_type=]`.
@@ -44,7 +45,10 @@ pub async fn project(
             let slot = usages.entry(r.resource_class).or_insert(json!(0));
             *slot = json!(slot.as_i64().unwrap_or(0) + r.used);
         }
-        return Ok(Reply::ok(&json!({"usages": usages})).cache(mv, None));
+        return Ok(Reply::ok(&ProjectUsages {
+            usages: usages.into_iter().collect(),
+        })
+        .cache(mv, None));
     }
     let counts = db::consumer_counts(&mut conn, project, user).await?;
     let filter = q.last("consumer_type");
@@ -78,5 +82,8 @@ pub async fn project(
             }
         }
     }
-    Ok(Reply::ok(&json!({"usages": usages})).cache(mv, None))
+    Ok(Reply::ok(&ProjectUsages {
+        usages: usages.into_iter().collect(),
+    })
+    .cache(mv, None))
 }

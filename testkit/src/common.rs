@@ -502,13 +502,98 @@ impl Req<'_> {
             .unwrap()
             .to_bytes()
             .to_vec();
-        Resp {
+        let resp = Resp {
             method: self.method,
             path: self.path,
             status,
             headers,
             body,
+        };
+        check_answer_schema(&resp);
+        resp
+    }
+}
+
+/// Every success answer with a JSON body must match the schema the
+/// OpenAPI document gives its route: the typed responses and the document
+/// cannot drift apart while the suite passes.
+fn check_answer_schema(resp: &Resp) {
+    let is_json = resp
+        .header("content-type")
+        .is_some_and(|c| c.starts_with("application/json"));
+    if !resp.status.is_success() || !is_json || resp.body.is_empty() {
+        return;
+    }
+    let path = resp.path.split('?').next().unwrap_or_default();
+    let method = if resp.method == Method::HEAD {
+        Method::GET
+    } else {
+        resp.method.clone()
+    };
+    let Some(route) = placement::api::routes::ROUTES
+        .iter()
+        .find(|r| r.method == method && template_matches(r.path, path))
+    else {
+        return;
+    };
+    let name = route.answer.unwrap_or_else(|| {
+        panic!(
+            "{} {path} answered a JSON body but its route declares none",
+            resp.method
+        )
+    });
+    let schema = answer_schema(name);
+    let body: Value = serde_json::from_slice(&resp.body).expect("a JSON body");
+    if let Err(e) = placement::api::schema::validate::validate(&schema, &body) {
+        panic!(
+            "{} {} answered a body that does not match schema {name}: {}\n{}",
+            resp.method,
+            resp.path,
+            e.render(),
+            String::from_utf8_lossy(&resp.body)
+        );
+    }
+}
+
+/// True when `path` fits the route template (`{x}` matches one segment).
+fn template_matches(template: &str, path: &str) -> bool {
+    let (t, p): (Vec<&str>, Vec<&str>) = (template.split('/').collect(), path.split('/').collect());
+    t.len() == p.len()
+        && t.iter()
+            .zip(&p)
+            .all(|(a, b)| a == b || (a.starts_with('{') && !b.is_empty()))
+}
+
+/// A component schema with its references inlined, in the dialect the
+/// service's validator reads (`oneOf` as `anyOf`: the branches are exclusive).
+fn answer_schema(name: &str) -> Value {
+    static COMPONENTS: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    let components = COMPONENTS.get_or_init(|| {
+        let doc = serde_json::to_value(placement::api::docs::openapi()).unwrap();
+        doc["components"]["schemas"].clone()
+    });
+    inline(&components[name], components)
+}
+
+fn inline(v: &Value, components: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            if let Some(name) = m
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix("#/components/schemas/"))
+            {
+                return inline(&components[name], components);
+            }
+            let mut out = serde_json::Map::new();
+            for (k, x) in m {
+                let key = if k == "oneOf" { "anyOf" } else { k.as_str() };
+                out.insert(key.to_string(), inline(x, components));
+            }
+            Value::Object(out)
         }
+        Value::Array(a) => Value::Array(a.iter().map(|x| inline(x, components)).collect()),
+        other => other.clone(),
     }
 }
 

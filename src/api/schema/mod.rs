@@ -3,6 +3,7 @@
 
 pub mod allocations;
 pub mod bodies;
+pub mod responses;
 pub mod validate;
 
 use crate::api::microversion::Microversion;

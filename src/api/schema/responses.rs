@@ -1,0 +1,402 @@
+//! Response bodies as typed values, each with an OpenAPI schema. A field
+//! that a microversion does not have is an `Option` left out when `None`;
+//! one that may also be JSON null says so in its schema. The route table
+//! names each route's answer, and the test harness validates every JSON
+//! answer of the test suite against it.
+
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// A link of Placement's `links` lists.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Link {
+    /// `self`, `inventories`, `usages`, ...
+    pub rel: String,
+    /// The linked path.
+    pub href: String,
+}
+
+impl Link {
+    /// A link to `href` named `rel`.
+    pub fn new(rel: &str, href: String) -> Self {
+        Link {
+            rel: rel.to_string(),
+            href,
+        }
+    }
+}
+
+/// `GET /`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VersionDocument {
+    /// The one version entry.
+    pub versions: Vec<VersionEntry>,
+}
+
+/// One API version.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VersionEntry {
+    /// `v1.0`.
+    pub id: String,
+    /// Newest microversion.
+    pub max_version: String,
+    /// Oldest microversion.
+    pub min_version: String,
+    /// `CURRENT`.
+    pub status: String,
+    /// Self link.
+    pub links: Vec<Link>,
+}
+
+/// A resource provider.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Provider {
+    /// Identity.
+    pub uuid: Uuid,
+    /// Unique name.
+    pub name: String,
+    /// Generation for optimistic concurrency.
+    pub generation: i32,
+    /// Links to its sub-resources (more from 1.1, 1.6 and 1.11).
+    pub links: Vec<Link>,
+    /// 1.14+: the parent, null for a root.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Uuid>)]
+    pub parent_provider_uuid: Option<Option<Uuid>>,
+    /// 1.14+: the root of its tree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root_provider_uuid: Option<Uuid>,
+}
+
+/// `GET /resource_providers`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderList {
+    /// The providers, by id.
+    pub resource_providers: Vec<Provider>,
+}
+
+/// One inventory record.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InventoryRecord {
+    /// Units in total.
+    pub total: i32,
+    /// Units held back.
+    pub reserved: i32,
+    /// Smallest allocation.
+    pub min_unit: i32,
+    /// Largest allocation.
+    pub max_unit: i32,
+    /// Allocation granularity.
+    pub step_size: i32,
+    /// Overcommit factor.
+    pub allocation_ratio: f64,
+}
+
+/// `GET|PUT|POST .../inventories/{rc}`: one record and the generation.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InventoryWithGeneration {
+    /// Units in total.
+    pub total: i32,
+    /// Units held back.
+    pub reserved: i32,
+    /// Smallest allocation.
+    pub min_unit: i32,
+    /// Largest allocation.
+    pub max_unit: i32,
+    /// Allocation granularity.
+    pub step_size: i32,
+    /// Overcommit factor.
+    pub allocation_ratio: f64,
+    /// The provider's generation.
+    pub resource_provider_generation: i32,
+}
+
+/// `GET|PUT .../inventories`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Inventories {
+    /// The provider's generation.
+    pub resource_provider_generation: i32,
+    /// Records by class.
+    pub inventories: BTreeMap<String, InventoryRecord>,
+}
+
+/// `GET .../usages`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderUsages {
+    /// The provider's generation.
+    pub resource_provider_generation: i32,
+    /// Units allocated by class.
+    pub usages: BTreeMap<String, i64>,
+}
+
+/// `GET /usages`: units by class (before 1.38), or by consumer type, each
+/// with its classes and `consumer_count` (1.38+).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectUsages {
+    /// Usages.
+    #[schema(value_type = Object)]
+    pub usages: BTreeMap<String, Value>,
+}
+
+/// `GET|PUT .../aggregates`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Aggregates {
+    /// Aggregate uuids.
+    pub aggregates: Vec<Uuid>,
+    /// 1.19+: the provider's generation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_provider_generation: Option<i32>,
+}
+
+/// `GET /traits`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TraitList {
+    /// Trait names.
+    pub traits: Vec<String>,
+}
+
+/// `GET|PUT .../traits`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderTraits {
+    /// Trait names.
+    pub traits: Vec<String>,
+    /// The provider's generation.
+    pub resource_provider_generation: i32,
+}
+
+/// A resource class.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceClass {
+    /// Name.
+    pub name: String,
+    /// Self link.
+    pub links: Vec<Link>,
+}
+
+/// `GET /resource_classes`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceClassList {
+    /// Every class, standard first.
+    pub resource_classes: Vec<ResourceClass>,
+}
+
+/// A consumer's share of one provider.
+#[derive(Debug, Default, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderShare {
+    /// The provider's generation.
+    pub generation: i32,
+    /// Units by class.
+    pub resources: BTreeMap<String, i64>,
+}
+
+/// `GET /allocations/{consumer}`.
+#[derive(Debug, Default, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConsumerAllocations {
+    /// Shares by provider uuid.
+    pub allocations: BTreeMap<String, ProviderShare>,
+    /// 1.12+: owning project.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<String>,
+    /// 1.12+: owning user.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+    /// 1.28+: the consumer's generation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consumer_generation: Option<i32>,
+    /// 1.38+: the consumer's type.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consumer_type: Option<String>,
+}
+
+/// A consumer's share of the provider asked about.
+#[derive(Debug, Default, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConsumerShare {
+    /// Units by class.
+    pub resources: BTreeMap<String, i64>,
+    /// 1.28+: the consumer's generation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consumer_generation: Option<i32>,
+}
+
+/// `GET /resource_providers/{uuid}/allocations`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderAllocations {
+    /// Shares by consumer uuid.
+    pub allocations: BTreeMap<String, ConsumerShare>,
+    /// The provider's generation.
+    pub resource_provider_generation: i32,
+}
+
+/// `GET /allocation_candidates` (rendered straight to text for speed; this
+/// is its shape).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AllocationCandidates {
+    /// One allocation request per candidate (a list before 1.12, a dict of
+    /// providers after; `mappings` from 1.34).
+    #[schema(value_type = Vec<Object>)]
+    pub allocation_requests: Vec<Value>,
+    /// Per provider: resources with capacity and use; traits from 1.17;
+    /// parent and root uuids from 1.29.
+    #[schema(value_type = Object)]
+    pub provider_summaries: BTreeMap<String, Value>,
+}
+
+/// `GET /healthcheck` with `Accept: application/json`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Health {
+    /// Always false (no detailed report).
+    pub detailed: bool,
+    /// `OK`, or why not.
+    pub reasons: Vec<String>,
+}
+
+/// One core of a CPU topology and its shares.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CoreShares {
+    /// Core id.
+    pub id: String,
+    /// NUMA node, if any.
+    pub numa_node: Option<String>,
+    /// Shares bound to instances.
+    pub used_shares: i64,
+    /// Shares still free.
+    pub free_shares: i64,
+}
+
+/// `GET|PUT .../cpu_topology` (extension).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CpuTopology {
+    /// Shares in one whole core.
+    pub share_base: i32,
+    /// Most cores that may hold fragments; -1 = unlimited.
+    pub max_fragment_cores: i32,
+    /// Cores with their shares.
+    pub cores: Vec<CoreShares>,
+    /// Memory per NUMA node, MiB.
+    pub numa_memory_mb: BTreeMap<String, i64>,
+    /// The provider's generation.
+    pub resource_provider_generation: i32,
+}
+
+/// `POST /deployments` and its dry run (extension).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeploymentAnswer {
+    /// The app.
+    pub app: String,
+    /// True for a dry run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<bool>,
+    /// Instances each candidate node could take.
+    pub capacity_map: BTreeMap<String, i64>,
+    /// Dry run: the capacity over every node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_capacity: Option<i64>,
+    /// New instances per node.
+    pub deploy_map: BTreeMap<String, i64>,
+    /// Created instances per node (dry run: `plans`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub instances: Option<Value>,
+    /// Dry run: the plans per node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub plans: Option<Value>,
+}
+
+/// `GET /deployments/{app}` (extension).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeploymentView {
+    /// The app.
+    pub app: String,
+    /// Instances in all.
+    pub count: usize,
+    /// Per node: count and instances with their bindings.
+    #[schema(value_type = Object)]
+    pub nodes: Value,
+}
+
+/// `POST .../resize` (extension).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Resized {
+    /// The instance.
+    pub consumer_uuid: Uuid,
+    /// Its node.
+    pub resource_provider_uuid: Uuid,
+    /// CPUs now.
+    pub cpu: f64,
+    /// Bound to cores?
+    pub cpu_bind: bool,
+    /// Memory now, MiB.
+    pub memory_mb: i64,
+    /// Shares per bound core.
+    pub cpu_map: BTreeMap<String, i64>,
+    /// NUMA node, if pinned.
+    pub numa_node: Option<String>,
+}
+
+/// Registers a type and every schema it refers to.
+fn with<T: ToSchema>(out: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::Schema>)>) {
+    T::schemas(out);
+    out.push((T::name().into_owned(), T::schema()));
+}
+
+/// Every response schema, for the OpenAPI components.
+pub fn components() -> Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::Schema>)> {
+    let mut out = Vec::new();
+    with::<Link>(&mut out);
+    with::<VersionDocument>(&mut out);
+    with::<VersionEntry>(&mut out);
+    with::<Provider>(&mut out);
+    with::<ProviderList>(&mut out);
+    with::<InventoryRecord>(&mut out);
+    with::<InventoryWithGeneration>(&mut out);
+    with::<Inventories>(&mut out);
+    with::<ProviderUsages>(&mut out);
+    with::<ProjectUsages>(&mut out);
+    with::<Aggregates>(&mut out);
+    with::<TraitList>(&mut out);
+    with::<ProviderTraits>(&mut out);
+    with::<ResourceClass>(&mut out);
+    with::<ResourceClassList>(&mut out);
+    with::<ProviderShare>(&mut out);
+    with::<ConsumerAllocations>(&mut out);
+    with::<ConsumerShare>(&mut out);
+    with::<ProviderAllocations>(&mut out);
+    with::<AllocationCandidates>(&mut out);
+    with::<Health>(&mut out);
+    with::<CoreShares>(&mut out);
+    with::<CpuTopology>(&mut out);
+    with::<DeploymentAnswer>(&mut out);
+    with::<DeploymentView>(&mut out);
+    with::<Resized>(&mut out);
+    out
+}
