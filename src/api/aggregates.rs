@@ -48,7 +48,7 @@ pub async fn replace(
             resource_provider_generation,
         } if mv.at_least(1, 19) => (aggregates, Some(resource_provider_generation)),
         AggregatesPut::Checked { aggregates, .. } => (aggregates, None),
-        AggregatesPut::Bare(aggregates) => (aggregates, None),
+        AggregatesPut::Bare(aggregates) => (aggregates.0, None),
     };
     let aggs: Vec<Uuid> = aggs.into_iter().map(|u| u.0).collect();
     let mut gen = rp.generation;

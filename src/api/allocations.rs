@@ -7,7 +7,7 @@ use super::microversion::Microversion;
 use super::respond::{latest, Reply};
 use super::schema;
 use super::schema::allocations::{consumer_write, writes_from_map};
-use super::schema::bodies::{ConsumerAllocations as AllocationBody, Ordered};
+use super::schema::bodies::{AllocationsPost, AllocationsPut as AllocationBody};
 use super::schema::responses::{
     ConsumerAllocations, ConsumerShare, ProviderAllocations, ProviderShare,
 };
@@ -114,8 +114,8 @@ pub async fn post_many(
     mv: Microversion,
     body: JsonBody,
 ) -> ApiResult<StatusCode> {
-    let b: Ordered<AllocationBody> = body.parse(&schema::allocations_post(mv, false))?;
-    let writes = writes_from_map(&b, mv, &st.settings);
+    let b: AllocationsPost = body.parse(&schema::allocations_post(mv, false))?;
+    let writes = writes_from_map(&b.0, mv, &st.settings);
     allocation::write_with_retry(
         &st.pool,
         st.settings.allocation_conflict_retry_count,

@@ -77,11 +77,13 @@ fn capacity_map(nodes: &[NodeState], req: &ResourceRequest) -> Result<CapacityMa
 }
 
 /// `POST /deployments`, after its schema check.
-#[derive(Debug, Deserialize)]
-struct DeployRequest {
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct DeployRequest {
     app: String,
     count: i64,
+    /// auto, fill, each, average, global or drained.
     #[serde(default = "auto")]
+    #[schema(value_type = String)]
     strategy: Strategy,
     #[serde(default)]
     nodes_limit: u32,
@@ -419,8 +421,8 @@ fn resized_allocations(
 }
 
 /// A resize's deltas, after its schema check.
-#[derive(Debug, Deserialize)]
-struct ResizeRequest {
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct ResizeRequest {
     #[serde(default)]
     cpu: f64,
     #[serde(default)]

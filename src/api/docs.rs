@@ -18,6 +18,34 @@ fn method(m: &axum::http::Method) -> HttpMethod {
     }
 }
 
+/// A JSON request body of the named schema.
+fn request_body(name: &str) -> utoipa::openapi::request_body::RequestBody {
+    utoipa::openapi::request_body::RequestBodyBuilder::new()
+        .content(
+            "application/json",
+            utoipa::openapi::ContentBuilder::new()
+                .schema(Some(utoipa::openapi::Ref::from_schema_name(name)))
+                .build(),
+        )
+        .required(Some(utoipa::openapi::Required::True))
+        .build()
+}
+
+/// Every request and response schema.
+fn schemas() -> Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::Schema>)> {
+    use utoipa::ToSchema;
+    let mut out = super::schema::responses::components();
+    out.extend(super::schema::bodies::components());
+    fn with<T: ToSchema>(out: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::Schema>)>) {
+        T::schemas(out);
+        out.push((T::name().into_owned(), T::schema()));
+    }
+    with::<super::deployments::DeployRequest>(&mut out);
+    with::<super::deployments::ResizeRequest>(&mut out);
+    with::<super::topology::TopologyBody>(&mut out);
+    out
+}
+
 /// The success response, with its body's schema when it has one.
 fn success(answer: Option<&str>) -> utoipa::openapi::Response {
     let builder = ResponseBuilder::new().description("Success");
@@ -50,7 +78,7 @@ pub fn openapi() -> OpenApi {
         let rule = r.rule.map_or("no token needed".to_string(), |rule| {
             format!("policy rule `{rule}`")
         });
-        let op = OperationBuilder::new()
+        let mut op = OperationBuilder::new()
             .summary(Some(r.summary.to_string()))
             .description(Some(format!(
                 "Available from microversion {}; {rule}.",
@@ -62,6 +90,9 @@ pub fn openapi() -> OpenApi {
                 ResponseBuilder::new().description("Bad request (Placement error body)"),
             )
             .build();
+        op.request_body = r
+            .takes
+            .map(|name| utoipa::openapi::RefOr::T(request_body(name)));
         paths = paths.path(r.path.to_string(), PathItem::new(method(&r.method), op));
     }
     OpenApiBuilder::new()
@@ -74,7 +105,7 @@ pub fn openapi() -> OpenApi {
         .paths(paths)
         .components(Some(
             utoipa::openapi::ComponentsBuilder::new()
-                .schemas_from_iter(super::schema::responses::components())
+                .schemas_from_iter(schemas())
                 .build(),
         ))
         .build()

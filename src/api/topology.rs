@@ -121,21 +121,23 @@ async fn keeps_bound_cores(
 }
 
 /// A topology body, after its schema check.
-#[derive(Debug, Deserialize)]
-struct TopologyBody {
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct TopologyBody {
     #[serde(default = "hundred")]
     share_base: i32,
     #[serde(default = "unlimited")]
     max_fragment_cores: i32,
     cores: Vec<CoreBody>,
     #[serde(default)]
+    #[schema(value_type = BTreeMap<String, i64>)]
     numa_memory_mb: Ordered<i64>,
     #[serde(default)]
     force: bool,
 }
 
-#[derive(Debug, Deserialize)]
-struct CoreBody {
+/// One core of a topology body.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct CoreBody {
     id: String,
     #[serde(default)]
     numa_node: Option<String>,

@@ -5,7 +5,7 @@ use super::extract::{JsonBody, PathParams, QueryPairs};
 use super::microversion::Microversion;
 use super::respond::{latest, Reply};
 use super::schema;
-use super::schema::bodies::ProviderTraits;
+use super::schema::bodies::ProviderTraitsPut;
 use super::schema::responses::{ProviderTraits as ProviderTraitsOut, TraitList};
 use crate::db::providers;
 use crate::db::traits::{self as db, NameFilter, TraitRow};
@@ -148,7 +148,7 @@ pub async fn set_for_provider(
 ) -> ApiResult<Reply> {
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
-    let b: ProviderTraits = body.parse(&schema::provider_traits_put())?;
+    let b: ProviderTraitsPut = body.parse(&schema::provider_traits_put())?;
     if !b.resource_provider_generation.matches(rp.generation) {
         return Err(generation_changed());
     }

@@ -2,7 +2,7 @@
 //! allocation service performs: PUT/POST /allocations and the reshaper.
 
 use crate::api::microversion::Microversion;
-use crate::api::schema::bodies::{AllocationSet, ConsumerAllocations, Ordered};
+use crate::api::schema::bodies::{AllocationSet, AllocationsPut, Ordered};
 use crate::config::Settings;
 use crate::db::allocations::{ConsumerWrite, GenerationCheck};
 use crate::types::parse_uuid_like;
@@ -12,7 +12,7 @@ use uuid::Uuid;
 /// Turns one consumer's validated body into a write.
 pub fn consumer_write(
     consumer: Uuid,
-    body: &ConsumerAllocations,
+    body: &AllocationsPut,
     mv: Microversion,
     settings: &Settings,
 ) -> ConsumerWrite {
@@ -34,7 +34,7 @@ pub fn consumer_write(
             }
         }
         AllocationSet::Keyed(map) => {
-            for (rp, item) in &map.0 {
+            for (rp, item) in &map.0 .0 {
                 add(rp, &item.resources);
             }
         }
@@ -58,7 +58,7 @@ pub fn consumer_write(
 
 /// Writes from a validated `{consumer: body}` map (POST /allocations, reshaper).
 pub fn writes_from_map(
-    map: &Ordered<ConsumerAllocations>,
+    map: &Ordered<AllocationsPut>,
     mv: Microversion,
     settings: &Settings,
 ) -> Vec<ConsumerWrite> {

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 /// A uuid in any form Placement accepts (dashed or not, braces, `urn:uuid:`).
@@ -69,61 +70,73 @@ where
 }
 
 /// `POST /resource_providers`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct ProviderCreate {
     /// Unique name.
     pub name: String,
     /// Chosen uuid (a new one when absent or null).
     #[serde(default)]
+    #[schema(value_type = Option<Uuid>)]
     pub uuid: Option<UuidLike>,
     /// Parent provider (1.14+).
     #[serde(default)]
+    #[schema(value_type = Option<Uuid>)]
     pub parent_provider_uuid: Option<UuidLike>,
 }
 
 /// `PUT /resource_providers/{uuid}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct ProviderUpdate {
     /// New name.
     pub name: String,
     /// Absent keeps the parent, null removes it (1.37+), a uuid sets it.
     #[serde(default, deserialize_with = "absent_null_or")]
+    #[schema(value_type = Option<Uuid>)]
     pub parent_provider_uuid: Option<Option<UuidLike>>,
 }
 
 /// `POST /resource_classes`, `PUT /resource_classes/{name}` (1.2–1.6).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct ResourceClassBody {
     /// The (new) name.
     pub name: String,
 }
 
 /// `PUT /resource_providers/{uuid}/traits`.
-#[derive(Debug, Deserialize)]
-pub struct ProviderTraits {
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ProviderTraitsPut {
     /// The provider generation the client saw.
+    #[schema(value_type = i64)]
     pub resource_provider_generation: GivenGeneration,
     /// Every trait the provider is to have.
     pub traits: Vec<String>,
 }
 
 /// `PUT /resource_providers/{uuid}/aggregates`: a bare list before 1.19.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum AggregatesPut {
     /// 1.19+: with the generation the client saw.
     Checked {
         /// Every aggregate the provider is to be in.
+        #[schema(value_type = Vec<Uuid>)]
         aggregates: Vec<UuidLike>,
         /// The provider generation the client saw.
+        #[schema(value_type = i64)]
         resource_provider_generation: GivenGeneration,
     },
     /// Before 1.19.
-    Bare(Vec<UuidLike>),
+    Bare(BareAggregates),
 }
 
+/// Aggregate uuids before 1.19.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(transparent)]
+#[schema(value_type = Vec<Uuid>)]
+pub struct BareAggregates(pub Vec<UuidLike>);
+
 /// One inventory record, with Placement's defaults.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
 pub struct InventoryBody {
     /// Units in total.
     pub total: i32,
@@ -170,7 +183,7 @@ impl From<InventoryBody> for Inventory {
 }
 
 /// `POST /resource_providers/{uuid}/inventories`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct InventoryCreate {
     /// The class to add.
     pub resource_class: String,
@@ -180,9 +193,10 @@ pub struct InventoryCreate {
 }
 
 /// `PUT /resource_providers/{uuid}/inventories/{rc}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct InventoryUpdate {
     /// The provider generation the client saw.
+    #[schema(value_type = i64)]
     pub resource_provider_generation: GivenGeneration,
     /// The record.
     #[serde(flatten)]
@@ -190,11 +204,13 @@ pub struct InventoryUpdate {
 }
 
 /// `PUT /resource_providers/{uuid}/inventories` (and each provider of a reshape).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct InventoriesPut {
     /// The provider generation the client saw.
+    #[schema(value_type = i64)]
     pub resource_provider_generation: GivenGeneration,
     /// Every record the provider is to have, by class.
+    #[schema(value_type = BTreeMap<String, InventoryBody>)]
     pub inventories: Ordered<InventoryBody>,
 }
 
@@ -210,7 +226,7 @@ impl InventoriesPut {
 }
 
 /// One provider's share of a consumer's allocations in the list form (< 1.12).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct ListedAllocation {
     /// The provider.
     pub resource_provider: ListedProvider,
@@ -219,33 +235,39 @@ pub struct ListedAllocation {
 }
 
 /// `{"uuid": ...}` of the list form.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct ListedProvider {
     /// The provider's uuid, as sent.
     pub uuid: String,
 }
 
 /// One provider's share in the dict form (1.12+).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct KeyedAllocation {
     /// Amounts by class.
     pub resources: BTreeMap<String, i64>,
 }
 
+/// Provider uuid → resources, in body order (1.12+).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(transparent)]
+#[schema(value_type = BTreeMap<String, KeyedAllocation>)]
+pub struct KeyedSet(pub Ordered<KeyedAllocation>);
+
 /// A consumer's allocations in either form.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum AllocationSet {
     /// 1.12+: provider uuid → resources.
-    Keyed(Ordered<KeyedAllocation>),
+    Keyed(KeyedSet),
     /// Before 1.12: a list of providers with resources.
     Listed(Vec<ListedAllocation>),
 }
 
 /// One consumer's allocation body: `PUT /allocations/{c}`, and each entry
 /// of `POST /allocations` and of a reshape.
-#[derive(Debug, Deserialize)]
-pub struct ConsumerAllocations {
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AllocationsPut {
     /// The allocations (empty: remove the consumer, 1.28+).
     pub allocations: AllocationSet,
     /// Owning project (1.8+).
@@ -256,19 +278,28 @@ pub struct ConsumerAllocations {
     pub user_id: Option<String>,
     /// The consumer generation the client saw; null for a new consumer (1.28+).
     #[serde(default)]
+    #[schema(value_type = Option<i64>)]
     pub consumer_generation: Option<GivenGeneration>,
     /// Consumer type (1.38+).
     #[serde(default)]
     pub consumer_type: Option<String>,
 }
 
+/// `POST /allocations`: several consumers' bodies by consumer uuid.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(transparent)]
+#[schema(value_type = BTreeMap<String, AllocationsPut>)]
+pub struct AllocationsPost(pub Ordered<AllocationsPut>);
+
 /// `POST /reshaper`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct Reshape {
     /// Every provider whose inventories change, with its full new set.
+    #[schema(value_type = BTreeMap<String, InventoriesPut>)]
     pub inventories: Ordered<InventoriesPut>,
     /// Every consumer whose allocations change, with its full new set.
-    pub allocations: Ordered<ConsumerAllocations>,
+    #[schema(value_type = BTreeMap<String, AllocationsPut>)]
+    pub allocations: Ordered<AllocationsPut>,
 }
 
 #[cfg(test)]
@@ -295,4 +326,29 @@ mod tests {
         let too_big: Result<InventoryBody, _> = serde_json::from_str(r#"{"total": 2147483648}"#);
         assert!(too_big.is_err());
     }
+}
+
+/// Registers a type and every schema it refers to.
+fn with<T: utoipa::ToSchema>(
+    out: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::Schema>)>,
+) {
+    T::schemas(out);
+    out.push((T::name().into_owned(), T::schema()));
+}
+
+/// Every request body schema, for the OpenAPI components.
+pub fn components() -> Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::Schema>)> {
+    let mut out = Vec::new();
+    with::<ProviderCreate>(&mut out);
+    with::<ProviderUpdate>(&mut out);
+    with::<ResourceClassBody>(&mut out);
+    with::<ProviderTraitsPut>(&mut out);
+    with::<AggregatesPut>(&mut out);
+    with::<InventoryCreate>(&mut out);
+    with::<InventoryUpdate>(&mut out);
+    with::<InventoriesPut>(&mut out);
+    with::<AllocationsPut>(&mut out);
+    with::<AllocationsPost>(&mut out);
+    with::<Reshape>(&mut out);
+    out
 }
