@@ -32,17 +32,13 @@ fn request_body(name: &str) -> utoipa::openapi::request_body::RequestBody {
 }
 
 /// Every request and response schema.
-fn schemas() -> Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::Schema>)> {
-    use utoipa::ToSchema;
+fn schemas() -> super::schema::Schemas {
+    use super::schema::register;
     let mut out = super::schema::responses::components();
     out.extend(super::schema::bodies::components());
-    fn with<T: ToSchema>(out: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::Schema>)>) {
-        T::schemas(out);
-        out.push((T::name().into_owned(), T::schema()));
-    }
-    with::<super::deployments::DeployRequest>(&mut out);
-    with::<super::deployments::ResizeRequest>(&mut out);
-    with::<super::topology::TopologyBody>(&mut out);
+    register::<super::deployments::DeployRequest>(&mut out);
+    register::<super::deployments::ResizeRequest>(&mut out);
+    register::<super::topology::TopologyBody>(&mut out);
     out
 }
 

@@ -4,6 +4,7 @@
 //! integers arrive range-checked into their types, uuids parsed,
 //! generations exact.
 
+use super::{register, Schemas};
 use crate::db::inventories::Inventory;
 use crate::types::{parse_uuid_like, GivenGeneration};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -302,6 +303,23 @@ pub struct Reshape {
     pub allocations: Ordered<AllocationsPut>,
 }
 
+/// Every request body schema, for the OpenAPI components.
+pub fn components() -> Schemas {
+    let mut out = Vec::new();
+    register::<ProviderCreate>(&mut out);
+    register::<ProviderUpdate>(&mut out);
+    register::<ResourceClassBody>(&mut out);
+    register::<ProviderTraitsPut>(&mut out);
+    register::<AggregatesPut>(&mut out);
+    register::<InventoryCreate>(&mut out);
+    register::<InventoryUpdate>(&mut out);
+    register::<InventoriesPut>(&mut out);
+    register::<AllocationsPut>(&mut out);
+    register::<AllocationsPost>(&mut out);
+    register::<Reshape>(&mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,29 +344,4 @@ mod tests {
         let too_big: Result<InventoryBody, _> = serde_json::from_str(r#"{"total": 2147483648}"#);
         assert!(too_big.is_err());
     }
-}
-
-/// Registers a type and every schema it refers to.
-fn with<T: utoipa::ToSchema>(
-    out: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::Schema>)>,
-) {
-    T::schemas(out);
-    out.push((T::name().into_owned(), T::schema()));
-}
-
-/// Every request body schema, for the OpenAPI components.
-pub fn components() -> Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::Schema>)> {
-    let mut out = Vec::new();
-    with::<ProviderCreate>(&mut out);
-    with::<ProviderUpdate>(&mut out);
-    with::<ResourceClassBody>(&mut out);
-    with::<ProviderTraitsPut>(&mut out);
-    with::<AggregatesPut>(&mut out);
-    with::<InventoryCreate>(&mut out);
-    with::<InventoryUpdate>(&mut out);
-    with::<InventoriesPut>(&mut out);
-    with::<AllocationsPut>(&mut out);
-    with::<AllocationsPost>(&mut out);
-    with::<Reshape>(&mut out);
-    out
 }

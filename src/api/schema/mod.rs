@@ -6,6 +6,15 @@ pub mod bodies;
 pub mod responses;
 pub mod validate;
 
+/// Named schemas for the OpenAPI components.
+pub type Schemas = Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::Schema>)>;
+
+/// Adds a type's schema and every schema it refers to.
+pub fn register<T: utoipa::ToSchema>(out: &mut Schemas) {
+    T::schemas(out);
+    out.push((T::name().into_owned(), T::schema()));
+}
+
 use crate::api::microversion::Microversion;
 use serde_json::{json, Value};
 

@@ -4,6 +4,7 @@
 //! names each route's answer, and the test harness validates every JSON
 //! answer of the test suite against it.
 
+use super::{register, Schemas};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -363,40 +364,34 @@ pub struct Resized {
     pub numa_node: Option<String>,
 }
 
-/// Registers a type and every schema it refers to.
-fn with<T: ToSchema>(out: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::Schema>)>) {
-    T::schemas(out);
-    out.push((T::name().into_owned(), T::schema()));
-}
-
 /// Every response schema, for the OpenAPI components.
-pub fn components() -> Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::Schema>)> {
+pub fn components() -> Schemas {
     let mut out = Vec::new();
-    with::<Link>(&mut out);
-    with::<VersionDocument>(&mut out);
-    with::<VersionEntry>(&mut out);
-    with::<Provider>(&mut out);
-    with::<ProviderList>(&mut out);
-    with::<InventoryRecord>(&mut out);
-    with::<InventoryWithGeneration>(&mut out);
-    with::<Inventories>(&mut out);
-    with::<ProviderUsages>(&mut out);
-    with::<ProjectUsages>(&mut out);
-    with::<Aggregates>(&mut out);
-    with::<TraitList>(&mut out);
-    with::<ProviderTraits>(&mut out);
-    with::<ResourceClass>(&mut out);
-    with::<ResourceClassList>(&mut out);
-    with::<ProviderShare>(&mut out);
-    with::<ConsumerAllocations>(&mut out);
-    with::<ConsumerShare>(&mut out);
-    with::<ProviderAllocations>(&mut out);
-    with::<AllocationCandidates>(&mut out);
-    with::<Health>(&mut out);
-    with::<CoreShares>(&mut out);
-    with::<CpuTopology>(&mut out);
-    with::<DeploymentAnswer>(&mut out);
-    with::<DeploymentView>(&mut out);
-    with::<Resized>(&mut out);
+    register::<Link>(&mut out);
+    register::<VersionDocument>(&mut out);
+    register::<VersionEntry>(&mut out);
+    register::<Provider>(&mut out);
+    register::<ProviderList>(&mut out);
+    register::<InventoryRecord>(&mut out);
+    register::<InventoryWithGeneration>(&mut out);
+    register::<Inventories>(&mut out);
+    register::<ProviderUsages>(&mut out);
+    register::<ProjectUsages>(&mut out);
+    register::<Aggregates>(&mut out);
+    register::<TraitList>(&mut out);
+    register::<ProviderTraits>(&mut out);
+    register::<ResourceClass>(&mut out);
+    register::<ResourceClassList>(&mut out);
+    register::<ProviderShare>(&mut out);
+    register::<ConsumerAllocations>(&mut out);
+    register::<ConsumerShare>(&mut out);
+    register::<ProviderAllocations>(&mut out);
+    register::<AllocationCandidates>(&mut out);
+    register::<Health>(&mut out);
+    register::<CoreShares>(&mut out);
+    register::<CpuTopology>(&mut out);
+    register::<DeploymentAnswer>(&mut out);
+    register::<DeploymentView>(&mut out);
+    register::<Resized>(&mut out);
     out
 }
