@@ -31,6 +31,15 @@ pub mod codes {
     pub const QUERY_BAD_VALUE: &str = "placement.query.bad_value";
     /// A query lacks a value it needs.
     pub const QUERY_MISSING_VALUE: &str = "placement.query.missing_value";
+    /// A deployment cannot be placed: not enough nodes or capacity.
+    pub const DEPLOY_INSUFFICIENT_CAPACITY: &str = "placement.deploy.insufficient_capacity";
+    /// A deployment's resources do not fit (a node's CPU, memory or volumes).
+    pub const DEPLOY_INSUFFICIENT_RESOURCE: &str = "placement.deploy.insufficient_resource";
+    /// FILL found every chosen node already at its target.
+    pub const DEPLOY_ALREADY_FILLED: &str = "placement.deploy.already_filled";
+    /// A deployment request the scheduler cannot take (strategy, count,
+    /// CPU, memory or volume values).
+    pub const DEPLOY_INVALID_REQUEST: &str = "placement.deploy.invalid_request";
     /// The database cannot be reached (503; retry after `Retry-After`).
     pub const DATABASE_UNAVAILABLE: &str = "placement.database.unavailable";
     /// The connection died during COMMIT: the write may or may not be stored.

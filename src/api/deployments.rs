@@ -10,9 +10,9 @@ use crate::candidates::find;
 use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck};
 use crate::db::deployments::{self as db, InstanceSpec};
 use crate::deploy::{instance_resources, load_nodes, workload, NodeState, CPU_SHARES, MIB};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{codes, ApiError, ApiResult};
 use crate::sched::{
-    self, CapacityMap, NodeName, ReallocRequest, ResourceRequest, SchedError, Strategy,
+    self, CapacityMap, ErrorKind, NodeName, ReallocRequest, ResourceRequest, SchedError, Strategy,
 };
 use crate::state::AppState;
 use crate::types::GivenGeneration;
@@ -62,7 +62,21 @@ fn sched_conflict(e: &SchedError, caps: Option<&CapacityMap>) -> ApiError {
             )
         })
         .unwrap_or_default();
-    ApiError::conflict(format!("Unable to schedule: {e}.{map}"))
+    ApiError::conflict(format!("Unable to schedule: {e}.{map}")).code(deploy_code(e.kind()))
+}
+
+/// The stable error code of a scheduling refusal.
+fn deploy_code(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::InsufficientCapacity => codes::DEPLOY_INSUFFICIENT_CAPACITY,
+        ErrorKind::InsufficientResource => codes::DEPLOY_INSUFFICIENT_RESOURCE,
+        ErrorKind::AlreadyFilled => codes::DEPLOY_ALREADY_FILLED,
+        ErrorKind::InvalidStrategy
+        | ErrorKind::InvalidCount
+        | ErrorKind::InvalidCpu
+        | ErrorKind::InvalidMemory
+        | ErrorKind::InvalidVolume => codes::DEPLOY_INVALID_REQUEST,
+    }
 }
 
 fn capacity_map(nodes: &[NodeState], req: &ResourceRequest) -> Result<CapacityMap, SchedError> {

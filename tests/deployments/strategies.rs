@@ -132,6 +132,11 @@ async fn auto_beyond_total_capacity_is_refused() {
     };
     let r = deploy(&t, "web", 33, 256, json!({"strategy": "auto"})).await;
     let r = r.expect(409);
+    assert_eq!(
+        r.error()["code"],
+        "placement.deploy.insufficient_resource",
+        "a stable code, not placement.undefined_code"
+    );
     let detail = r.error()["detail"].as_str().unwrap().to_string();
     for (n, cap) in nodes.iter().zip([10, 13, 7, 2]) {
         assert!(
