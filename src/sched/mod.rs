@@ -15,6 +15,7 @@
 pub mod capacity;
 pub mod cpu;
 pub mod deploy;
+pub mod drf;
 pub mod error;
 pub mod memory;
 pub mod numa;
