@@ -68,6 +68,15 @@ pub struct ApiError {
     pub retryable: bool,
 }
 
+/// Placement's two wordings of a provider generation conflict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GenerationConflict {
+    /// The inventories routes.
+    Inventory,
+    /// The traits and aggregates routes.
+    Changed,
+}
+
 /// Result alias for handlers and the data layer.
 pub type ApiResult<T> = Result<T, ApiError>;
 
@@ -122,6 +131,18 @@ impl ApiError {
     /// 409 Conflict (with `placement.undefined_code` unless [`Self::code`] changes it).
     pub fn conflict(message: impl AsRef<str>) -> Self {
         Self::new(StatusCode::CONFLICT, message)
+    }
+
+    /// 409 concurrent_update for a provider generation the client had
+    /// wrong (or that moved under it). Placement words it per route:
+    /// [`GenerationConflict::Inventory`] for inventories,
+    /// [`GenerationConflict::Changed`] for traits and aggregates.
+    pub fn generation_conflict(wording: GenerationConflict) -> Self {
+        let text = match wording {
+            GenerationConflict::Inventory => "resource provider generation conflict",
+            GenerationConflict::Changed => "Resource provider's generation already changed. Please update the generation and try again.",
+        };
+        Self::conflict(text).code(codes::CONCURRENT_UPDATE)
     }
 
     /// 403 for a policy rule the caller's roles do not satisfy.

@@ -8,7 +8,7 @@ use super::schema;
 use super::schema::bodies::AggregatesPut;
 use super::schema::responses::Aggregates;
 use crate::db::{aggregates as db, providers};
-use crate::error::{codes, ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, GenerationConflict};
 use crate::state::AppState;
 use axum::extract::State;
 use uuid::Uuid;
@@ -53,10 +53,7 @@ pub async fn replace(
     let aggs: Vec<Uuid> = aggs.into_iter().map(|u| u.0).collect();
     let mut gen = rp.generation;
     if mv.at_least(1, 19) {
-        let conflict = || {
-            ApiError::conflict("Resource provider's generation already changed. Please update the generation and try again.")
-                .code(codes::CONCURRENT_UPDATE)
-        };
+        let conflict = || ApiError::generation_conflict(GenerationConflict::Changed);
         if !given.is_some_and(|g| g.matches(gen)) {
             return Err(conflict());
         }

@@ -9,7 +9,7 @@ use super::schema::bodies::{InventoriesPut, InventoryCreate, InventoryUpdate};
 use super::schema::responses::{Inventories, InventoryRecord, InventoryWithGeneration};
 use crate::db::inventories::{self, Inventory, InventoryRow};
 use crate::db::{classes, providers};
-use crate::error::{codes, ApiError, ApiResult};
+use crate::error::{codes, ApiError, ApiResult, GenerationConflict};
 use crate::inventory::{in_use, invalid_capacity, set_inventories};
 use crate::state::AppState;
 use axum::extract::State;
@@ -87,14 +87,13 @@ pub async fn show(
 
 async fn bump(conn: &mut PgConnection, rp_id: i64, gen: i32) -> ApiResult<i32> {
     if !providers::bump_generation(conn, rp_id, gen).await? {
-        return Err(ApiError::conflict("resource provider generation conflict")
-            .code(codes::CONCURRENT_UPDATE));
+        return Err(generation_conflict());
     }
     Ok(gen + 1)
 }
 
 fn generation_conflict() -> ApiError {
-    ApiError::conflict("resource provider generation conflict").code(codes::CONCURRENT_UPDATE)
+    ApiError::generation_conflict(GenerationConflict::Inventory)
 }
 
 /// `POST .../inventories`: add one class (no generation check).

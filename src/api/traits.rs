@@ -9,7 +9,7 @@ use super::schema::bodies::ProviderTraitsPut;
 use super::schema::responses::{ProviderTraits as ProviderTraitsOut, TraitList};
 use crate::db::providers;
 use crate::db::traits::{self as db, NameFilter, TraitRow};
-use crate::error::{codes, ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, GenerationConflict};
 use crate::state::AppState;
 use crate::types::is_custom_name;
 use axum::extract::State;
@@ -20,8 +20,7 @@ fn modified(t: &TraitRow) -> Option<chrono::DateTime<chrono::Utc>> {
 }
 
 fn generation_changed() -> ApiError {
-    ApiError::conflict("Resource provider's generation already changed. Please update the generation and try again.")
-        .code(codes::CONCURRENT_UPDATE)
+    ApiError::generation_conflict(GenerationConflict::Changed)
 }
 
 /// `GET /traits`.
