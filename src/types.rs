@@ -64,6 +64,20 @@ impl fmt::Display for ConsumerUuid {
     }
 }
 
+/// Placement's capacity of an inventory: `(total - reserved) *
+/// allocation_ratio`, in f64 as Placement computes it. The one formula the
+/// candidate engine, the allocation write and inventory checks share (the
+/// provider-list filter states it again in SQL).
+pub fn capacity(total: i64, reserved: i64, allocation_ratio: f64) -> f64 {
+    (total - reserved) as f64 * allocation_ratio
+}
+
+/// Placement's unit rule for one allocation of `n`: within
+/// `[min_unit, max_unit]` and a multiple of `step_size`.
+pub fn units_ok(n: i64, min_unit: i64, max_unit: i64, step_size: i64) -> bool {
+    n >= min_unit && n <= max_unit && step_size > 0 && n % step_size == 0
+}
+
 /// A generation as the client sent it: any JSON number, kept exactly, so
 /// that a value outside the stored range (2^32+5, 2^63, -1) never matches a
 /// stored generation and a conflict message shows what was really sent.

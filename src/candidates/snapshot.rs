@@ -29,7 +29,7 @@ pub struct Stock {
 impl Stock {
     /// Exact capacity, as the allocation check computes it.
     pub fn capacity(&self) -> f64 {
-        (self.total - self.reserved) as f64 * self.allocation_ratio
+        crate::types::capacity(self.total, self.reserved, self.allocation_ratio)
     }
 
     /// Truncated capacity, as summaries show it and merging re-checks it.
@@ -40,10 +40,7 @@ impl Stock {
     /// True when one allocation of `n` fits: capacity and unit constraints.
     pub fn fits(&self, n: i64) -> bool {
         (self.used + n) as f64 <= self.capacity()
-            && n >= self.min_unit
-            && n <= self.max_unit
-            && self.step_size > 0
-            && n % self.step_size == 0
+            && crate::types::units_ok(n, self.min_unit, self.max_unit, self.step_size)
     }
 }
 

@@ -280,10 +280,7 @@ async fn check_capacity(
             }
             for (rc, &n) in classes {
                 let inv = &inventories[&key(rp, rc)];
-                if n < i64::from(inv.min_unit)
-                    || n > i64::from(inv.max_unit)
-                    || n % i64::from(inv.step_size) != 0
-                {
+                if !inv.units_ok(n) {
                     return Err(AllocError::Constraints(*rp, rc.clone()));
                 }
                 *requested.entry(key(rp, rc)).or_default() += n;

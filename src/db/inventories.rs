@@ -24,7 +24,21 @@ pub struct Inventory {
 impl Inventory {
     /// Exact capacity used by allocation checks: `(total - reserved) * ratio`.
     pub fn capacity(&self) -> f64 {
-        (self.total as f64 - self.reserved as f64) * self.allocation_ratio
+        crate::types::capacity(
+            self.total.into(),
+            self.reserved.into(),
+            self.allocation_ratio,
+        )
+    }
+
+    /// Whether one allocation of `n` respects the unit rules.
+    pub fn units_ok(&self, n: i64) -> bool {
+        crate::types::units_ok(
+            n,
+            self.min_unit.into(),
+            self.max_unit.into(),
+            self.step_size.into(),
+        )
     }
 
     /// Truncated capacity shown in summaries and checked on inventory writes.
