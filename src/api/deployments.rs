@@ -4,6 +4,7 @@
 
 use super::extract::{JsonBody, PathParams};
 use super::respond::Reply;
+use super::schema::bodies::{DeployRequest, ResizeRequest};
 use super::schema::responses::{DeploymentAnswer, DeploymentView, Resized};
 use crate::allocation::alloc_error;
 use crate::candidates::find;
@@ -12,13 +13,12 @@ use crate::db::deployments::{self as db, InstanceSpec};
 use crate::deploy::{instance_resources, load_nodes, workload, NodeState, CPU_SHARES, MIB};
 use crate::error::{codes, ApiError, ApiResult};
 use crate::sched::{
-    self, CapacityMap, ErrorKind, NodeName, ReallocRequest, ResourceRequest, SchedError, Strategy,
+    self, CapacityMap, ErrorKind, NodeName, ReallocRequest, ResourceRequest, SchedError,
 };
 use crate::state::AppState;
 use crate::types::GivenGeneration;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashSet};
 
@@ -88,52 +88,6 @@ fn capacity_map(nodes: &[NodeState], req: &ResourceRequest) -> Result<CapacityMa
         ));
     }
     Ok(CapacityMap::from_nodes(out))
-}
-
-/// `POST /deployments`, after its schema check.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct DeployRequest {
-    app: String,
-    count: i64,
-    /// auto, fill, each, average, global or drained.
-    #[serde(default = "auto")]
-    #[schema(value_type = String)]
-    strategy: Strategy,
-    #[serde(default)]
-    nodes_limit: u32,
-    #[serde(default)]
-    cpu: f64,
-    #[serde(default)]
-    cpu_bind: bool,
-    memory_mb: i64,
-    #[serde(default)]
-    resources: BTreeMap<String, i64>,
-    #[serde(default)]
-    required: Option<String>,
-    #[serde(default)]
-    member_of: Option<String>,
-    project_id: String,
-    user_id: String,
-    #[serde(default)]
-    consumer_type: Option<String>,
-    #[serde(default)]
-    dry_run: bool,
-}
-
-impl DeployRequest {
-    /// (project, user, consumer type) of the instances.
-    fn owner(&self) -> (String, String, String) {
-        let kind = self.consumer_type.as_deref().unwrap_or("INSTANCE");
-        (
-            self.project_id.clone(),
-            self.user_id.clone(),
-            kind.to_string(),
-        )
-    }
-}
-
-fn auto() -> Strategy {
-    Strategy::Auto
 }
 
 /// `POST /deployments`.
@@ -432,18 +386,6 @@ fn resized_allocations(
     }
     allocations.insert(node, instance_resources(memory_mb, cpu_map, &extra));
     allocations
-}
-
-/// A resize's deltas, after its schema check.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct ResizeRequest {
-    #[serde(default)]
-    cpu: f64,
-    #[serde(default)]
-    memory_mb: i64,
-    /// Absent keeps the instance's binding mode.
-    #[serde(default)]
-    cpu_bind: Option<bool>,
 }
 
 /// `POST /deployments/{app}/instances/{consumer_uuid}/resize`: apply deltas

@@ -33,12 +33,8 @@ fn request_body(name: &str) -> utoipa::openapi::request_body::RequestBody {
 
 /// Every request and response schema.
 fn schemas() -> super::schema::Schemas {
-    use super::schema::register;
     let mut out = super::schema::responses::components();
     out.extend(super::schema::bodies::components());
-    register::<super::deployments::DeployRequest>(&mut out);
-    register::<super::deployments::ResizeRequest>(&mut out);
-    register::<super::topology::TopologyBody>(&mut out);
     out
 }
 

@@ -6,7 +6,7 @@
 use super::extract::{find, find_for_update};
 use super::extract::{JsonBody, PathParams};
 use super::respond::Reply;
-use super::schema::bodies::Ordered;
+use super::schema::bodies::TopologyBody;
 use super::schema::responses::{CoreShares, CpuTopology};
 use crate::db::deployments::{self as db, Topology};
 use crate::db::inventories::{self, Inventory};
@@ -15,7 +15,6 @@ use crate::deploy::CPU_SHARES;
 use crate::error::{codes, ApiError, ApiResult};
 use crate::state::AppState;
 use axum::extract::State;
-use serde::Deserialize;
 use serde_json::{json, Value};
 use sqlx::PgConnection;
 use std::collections::HashMap;
@@ -118,37 +117,6 @@ async fn keeps_bound_cores(
         .code(codes::INVENTORY_INUSE));
     }
     Ok(())
-}
-
-/// A topology body, after its schema check.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct TopologyBody {
-    #[serde(default = "hundred")]
-    share_base: i32,
-    #[serde(default = "unlimited")]
-    max_fragment_cores: i32,
-    cores: Vec<CoreBody>,
-    #[serde(default)]
-    #[schema(value_type = BTreeMap<String, i64>)]
-    numa_memory_mb: Ordered<i64>,
-    #[serde(default)]
-    force: bool,
-}
-
-/// One core of a topology body.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-pub struct CoreBody {
-    id: String,
-    #[serde(default)]
-    numa_node: Option<String>,
-}
-
-fn hundred() -> i32 {
-    100
-}
-
-fn unlimited() -> i32 {
-    -1
 }
 
 /// `PUT /resource_providers/{uuid}/cpu_topology`: set the topology and the

@@ -597,6 +597,14 @@ fn inline(v: &Value, components: &Value) -> Value {
     }
 }
 
+/// `GET /allocations/{c}` at `mv`, which must answer 200.
+pub async fn consumer_allocations(t: &TestApp, c: &str, mv: &str) -> Value {
+    t.get(&format!("/allocations/{c}"), mv)
+        .await
+        .expect(200)
+        .json()
+}
+
 /// A response, fully read.
 pub struct Resp {
     pub method: Method,

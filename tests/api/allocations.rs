@@ -2,17 +2,10 @@
 //! body forms per version, consumer generations, capacity conflicts versus
 //! generation conflicts, moves and deletes.
 
-use crate::common::{uuid, TestApp};
+use crate::common::{consumer_allocations as consumer, uuid, TestApp};
 use serde_json::{json, Value};
 
 const INCOMPLETE: &str = "00000000-0000-0000-0000-000000000000";
-
-async fn consumer(t: &TestApp, c: &str, mv: &str) -> Value {
-    t.get(&format!("/allocations/{c}"), mv)
-        .await
-        .expect(200)
-        .json()
-}
 
 #[tokio::test]
 async fn list_form_before_1_12() {

@@ -1,15 +1,8 @@
 //! `POST /allocations` (several consumers at once), deletes, consumer
 //! types and provider bumps of multi-consumer writes.
 
-use crate::common::{uuid, TestApp};
-use serde_json::{json, Value};
-
-async fn consumer(t: &TestApp, c: &str, mv: &str) -> Value {
-    t.get(&format!("/allocations/{c}"), mv)
-        .await
-        .expect(200)
-        .json()
-}
+use crate::common::{consumer_allocations as consumer, uuid, TestApp};
+use serde_json::json;
 
 #[tokio::test]
 async fn post_allocations_moves_and_empties() {

@@ -6,6 +6,7 @@
 
 use super::{register, Schemas};
 use crate::db::inventories::Inventory;
+use crate::sched::Strategy;
 use crate::types::{parse_uuid_like, GivenGeneration};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -317,7 +318,101 @@ pub fn components() -> Schemas {
     register::<AllocationsPut>(&mut out);
     register::<AllocationsPost>(&mut out);
     register::<Reshape>(&mut out);
+    register::<DeployRequest>(&mut out);
+    register::<ResizeRequest>(&mut out);
+    register::<TopologyBody>(&mut out);
     out
+}
+
+// ---- extensions ----
+
+/// `POST /deployments`, after its schema check.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct DeployRequest {
+    pub app: String,
+    pub count: i64,
+    /// auto, fill, each, average, global or drained.
+    #[serde(default = "auto")]
+    #[schema(value_type = String)]
+    pub strategy: Strategy,
+    #[serde(default)]
+    pub nodes_limit: u32,
+    #[serde(default)]
+    pub cpu: f64,
+    #[serde(default)]
+    pub cpu_bind: bool,
+    pub memory_mb: i64,
+    #[serde(default)]
+    pub resources: BTreeMap<String, i64>,
+    #[serde(default)]
+    pub required: Option<String>,
+    #[serde(default)]
+    pub member_of: Option<String>,
+    pub project_id: String,
+    pub user_id: String,
+    #[serde(default)]
+    pub consumer_type: Option<String>,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+impl DeployRequest {
+    /// (project, user, consumer type) of the instances.
+    pub fn owner(&self) -> (String, String, String) {
+        let kind = self.consumer_type.as_deref().unwrap_or("INSTANCE");
+        (
+            self.project_id.clone(),
+            self.user_id.clone(),
+            kind.to_string(),
+        )
+    }
+}
+
+fn auto() -> Strategy {
+    Strategy::Auto
+}
+
+/// A resize's deltas, after its schema check.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct ResizeRequest {
+    #[serde(default)]
+    pub cpu: f64,
+    #[serde(default)]
+    pub memory_mb: i64,
+    /// Absent keeps the instance's binding mode.
+    #[serde(default)]
+    pub cpu_bind: Option<bool>,
+}
+
+/// A topology body, after its schema check.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct TopologyBody {
+    #[serde(default = "hundred")]
+    pub share_base: i32,
+    #[serde(default = "unlimited")]
+    pub max_fragment_cores: i32,
+    pub cores: Vec<CoreBody>,
+    #[serde(default)]
+    #[schema(value_type = BTreeMap<String, i64>)]
+    pub numa_memory_mb: Ordered<i64>,
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// One core of a topology body.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CoreBody {
+    pub id: String,
+    #[serde(default)]
+    pub numa_node: Option<String>,
+}
+
+fn hundred() -> i32 {
+    100
+}
+
+fn unlimited() -> i32 {
+    -1
 }
 
 #[cfg(test)]
