@@ -3,6 +3,7 @@
 //! counted as skipped and named, never as passed.
 
 use placement::sched::drf::{self, Client, FillUser, Internal, Resources, SortInput};
+use placement::sched::{decline, quota};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -116,15 +117,120 @@ fn check_fill(v: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// Resource maps compared numerically (vectors mix 5 and 5.0).
+fn same(a: &Resources, b: &Resources) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .all(|(r, q)| b.get(r).is_some_and(|x| (x - q).abs() < 1e-9))
+}
+
+fn check_quota(v: &Value) -> Result<(), String> {
+    let i = &v["input"];
+    let roles = i["roles"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, r)| {
+            let q = quota::RoleQuota {
+                guarantees: resources(&r["guarantees"]),
+                limits: r.get("limits").map(resources),
+                reservations: resources(&r["reservations"]),
+                allocated_unreserved: resources(&r["allocated_unreserved"]),
+            };
+            (name.clone(), q)
+        })
+        .collect();
+    let got = quota::headroom(&resources(&i["total"]), &roles);
+    let e = &v["expected"];
+    let maps = [
+        ("required_headroom", &got.required),
+        ("available_headroom", &got.available),
+        ("surplus_headroom", &got.surplus),
+    ];
+    for (key, have) in maps {
+        if !same(have, &resources(&e[key])) {
+            return Err(format!("{key} {have:?}, expected {}", e[key]));
+        }
+    }
+    let per_role = [
+        ("consumed_quota", &got.consumed),
+        ("remaining_limit", &got.remaining_limit),
+    ];
+    for (key, have) in per_role {
+        let want: BTreeMap<String, Resources> = e[key]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(n, m)| (n.clone(), resources(m)))
+            .collect();
+        let ok = have.len() == want.len()
+            && have
+                .iter()
+                .all(|(n, m)| want.get(n).is_some_and(|w| same(m, w)));
+        if !ok {
+            return Err(format!("{key} {have:?}, expected {}", e[key]));
+        }
+    }
+    Ok(())
+}
+
+fn check_decline_duration(v: &Value) -> Result<(), String> {
+    let interval = v["input"]["allocation_interval_seconds"]
+        .as_f64()
+        .unwrap_or(1.0);
+    let asked = v["input"]["refuse_seconds"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let want = v["expected"]["effective_filter_seconds"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for (a, w) in asked.iter().zip(&want) {
+        let got = decline::filter_seconds(a.as_f64(), interval);
+        let ok = match (got, w.as_f64()) {
+            (None, None) => true,
+            (Some(g), Some(w)) => (g - w).abs() < 1e-9,
+            _ => false,
+        };
+        if !ok {
+            return Err(format!("refuse_seconds {a}: {got:?}, expected {w}"));
+        }
+    }
+    Ok(())
+}
+
+fn check_decline_match(v: &Value) -> Result<(), String> {
+    let refused = resources(&v["input"]["refused"]);
+    let offers = v["input"]["candidates"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let want = v["expected"]["filtered"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for (o, w) in offers.iter().zip(&want) {
+        let got = decline::hides(&refused, &resources(o));
+        if Some(got) != w.as_bool() {
+            return Err(format!("offer {o}: hidden {got}, expected {w}"));
+        }
+    }
+    Ok(())
+}
+
 type Check = fn(&Value) -> Result<(), String>;
 
 #[test]
 fn fairness_vectors() {
     let text = std::fs::read_to_string(vectors_path()).expect("shared/vectors/fairness.json");
     let doc: Value = serde_json::from_str(&text).expect("fairness.json is valid JSON");
-    let checks: [(&str, Check); 2] = [
+    let checks: [(&str, Check); 5] = [
         ("drf_sort", check_sort),
         ("drf_progressive_fill", check_fill),
+        ("quota_headroom", check_quota),
+        ("decline_filter_duration", check_decline_duration),
+        ("decline_filter_match", check_decline_match),
     ];
     let (mut passed, mut failed) = (0, 0);
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();

@@ -14,11 +14,13 @@
 
 pub mod capacity;
 pub mod cpu;
+pub mod decline;
 pub mod deploy;
 pub mod drf;
 pub mod error;
 pub mod memory;
 pub mod numa;
+pub mod quota;
 pub mod realloc;
 pub mod request;
 pub mod strategy;
