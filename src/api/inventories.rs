@@ -6,7 +6,7 @@ use super::microversion::Microversion;
 use super::respond::{latest, Reply};
 use super::schema;
 use super::schema::bodies::{InventoriesPut, InventoryCreate, InventoryUpdate};
-use super::schema::responses::{Inventories, InventoryRecord, InventoryWithGeneration};
+use super::schema::responses::{Inventories, InventoryWithGeneration};
 use crate::db::inventories::{self, Inventory, InventoryRow};
 use crate::db::{classes, providers};
 use crate::error::{codes, ApiError, ApiResult, GenerationConflict};
@@ -15,17 +15,6 @@ use crate::state::AppState;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use sqlx::PgConnection;
-
-fn record_json(inv: &Inventory) -> InventoryRecord {
-    InventoryRecord {
-        total: inv.total,
-        reserved: inv.reserved,
-        min_unit: inv.min_unit,
-        max_unit: inv.max_unit,
-        step_size: inv.step_size,
-        allocation_ratio: inv.allocation_ratio,
-    }
-}
 
 fn one_json(inv: &Inventory, generation: i32) -> InventoryWithGeneration {
     InventoryWithGeneration {
@@ -45,7 +34,7 @@ pub fn inventories_json(rows: &[InventoryRow], generation: i32) -> Inventories {
         resource_provider_generation: generation,
         inventories: rows
             .iter()
-            .map(|r| (r.resource_class.clone(), record_json(&r.inventory())))
+            .map(|r| (r.resource_class.clone(), r.inventory()))
             .collect(),
     }
 }

@@ -12,7 +12,7 @@ pub type StockRow = (i64, i32, i32, i32, i32, i32, i32, f64, i64);
 /// (provider, trait id, trait name).
 pub type TraitRow = (i64, i32, String);
 /// (id, uuid, parent id, root id) of a provider.
-pub type ProviderRow = (i64, uuid::Uuid, Option<i64>, i64);
+pub type TreeRow = (i64, uuid::Uuid, Option<i64>, i64);
 /// Inventories with usage, traits and aggregates (provider, aggregate id).
 pub type NodeData = (Vec<StockRow>, Vec<TraitRow>, Vec<(i64, i32)>);
 
@@ -60,7 +60,7 @@ pub async fn node_data(
 
 /// Every provider, ordered by id: (id, uuid, parent id, root id).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn provider_rows(conn: &mut PgConnection) -> Result<Vec<ProviderRow>, sqlx::Error> {
+pub async fn provider_rows(conn: &mut PgConnection) -> Result<Vec<TreeRow>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers ORDER BY id",
     )

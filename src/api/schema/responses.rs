@@ -5,6 +5,7 @@
 //! answer of the test suite against it.
 
 use super::{register, Schemas};
+use crate::db::inventories::Inventory;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -84,24 +85,6 @@ pub struct ProviderList {
     pub resource_providers: Vec<Provider>,
 }
 
-/// One inventory record.
-#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct InventoryRecord {
-    /// Units in total.
-    pub total: i32,
-    /// Units held back.
-    pub reserved: i32,
-    /// Smallest allocation.
-    pub min_unit: i32,
-    /// Largest allocation.
-    pub max_unit: i32,
-    /// Allocation granularity.
-    pub step_size: i32,
-    /// Overcommit factor.
-    pub allocation_ratio: f64,
-}
-
 /// `GET|PUT|POST .../inventories/{rc}`: one record and the generation.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -129,7 +112,7 @@ pub struct Inventories {
     /// The provider's generation.
     pub resource_provider_generation: i32,
     /// Records by class.
-    pub inventories: BTreeMap<String, InventoryRecord>,
+    pub inventories: BTreeMap<String, Inventory>,
 }
 
 /// `GET .../usages`.
@@ -372,7 +355,7 @@ pub fn components() -> Schemas {
     register::<VersionEntry>(&mut out);
     register::<Provider>(&mut out);
     register::<ProviderList>(&mut out);
-    register::<InventoryRecord>(&mut out);
+    register::<Inventory>(&mut out);
     register::<InventoryWithGeneration>(&mut out);
     register::<Inventories>(&mut out);
     register::<ProviderUsages>(&mut out);
