@@ -3,7 +3,7 @@
 //! counted as skipped and named, never as passed.
 
 use placement::sched::drf::{self, Client, FillUser, Internal, Resources, SortInput};
-use placement::sched::{decline, quota};
+use placement::sched::{admission, decline, quota};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -219,13 +219,236 @@ fn check_decline_match(v: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// Class names in first-seen order across the vector's input.
+fn class_list(i: &Value) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut see = |m: &Value| {
+        for k in m.as_object().into_iter().flatten().map(|(k, _)| k) {
+            if !out.contains(k) {
+                out.push(k.clone());
+            }
+        }
+    };
+    for p in i["providers"].as_array().into_iter().flatten() {
+        see(&p["capacity"]);
+    }
+    for r in i["requests"].as_array().into_iter().flatten() {
+        see(&r["resources"]);
+    }
+    out
+}
+
+fn dense(classes: &[String], m: &Value) -> Vec<i64> {
+    classes.iter().map(|c| m[c].as_i64().unwrap_or(0)).collect()
+}
+
+fn sparse(classes: &[String], m: &Value) -> Vec<(usize, i64)> {
+    m.as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, n)| {
+            let c = classes.iter().position(|x| x == k).unwrap_or(0);
+            (c, n.as_i64().unwrap_or(0))
+        })
+        .collect()
+}
+
+/// A `placement_drf_admission` input as an admission round.
+fn admission_round(i: &Value) -> (admission::Round, Vec<String>, Vec<String>) {
+    let classes = class_list(i);
+    let names: Vec<String> = i["projects"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k.clone())
+        .collect();
+    let ix = |name: &str| names.iter().position(|n| n == name).unwrap_or(0);
+    let provider_ids: Vec<String> = i["providers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| p["id"].as_str().unwrap_or_default().to_string())
+        .collect();
+    let mut reserved_by: Vec<Vec<i64>> = vec![vec![0; classes.len()]; names.len()];
+    let providers: Vec<admission::Provider> = i["providers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let used = dense(&classes, &p["used"]);
+            let mut reservations = Vec::new();
+            for (owner, res) in p["reservations"].as_object().into_iter().flatten() {
+                for (class, n) in sparse(&classes, res) {
+                    reserved_by[ix(owner)][class] += n;
+                    reservations.push(admission::Reservation {
+                        owner: ix(owner),
+                        class,
+                        unused: n,
+                    });
+                }
+            }
+            admission::Provider {
+                stock: classes
+                    .iter()
+                    .enumerate()
+                    .map(|(c, name)| {
+                        p["capacity"][name].as_i64().map(|cap| admission::Stock {
+                            capacity: cap as f64,
+                            used: used[c],
+                            min_unit: 1,
+                            max_unit: i64::MAX,
+                            step_size: 1,
+                        })
+                    })
+                    .collect(),
+                reservations,
+            }
+        })
+        .collect();
+    let totals: Vec<f64> = (0..classes.len())
+        .map(|c| {
+            providers
+                .iter()
+                .filter_map(|p| p.stock[c].as_ref().map(|s| s.capacity))
+                .sum()
+        })
+        .collect();
+    let projects = names
+        .iter()
+        .enumerate()
+        .map(|(pi, n)| {
+            let p = &i["projects"][n];
+            let usage = dense(&classes, &p["usage"]);
+            admission::Project {
+                name: n.clone(),
+                parent: None,
+                weight: p["weight"].as_f64().unwrap_or(1.0),
+                allocation_count: 0,
+                consumed: usage
+                    .iter()
+                    .zip(&reserved_by[pi])
+                    .map(|(u, r)| u.max(r))
+                    .copied()
+                    .collect(),
+                allocated: usage,
+                limits: classes.iter().map(|c| p["limit"][c].as_i64()).collect(),
+                guarantees: dense(&classes, &p["guarantee"]),
+            }
+        })
+        .collect();
+    let requests = i["requests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| admission::Request {
+            project: ix(r["project"].as_str().unwrap_or_default()),
+            user: String::new(),
+            resources: sparse(&classes, &r["resources"]),
+            allowed: None,
+        })
+        .collect();
+    let declines = i["declines"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|d| admission::Decline {
+            project: ix(d["project"].as_str().unwrap_or_default()),
+            user: None,
+            provider: provider_ids
+                .iter()
+                .position(|p| Some(p.as_str()) == d["provider"].as_str())
+                .unwrap_or(0),
+            refused: sparse(&classes, &d["resources"]),
+        })
+        .collect();
+    let round = admission::Round {
+        classes: classes.len(),
+        totals,
+        excluded: vec![false; classes.len()],
+        providers,
+        projects,
+        requests,
+        declines,
+        max_steps: u64::MAX,
+    };
+    (round, names, provider_ids)
+}
+
+fn check_admission(v: &Value) -> Result<(), String> {
+    let (round, _, provider_ids) = admission_round(&v["input"]);
+    let request_ids: Vec<&str> = v["input"]["requests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| r["id"].as_str().unwrap_or_default())
+        .collect();
+    let got = admission::admit(&round);
+    let want = v["expected"]["decisions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if got.decisions.len() != want.len() {
+        return Err(format!(
+            "{} decisions, expected {}",
+            got.decisions.len(),
+            want.len()
+        ));
+    }
+    for (d, w) in got.decisions.iter().zip(&want) {
+        let id = request_ids[d.request];
+        let mismatch = || format!("decision for {id}: {:?}, expected {w}", d.outcome);
+        if w["request"].as_str() != Some(id) {
+            return Err(format!("got {id} where {} was expected", w["request"]));
+        }
+        match &d.outcome {
+            admission::Outcome::Admitted {
+                stage,
+                provider,
+                from_reservation,
+                share_before,
+                share_after,
+            } => {
+                let stage = match stage {
+                    admission::Stage::Guarantee => "guarantee",
+                    admission::Stage::Fair => "fair",
+                };
+                let ok = w["decision"] == "admitted"
+                    && w["stage"] == stage
+                    && w["provider"].as_str() == Some(provider_ids[*provider].as_str())
+                    && w["from_reservation"].as_bool() == Some(*from_reservation)
+                    && (w["dominant_share_before"].as_f64().unwrap_or(-1.0) - share_before).abs()
+                        < 1e-6
+                    && (w["dominant_share_after"].as_f64().unwrap_or(-1.0) - share_after).abs()
+                        < 1e-6;
+                if !ok {
+                    return Err(mismatch());
+                }
+            }
+            admission::Outcome::Deferred(reason) => {
+                let reason = match reason {
+                    admission::Reason::NoCapacity => "no_capacity",
+                    admission::Reason::Declined => "declined",
+                    admission::Reason::QuotaLimit => "quota_limit",
+                    admission::Reason::Headroom => "headroom",
+                    admission::Reason::NotReached => "not_reached",
+                };
+                if w["decision"] != "deferred" || w["reason"] != reason {
+                    return Err(mismatch());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 type Check = fn(&Value) -> Result<(), String>;
 
 #[test]
 fn fairness_vectors() {
     let text = std::fs::read_to_string(vectors_path()).expect("shared/vectors/fairness.json");
     let doc: Value = serde_json::from_str(&text).expect("fairness.json is valid JSON");
-    let checks: [(&str, Check); 5] = [
+    let checks: [(&str, Check); 6] = [
+        ("placement_drf_admission", check_admission),
         ("drf_sort", check_sort),
         ("drf_progressive_fill", check_fill),
         ("quota_headroom", check_quota),

@@ -12,6 +12,7 @@
 //! 3. For each node in the map, [`calculate_deploy`] → one [`Allocation`] per instance
 //!    (bound cores, NUMA node), then [`add_usage`].
 
+pub mod admission;
 pub mod capacity;
 pub mod cpu;
 pub mod decline;

@@ -1,0 +1,689 @@
+//! One admission round over a batch of requests: the Mesos allocator's two
+//! stages (`__generateOffers`) at request granularity, as
+//! `fairness_colocation.md` §C.2 specifies them. Pure: plain data in,
+//! decisions out; the service loads the data and commits the result.
+//!
+//! - stage 1 serves top-level projects whose guarantee is unsatisfied on a
+//!   class of their head request; stage 2 serves everyone;
+//! - the next project is the DRF sorter's first (share, allocation count,
+//!   path; hierarchical, pre-order; a project with children competes as a
+//!   virtual leaf `p/.` of weight 1 inside its own subtree);
+//! - each project's requests are FIFO; a project whose head request cannot
+//!   be admitted is skipped for the rest of the stage (in stage 2 its
+//!   remaining requests are deferred with the head's reason);
+//! - a request goes to the first provider, in the round's order, where it
+//!   fits: the project's own reservations (and its ancestors') first, then
+//!   unreserved capacity; the unreserved part must respect every limit on
+//!   the path to the root and fit the headroom that other projects'
+//!   unsatisfied guarantees hold back;
+//! - decisions list the admitted in admission order, then the deferred in
+//!   request order.
+
+use crate::types::units_ok;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Index of a resource class in the round's class list.
+pub type Class = usize;
+/// Index of a project in [`Round::projects`].
+pub type ProjectIx = usize;
+/// Index of a provider in [`Round::providers`].
+pub type ProviderIx = usize;
+
+/// One inventory, as the allocation check sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stock {
+    /// `(total − reserved) × allocation_ratio`.
+    pub capacity: f64,
+    /// Units allocated now, by anyone.
+    pub used: i64,
+    /// Smallest allocation.
+    pub min_unit: i64,
+    /// Largest allocation.
+    pub max_unit: i64,
+    /// Granularity.
+    pub step_size: i64,
+}
+
+/// Capacity on one provider that only a project's subtree may allocate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reservation {
+    /// The owning project.
+    pub owner: ProjectIx,
+    /// The class.
+    pub class: Class,
+    /// Reserved and not yet allocated by the owner's subtree.
+    pub unused: i64,
+}
+
+/// One provider of the pool.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Provider {
+    /// Inventories by class (None: no inventory of that class).
+    pub stock: Vec<Option<Stock>>,
+    /// Per-project reservations on it.
+    pub reservations: Vec<Reservation>,
+}
+
+/// One project of the DRF tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Project {
+    /// Its id (the final tie-break).
+    pub name: String,
+    /// Its parent in the project tree.
+    pub parent: Option<ProjectIx>,
+    /// DRF weight (> 0).
+    pub weight: f64,
+    /// How often it was admitted to before (persisted; only grows).
+    pub allocation_count: u64,
+    /// What its own consumers hold now, by class.
+    pub allocated: Vec<i64>,
+    /// Its subtree's consumption against quota now: allocations plus
+    /// reservations not yet used, by class.
+    pub consumed: Vec<i64>,
+    /// Limits by class (None: unlimited).
+    pub limits: Vec<Option<i64>>,
+    /// Guarantees by class (top-level projects only; 0: none).
+    pub guarantees: Vec<i64>,
+}
+
+/// One pending request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// The project asking.
+    pub project: ProjectIx,
+    /// The user asking (decline filters may name one).
+    pub user: String,
+    /// Amounts by class, each > 0.
+    pub resources: Vec<(Class, i64)>,
+    /// The providers its traits and aggregates allow, in the round's
+    /// order (None: every provider).
+    pub allowed: Option<Arc<[ProviderIx]>>,
+}
+
+/// An active decline filter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decline {
+    /// The project that declined.
+    pub project: ProjectIx,
+    /// Only this user's requests (None: the whole project's).
+    pub user: Option<String>,
+    /// The provider it hides.
+    pub provider: ProviderIx,
+    /// What was refused: a request no larger than this is hidden.
+    pub refused: Vec<(Class, i64)>,
+}
+
+/// Everything one round reads.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Round {
+    /// Number of classes.
+    pub classes: usize,
+    /// DRF denominators by class: Σ capacity over the pool.
+    pub totals: Vec<f64>,
+    /// Classes that do not count towards shares.
+    pub excluded: Vec<bool>,
+    /// The pool, in the order requests try it (the seeded shuffle).
+    pub providers: Vec<Provider>,
+    /// Every project that asks, owns a reservation, or is an ancestor.
+    pub projects: Vec<Project>,
+    /// Pending requests in submission order.
+    pub requests: Vec<Request>,
+    /// Active decline filters.
+    pub declines: Vec<Decline>,
+    /// Provider checks allowed before the rest is `not_reached`.
+    pub max_steps: u64,
+}
+
+/// Which stage admitted a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Stage 1: serving an unsatisfied guarantee.
+    Guarantee,
+    /// Stage 2: fair share.
+    Fair,
+}
+
+/// Why a request was not admitted, from least to most specific.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reason {
+    /// No provider has room for it.
+    NoCapacity,
+    /// The only providers with room were declined by the project.
+    Declined,
+    /// It would take a project over a limit.
+    QuotaLimit,
+    /// It would eat into capacity held back for other projects' guarantees.
+    Headroom,
+    /// The round's step budget ran out before it was tried.
+    NotReached,
+}
+
+/// The outcome for one request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Admitted onto `provider`.
+    Admitted {
+        /// The stage.
+        stage: Stage,
+        /// Where.
+        provider: ProviderIx,
+        /// True when part of it came from the project's reservations.
+        from_reservation: bool,
+        /// The project's dominant share before, divided by its weight.
+        share_before: f64,
+        /// And after.
+        share_after: f64,
+    },
+    /// Left for a later round.
+    Deferred(Reason),
+}
+
+/// One decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// Index into [`Round::requests`].
+    pub request: usize,
+    /// What happened.
+    pub outcome: Outcome,
+}
+
+/// The round's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admitted {
+    /// Admitted in admission order, then deferred in request order.
+    pub decisions: Vec<Decision>,
+    /// Free capacity left idle for unsatisfied guarantees, by class.
+    pub held_back_for_headroom: Vec<i64>,
+    /// Provider checks made.
+    pub steps: u64,
+}
+
+/// Runs one round.
+pub fn admit(round: &Round) -> Admitted {
+    let mut state = State::new(round);
+    state.stage(Stage::Guarantee);
+    state.stage(Stage::Fair);
+    state.finish()
+}
+
+/// A sibling in the sorter's tree: a project's subtree, or the project
+/// itself as the virtual leaf `p/.` beside its children.
+#[derive(Debug, Clone, Copy)]
+enum Entry {
+    Node(ProjectIx),
+    Leaf(ProjectIx),
+}
+
+/// Where one request would go.
+struct Fit {
+    provider: ProviderIx,
+    /// Units drawn from each reservation of the provider (by index).
+    drawn: Vec<(usize, i64)>,
+}
+
+/// The round's mutable bookkeeping.
+struct State<'a> {
+    round: &'a Round,
+    providers: Vec<Provider>,
+    /// Pending request indexes per project, FIFO.
+    queues: Vec<std::collections::VecDeque<usize>>,
+    /// Subtree allocation and allocation count, for shares.
+    subtree_alloc: Vec<Vec<i64>>,
+    subtree_count: Vec<u64>,
+    own_alloc: Vec<Vec<i64>>,
+    own_count: Vec<u64>,
+    consumed: Vec<Vec<i64>>,
+    children: Vec<Vec<ProjectIx>>,
+    paths: Vec<String>,
+    leaf_paths: Vec<String>,
+    /// Free capacity outside every reservation, summed over the pool.
+    available: Vec<i64>,
+    declines: HashMap<(ProjectIx, ProviderIx), Vec<&'a Decline>>,
+    decided: Vec<Option<Outcome>>,
+    admitted_order: Vec<usize>,
+    steps: u64,
+}
+
+impl<'a> State<'a> {
+    fn new(round: &'a Round) -> Self {
+        let n = round.projects.len();
+        let mut queues = vec![std::collections::VecDeque::new(); n];
+        for (i, r) in round.requests.iter().enumerate() {
+            queues[r.project].push_back(i);
+        }
+        let mut children = vec![Vec::new(); n];
+        for (i, p) in round.projects.iter().enumerate() {
+            if let Some(parent) = p.parent {
+                children[parent].push(i);
+            }
+        }
+        let mut subtree_alloc: Vec<Vec<i64>> =
+            round.projects.iter().map(|p| p.allocated.clone()).collect();
+        let mut subtree_count: Vec<u64> =
+            round.projects.iter().map(|p| p.allocation_count).collect();
+        for i in 0..n {
+            let mut up = round.projects[i].parent;
+            while let Some(a) = up {
+                for c in 0..round.classes {
+                    subtree_alloc[a][c] += round.projects[i].allocated[c];
+                }
+                subtree_count[a] += round.projects[i].allocation_count;
+                up = round.projects[a].parent;
+            }
+        }
+        let paths: Vec<String> = (0..n).map(|i| path_of(round, i)).collect();
+        let leaf_paths = paths.iter().map(|p| format!("{p}/.")).collect();
+        let mut available = vec![0i64; round.classes];
+        for p in &round.providers {
+            for (c, s) in p.stock.iter().enumerate() {
+                let Some(s) = s else { continue };
+                let unused: i64 = p
+                    .reservations
+                    .iter()
+                    .filter(|r| r.class == c)
+                    .map(|r| r.unused)
+                    .sum();
+                // Capacity is fractional with a ratio; whole units only.
+                let free = (s.capacity.floor() as i64) - s.used - unused;
+                available[c] += free.max(0);
+            }
+        }
+        let mut declines: HashMap<_, Vec<&Decline>> = HashMap::new();
+        for d in &round.declines {
+            declines.entry((d.project, d.provider)).or_default().push(d);
+        }
+        State {
+            round,
+            providers: round.providers.clone(),
+            queues,
+            subtree_alloc,
+            subtree_count,
+            own_alloc: round.projects.iter().map(|p| p.allocated.clone()).collect(),
+            own_count: round.projects.iter().map(|p| p.allocation_count).collect(),
+            consumed: round.projects.iter().map(|p| p.consumed.clone()).collect(),
+            children,
+            paths,
+            leaf_paths,
+            available,
+            declines,
+            decided: vec![None; round.requests.len()],
+            admitted_order: Vec::new(),
+            steps: 0,
+        }
+    }
+
+    /// Runs one stage to its end.
+    fn stage(&mut self, stage: Stage) {
+        let n = self.round.projects.len();
+        let mut skipped = vec![false; n];
+        loop {
+            let active: Vec<bool> = (0..n)
+                .map(|p| !skipped[p] && self.eligible(p, stage))
+                .collect();
+            let Some(p) = self.pick(&active) else { break };
+            let Some(&req) = self.queues[p].front() else {
+                skipped[p] = true;
+                continue;
+            };
+            match self.place(req) {
+                Ok(fit) => {
+                    self.queues[p].pop_front();
+                    self.commit(req, stage, fit);
+                }
+                Err(reason) => {
+                    skipped[p] = true;
+                    if stage == Stage::Fair || reason == Reason::NotReached {
+                        for r in self.queues[p].drain(..) {
+                            self.decided[r] = Some(Outcome::Deferred(reason));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// True when `p` takes part in this stage.
+    fn eligible(&self, p: ProjectIx, stage: Stage) -> bool {
+        let Some(&head) = self.queues[p].front() else {
+            return false;
+        };
+        match stage {
+            Stage::Fair => true,
+            Stage::Guarantee => {
+                let proj = &self.round.projects[p];
+                proj.parent.is_none()
+                    && self.round.requests[head]
+                        .resources
+                        .iter()
+                        .any(|&(c, _)| proj.guarantees[c] > self.consumed[p][c])
+            }
+        }
+    }
+
+    /// The DRF sorter's first active project, or None: descend from the
+    /// roots, taking at each level the smallest (share, count, path).
+    fn pick(&self, active: &[bool]) -> Option<ProjectIx> {
+        let below = self.active_below(active);
+        let mut level: Vec<Entry> = (0..self.round.projects.len())
+            .filter(|&p| below[p] && self.round.projects[p].parent.is_none())
+            .map(Entry::Node)
+            .collect();
+        loop {
+            let best = level.iter().copied().min_by(|&a, &b| self.compare(a, b))?;
+            match best {
+                Entry::Leaf(p) => return Some(p),
+                Entry::Node(p) if self.children[p].is_empty() => return Some(p),
+                Entry::Node(p) => {
+                    level = self.children[p]
+                        .iter()
+                        .filter(|&&c| below[c])
+                        .map(|&c| Entry::Node(c))
+                        .collect();
+                    if active[p] {
+                        level.push(Entry::Leaf(p));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The sorter's order between two siblings.
+    fn compare(&self, a: Entry, b: Entry) -> std::cmp::Ordering {
+        let (sa, ca, pa) = self.key(a);
+        let (sb, cb, pb) = self.key(b);
+        sa.total_cmp(&sb).then(ca.cmp(&cb)).then_with(|| pa.cmp(pb))
+    }
+
+    /// (share, allocation count, path) of a sibling.
+    fn key(&self, e: Entry) -> (f64, u64, &str) {
+        match e {
+            Entry::Node(p) => (
+                self.share(&self.subtree_alloc[p], self.round.projects[p].weight),
+                self.subtree_count[p],
+                &self.paths[p],
+            ),
+            Entry::Leaf(p) => (
+                self.share(&self.own_alloc[p], 1.0),
+                self.own_count[p],
+                &self.leaf_paths[p],
+            ),
+        }
+    }
+
+    /// For each project: whether it or a descendant is active.
+    fn active_below(&self, active: &[bool]) -> Vec<bool> {
+        let mut below = active.to_vec();
+        for (p, &on) in active.iter().enumerate() {
+            if on {
+                let mut up = self.round.projects[p].parent;
+                while let Some(a) = up {
+                    below[a] = true;
+                    up = self.round.projects[a].parent;
+                }
+            }
+        }
+        below
+    }
+
+    /// Weighted dominant share, in the Mesos sorter's f64 order.
+    fn share(&self, alloc: &[i64], weight: f64) -> f64 {
+        let r = self.round;
+        let dominant = (0..r.classes)
+            .filter(|&c| r.totals[c] > 0.0 && !r.excluded[c])
+            .map(|c| alloc[c] as f64 / r.totals[c])
+            .fold(0.0_f64, f64::max);
+        dominant / weight
+    }
+
+    /// The first provider where request `req` may go, or the most specific
+    /// reason none would take it.
+    fn place(&mut self, req: usize) -> Result<Fit, Reason> {
+        let r = &self.round.requests[req];
+        let lineage = self.lineage(r.project);
+        let top = *lineage.last().unwrap_or(&r.project);
+        // What the request may take beyond its own project's unsatisfied
+        // guarantee, by class: the surplus over every guarantee's headroom.
+        let room: Vec<(Class, i64)> = r
+            .resources
+            .iter()
+            .map(|&(c, _)| (c, self.surplus(c) + self.unsatisfied(top, c)))
+            .collect();
+        let everyone: Vec<ProviderIx>;
+        let order: &[ProviderIx] = match &r.allowed {
+            Some(a) => a,
+            None => {
+                everyone = (0..self.providers.len()).collect();
+                &everyone
+            }
+        };
+        let mut worst = Reason::NoCapacity;
+        for &rp in order {
+            if self.steps >= self.round.max_steps {
+                return Err(Reason::NotReached);
+            }
+            self.steps += 1;
+            match self.try_provider(r, rp, &lineage, &room) {
+                Ok(drawn) => {
+                    return Ok(Fit {
+                        provider: rp,
+                        drawn,
+                    })
+                }
+                Err(reason) => worst = worst.max(reason),
+            }
+        }
+        Err(worst)
+    }
+
+    /// Checks one provider for one request, in the allocator's order:
+    /// capacity, decline filters, limits, headroom.
+    fn try_provider(
+        &self,
+        r: &Request,
+        rp: ProviderIx,
+        lineage: &[ProjectIx],
+        room: &[(Class, i64)],
+    ) -> Result<Vec<(usize, i64)>, Reason> {
+        let provider = &self.providers[rp];
+        let mut drawn = Vec::new();
+        let mut unreserved = Vec::with_capacity(r.resources.len());
+        for &(c, n) in &r.resources {
+            let Some(stock) = provider.stock.get(c).and_then(Option::as_ref) else {
+                return Err(Reason::NoCapacity);
+            };
+            if !units_ok(n, stock.min_unit, stock.max_unit, stock.step_size) {
+                return Err(Reason::NoCapacity);
+            }
+            // The project's own reservation first, then its ancestors'.
+            let mut left = n;
+            for &owner in lineage {
+                for (i, res) in provider.reservations.iter().enumerate() {
+                    if res.owner == owner && res.class == c && res.unused > 0 && left > 0 {
+                        let take = left.min(res.unused);
+                        drawn.push((i, take));
+                        left -= take;
+                    }
+                }
+            }
+            let unused: i64 = provider
+                .reservations
+                .iter()
+                .filter(|x| x.class == c)
+                .map(|x| x.unused)
+                .sum();
+            if (stock.used + unused + left) as f64 > stock.capacity {
+                return Err(Reason::NoCapacity);
+            }
+            unreserved.push(left);
+        }
+        if self.declined(r, rp) {
+            return Err(Reason::Declined);
+        }
+        for (depth, &p) in lineage.iter().enumerate() {
+            let limits = &self.round.projects[p].limits;
+            for &(c, n) in &r.resources {
+                let Some(limit) = limits[c] else { continue };
+                let delta = n - drawn_within(&drawn, provider, &lineage[..=depth], c);
+                if delta > 0 && self.consumed[p][c] + delta > limit {
+                    return Err(Reason::QuotaLimit);
+                }
+            }
+        }
+        if unreserved.iter().zip(room).any(|(u, (_, room))| u > room) {
+            return Err(Reason::Headroom);
+        }
+        Ok(drawn)
+    }
+
+    /// True when an active decline hides the provider from this request.
+    fn declined(&self, r: &Request, rp: ProviderIx) -> bool {
+        let Some(filters) = self.declines.get(&(r.project, rp)) else {
+            return false;
+        };
+        filters.iter().any(|d| {
+            d.user.as_ref().is_none_or(|u| *u == r.user)
+                && r.resources.iter().all(|(c, n)| {
+                    d.refused
+                        .iter()
+                        .any(|(rc, refused)| rc == c && refused >= n)
+                })
+        })
+    }
+
+    /// `p` and its ancestors, nearest first.
+    fn lineage(&self, p: ProjectIx) -> Vec<ProjectIx> {
+        let mut out = vec![p];
+        let mut up = self.round.projects[p].parent;
+        while let Some(a) = up {
+            out.push(a);
+            up = self.round.projects[a].parent;
+        }
+        out
+    }
+
+    /// What a top-level project's guarantee still lacks in class `c`.
+    fn unsatisfied(&self, top: ProjectIx, c: Class) -> i64 {
+        (self.round.projects[top].guarantees[c] - self.consumed[top][c]).max(0)
+    }
+
+    /// Free capacity beyond what unsatisfied guarantees hold back.
+    fn surplus(&self, c: Class) -> i64 {
+        self.available[c] - self.required(c)
+    }
+
+    /// Σ of unsatisfied guarantees in class `c`.
+    fn required(&self, c: Class) -> i64 {
+        (0..self.round.projects.len())
+            .filter(|&p| self.round.projects[p].parent.is_none())
+            .map(|p| self.unsatisfied(p, c))
+            .sum()
+    }
+
+    /// Books an admission.
+    fn commit(&mut self, req: usize, stage: Stage, fit: Fit) {
+        let r = &self.round.requests[req];
+        let p = r.project;
+        let weight = self.round.projects[p].weight;
+        let before = self.share(&self.subtree_alloc[p], weight);
+        let lineage = self.lineage(p);
+        let provider = &mut self.providers[fit.provider];
+        for &(i, n) in &fit.drawn {
+            provider.reservations[i].unused -= n;
+        }
+        for &(c, n) in &r.resources {
+            if let Some(s) = provider.stock[c].as_mut() {
+                s.used += n;
+            }
+            let from_res: i64 = fit
+                .drawn
+                .iter()
+                .filter(|(i, _)| provider.reservations[*i].class == c)
+                .map(|(_, n)| n)
+                .sum();
+            self.available[c] -= n - from_res;
+            self.own_alloc[p][c] += n;
+            for (depth, &a) in lineage.iter().enumerate() {
+                let within = drawn_within(&fit.drawn, provider, &lineage[..=depth], c);
+                self.consumed[a][c] += n - within;
+                self.subtree_alloc[a][c] += n;
+            }
+        }
+        self.own_count[p] += 1;
+        for &a in &lineage {
+            self.subtree_count[a] += 1;
+        }
+        let after = self.share(&self.subtree_alloc[p], weight);
+        self.decided[req] = Some(Outcome::Admitted {
+            stage,
+            provider: fit.provider,
+            from_reservation: !fit.drawn.is_empty(),
+            share_before: before,
+            share_after: after,
+        });
+        self.admitted_order.push(req);
+    }
+
+    fn finish(mut self) -> Admitted {
+        let mut decisions: Vec<Decision> = self
+            .admitted_order
+            .iter()
+            .map(|&r| Decision {
+                request: r,
+                outcome: self.decided[r]
+                    .clone()
+                    .unwrap_or(Outcome::Deferred(Reason::NotReached)),
+            })
+            .collect();
+        for (r, d) in self.decided.iter_mut().enumerate() {
+            match d.take() {
+                Some(Outcome::Admitted { .. }) => {}
+                Some(outcome) => decisions.push(Decision {
+                    request: r,
+                    outcome,
+                }),
+                None => decisions.push(Decision {
+                    request: r,
+                    outcome: Outcome::Deferred(Reason::NotReached),
+                }),
+            }
+        }
+        let held_back = (0..self.round.classes)
+            .map(|c| self.required(c).min(self.available[c].max(0)))
+            .collect();
+        Admitted {
+            decisions,
+            held_back_for_headroom: held_back,
+            steps: self.steps,
+        }
+    }
+}
+
+/// Units of class `c` drawn from reservations owned by `owners`.
+fn drawn_within(
+    drawn: &[(usize, i64)],
+    provider: &Provider,
+    owners: &[ProjectIx],
+    c: Class,
+) -> i64 {
+    drawn
+        .iter()
+        .filter(|(i, _)| {
+            let res = &provider.reservations[*i];
+            res.class == c && owners.contains(&res.owner)
+        })
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// `root/…/p`, for tie-breaks.
+fn path_of(round: &Round, p: ProjectIx) -> String {
+    let mut parts = vec![round.projects[p].name.as_str()];
+    let mut up = round.projects[p].parent;
+    while let Some(a) = up {
+        parts.push(round.projects[a].name.as_str());
+        up = round.projects[a].parent;
+    }
+    parts.reverse();
+    parts.join("/")
+}
