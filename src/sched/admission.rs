@@ -265,8 +265,11 @@ impl<'a> State<'a> {
         for i in 0..n {
             let mut up = round.projects[i].parent;
             while let Some(a) = up {
-                for c in 0..round.classes {
-                    subtree_alloc[a][c] += round.projects[i].allocated[c];
+                for (sum, own) in subtree_alloc[a]
+                    .iter_mut()
+                    .zip(&round.projects[i].allocated)
+                {
+                    *sum += own;
                 }
                 subtree_count[a] += round.projects[i].allocation_count;
                 up = round.projects[a].parent;
