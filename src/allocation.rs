@@ -26,6 +26,10 @@ pub fn alloc_error(e: AllocError, put_consumer: Option<Uuid>) -> ApiError {
         | AllocError::Constraints(..)
         | AllocError::Capacity(..)
         | AllocError::BoundShares(..) => ApiError::conflict(e.to_string()),
+        AllocError::Quota { .. } => ApiError::conflict(e.to_string()).code(codes::QUOTA_EXCEEDED),
+        AllocError::Reserved(..) => {
+            ApiError::conflict(e.to_string()).code(codes::RESERVATION_UNAVAILABLE)
+        }
         AllocError::ConsumerGeneration { .. } => {
             ApiError::conflict(e.to_string()).code(codes::CONCURRENT_UPDATE)
         }

@@ -21,7 +21,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP service.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Print the OpenAPI document to standard output.
     Openapi,
 }
@@ -80,6 +80,10 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
 /// Default solver step budget (see `benches/candidates.rs`' stall probe).
 pub const DEFAULT_MAX_STEPS: u64 = 10_000_000;
 
+/// Default provider checks per admission round: 10,000 requests over
+/// 1,000 providers, each scanning the whole pool, with room to spare.
+pub const DEFAULT_ADMISSION_STEPS: u64 = 50_000_000;
+
 /// Placement's `[placement]` options that change API behaviour.
 #[derive(Debug, Clone, Args)]
 pub struct Settings {
@@ -116,6 +120,23 @@ pub struct Settings {
         default_value_t = DEFAULT_MAX_STEPS
     )]
     pub allocation_candidates_max_steps: u64,
+    /// Resource classes left out of DRF shares (Mesos'
+    /// `--fair_sharing_excluded_resource_names`), comma-separated.
+    #[arg(
+        long,
+        env = "PLACEMENT_FAIRNESS_EXCLUDED_RESOURCE_CLASSES",
+        value_delimiter = ',',
+        num_args = 0..
+    )]
+    pub fairness_excluded_resource_classes: Vec<String>,
+    /// Provider checks one admission round may make before the requests it
+    /// has not tried are deferred as `not_reached` (0: unbounded).
+    #[arg(
+        long,
+        env = "PLACEMENT_ADMISSION_MAX_STEPS",
+        default_value_t = DEFAULT_ADMISSION_STEPS
+    )]
+    pub admission_max_steps: u64,
     /// Server-side retries of an allocation write that lost a database race.
     #[arg(
         long,
@@ -162,6 +183,8 @@ impl Default for Settings {
             allocation_candidates_generation_strategy: GenerationStrategy::DepthFirst,
             allocation_candidates_max_steps: DEFAULT_MAX_STEPS,
             allocation_conflict_retry_count: 10,
+            fairness_excluded_resource_classes: Vec::new(),
+            admission_max_steps: DEFAULT_ADMISSION_STEPS,
             http_max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             http_body_timeout_secs: 30,
             incomplete_consumer_project_id: "00000000-0000-0000-0000-000000000000".into(),

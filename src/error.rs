@@ -40,6 +40,12 @@ pub mod codes {
     /// A deployment request the scheduler cannot take (strategy, count,
     /// CPU, memory or volume values).
     pub const DEPLOY_INVALID_REQUEST: &str = "placement.deploy.invalid_request";
+    /// 409: a write would take a project over a quota limit.
+    pub const QUOTA_EXCEEDED: &str = "placement.quota.exceeded";
+    /// 409: the capacity a write needs is reserved for other projects.
+    pub const RESERVATION_UNAVAILABLE: &str = "placement.reservation.unavailable";
+    /// 409: a new limit is below what the project consumes (use `force`).
+    pub const QUOTA_BELOW_CONSUMPTION: &str = "placement.quota.below_consumption";
     /// The database cannot be reached (503; retry after `Retry-After`).
     pub const DATABASE_UNAVAILABLE: &str = "placement.database.unavailable";
     /// The connection died during COMMIT: the write may or may not be stored.

@@ -6,7 +6,9 @@
 //! 2. `db` (all SQL) and `sched` (pure scheduling algorithms);
 //! 3. services: `candidates` (the candidate engine, entry point
 //!    `candidates::find`), `deploy`, `allocation` (allocation writes with
-//!    retries), `inventory` (inventory rules and writes);
+//!    retries), `inventory` (inventory rules and writes); above them
+//!    `fairness` (quotas, reservations, DRF admission rounds), which
+//!    commits through `allocation`;
 //! 4. `state`: what every handler shares;
 //! 5. `api`: thin handlers, one file per resource; a handler never imports
 //!    another handler, only the plumbing (`extract`, `respond`, `schema`, …);
@@ -19,6 +21,7 @@ pub mod config;
 pub mod db;
 pub mod deploy;
 pub mod error;
+pub mod fairness;
 pub mod inventory;
 pub mod localdb;
 pub mod sched;

@@ -24,7 +24,7 @@ async fn main() -> ExitCode {
             println!("{}", doc.to_pretty_json().unwrap_or_default());
             ExitCode::SUCCESS
         }
-        Command::Serve(args) => match serve(args).await {
+        Command::Serve(args) => match serve(*args).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("placement: {e}");

@@ -2,9 +2,11 @@
 //! `Allow` for the rest), thin handlers one file per resource, and the
 //! request pipeline.
 
+pub mod admissions;
 pub mod aggregates;
 pub mod allocation_candidates;
 pub mod allocations;
+pub mod declines;
 pub mod deployments;
 pub mod docs;
 pub mod extract;
@@ -12,6 +14,8 @@ pub mod health;
 pub mod inventories;
 pub mod microversion;
 pub mod middleware;
+pub mod projects;
+pub mod reservations;
 pub mod reshaper;
 pub mod resource_classes;
 pub mod resource_providers;
@@ -19,6 +23,7 @@ pub mod respond;
 pub mod root;
 pub mod routes;
 pub mod schema;
+pub mod shares;
 pub mod topology;
 pub mod traits;
 pub mod usages;

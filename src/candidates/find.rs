@@ -9,7 +9,7 @@ use super::request::Version;
 use super::snapshot::Snapshot;
 use super::solve::{self, Candidate, Group, Limits, Stopped};
 use crate::config::{GenerationStrategy, Settings};
-use crate::db::{candidates as db, classes, traits};
+use crate::db::{candidates as db, classes, fairness, traits};
 use crate::error::{ApiError, ApiResult};
 use sqlx::{PgConnection, PgPool};
 use std::collections::{BTreeSet, HashMap};
@@ -103,7 +103,17 @@ pub async fn find(
     let mut tx = db::begin_snapshot(engine.pool).await?;
     let ids = resolve(&mut tx, &parsed).await?;
     let snap = engine.cache.current(&mut tx).await?;
+    let usable_by = pairs
+        .iter()
+        .find(|(k, _)| k == "project_id")
+        .map(|(_, v)| v.as_str());
+    let withheld = fairness::unused_reservations(&mut tx, None, usable_by).await?;
     tx.commit().await?;
+    let snap = if withheld.is_empty() {
+        snap
+    } else {
+        Arc::new(snap.withholding(&withheld))
+    };
     let mut found = Candidates {
         snap,
         candidates: Vec::new(),

@@ -148,6 +148,22 @@ impl Snapshot {
         self.sharing_nodes = Arc::new(sharing);
     }
 
+    /// A copy in which capacity reserved for other projects counts as
+    /// used: (provider id, class id) → units (only changed nodes are copied).
+    pub fn withholding(&self, reserved: &HashMap<(i64, i32), i64>) -> Snapshot {
+        let mut out = self.clone();
+        for (&(rp, class), &n) in reserved {
+            let Some(&i) = self.index.by_id.get(&rp) else {
+                continue;
+            };
+            let node = Arc::make_mut(&mut out.nodes[i]);
+            if let Some(s) = node.stock.iter_mut().find(|s| s.class == class) {
+                s.used += n;
+            }
+        }
+        out
+    }
+
     /// The node of a provider uuid.
     pub fn by_uuid(&self, u: &uuid::Uuid) -> Option<usize> {
         self.index.by_uuid.get(u).copied()

@@ -41,3 +41,14 @@ pub async fn set_for_provider(
     .await?;
     Ok(())
 }
+
+/// Every aggregate's uuid by id.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn uuids_by_id(
+    conn: &mut PgConnection,
+) -> Result<std::collections::HashMap<i32, Uuid>, sqlx::Error> {
+    let rows: Vec<(i32, Uuid)> = sqlx::query_as("SELECT id, uuid FROM placement_aggregates")
+        .fetch_all(conn)
+        .await?;
+    Ok(rows.into_iter().collect())
+}

@@ -8,6 +8,7 @@
 //! generations are compared and bumped atomically.
 
 use super::consumers::{self, ConsumerRow};
+use super::fairness;
 use super::inventories::Inventory;
 use crate::types::GivenGeneration;
 use chrono::{DateTime, Utc};
@@ -132,6 +133,24 @@ pub enum AllocError {
     /// longer match its CUSTOM_CPU_SHARES allocation.
     #[error("Unable to allocate inventory: consumer {0} has cores bound by a deployment; its CUSTOM_CPU_SHARES allocation must stay {1} on resource provider '{2}' (resize it through /deployments, or delete its allocations).")]
     BoundShares(Uuid, i64, Uuid),
+    /// 409 placement.quota.exceeded: a project would go over a limit.
+    #[error("Quota exceeded: project {project} would consume {after} {class}, over its limit of {limit} (it consumes {before} now).")]
+    Quota {
+        /// The limited project (the writer's or an ancestor).
+        project: String,
+        /// The class.
+        class: String,
+        /// The limit.
+        limit: i64,
+        /// Consumption before the write.
+        before: i64,
+        /// Consumption the write would leave.
+        after: i64,
+    },
+    /// 409 placement.reservation.unavailable: the capacity left is reserved
+    /// for other projects.
+    #[error("Unable to allocate inventory: Unable to create allocation for '{1}' on resource provider '{0}'. The capacity left is reserved for other projects.")]
+    Reserved(Uuid, String),
     /// Database failure.
     #[error(transparent)]
     Db(#[from] sqlx::Error),
@@ -159,6 +178,9 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
     let locked = lock_and_resolve(conn, writes).await?;
     check_consumer_generations(writes, &locked.existing)?;
     check_bound_shares(conn, writes, &locked.existing).await?;
+    let limits = LimitCheck::start(conn, writes, &locked).await?;
+    let reserved_before =
+        fairness::unused_reservations(conn, Some(&locked.providers), None).await?;
     // Usage before the request on the locked providers, then remove the
     // consumers' current allocations (Placement's shrink rule needs both).
     let before = usage(conn, &locked.providers).await?;
@@ -173,7 +195,129 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
     check_capacity(conn, writes, &locked, &before, &after_delete).await?;
     let new_ids = write_consumers(conn, writes, &locked.existing).await?;
     insert_allocations(conn, writes, &locked, &new_ids).await?;
+    if !reserved_before.is_empty() {
+        check_reservations(conn, writes, &locked, &before, &reserved_before).await?;
+    }
+    limits.finish(conn).await?;
     bump_providers(conn, writes, &locked, &cleared).await
+}
+
+/// The project limits a write must respect, with consumption before it.
+struct LimitCheck {
+    /// (project id, external id, class id, limit).
+    limits: Vec<fairness::LimitRow>,
+    before: HashMap<(i32, i32), i64>,
+    class_names: HashMap<i32, String>,
+}
+
+impl LimitCheck {
+    /// Finds the limits of the writers' projects and their ancestors in
+    /// the written classes, locks those projects and reads consumption.
+    async fn start(
+        conn: &mut PgConnection,
+        writes: &[ConsumerWrite],
+        locked: &Locked,
+    ) -> Result<Self, AllocError> {
+        let mut projects: Vec<String> = writes
+            .iter()
+            .filter(|w| !w.allocations.is_empty())
+            .map(|w| w.project_id.clone())
+            .collect();
+        projects.sort();
+        projects.dedup();
+        let classes: Vec<i32> = locked.class_ids.values().copied().collect();
+        let limits = if projects.is_empty() {
+            Vec::new()
+        } else {
+            fairness::limits_over(conn, &projects, &classes).await?
+        };
+        let mut check = LimitCheck {
+            limits,
+            before: HashMap::new(),
+            class_names: locked
+                .class_ids
+                .iter()
+                .map(|(n, id)| (*id, n.clone()))
+                .collect(),
+        };
+        if !check.limits.is_empty() {
+            let (ids, classes) = check.scope();
+            fairness::lock_projects(conn, &ids).await?;
+            check.before = fairness::consumption(conn, &ids, Some(&classes)).await?;
+        }
+        Ok(check)
+    }
+
+    fn scope(&self) -> (Vec<i32>, Vec<i32>) {
+        let mut ids: Vec<i32> = self.limits.iter().map(|l| l.0).collect();
+        ids.dedup();
+        let mut classes: Vec<i32> = self.limits.iter().map(|l| l.2).collect();
+        classes.sort_unstable();
+        classes.dedup();
+        (ids, classes)
+    }
+
+    /// Refuses the write when it raised a limited project's consumption
+    /// above its limit (lowering it, even while above, is allowed).
+    async fn finish(self, conn: &mut PgConnection) -> Result<(), AllocError> {
+        if self.limits.is_empty() {
+            return Ok(());
+        }
+        let (ids, classes) = self.scope();
+        let after = fairness::consumption(conn, &ids, Some(&classes)).await?;
+        for (project, name, class, limit) in &self.limits {
+            let now = after.get(&(*project, *class)).copied().unwrap_or(0);
+            let was = self.before.get(&(*project, *class)).copied().unwrap_or(0);
+            if now > *limit && now > was {
+                return Err(AllocError::Quota {
+                    project: name.clone(),
+                    class: self.class_names.get(class).cloned().unwrap_or_default(),
+                    limit: *limit,
+                    before: was,
+                    after: now,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Other projects' reservations on the written inventories: refuses a
+/// write that raised used + reserved-but-unused above capacity (a
+/// reservation's owner draws on it first, so only others are refused).
+async fn check_reservations(
+    conn: &mut PgConnection,
+    writes: &[ConsumerWrite],
+    locked: &Locked,
+    before: &HashMap<(i64, i32), i64>,
+    reserved_before: &HashMap<(i64, i32), i64>,
+) -> Result<(), AllocError> {
+    let used_after = usage(conn, &locked.providers).await?;
+    let reserved_after = fairness::unused_reservations(conn, Some(&locked.providers), None).await?;
+    let inventories = inventories_of(conn, &locked.providers).await?;
+    let claimed = |used: &HashMap<(i64, i32), i64>, reserved: &HashMap<(i64, i32), i64>, k| {
+        used.get(&k).copied().unwrap_or(0) + reserved.get(&k).copied().unwrap_or(0)
+    };
+    for w in writes {
+        for (rp, classes) in &w.allocations {
+            for rc in classes.keys() {
+                let k = (locked.provider_ids[rp], locked.class_ids[rc.as_str()]);
+                if !reserved_before.contains_key(&k) && !reserved_after.contains_key(&k) {
+                    continue;
+                }
+                let now = claimed(&used_after, &reserved_after, k);
+                let was = claimed(before, reserved_before, k);
+                if inventories
+                    .get(&k)
+                    .is_some_and(|i| now as f64 > i.capacity())
+                    && now > was
+                {
+                    return Err(AllocError::Reserved(*rp, rc.clone()));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Locks the providers receiving allocations (id order), then the

@@ -7,6 +7,7 @@ pub mod candidates;
 pub mod classes;
 pub mod consumers;
 pub mod deployments;
+pub mod fairness;
 pub mod inventories;
 pub mod providers;
 pub mod traits;

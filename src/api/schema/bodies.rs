@@ -321,6 +321,11 @@ pub fn components() -> Schemas {
     register::<DeployRequest>(&mut out);
     register::<ResizeRequest>(&mut out);
     register::<TopologyBody>(&mut out);
+    register::<crate::fairness::projects::FairnessPut>(&mut out);
+    register::<crate::fairness::projects::QuotaPut>(&mut out);
+    register::<crate::fairness::reservations::ReservationPut>(&mut out);
+    register::<crate::fairness::admission::AdmissionPost>(&mut out);
+    register::<crate::fairness::declines::DeclinePost>(&mut out);
     out
 }
 

@@ -3,6 +3,7 @@
 
 pub mod allocations;
 pub mod bodies;
+pub mod extensions;
 pub mod responses;
 pub mod validate;
 
@@ -281,10 +282,17 @@ pub fn reshaper(mv: Microversion) -> Value {
 }
 
 /// Query of `GET /allocation_candidates`.
+/// Our extension to the candidates query: the project asking, so that its
+/// own reservations count as available (without it, no reservation does).
+fn project_id() -> Value {
+    json!({"type": "string", "minLength": 1, "maxLength": 255})
+}
+
+/// Query of `GET /allocation_candidates` (plus our `project_id`).
 pub fn candidates_query(mv: Microversion) -> Value {
     let limit = json!({"type": "string", "pattern": "^[1-9][0-9]*$"});
     if !mv.at_least(1, 25) {
-        let mut props = json!({"resources": {"type": "string"}});
+        let mut props = json!({"resources": {"type": "string"}, "project_id": project_id()});
         if mv.at_least(1, 16) {
             props["limit"] = limit;
         }
@@ -301,8 +309,7 @@ pub fn candidates_query(mv: Microversion) -> Value {
     } else {
         "[1-9][0-9]*"
     };
-    let mut props =
-        json!({"group_policy": {"type": "string", "enum": ["none", "isolate"]}, "limit": limit});
+    let mut props = json!({"group_policy": {"type": "string", "enum": ["none", "isolate"]}, "limit": limit, "project_id": project_id()});
     if mv.at_least(1, 35) {
         props["root_required"] = json!({"type": "string"});
     }

@@ -376,5 +376,11 @@ pub fn components() -> Schemas {
     register::<DeploymentAnswer>(&mut out);
     register::<DeploymentView>(&mut out);
     register::<Resized>(&mut out);
+    register::<crate::fairness::projects::FairnessView>(&mut out);
+    register::<crate::fairness::projects::QuotaView>(&mut out);
+    register::<crate::fairness::reservations::ReservationView>(&mut out);
+    register::<crate::fairness::shares::Shares>(&mut out);
+    register::<crate::fairness::admission::AdmissionAnswer>(&mut out);
+    register::<crate::fairness::declines::DeclineView>(&mut out);
     out
 }

@@ -1,0 +1,73 @@
+//! `/projects/{project_id}/fairness` and `/projects/{project_id}/quota`
+//! (our extension, the Mesos allocator's weights and quotas).
+
+use super::extract::{JsonBody, PathParams};
+use super::respond::Reply;
+use super::schema::extensions::{amounts_schema, project_id_schema};
+use crate::error::ApiResult;
+use crate::fairness::projects::{self as service, FairnessPut, QuotaPut};
+use crate::state::AppState;
+use axum::extract::State;
+use serde_json::{json, Value};
+
+fn fairness_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "weight": {"type": "number"},
+            "parent_project_id": {"anyOf": [project_id_schema(), {"type": "null"}]}
+        },
+        "required": ["weight"],
+        "additionalProperties": false
+    })
+}
+
+fn quota_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "limits": amounts_schema(0),
+            "guarantees": amounts_schema(0),
+            "force": {"type": "boolean"}
+        },
+        "additionalProperties": false
+    })
+}
+
+/// `GET /projects/{project_id}/fairness`.
+pub async fn show_fairness(
+    State(st): State<AppState>,
+    PathParams(project): PathParams<String>,
+) -> ApiResult<Reply> {
+    Ok(Reply::ok(&service::fairness(&st.pool, &project).await?))
+}
+
+/// `PUT /projects/{project_id}/fairness`.
+pub async fn set_fairness(
+    State(st): State<AppState>,
+    PathParams(project): PathParams<String>,
+    body: JsonBody,
+) -> ApiResult<Reply> {
+    let b: FairnessPut = body.parse(&fairness_schema())?;
+    Ok(Reply::ok(
+        &service::set_fairness(&st.pool, &project, b).await?,
+    ))
+}
+
+/// `GET /projects/{project_id}/quota`.
+pub async fn show_quota(
+    State(st): State<AppState>,
+    PathParams(project): PathParams<String>,
+) -> ApiResult<Reply> {
+    Ok(Reply::ok(&service::quota(&st.pool, &project).await?))
+}
+
+/// `PUT /projects/{project_id}/quota`.
+pub async fn set_quota(
+    State(st): State<AppState>,
+    PathParams(project): PathParams<String>,
+    body: JsonBody,
+) -> ApiResult<Reply> {
+    let b: QuotaPut = body.parse(&quota_schema())?;
+    Ok(Reply::ok(&service::set_quota(&st.pool, &project, b).await?))
+}

@@ -1,0 +1,329 @@
+//! `POST /admissions`: one DRF admission round over a batch of requests,
+//! serialised across processes by an advisory lock, with every admitted
+//! allocation committed in one transaction through the shared allocation
+//! write (so limits, reservations and capacity are checked again there).
+//! `dry_run` decides without writing. Each committed round is stored in
+//! `admission_rounds` with its seed, so it can be replayed.
+
+use super::load::{load, Loaded};
+use super::Amounts;
+use crate::allocation::alloc_error;
+use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck};
+use crate::db::fairness as db;
+use crate::error::{with_retries, ApiError, ApiResult};
+use crate::sched::admission::{self as round, Outcome, Reason, Stage};
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use std::collections::{BTreeMap, BTreeSet};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// `POST /admissions`, after its schema check.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct AdmissionPost {
+    /// Decide without writing anything.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// The provider shuffle's seed (random when absent); echoed back.
+    #[serde(default)]
+    pub seed: Option<u32>,
+    /// Pending requests, FIFO per project.
+    pub requests: Vec<AdmissionItem>,
+}
+
+/// Consumer priority classes (Koordinator's); recorded, and used by the
+/// colocation rules once they exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PriorityClass {
+    /// Production.
+    Prod,
+    /// Mid.
+    Mid,
+    /// Batch.
+    Batch,
+    /// Free.
+    Free,
+}
+
+/// One pending request.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct AdmissionItem {
+    /// The caller's name for it, unique in the batch.
+    pub id: String,
+    /// The consumer to create when admitted.
+    pub consumer_uuid: Uuid,
+    /// The project asking.
+    pub project_id: String,
+    /// The user asking.
+    pub user_id: String,
+    /// Amounts by class, all from one provider.
+    pub resources: Amounts,
+    /// Traits the provider must have (`!T`: must not have).
+    #[serde(default)]
+    pub required: Vec<String>,
+    /// Aggregates of which the provider (or its root) must be in one.
+    #[serde(default)]
+    pub member_of: Vec<Uuid>,
+    /// Priority class (default prod).
+    #[serde(default)]
+    pub priority_class: Option<PriorityClass>,
+    /// Consumer type of the new consumer.
+    #[serde(default)]
+    pub consumer_type: Option<String>,
+}
+
+/// One provider's share of an admitted request.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdmittedResources {
+    /// Units by class.
+    pub resources: Amounts,
+}
+
+/// One decision of the round.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdmissionDecision {
+    /// The request's id.
+    pub request: String,
+    /// `admitted` or `deferred`.
+    pub decision: String,
+    /// `guarantee` or `fair` (admitted only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    /// Provider uuid → resources (admitted only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocations: Option<BTreeMap<Uuid, AdmittedResources>>,
+    /// True when part came from the project's reservations (admitted only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_reservation: Option<bool>,
+    /// The project's weighted dominant share before (admitted only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dominant_share_before: Option<f64>,
+    /// And after (admitted only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dominant_share_after: Option<f64>,
+    /// no_capacity, quota_limit, headroom, declined or not_reached (deferred only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The round's answer.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdmissionAnswer {
+    /// The round's id (its audit row when committed).
+    pub round_id: Uuid,
+    /// The shuffle's seed: the same seed over the same data decides the same.
+    pub seed: u32,
+    /// True when nothing was written.
+    pub dry_run: bool,
+    /// Admitted in admission order, then deferred in request order.
+    pub decisions: Vec<AdmissionDecision>,
+    /// Free capacity left idle for unsatisfied guarantees, by class.
+    pub held_back_for_headroom: Amounts,
+}
+
+/// Limits of one round that the service sets.
+#[derive(Debug, Clone)]
+pub struct RoundSettings {
+    /// Classes that do not count towards shares.
+    pub excluded: Vec<String>,
+    /// Provider checks before the rest is `not_reached`.
+    pub max_steps: u64,
+    /// Retries of a round that lost a database race.
+    pub retries: u32,
+}
+
+/// Runs one round and commits it (unless `dry_run`).
+pub async fn run(
+    pool: &PgPool,
+    settings: &RoundSettings,
+    body: AdmissionPost,
+) -> ApiResult<AdmissionAnswer> {
+    check_batch(&body)?;
+    let seed = body.seed.unwrap_or_else(rand::random);
+    with_retries(settings.retries, || async {
+        let mut tx = pool.begin().await?;
+        db::lock_admissions(&mut tx).await?;
+        refuse_existing(&mut tx, &body).await?;
+        let loaded = load(
+            &mut tx,
+            &body.requests,
+            seed,
+            &settings.excluded,
+            settings.max_steps,
+        )
+        .await?;
+        let (loaded, result) = tokio::task::spawn_blocking(move || {
+            let result = round::admit(&loaded.round);
+            (loaded, result)
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("admission round failed: {e}")))?;
+        let answer = answer(&body, &loaded, &result, seed);
+        if body.dry_run {
+            tx.rollback().await?;
+            return Ok(answer);
+        }
+        commit(&mut tx, &body, &loaded, &result).await?;
+        let request = serde_json::to_value(&body).unwrap_or_default();
+        let recorded = serde_json::to_value(&answer).unwrap_or_default();
+        db::record_round(
+            &mut tx,
+            answer.round_id,
+            i64::from(seed),
+            &request,
+            &recorded,
+        )
+        .await?;
+        tx.commit().await.map_err(ApiError::commit_failed)?;
+        Ok(answer)
+    })
+    .await
+}
+
+/// 400 for duplicate request ids or consumers.
+fn check_batch(body: &AdmissionPost) -> ApiResult<()> {
+    let mut ids = BTreeSet::new();
+    let mut consumers = BTreeSet::new();
+    for r in &body.requests {
+        if !ids.insert(&r.id) {
+            return Err(ApiError::bad_request(format!(
+                "Request id {} appears twice.",
+                r.id
+            )));
+        }
+        if !consumers.insert(r.consumer_uuid) {
+            return Err(ApiError::bad_request(format!(
+                "Consumer {} appears in two requests.",
+                r.consumer_uuid
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// 409 when a request names a consumer that exists: admissions create
+/// consumers, they never replace allocations.
+async fn refuse_existing(tx: &mut sqlx::PgConnection, body: &AdmissionPost) -> ApiResult<()> {
+    let uuids: Vec<Uuid> = body.requests.iter().map(|r| r.consumer_uuid).collect();
+    match db::existing_consumers(tx, &uuids).await?.first() {
+        None => Ok(()),
+        Some(c) => Err(ApiError::conflict(format!(
+            "consumer generation conflict - consumer {c} already exists: an admission creates new consumers."
+        ))
+        .code(crate::error::codes::CONCURRENT_UPDATE)),
+    }
+}
+
+/// Writes the admitted allocations and bumps allocation counts.
+async fn commit(
+    tx: &mut sqlx::PgConnection,
+    body: &AdmissionPost,
+    loaded: &Loaded,
+    result: &round::Admitted,
+) -> ApiResult<()> {
+    let mut writes = Vec::new();
+    let mut counts: BTreeMap<i32, i64> = BTreeMap::new();
+    for d in &result.decisions {
+        let Outcome::Admitted { provider, .. } = d.outcome else {
+            continue;
+        };
+        let item = &body.requests[d.request];
+        let project = loaded.round.requests[d.request].project;
+        *counts.entry(loaded.projects[project].1).or_default() += 1;
+        writes.push(ConsumerWrite {
+            consumer: item.consumer_uuid,
+            project_id: item.project_id.clone(),
+            user_id: item.user_id.clone(),
+            consumer_type: item.consumer_type.clone(),
+            generation: GenerationCheck::New,
+            allocations: BTreeMap::from([(loaded.providers[provider], item.resources.clone())]),
+        });
+    }
+    if writes.is_empty() {
+        return Ok(());
+    }
+    alloc_db::write(tx, &writes)
+        .await
+        .map_err(|e| alloc_error(e, None))?;
+    let counts: Vec<(i32, i64)> = counts.into_iter().collect();
+    db::add_allocation_counts(tx, &counts).await?;
+    Ok(())
+}
+
+fn answer(
+    body: &AdmissionPost,
+    loaded: &Loaded,
+    result: &round::Admitted,
+    seed: u32,
+) -> AdmissionAnswer {
+    let decisions = result
+        .decisions
+        .iter()
+        .map(|d| decision(&body.requests[d.request], &d.outcome, loaded))
+        .collect();
+    AdmissionAnswer {
+        round_id: Uuid::new_v4(),
+        seed,
+        dry_run: body.dry_run,
+        decisions,
+        held_back_for_headroom: loaded
+            .classes
+            .iter()
+            .zip(&result.held_back_for_headroom)
+            .filter(|(_, n)| **n > 0)
+            .map(|(c, n)| (c.clone(), *n))
+            .collect(),
+    }
+}
+
+fn decision(item: &AdmissionItem, outcome: &Outcome, loaded: &Loaded) -> AdmissionDecision {
+    let mut d = AdmissionDecision {
+        request: item.id.clone(),
+        decision: "deferred".into(),
+        stage: None,
+        allocations: None,
+        from_reservation: None,
+        dominant_share_before: None,
+        dominant_share_after: None,
+        reason: None,
+    };
+    match outcome {
+        Outcome::Admitted {
+            stage,
+            provider,
+            from_reservation,
+            share_before,
+            share_after,
+        } => {
+            d.decision = "admitted".into();
+            d.stage = Some(match stage {
+                Stage::Guarantee => "guarantee".into(),
+                Stage::Fair => "fair".into(),
+            });
+            let resources = AdmittedResources {
+                resources: item.resources.clone(),
+            };
+            d.allocations = Some(BTreeMap::from([(loaded.providers[*provider], resources)]));
+            d.from_reservation = Some(*from_reservation);
+            d.dominant_share_before = Some(*share_before);
+            d.dominant_share_after = Some(*share_after);
+        }
+        Outcome::Deferred(reason) => {
+            d.reason = Some(
+                match reason {
+                    Reason::NoCapacity => "no_capacity",
+                    Reason::Declined => "declined",
+                    Reason::QuotaLimit => "quota_limit",
+                    Reason::Headroom => "headroom",
+                    Reason::NotReached => "not_reached",
+                }
+                .into(),
+            );
+        }
+    }
+    d
+}

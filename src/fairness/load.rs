@@ -1,0 +1,445 @@
+//! Builds an admission round (`sched::admission::Round`) from the
+//! database: the pool's providers in a seeded shuffle, every project that
+//! asks, owns a reservation, has a quota or sits above one of those, the
+//! reservations' unused parts, and the active decline filters.
+
+use super::admission::AdmissionItem;
+use crate::db::{candidates as pool_db, fairness as db, traits};
+use crate::error::{ApiError, ApiResult};
+use crate::sched::admission::{self as round, Class, ProjectIx, ProviderIx, Round};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use sqlx::PgConnection;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// A round with the names behind its indexes.
+pub struct Loaded {
+    /// The round.
+    pub round: Round,
+    /// Class names by index.
+    pub classes: Vec<String>,
+    /// Provider uuids by index.
+    pub providers: Vec<Uuid>,
+    /// Project external ids and table ids by index.
+    pub projects: Vec<(String, i32)>,
+}
+
+/// Everything a round reads, in the caller's transaction.
+pub async fn load(
+    conn: &mut PgConnection,
+    items: &[AdmissionItem],
+    seed: u32,
+    excluded: &[String],
+    max_steps: u64,
+) -> ApiResult<Loaded> {
+    let tree = pool_db::provider_rows(conn).await?;
+    let (stock, trait_rows, agg_rows) = pool_db::node_data(conn, None).await?;
+    let names = pool_db::class_names(conn).await?;
+    let mut order: Vec<usize> = (0..tree.len()).collect();
+    order.shuffle(&mut StdRng::seed_from_u64(u64::from(seed)));
+    let ix_of_id: HashMap<i64, ProviderIx> = order
+        .iter()
+        .enumerate()
+        .map(|(ix, &t)| (tree[t].0, ix))
+        .collect();
+    let mut classes: Vec<String> = names.values().cloned().collect();
+    classes.sort();
+    let class_ix: HashMap<&str, Class> = classes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.as_str(), i))
+        .collect();
+    let class_of_id: HashMap<i32, Class> = names
+        .iter()
+        .filter_map(|(id, n)| class_ix.get(n.as_str()).map(|&c| (*id, c)))
+        .collect();
+    let mut providers = vec![
+        round::Provider {
+            stock: vec![None; classes.len()],
+            reservations: Vec::new()
+        };
+        tree.len()
+    ];
+    let mut totals = vec![0.0; classes.len()];
+    for (rp, class, total, reserved, min, max, step, ratio, used) in stock {
+        let (Some(&p), Some(c)) = (ix_of_id.get(&rp), class_of_id.get(&class).copied()) else {
+            continue;
+        };
+        let capacity = crate::types::capacity(total.into(), reserved.into(), ratio);
+        totals[c] += capacity;
+        providers[p].stock[c] = Some(round::Stock {
+            capacity,
+            used,
+            min_unit: min.into(),
+            max_unit: max.into(),
+            step_size: step.into(),
+        });
+    }
+    let mut projects = Projects::load(conn, items).await?;
+    reservations(conn, &mut providers, &mut projects, &ix_of_id, &class_of_id).await?;
+    let rows = PoolRows {
+        tree: &tree,
+        order: &order,
+        traits: &trait_rows,
+        aggs: &agg_rows,
+    };
+    let request_list = requests(conn, items, &projects, &class_ix, rows).await?;
+    let declines = declines(conn, &projects, &ix_of_id, &class_ix).await?;
+    let held = projects.holdings(conn, &classes, &class_ix).await?;
+    let excluded = classes.iter().map(|c| excluded.contains(c)).collect();
+    Ok(Loaded {
+        round: Round {
+            classes: classes.len(),
+            totals,
+            excluded,
+            providers,
+            projects: held,
+            requests: request_list,
+            declines,
+            max_steps,
+        },
+        providers: order.iter().map(|&t| tree[t].1).collect(),
+        projects: projects
+            .list
+            .iter()
+            .map(|p| (p.name.clone(), p.id))
+            .collect(),
+        classes,
+    })
+}
+
+/// One project of the round before its holdings are read.
+struct ProjectRow {
+    name: String,
+    id: i32,
+    parent: Option<String>,
+    weight: f64,
+    count: i64,
+}
+
+/// The round's projects, by index.
+struct Projects {
+    list: Vec<ProjectRow>,
+    by_name: HashMap<String, ProjectIx>,
+    quotas: Vec<db::QuotaRow>,
+}
+
+impl Projects {
+    /// Requesting projects, every project with settings or a quota, and
+    /// reservation owners (all ancestors have settings, so are included).
+    async fn load(conn: &mut PgConnection, items: &[AdmissionItem]) -> ApiResult<Self> {
+        let settings = db::all_fairness(conn).await?;
+        let quotas = db::all_quotas(conn).await?;
+        let owners = db::all_reservations(conn).await?;
+        let mut names: BTreeSet<String> = items.iter().map(|i| i.project_id.clone()).collect();
+        names.extend(settings.iter().map(|s| s.project_id.clone()));
+        names.extend(settings.iter().filter_map(|s| s.parent_project_id.clone()));
+        names.extend(quotas.iter().map(|q| q.project_id.clone()));
+        names.extend(owners.iter().map(|o| o.2.clone()));
+        let mut list = Vec::with_capacity(names.len());
+        for name in names {
+            let id = db::ensure_project(conn, &name).await?;
+            let s = settings.iter().find(|s| s.project_id == name);
+            list.push(ProjectRow {
+                parent: s.and_then(|s| s.parent_project_id.clone()),
+                weight: s.map_or(1.0, |s| s.weight),
+                count: s.map_or(0, |s| s.allocation_count),
+                name,
+                id,
+            });
+        }
+        let by_name = list
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.name.clone(), i))
+            .collect();
+        Ok(Projects {
+            list,
+            by_name,
+            quotas,
+        })
+    }
+
+    fn parent(&self, p: ProjectIx) -> Option<ProjectIx> {
+        self.list[p]
+            .parent
+            .as_ref()
+            .and_then(|n| self.by_name.get(n).copied())
+    }
+
+    /// `p` and its ancestors.
+    fn lineage(&self, p: ProjectIx) -> Vec<ProjectIx> {
+        let mut out = vec![p];
+        while let Some(a) = self.parent(*out.last().unwrap_or(&p)) {
+            if out.contains(&a) {
+                break;
+            }
+            out.push(a);
+        }
+        out
+    }
+
+    /// The sched projects: allocations, consumption, limits, guarantees.
+    async fn holdings(
+        &self,
+        conn: &mut PgConnection,
+        classes: &[String],
+        class_ix: &HashMap<&str, Class>,
+    ) -> ApiResult<Vec<round::Project>> {
+        let n = classes.len();
+        let ids: Vec<i32> = self.list.iter().map(|p| p.id).collect();
+        let consumed = db::consumption(conn, &ids, None).await?;
+        let allocated = db::project_allocations(conn).await?;
+        let names = crate::db::candidates::class_names(conn).await?;
+        let mut out: Vec<round::Project> = self
+            .list
+            .iter()
+            .enumerate()
+            .map(|(i, p)| round::Project {
+                name: p.name.clone(),
+                parent: self.parent(i),
+                weight: p.weight,
+                allocation_count: u64::try_from(p.count).unwrap_or(0),
+                allocated: vec![0; n],
+                consumed: vec![0; n],
+                limits: vec![None; n],
+                guarantees: vec![0; n],
+            })
+            .collect();
+        for ((pid, cid), units) in consumed {
+            let (Some(p), Some(c)) = (
+                ids.iter().position(|&x| x == pid),
+                names.get(&cid).and_then(|nm| class_ix.get(nm.as_str())),
+            ) else {
+                continue;
+            };
+            out[p].consumed[*c] = units;
+        }
+        for (project, cid, units) in allocated {
+            let (Some(&p), Some(c)) = (
+                self.by_name.get(&project),
+                names.get(&cid).and_then(|nm| class_ix.get(nm.as_str())),
+            ) else {
+                continue;
+            };
+            out[p].allocated[*c] = units;
+        }
+        for q in &self.quotas {
+            let (Some(&p), Some(&c)) = (
+                self.by_name.get(&q.project_id),
+                class_ix.get(q.resource_class.as_str()),
+            ) else {
+                continue;
+            };
+            out[p].limits[c] = q.limit;
+            if out[p].parent.is_none() {
+                out[p].guarantees[c] = q.guarantee.unwrap_or(0);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Each reservation with its unused part: amount − what the owner's
+/// subtree allocated on that inventory.
+async fn reservations(
+    conn: &mut PgConnection,
+    providers: &mut [round::Provider],
+    projects: &mut Projects,
+    ix_of_id: &HashMap<i64, ProviderIx>,
+    class_of_id: &HashMap<i32, Class>,
+) -> ApiResult<()> {
+    let rows = db::all_reservations(conn).await?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut on: Vec<i64> = rows.iter().map(|r| r.0).collect();
+    on.dedup();
+    let used = db::project_allocations_on(conn, &on).await?;
+    for (rp, _, owner, class, amount) in rows {
+        let (Some(&p), Some(c), Some(&o)) = (
+            ix_of_id.get(&rp),
+            class_of_id.get(&class).copied(),
+            projects.by_name.get(&owner),
+        ) else {
+            continue;
+        };
+        let by_subtree: i64 = used
+            .iter()
+            .filter(|(proj, r, rc, _)| {
+                *r == rp
+                    && *rc == class
+                    && projects
+                        .by_name
+                        .get(proj)
+                        .is_some_and(|&x| projects.lineage(x).contains(&o))
+            })
+            .map(|u| u.3)
+            .sum();
+        providers[p].reservations.push(round::Reservation {
+            owner: o,
+            class: c,
+            unused: (i64::from(amount) - by_subtree).max(0),
+        });
+    }
+    Ok(())
+}
+
+/// A request's provider filter: (required traits, member_of).
+type FilterKey = (Vec<String>, Vec<Uuid>);
+
+/// The pool's rows as loaded, with the round's provider order.
+struct PoolRows<'a> {
+    tree: &'a [pool_db::TreeRow],
+    order: &'a [usize],
+    traits: &'a [pool_db::TraitRow],
+    aggs: &'a [(i64, i32)],
+}
+
+/// The requests as round requests; 400 for unknown classes or traits.
+async fn requests(
+    conn: &mut PgConnection,
+    items: &[AdmissionItem],
+    projects: &Projects,
+    class_ix: &HashMap<&str, Class>,
+    pool: PoolRows<'_>,
+) -> ApiResult<Vec<round::Request>> {
+    let filter = Eligibility::new(conn, items, &pool).await?;
+    let mut cache: HashMap<FilterKey, Arc<[ProviderIx]>> = HashMap::new();
+    items
+        .iter()
+        .map(|item| {
+            let resources = item
+                .resources
+                .iter()
+                .map(|(c, n)| {
+                    class_ix.get(c.as_str()).map(|&ix| (ix, *n)).ok_or_else(|| {
+                        ApiError::bad_request(format!("No such resource class {c}."))
+                    })
+                })
+                .collect::<ApiResult<Vec<_>>>()?;
+            let allowed = if item.required.is_empty() && item.member_of.is_empty() {
+                None
+            } else {
+                let key = (item.required.clone(), item.member_of.clone());
+                Some(
+                    cache
+                        .entry(key)
+                        .or_insert_with(|| filter.allowed(item))
+                        .clone(),
+                )
+            };
+            Ok(round::Request {
+                project: projects.by_name[&item.project_id],
+                user: item.user_id.clone(),
+                resources,
+                allowed,
+            })
+        })
+        .collect()
+}
+
+/// Which providers a request's traits and aggregates allow.
+struct Eligibility {
+    /// Per round provider: its trait names, its own and its root's aggregate uuids.
+    traits: Vec<BTreeSet<String>>,
+    aggs: Vec<BTreeSet<Uuid>>,
+}
+
+impl Eligibility {
+    async fn new(
+        conn: &mut PgConnection,
+        items: &[AdmissionItem],
+        pool: &PoolRows<'_>,
+    ) -> ApiResult<Self> {
+        let (tree, order) = (pool.tree, pool.order);
+        let wanted: Vec<String> = items
+            .iter()
+            .flat_map(|i| {
+                i.required
+                    .iter()
+                    .map(|t| t.trim_start_matches('!').to_string())
+            })
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let (_, missing) = traits::resolve(conn, &wanted).await?;
+        if !missing.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "No such trait(s): {}.",
+                missing.join(", ")
+            )));
+        }
+        let agg_uuids = crate::db::aggregates::uuids_by_id(conn).await?;
+        let position: HashMap<i64, usize> = order
+            .iter()
+            .enumerate()
+            .map(|(ix, &t)| (tree[t].0, ix))
+            .collect();
+        let mut traits_of = vec![BTreeSet::new(); tree.len()];
+        for (rp, _, name) in pool.traits {
+            if let Some(&p) = position.get(rp) {
+                traits_of[p].insert(name.clone());
+            }
+        }
+        let mut own_aggs: HashMap<i64, BTreeSet<Uuid>> = HashMap::new();
+        for (rp, agg) in pool.aggs {
+            if let Some(u) = agg_uuids.get(agg) {
+                own_aggs.entry(*rp).or_default().insert(*u);
+            }
+        }
+        let mut aggs = vec![BTreeSet::new(); tree.len()];
+        for (id, _, _, root) in tree {
+            let Some(&p) = position.get(id) else { continue };
+            for source in [id, root] {
+                aggs[p].extend(own_aggs.get(source).into_iter().flatten().copied());
+            }
+        }
+        Ok(Eligibility {
+            traits: traits_of,
+            aggs,
+        })
+    }
+
+    /// Providers (round indexes, ascending) with every required trait, no
+    /// forbidden one (`!T`), and in one of the aggregates when named.
+    fn allowed(&self, item: &AdmissionItem) -> Arc<[ProviderIx]> {
+        (0..self.traits.len())
+            .filter(|&p| {
+                item.required.iter().all(|t| match t.strip_prefix('!') {
+                    Some(forbidden) => !self.traits[p].contains(forbidden),
+                    None => self.traits[p].contains(t),
+                }) && (item.member_of.is_empty()
+                    || item.member_of.iter().any(|a| self.aggs[p].contains(a)))
+            })
+            .collect()
+    }
+}
+
+/// Active decline filters as round filters (unknown classes never match).
+async fn declines(
+    conn: &mut PgConnection,
+    projects: &Projects,
+    ix_of_id: &HashMap<i64, ProviderIx>,
+    class_ix: &HashMap<&str, Class>,
+) -> ApiResult<Vec<round::Decline>> {
+    let rows = db::active_declines(conn).await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(project, user, rp, resources)| {
+            let refused: HashMap<String, i64> = serde_json::from_value(resources).ok()?;
+            Some(round::Decline {
+                project: *projects.by_name.get(&project)?,
+                user,
+                provider: *ix_of_id.get(&rp)?,
+                refused: refused
+                    .iter()
+                    .filter_map(|(c, n)| class_ix.get(c.as_str()).map(|&ix| (ix, *n)))
+                    .collect(),
+            })
+        })
+        .collect())
+}

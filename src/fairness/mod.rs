@@ -1,0 +1,46 @@
+//! Fair sharing between projects, the Mesos allocator's rules over
+//! Placement data (`fairness_colocation.md` Part A and §C.2): project
+//! weights and tree, quotas, per-project reservations, the DRF shares, one
+//! admission round at a time, and decline filters. The pure algorithms are
+//! in `sched::{drf, admission, quota, decline}`; the SQL in `db::fairness`;
+//! the limits and reservations of plain writes are enforced by
+//! `db::allocations::write`, so every write path honours them.
+
+pub mod admission;
+pub mod declines;
+mod load;
+pub mod projects;
+pub mod reservations;
+pub mod shares;
+
+use crate::db::{classes, fairness as db};
+use crate::error::{ApiError, ApiResult};
+use sqlx::PgConnection;
+use std::collections::{BTreeMap, HashMap};
+
+/// Amounts by resource class name.
+pub type Amounts = BTreeMap<String, i64>;
+
+/// Class ids of `names`, or 400 naming the first unknown class.
+pub async fn class_ids(
+    conn: &mut PgConnection,
+    names: &[String],
+) -> ApiResult<HashMap<String, i32>> {
+    let ids = classes::ids(conn, names)
+        .await?
+        .map_err(|rc| ApiError::bad_request(format!("No such resource class {rc}.")))?;
+    Ok(names.iter().cloned().zip(ids).collect())
+}
+
+/// The projects table id of an external project id, created if missing.
+pub async fn project_row(conn: &mut PgConnection, project: &str) -> ApiResult<i32> {
+    Ok(db::ensure_project(conn, project).await?)
+}
+
+/// `a − b` per class of `a`, keeping what stays positive.
+pub fn positive_minus(a: &Amounts, b: &Amounts) -> Amounts {
+    a.iter()
+        .map(|(c, n)| (c.clone(), n - b.get(c).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}

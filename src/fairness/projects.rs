@@ -1,0 +1,232 @@
+//! A project's fairness settings (weight, parent) and quota (guarantees,
+//! limits), with the rules Mesos applies to them: weights > 0, guarantees
+//! ≤ limits and only on top-level projects, and a limit below current
+//! consumption only with `force`.
+
+use super::{class_ids, positive_minus, project_row, Amounts};
+use crate::db::fairness::{self as db, FairnessRow};
+use crate::error::{codes, ApiError, ApiResult};
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use utoipa::ToSchema;
+
+/// `PUT /projects/{project_id}/fairness`, after its schema check.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct FairnessPut {
+    /// DRF weight, > 0: a larger weight means a larger share.
+    pub weight: f64,
+    /// The parent project (null: a top-level project).
+    #[serde(default)]
+    pub parent_project_id: Option<String>,
+}
+
+/// A project's fairness settings.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FairnessView {
+    /// The project.
+    pub project_id: String,
+    /// DRF weight (1 unless set).
+    pub weight: f64,
+    /// Parent project, null for a top-level one.
+    pub parent_project_id: Option<String>,
+    /// Admissions so far: the DRF tie-break, persisted so rounds replay.
+    pub allocation_count: i64,
+}
+
+impl FairnessView {
+    fn of(project: &str, row: Option<FairnessRow>) -> Self {
+        match row {
+            Some(r) => FairnessView {
+                project_id: r.project_id,
+                weight: r.weight,
+                parent_project_id: r.parent_project_id,
+                allocation_count: r.allocation_count,
+            },
+            None => FairnessView {
+                project_id: project.to_string(),
+                weight: 1.0,
+                parent_project_id: None,
+                allocation_count: 0,
+            },
+        }
+    }
+}
+
+/// `PUT /projects/{project_id}/quota`, after its schema check.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct QuotaPut {
+    /// Hard caps on consumption, by class.
+    #[serde(default)]
+    pub limits: Amounts,
+    /// Minimums held back as headroom, by class (top-level projects only).
+    #[serde(default)]
+    pub guarantees: Amounts,
+    /// Set limits below current consumption anyway.
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// A project's quota with what its subtree holds.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaView {
+    /// The project.
+    pub project_id: String,
+    /// Limits by class.
+    pub limits: Amounts,
+    /// Guarantees by class.
+    pub guarantees: Amounts,
+    /// Consumption against quota: allocations plus unused reservations.
+    pub consumed: Amounts,
+    /// Reservations of the project and its sub-projects, used or not.
+    pub reserved: Amounts,
+    /// Allocations of the project's and its sub-projects' consumers.
+    pub allocated: Amounts,
+    /// What the guarantees still lack.
+    pub unsatisfied_guarantee: Amounts,
+}
+
+/// A project's fairness settings (defaults when never set).
+pub async fn fairness(pool: &PgPool, project: &str) -> ApiResult<FairnessView> {
+    let mut conn = pool.acquire().await?;
+    let row = match db::project_id(&mut conn, project).await? {
+        Some(id) => db::fairness(&mut conn, id).await?,
+        None => None,
+    };
+    Ok(FairnessView::of(project, row))
+}
+
+/// Sets a project's weight and parent.
+pub async fn set_fairness(
+    pool: &PgPool,
+    project: &str,
+    body: FairnessPut,
+) -> ApiResult<FairnessView> {
+    if !(body.weight.is_finite() && body.weight > 0.0) {
+        return Err(ApiError::bad_request(
+            "The weight must be a number greater than 0.",
+        ));
+    }
+    let mut tx = pool.begin().await?;
+    let id = project_row(&mut tx, project).await?;
+    db::lock_projects(&mut tx, &[id]).await?;
+    let parent = match &body.parent_project_id {
+        None => None,
+        Some(p) if p == project => {
+            return Err(ApiError::bad_request("A project cannot be its own parent."))
+        }
+        Some(p) => {
+            let pid = project_row(&mut tx, p).await?;
+            if db::lineage(&mut tx, pid).await?.contains(&id) {
+                return Err(ApiError::bad_request(format!(
+                    "Project {p} is a sub-project of {project}: the project tree cannot have a cycle."
+                )));
+            }
+            let has_guarantees = db::quota(&mut tx, id)
+                .await?
+                .iter()
+                .any(|q| q.guarantee.is_some_and(|g| g > 0));
+            if has_guarantees {
+                return Err(ApiError::bad_request(format!(
+                    "Project {project} has guarantees, which only top-level projects may have."
+                )));
+            }
+            Some(pid)
+        }
+    };
+    db::put_fairness(&mut tx, id, parent, body.weight).await?;
+    let row = db::fairness(&mut tx, id).await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
+    Ok(FairnessView::of(project, row))
+}
+
+/// A project's quota and holdings.
+pub async fn quota(pool: &PgPool, project: &str) -> ApiResult<QuotaView> {
+    let mut conn = pool.acquire().await?;
+    let Some(id) = db::project_id(&mut conn, project).await? else {
+        return Ok(view(project, Vec::new(), db::Holdings::default()));
+    };
+    let rows = db::quota(&mut conn, id).await?;
+    let held = db::holdings(&mut conn, id).await?;
+    Ok(view(project, rows, held))
+}
+
+fn view(project: &str, rows: Vec<db::QuotaRow>, held: db::Holdings) -> QuotaView {
+    let pick = |f: fn(&db::QuotaRow) -> Option<i64>| -> Amounts {
+        rows.iter()
+            .filter_map(|r| f(r).map(|n| (r.resource_class.clone(), n)))
+            .collect()
+    };
+    let guarantees = pick(|r| r.guarantee);
+    QuotaView {
+        project_id: project.to_string(),
+        limits: pick(|r| r.limit),
+        unsatisfied_guarantee: positive_minus(&guarantees, &held.consumed),
+        guarantees,
+        consumed: held.consumed,
+        reserved: held.reserved,
+        allocated: held.allocated,
+    }
+}
+
+/// Replaces a project's quota.
+pub async fn set_quota(pool: &PgPool, project: &str, body: QuotaPut) -> ApiResult<QuotaView> {
+    for (class, g) in &body.guarantees {
+        if let Some(l) = body.limits.get(class).filter(|l| g > *l) {
+            return Err(ApiError::bad_request(format!(
+                "The guarantee of {class} ({g}) is above its limit ({l})."
+            )));
+        }
+    }
+    let mut tx = pool.begin().await?;
+    let id = project_row(&mut tx, project).await?;
+    db::lock_projects(&mut tx, &[id]).await?;
+    let names: Vec<String> = body
+        .limits
+        .keys()
+        .chain(body.guarantees.keys())
+        .cloned()
+        .collect();
+    let ids = class_ids(&mut tx, &names).await?;
+    let is_sub = db::lineage(&mut tx, id).await?.len() > 1;
+    if is_sub && body.guarantees.values().any(|g| *g > 0) {
+        return Err(ApiError::bad_request(format!(
+            "Project {project} has a parent: guarantees are only allowed on top-level projects."
+        )));
+    }
+    let held = db::holdings(&mut tx, id).await?;
+    if !body.force {
+        refuse_limits_below(&body.limits, &held.consumed, project)?;
+    }
+    let mut rows: Vec<(i32, Option<i64>, Option<i64>)> = ids
+        .iter()
+        .map(|(c, &cid)| {
+            (
+                cid,
+                body.guarantees.get(c).copied(),
+                body.limits.get(c).copied(),
+            )
+        })
+        .collect();
+    rows.sort_unstable();
+    rows.dedup();
+    db::replace_quota(&mut tx, id, &rows).await?;
+    let stored = db::quota(&mut tx, id).await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
+    Ok(view(project, stored, held))
+}
+
+/// 409 when a new limit is below what the project consumes.
+fn refuse_limits_below(limits: &Amounts, consumed: &Amounts, project: &str) -> ApiResult<()> {
+    for (class, limit) in limits {
+        let used = consumed.get(class).copied().unwrap_or(0);
+        if used > *limit {
+            return Err(ApiError::conflict(format!(
+                "Project {project} consumes {used} {class}, above the new limit of {limit}; set force to lower it anyway."
+            ))
+            .code(codes::QUOTA_BELOW_CONSUMPTION));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,437 @@
+//! Fair sharing through HTTP on a real database: DRF admission rounds,
+//! weights, guarantees and headroom, limits on plain writes, reservations,
+//! decline filters, shares, and bad input (`fairness_colocation.md` §C.2).
+
+use crate::common::{uuid, TestApp};
+use serde_json::{json, Value};
+
+const MV: &str = "1.39";
+
+/// One admission request body entry.
+fn ask(id: &str, project: &str, resources: Value) -> Value {
+    json!({"id": id, "consumer_uuid": uuid(), "project_id": project, "user_id": "u", "resources": resources})
+}
+
+async fn admit(t: &TestApp, requests: Vec<Value>, extra: Value) -> Value {
+    let mut body = json!({"requests": requests, "seed": 7});
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    t.post("/admissions", MV, body).await.expect(200).json()
+}
+
+/// (request, decision) pairs in answer order.
+fn decisions(answer: &Value) -> Vec<(String, String)> {
+    answer["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let what = match d["decision"].as_str().unwrap() {
+                "admitted" => "admitted".to_string(),
+                _ => format!("deferred:{}", d["reason"].as_str().unwrap()),
+            };
+            (d["request"].as_str().unwrap().to_string(), what)
+        })
+        .collect()
+}
+
+fn admitted_count(answer: &Value, prefix: &str) -> usize {
+    decisions(answer)
+        .iter()
+        .filter(|(r, d)| r.starts_with(prefix) && d == "admitted")
+        .count()
+}
+
+async fn used(t: &TestApp, rp: &str, class: &str) -> i64 {
+    let u = t
+        .get(&format!("/resource_providers/{rp}/usages"), MV)
+        .await
+        .expect(200)
+        .json();
+    u["usages"][class].as_i64().unwrap_or(0)
+}
+
+#[tokio::test]
+async fn drf_paper_example_admits_three_and_two() {
+    let t = TestApp::new().await;
+    let rp = t.create_rp("node").await;
+    t.set_inventories(
+        &rp,
+        json!({"VCPU": {"total": 9}, "MEMORY_MB": {"total": 18432}}),
+    )
+    .await;
+    let mut reqs = Vec::new();
+    for i in 1..=5 {
+        reqs.push(ask(
+            &format!("A{i}"),
+            "A",
+            json!({"VCPU": 1, "MEMORY_MB": 4096}),
+        ));
+    }
+    for i in 1..=5 {
+        reqs.push(ask(
+            &format!("B{i}"),
+            "B",
+            json!({"VCPU": 3, "MEMORY_MB": 1024}),
+        ));
+    }
+    // A dry run decides the same and writes nothing.
+    let dry = admit(&t, reqs.clone(), json!({"dry_run": true})).await;
+    assert_eq!(dry["dry_run"], json!(true));
+    assert_eq!(used(&t, &rp, "VCPU").await, 0);
+
+    let answer = admit(&t, reqs.clone(), json!({})).await;
+    assert_eq!(decisions(&answer), decisions(&dry));
+    let order: Vec<String> = decisions(&answer).into_iter().map(|(r, _)| r).collect();
+    assert_eq!(&order[..5], ["A1", "B1", "A2", "B2", "A3"]);
+    assert_eq!(admitted_count(&answer, "A"), 3);
+    assert_eq!(admitted_count(&answer, "B"), 2);
+    assert_eq!(answer["seed"], json!(7));
+    let first = &answer["decisions"][0];
+    assert_eq!(first["stage"], json!("fair"));
+    assert!((first["dominant_share_after"].as_f64().unwrap() - 4096.0 / 18432.0).abs() < 1e-9);
+    // Written: 3 + 6 VCPU, and the consumers exist with the request's owner.
+    assert_eq!(used(&t, &rp, "VCPU").await, 9);
+    let a1 = reqs[0]["consumer_uuid"].as_str().unwrap();
+    let alloc = t
+        .get(&format!("/allocations/{a1}"), MV)
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(alloc["project_id"], json!("A"));
+    assert_eq!(
+        alloc["allocations"][&rp]["resources"],
+        json!({"VCPU": 1, "MEMORY_MB": 4096})
+    );
+    // The persisted allocation counts and the shares.
+    let fa = t.get("/projects/A/fairness", MV).await.expect(200).json();
+    assert_eq!(fa["allocation_count"], json!(3));
+    let shares = t.get("/fairness/shares", MV).await.expect(200).json();
+    let b = shares["projects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["project_id"] == "B")
+        .unwrap()
+        .clone();
+    assert_eq!(b["dominant_rc"], json!("VCPU"));
+    assert!((b["dominant_share"].as_f64().unwrap() - 6.0 / 9.0).abs() < 1e-9);
+    // The same consumers again: they exist now, so the round refuses.
+    t.post("/admissions", MV, json!({"requests": [reqs[0].clone()]}))
+        .await
+        .expect_error(
+            409,
+            Some("placement.concurrent_update"),
+            "consumer generation conflict",
+        );
+}
+
+#[tokio::test]
+async fn weights_one_to_two_give_two_and_four_providers() {
+    let t = TestApp::new().await;
+    for i in 0..6 {
+        let rp = t.create_rp(&format!("n{i}")).await;
+        t.set_inventories(
+            &rp,
+            json!({"VCPU": {"total": 4}, "MEMORY_MB": {"total": 4096}}),
+        )
+        .await;
+    }
+    t.put("/projects/B/fairness", MV, json!({"weight": 2.0}))
+        .await
+        .expect(200);
+    let whole = json!({"VCPU": 4, "MEMORY_MB": 4096});
+    let mut reqs = Vec::new();
+    for i in 1..=6 {
+        reqs.push(ask(&format!("A{i}"), "A", whole.clone()));
+        reqs.push(ask(&format!("B{i}"), "B", whole.clone()));
+    }
+    let answer = admit(&t, reqs, json!({})).await;
+    assert_eq!(admitted_count(&answer, "A"), 2, "{answer}");
+    assert_eq!(admitted_count(&answer, "B"), 4, "{answer}");
+}
+
+#[tokio::test]
+async fn a_guarantee_holds_headroom_for_an_idle_project() {
+    let t = TestApp::new().await;
+    let rp = t.create_rp("node").await;
+    t.set_inventories(
+        &rp,
+        json!({"VCPU": {"total": 8}, "MEMORY_MB": {"total": 8192}}),
+    )
+    .await;
+    let q = t
+        .put(
+            "/projects/G/quota",
+            MV,
+            json!({"guarantees": {"VCPU": 4, "MEMORY_MB": 4096}}),
+        )
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(
+        q["unsatisfied_guarantee"],
+        json!({"VCPU": 4, "MEMORY_MB": 4096})
+    );
+    let reqs = (1..=6)
+        .map(|i| ask(&format!("P{i}"), "P", json!({"VCPU": 1, "MEMORY_MB": 1024})))
+        .collect();
+    let answer = admit(&t, reqs, json!({})).await;
+    assert_eq!(admitted_count(&answer, "P"), 4);
+    assert!(decisions(&answer).contains(&("P5".into(), "deferred:headroom".into())));
+    assert_eq!(
+        answer["held_back_for_headroom"],
+        json!({"VCPU": 4, "MEMORY_MB": 4096})
+    );
+    // G itself may take its guarantee, in stage 1.
+    let answer = admit(
+        &t,
+        vec![ask("G1", "G", json!({"VCPU": 4, "MEMORY_MB": 4096}))],
+        json!({}),
+    )
+    .await;
+    assert_eq!(answer["decisions"][0]["stage"], json!("guarantee"));
+}
+
+#[tokio::test]
+async fn a_limit_refuses_plain_writes_with_nothing_written() {
+    let t = TestApp::new().await;
+    let rp = t.create_rp("node").await;
+    t.set_inventories(&rp, json!({"VCPU": {"total": 8}})).await;
+    t.put("/projects/L/quota", MV, json!({"limits": {"VCPU": 2}}))
+        .await
+        .expect(200);
+    t.allocate(&uuid(), "L", "u", json!({&rp: {"VCPU": 2}}))
+        .await;
+    let gen = t.generation(&rp).await;
+    let over = uuid();
+    t.try_allocate(&over, "L", "u", json!({&rp: {"VCPU": 1}}))
+        .await
+        .expect_error(409, Some("placement.quota.exceeded"), "over its limit of 2");
+    let post = json!({&over: {"allocations": {&rp: {"resources": {"VCPU": 1}}},
+        "project_id": "L", "user_id": "u", "consumer_generation": null}});
+    t.post("/allocations", "1.28", post).await.expect_error(
+        409,
+        Some("placement.quota.exceeded"),
+        "VCPU",
+    );
+    assert_eq!(used(&t, &rp, "VCPU").await, 2);
+    assert_eq!(t.generation(&rp).await, gen);
+    t.get(&format!("/allocations/{over}"), MV).await.expect(200);
+    // Another project is not limited.
+    t.allocate(&uuid(), "M", "u", json!({&rp: {"VCPU": 3}}))
+        .await;
+    // Lowering the limit below consumption needs force.
+    t.put("/projects/L/quota", MV, json!({"limits": {"VCPU": 1}}))
+        .await
+        .expect_error(
+            409,
+            Some("placement.quota.below_consumption"),
+            "consumes 2 VCPU",
+        );
+    let q = t
+        .put(
+            "/projects/L/quota",
+            MV,
+            json!({"limits": {"VCPU": 1}, "force": true}),
+        )
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(q["consumed"], json!({"VCPU": 2}));
+    assert_eq!(q["allocated"], json!({"VCPU": 2}));
+}
+
+#[tokio::test]
+async fn a_reservation_is_usable_only_by_its_project() {
+    let t = TestApp::new().await;
+    let rp = t.create_rp("node").await;
+    t.set_inventories(&rp, json!({"VCPU": {"total": 4}})).await;
+    let gen = t.generation(&rp).await;
+    let path = format!("/resource_providers/{rp}/project_reservations/R");
+    t.put(
+        &path,
+        MV,
+        json!({"resource_provider_generation": gen + 5, "resources": {"VCPU": 3}}),
+    )
+    .await
+    .expect_error(409, Some("placement.concurrent_update"), "generation");
+    t.put(
+        &path,
+        MV,
+        json!({"resource_provider_generation": gen, "resources": {"VCPU": 5}}),
+    )
+    .await
+    .expect_error(400, None, "above its capacity");
+    let r = t
+        .put(
+            &path,
+            MV,
+            json!({"resource_provider_generation": gen, "resources": {"VCPU": 3}}),
+        )
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(r["resource_provider_generation"], json!(gen + 1));
+    assert_eq!(
+        t.get(&path, MV).await.expect(200).json()["resources"],
+        json!({"VCPU": 3})
+    );
+    // Candidates: others see 1 VCPU; R sees all 4.
+    let count = |v: Value| v["allocation_requests"].as_array().unwrap().len();
+    let q = "/allocation_candidates?resources=VCPU:2";
+    assert_eq!(count(t.get(q, MV).await.expect(200).json()), 0);
+    let mine = t
+        .get(&format!("{q}&project_id=R"), MV)
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(count(mine), 1);
+    // Claims: S gets the unreserved 1, not 2; R gets its 3.
+    t.try_allocate(&uuid(), "S", "u", json!({&rp: {"VCPU": 2}}))
+        .await
+        .expect_error(
+            409,
+            Some("placement.reservation.unavailable"),
+            "reserved for other projects",
+        );
+    t.allocate(&uuid(), "S", "u", json!({&rp: {"VCPU": 1}}))
+        .await;
+    t.allocate(&uuid(), "R", "u", json!({&rp: {"VCPU": 3}}))
+        .await;
+    // The reservation counts as R's consumption.
+    let q = t.get("/projects/R/quota", MV).await.expect(200).json();
+    assert_eq!(q["reserved"], json!({"VCPU": 3}));
+    assert_eq!(q["consumed"], json!({"VCPU": 3}));
+    t.delete(&path, MV).await.expect(204);
+    t.delete(&path, MV).await.expect(404);
+}
+
+#[tokio::test]
+async fn a_decline_hides_a_provider_until_revive() {
+    let t = TestApp::new().await;
+    let big = t.create_rp("big").await;
+    let small = t.create_rp("small").await;
+    t.set_inventories(&big, json!({"VCPU": {"total": 2}})).await;
+    t.set_inventories(&small, json!({"VCPU": {"total": 1}}))
+        .await;
+    let d = t
+        .post(
+            "/declines",
+            MV,
+            json!({"project_id": "A", "resource_provider_uuid": big,
+            "resources": {"VCPU": 1}, "refuse_seconds": 30}),
+        )
+        .await
+        .expect(201)
+        .json();
+    assert_eq!(d["refuse_seconds"], json!(30.0));
+    let one = json!({"VCPU": 1});
+    let a = admit(&t, vec![ask("A1", "A", one.clone())], json!({})).await;
+    assert_eq!(
+        a["decisions"][0]["allocations"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .next()
+            .unwrap(),
+        &small
+    );
+    let a = admit(&t, vec![ask("A2", "A", one.clone())], json!({})).await;
+    assert_eq!(
+        decisions(&a),
+        [("A2".to_string(), "deferred:declined".to_string())]
+    );
+    // Another project is not affected; revive clears A's filter.
+    t.delete("/declines?project_id=A", MV).await.expect(204);
+    let a = admit(&t, vec![ask("A3", "A", one)], json!({})).await;
+    assert_eq!(decisions(&a), [("A3".to_string(), "admitted".to_string())]);
+    // refuse_seconds 0 installs nothing.
+    let d = t
+        .post(
+            "/declines",
+            MV,
+            json!({"project_id": "A", "resource_provider_uuid": big,
+            "resources": {"VCPU": 1}, "refuse_seconds": 0}),
+        )
+        .await
+        .expect(201)
+        .json();
+    assert_eq!(d["filtered"], json!(false));
+}
+
+#[tokio::test]
+async fn bad_fairness_input_is_400_and_stores_nothing() {
+    let t = TestApp::new().await;
+    let rp = t.create_rp("node").await;
+    t.set_inventories(&rp, json!({"VCPU": {"total": 4}})).await;
+    for weight in [json!(0), json!(-1.5), json!("x"), json!(null)] {
+        t.put("/projects/A/fairness", MV, json!({"weight": weight}))
+            .await
+            .expect(400);
+    }
+    assert_eq!(
+        t.get("/projects/A/fairness", MV).await.expect(200).json()["weight"],
+        json!(1.0)
+    );
+    let bad_quotas = [
+        (json!({"limits": {"VCPU": -1}}), "minimum"),
+        (json!({"limits": {"VCPU": 1.5}}), "is not of type 'integer'"),
+        (
+            json!({"limits": {"VCPU": 1}, "guarantees": {"VCPU": 2}}),
+            "above its limit",
+        ),
+        (
+            json!({"limits": {"CUSTOM_NOPE": 1}}),
+            "No such resource class CUSTOM_NOPE",
+        ),
+    ];
+    for (body, detail) in bad_quotas {
+        t.put("/projects/A/quota", MV, body)
+            .await
+            .expect_error(400, None, detail);
+    }
+    t.put(
+        "/projects/C/fairness",
+        MV,
+        json!({"weight": 1, "parent_project_id": "A"}),
+    )
+    .await
+    .expect(200);
+    t.put("/projects/C/quota", MV, json!({"guarantees": {"VCPU": 1}}))
+        .await
+        .expect_error(400, None, "only allowed on top-level projects");
+    t.put(
+        "/projects/A/fairness",
+        MV,
+        json!({"weight": 1, "parent_project_id": "C"}),
+    )
+    .await
+    .expect_error(400, None, "cycle");
+    let q = t.get("/projects/A/quota", MV).await.expect(200).json();
+    assert_eq!(
+        (q["limits"].clone(), q["guarantees"].clone()),
+        (json!({}), json!({}))
+    );
+    let gen = t.generation(&rp).await;
+    t.put(
+        &format!("/resource_providers/{rp}/project_reservations/A"),
+        MV,
+        json!({"resource_provider_generation": gen, "resources": {"DISK_GB": 1}}),
+    )
+    .await
+    .expect_error(400, None, "no inventory of DISK_GB");
+    assert_eq!(t.generation(&rp).await, gen);
+    t.post(
+        "/admissions",
+        MV,
+        json!({"requests": [ask("x", "A", json!({"VCPU": 0}))]}),
+    )
+    .await
+    .expect(400);
+    let dup = ask("x", "A", json!({"VCPU": 1}));
+    t.post("/admissions", MV, json!({"requests": [dup.clone(), dup]}))
+        .await
+        .expect_error(400, None, "appears twice");
+}
