@@ -355,3 +355,134 @@ async fn deleting_a_provider_while_it_is_claimed() {
         s => panic!("DELETE answered {s}: {r:?}"),
     }
 }
+
+/// Admission rounds and plain claims of several projects at once, through
+/// two processes: afterwards no limit is exceeded, no reservation is used
+/// by another project, no inventory is overcommitted, and every answer
+/// was a success or a clean 409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn admissions_and_claims_respect_limits_and_reservations() {
+    let c = Cluster::new("fairness-concurrency", "1.28").await;
+    let reserved = c.provider("r0", json!({"VCPU": {"total": 8}})).await;
+    let mut others = Vec::new();
+    for i in 1..4 {
+        others.push(
+            c.provider(&format!("n{i}"), json!({"VCPU": {"total": 8}}))
+                .await,
+        );
+    }
+    let put = |server: usize, path: String, body: Value| {
+        c.request(server, reqwest::Method::PUT, &path)
+            .json(&body)
+            .send()
+    };
+    let r = put(
+        0,
+        "/projects/L/quota".into(),
+        json!({"limits": {"VCPU": 10}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    let path = format!("/resource_providers/{reserved}/project_reservations/R");
+    let body = json!({"resource_provider_generation": 1, "resources": {"VCPU": 6}});
+    assert_eq!(put(1, path, body).await.unwrap().status(), 200);
+
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        // L claims anywhere; S claims on the reserved provider.
+        let (project, rp) = match i % 2 {
+            0 => ("L", others[i % 3].clone()),
+            _ => ("S", reserved.clone()),
+        };
+        let consumer = uuid::Uuid::new_v4();
+        let req = c
+            .request(i, reqwest::Method::PUT, &format!("/allocations/{consumer}"))
+            .json(&json!({
+                "allocations": {&rp: {"resources": {"VCPU": 1}}},
+                "project_id": project, "user_id": "u", "consumer_generation": null,
+            }));
+        tasks.push(tokio::spawn(async move {
+            let (status, _) = outcome(req.send().await.unwrap()).await;
+            (status, Vec::<(String, String)>::new(), Some((project, rp)))
+        }));
+    }
+    for round in 0..4 {
+        let requests: Vec<Value> = ["L", "S", "R"]
+            .iter()
+            .flat_map(|p| {
+                (0..4).map(move |k| {
+                    json!({"id": format!("{p}{round}-{k}"), "consumer_uuid": uuid::Uuid::new_v4(),
+                           "project_id": p, "user_id": "u", "resources": {"VCPU": 1}})
+                })
+            })
+            .collect();
+        let req = c
+            .request(round, reqwest::Method::POST, "/admissions")
+            .json(&json!({"requests": requests}));
+        tasks.push(tokio::spawn(async move {
+            let r = req.send().await.unwrap();
+            let status = r.status().as_u16();
+            let body: Value = r.json().await.unwrap_or(Value::Null);
+            let placed = body["decisions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|d| d["decision"] == "admitted")
+                .map(|d| {
+                    let rp = d["allocations"]
+                        .as_object()
+                        .unwrap()
+                        .keys()
+                        .next()
+                        .unwrap()
+                        .clone();
+                    (d["request"].as_str().unwrap()[..1].to_string(), rp)
+                })
+                .collect();
+            (status, placed, None)
+        }));
+    }
+    // (project, provider) → units won.
+    let mut won: std::collections::BTreeMap<(String, String), i64> = Default::default();
+    for t in tasks {
+        let (status, placed, claim) = t.await.unwrap();
+        assert!(matches!(status, 200 | 204 | 409), "answer {status}");
+        if status == 204 {
+            let (p, rp) = claim.unwrap();
+            *won.entry((p.to_string(), rp)).or_default() += 1;
+        }
+        for (p, rp) in placed {
+            *won.entry((p, rp)).or_default() += 1;
+        }
+    }
+    let on = |p: &str, rp: &str| {
+        won.get(&(p.to_string(), rp.to_string()))
+            .copied()
+            .unwrap_or(0)
+    };
+    let l_total: i64 = won
+        .iter()
+        .filter(|((p, _), _)| p == "L")
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        l_total <= 10,
+        "L holds {l_total} VCPU over its limit of 10: {won:?}"
+    );
+    let q = c.json(0, "/projects/L/quota").await;
+    assert_eq!(q["allocated"]["VCPU"].as_i64().unwrap_or(0), l_total);
+    // Others may use only what R's reservation leaves on r0.
+    let others_on_r0 = on("L", &reserved) + on("S", &reserved);
+    assert!(
+        others_on_r0 + on("R", &reserved).max(6) <= 8,
+        "reservation used by others: {won:?}"
+    );
+    for rp in std::iter::once(&reserved).chain(&others) {
+        let u = c.json(1, &format!("/resource_providers/{rp}/usages")).await;
+        let used = u["usages"]["VCPU"].as_i64().unwrap_or(0);
+        assert!(used <= 8, "{rp} overcommitted: {used}");
+        let counted: i64 = ["L", "S", "R"].iter().map(|p| on(p, rp)).sum();
+        assert_eq!(used, counted, "every success is an allocation on {rp}");
+    }
+}

@@ -8,7 +8,7 @@
 use super::load::{load, Loaded};
 use super::Amounts;
 use crate::allocation::alloc_error;
-use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck};
+use crate::db::allocations::{self as alloc_db, AllocError, ConsumerWrite, GenerationCheck};
 use crate::db::fairness as db;
 use crate::error::{with_retries, ApiError, ApiResult};
 use crate::sched::admission::{self as round, Outcome, Reason, Stage};
@@ -246,9 +246,17 @@ async fn commit(
     if writes.is_empty() {
         return Ok(());
     }
-    alloc_db::write(tx, &writes)
-        .await
-        .map_err(|e| alloc_error(e, None))?;
+    alloc_db::write(tx, &writes).await.map_err(|e| {
+        // A plain write between the round's reads and this one took what
+        // the round planned to use: decide again on fresh data.
+        let replan = matches!(
+            e,
+            AllocError::Capacity(..) | AllocError::Reserved(..) | AllocError::Quota { .. }
+        );
+        let mut err = alloc_error(e, None);
+        err.retryable |= replan;
+        err
+    })?;
     let counts: Vec<(i32, i64)> = counts.into_iter().collect();
     db::add_allocation_counts(tx, &counts).await?;
     Ok(())

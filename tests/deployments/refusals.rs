@@ -122,14 +122,24 @@ async fn invalid_deploy_requests_are_400() {
 async fn a_quota_limit_refuses_a_deployment_with_nothing_written() {
     let t = TestApp::new().await;
     let n = node(&t, "cn", 4096, 4).await;
-    t.put("/projects/p/quota", MV, json!({"limits": {"MEMORY_MB": 2048}}))
+    t.put(
+        "/projects/p/quota",
+        MV,
+        json!({"limits": {"MEMORY_MB": 2048}}),
+    )
+    .await
+    .expect(200);
+    deploy(&t, "d", 2, 1024, json!({"cpu": 0.5}))
         .await
-        .expect(200);
-    deploy(&t, "d", 2, 1024, json!({"cpu": 0.5})).await.expect(201);
+        .expect(201);
     let g = t.generation(&n.uuid).await;
     deploy(&t, "d", 1, 1024, json!({"cpu": 0.5}))
         .await
-        .expect_error(409, Some("placement.quota.exceeded"), "over its limit of 2048");
+        .expect_error(
+            409,
+            Some("placement.quota.exceeded"),
+            "over its limit of 2048",
+        );
     assert_eq!(usages(&t, &n.uuid).await["MEMORY_MB"], json!(2048));
     assert_eq!(deployment(&t, "d").await["count"], json!(2));
     assert_eq!(t.generation(&n.uuid).await, g);
