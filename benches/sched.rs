@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use placement::sched::admission;
 use placement::sched::{
     calculate_deploy, nodes_capacity, plan_deploy, CoreId, CpuMap, NodeName, NodeResource,
     NodeResourceInfo, ResourceRequest, SchedConfig, Strategy,
@@ -79,5 +80,68 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench);
+/// One admission round's pool: `providers` of 64 VCPU / 256 GiB, and
+/// 10,000 requests (2 VCPU, 4 GiB) from 100 projects with weights 1–3;
+/// every tenth project has a guarantee, every seventh a limit.
+fn admission_round(providers: usize) -> admission::Round {
+    let stock = |cap: f64| {
+        Some(admission::Stock {
+            capacity: cap,
+            used: 0,
+            min_unit: 1,
+            max_unit: i64::MAX,
+            step_size: 1,
+        })
+    };
+    let pool: Vec<admission::Provider> = (0..providers)
+        .map(|_| admission::Provider {
+            stock: vec![stock(64.0), stock(262_144.0)],
+            reservations: Vec::new(),
+        })
+        .collect();
+    let projects = (0..100)
+        .map(|p| admission::Project {
+            name: format!("project-{p:03}"),
+            parent: None,
+            weight: f64::from(1 + p % 3),
+            allocation_count: 0,
+            allocated: vec![0, 0],
+            consumed: vec![0, 0],
+            limits: if p % 7 == 0 { vec![Some(150), None] } else { vec![None, None] },
+            guarantees: if p % 10 == 0 { vec![64, 0] } else { vec![0, 0] },
+        })
+        .collect();
+    let requests = (0..10_000)
+        .map(|i| admission::Request {
+            project: i % 100,
+            user: String::new(),
+            resources: vec![(0, 2), (1, 4096)],
+            allowed: None,
+        })
+        .collect();
+    admission::Round {
+        classes: 2,
+        totals: vec![64.0 * providers as f64, 262_144.0 * providers as f64],
+        excluded: vec![false, false],
+        providers: pool,
+        projects,
+        requests,
+        declines: Vec::new(),
+        max_steps: u64::MAX,
+    }
+}
+
+/// The decision of one admission round (no database): room for all, and
+/// room for half.
+fn admission_bench(c: &mut Criterion) {
+    for (providers, label) in [(1_000, "room for all"), (160, "room for half")] {
+        let round = admission_round(providers);
+        c.bench_function(
+            &format!("admission round: 10k requests, 100 projects, {providers} providers ({label})"),
+            |b| b.iter(|| black_box(admission::admit(&round))),
+        );
+    }
+}
+
+criterion_group!(benches, bench, admission_bench);
 criterion_main!(benches);

@@ -452,27 +452,17 @@ impl<'a> State<'a> {
             .iter()
             .map(|&(c, _)| (c, self.surplus(c) + self.unsatisfied(top, c)))
             .collect();
-        let everyone: Vec<ProviderIx>;
-        let order: &[ProviderIx] = match &r.allowed {
-            Some(a) => a,
-            None => {
-                everyone = (0..self.providers.len()).collect();
-                &everyone
-            }
-        };
+        let candidates = r.allowed.as_ref().map_or(self.providers.len(), |a| a.len());
         let mut worst = Reason::NoCapacity;
-        for &rp in order {
+        let mut scratch = Vec::with_capacity(r.resources.len());
+        for k in 0..candidates {
+            let rp = r.allowed.as_ref().map_or(k, |a| a[k]);
             if self.steps >= self.round.max_steps {
                 return Err(Reason::NotReached);
             }
             self.steps += 1;
-            match self.try_provider(r, rp, &lineage, &room) {
-                Ok(drawn) => {
-                    return Ok(Fit {
-                        provider: rp,
-                        drawn,
-                    })
-                }
+            match self.try_provider(r, rp, &lineage, &room, &mut scratch) {
+                Ok(drawn) => return Ok(Fit { provider: rp, drawn }),
                 Err(reason) => worst = worst.max(reason),
             }
         }
@@ -487,10 +477,11 @@ impl<'a> State<'a> {
         rp: ProviderIx,
         lineage: &[ProjectIx],
         room: &[(Class, i64)],
+        unreserved: &mut Vec<i64>,
     ) -> Result<Vec<(usize, i64)>, Reason> {
         let provider = &self.providers[rp];
         let mut drawn = Vec::new();
-        let mut unreserved = Vec::with_capacity(r.resources.len());
+        unreserved.clear();
         for &(c, n) in &r.resources {
             let Some(stock) = provider.stock.get(c).and_then(Option::as_ref) else {
                 return Err(Reason::NoCapacity);
