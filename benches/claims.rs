@@ -14,6 +14,7 @@ const CLIENTS: usize = 32;
 const PROVIDERS: usize = 20;
 const VCPU_PER_PROVIDER: i64 = 64;
 const CLAIMS_PER_CLIENT: usize = 50;
+const PROJECTS: usize = 8;
 
 struct Servers(Vec<Child>);
 
@@ -79,11 +80,41 @@ async fn main() {
         }
     }
 
+    let plain = phase(&http, &bases, "without limits").await;
+    // The same load with a limit on every project (high enough never to
+    // refuse): the cost of the quota check on every write.
+    for p in 0..PROJECTS {
+        let r = admin(http.put(format!("{}/projects/p{p}/quota", bases[0])))
+            .json(&json!({"limits": {"VCPU": 1_000_000, "MEMORY_MB": 1_000_000_000}}))
+            .send()
+            .await
+            .expect("set quota");
+        assert!(r.status().is_success(), "quota: {}", r.status());
+    }
+    let limited = phase(&http, &bases, "with limits").await;
+    println!(
+        "claims with limits on every project: {:.0} claims/s vs {:.0} without ({:+.1}%)",
+        limited,
+        plain,
+        (limited / plain - 1.0) * 100.0
+    );
+    drop(servers);
+    admin_pool.close().await;
+    let admin_pool = sqlx::PgPool::connect(&base_url).await.expect("connect");
+    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {db} WITH (FORCE)"
+    )))
+    .execute(&admin_pool)
+    .await;
+}
+
+/// One run of the load on fresh providers; claims committed per second.
+async fn phase(http: &reqwest::Client, bases: &[String], label: &str) -> f64 {
     let mut providers = Vec::new();
     for i in 0..PROVIDERS {
         let rp = uuid::Uuid::new_v4();
         let r = admin(http.post(format!("{}/resource_providers", bases[0])))
-            .json(&json!({"name": format!("cn{i}"), "uuid": rp}))
+            .json(&json!({"name": format!("{label} cn{i}"), "uuid": rp}))
             .send()
             .await
             .expect("create provider");
@@ -113,7 +144,7 @@ async fn main() {
                 let t = Instant::now();
                 let r = admin(http.put(format!("{base}/allocations/{consumer}")))
                     .json(&json!({"allocations": {rp.to_string(): {"resources": {"VCPU": 1, "MEMORY_MB": 512}}},
-                                  "project_id": "p", "user_id": "u", "consumer_generation": null,
+                                  "project_id": format!("p{}", c % PROJECTS), "user_id": "u", "consumer_generation": null,
                                   "consumer_type": "INSTANCE"}))
                     .send()
                     .await;
@@ -159,7 +190,7 @@ async fn main() {
     }
     let attempts = (CLIENTS * CLAIMS_PER_CLIENT) as f64;
     println!(
-        "claims: {CLIENTS} clients over 2 servers, {} attempts in {:.2}s = {:.0} requests/s, {ok} committed ({:.0} claims/s), {conflict} answered 409, {other} other",
+        "claims ({label}): {CLIENTS} clients over 2 servers, {} attempts in {:.2}s = {:.0} requests/s, {ok} committed ({:.0} claims/s), {conflict} answered 409, {other} other",
         attempts,
         elapsed.as_secs_f64(),
         attempts / elapsed.as_secs_f64(),
@@ -175,18 +206,11 @@ async fn main() {
         "claims check: capacity {} VCPU, allocated {used_total}, committed {ok}, overcommitted providers {overcommitted}",
         PROVIDERS as i64 * VCPU_PER_PROVIDER
     );
-    drop(servers);
-    admin_pool.close().await;
-    let admin_pool = sqlx::PgPool::connect(&base_url).await.expect("connect");
-    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {db} WITH (FORCE)"
-    )))
-    .execute(&admin_pool)
-    .await;
     assert_eq!(overcommitted, 0, "an inventory was overcommitted");
     assert_eq!(
         used_total, ok as i64,
         "a committed claim is missing or an extra allocation exists"
     );
     assert_eq!(other, 0, "some claims got neither 204 nor 409");
+    ok as f64 / elapsed.as_secs_f64()
 }

@@ -107,7 +107,11 @@ fn admission_round(providers: usize) -> admission::Round {
             allocation_count: 0,
             allocated: vec![0, 0],
             consumed: vec![0, 0],
-            limits: if p % 7 == 0 { vec![Some(150), None] } else { vec![None, None] },
+            limits: if p % 7 == 0 {
+                vec![Some(150), None]
+            } else {
+                vec![None, None]
+            },
             guarantees: if p % 10 == 0 { vec![64, 0] } else { vec![0, 0] },
         })
         .collect();
@@ -137,7 +141,9 @@ fn admission_bench(c: &mut Criterion) {
     for (providers, label) in [(1_000, "room for all"), (160, "room for half")] {
         let round = admission_round(providers);
         c.bench_function(
-            &format!("admission round: 10k requests, 100 projects, {providers} providers ({label})"),
+            &format!(
+                "admission round: 10k requests, 100 projects, {providers} providers ({label})"
+            ),
             |b| b.iter(|| black_box(admission::admit(&round))),
         );
     }

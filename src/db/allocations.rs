@@ -178,15 +178,19 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
     let locked = lock_and_resolve(conn, writes).await?;
     check_consumer_generations(writes, &locked.existing)?;
     check_bound_shares(conn, writes, &locked.existing).await?;
-    let limits = LimitCheck::start(conn, writes, &locked).await?;
-    let reserved_before =
-        fairness::unused_reservations(conn, Some(&locked.providers), None).await?;
+    let needed = fairness::checks_needed(conn, &locked.providers).await?;
+    let reserved_before = if needed.reservations {
+        fairness::unused_reservations(conn, Some(&locked.providers), None).await?
+    } else {
+        HashMap::new()
+    };
     // Usage before the request on the locked providers, then remove the
     // consumers' current allocations (Placement's shrink rule needs both).
     let before = usage(conn, &locked.providers).await?;
     let existing_ids: Vec<i64> = locked.existing.values().map(|c| c.id).collect();
-    let cleared: Vec<(i64, i64)> = sqlx::query_as(
-        "DELETE FROM allocations WHERE consumer_id = ANY($1) RETURNING consumer_id, resource_provider_id",
+    let cleared: Vec<Cleared> = sqlx::query_as(
+        "DELETE FROM allocations WHERE consumer_id = ANY($1)
+         RETURNING consumer_id, resource_provider_id, resource_class_id, used",
     )
     .bind(&existing_ids)
     .fetch_all(&mut *conn)
@@ -198,88 +202,112 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
     if !reserved_before.is_empty() {
         check_reservations(conn, writes, &locked, &before, &reserved_before).await?;
     }
-    limits.finish(conn).await?;
+    if needed.limits {
+        check_limits(conn, writes, &locked, &cleared, needed.flat).await?;
+    }
     bump_providers(conn, writes, &locked, &cleared).await
 }
 
-/// The project limits a write must respect, with consumption before it.
-struct LimitCheck {
-    /// (project id, external id, class id, limit).
-    limits: Vec<fairness::LimitRow>,
-    before: HashMap<(i32, i32), i64>,
-    class_names: HashMap<i32, String>,
+/// A removed allocation row: (consumer id, provider id, class id, units).
+type Cleared = (i64, i64, i32, i32);
+
+/// Refuses a write that raised a limited project's allocation in a class
+/// while leaving its consumption above the limit (lowering it, even while
+/// above, is allowed). The writers' projects and their ancestors with
+/// limits in the written classes are locked here (by `limits_over`), after
+/// the providers (the lock order of every writer), so concurrent writers
+/// of one project are checked one after another.
+async fn check_limits(
+    conn: &mut PgConnection,
+    writes: &[ConsumerWrite],
+    locked: &Locked,
+    cleared: &[Cleared],
+    flat: bool,
+) -> Result<(), AllocError> {
+    let mut projects: Vec<String> = writes
+        .iter()
+        .filter(|w| !w.allocations.is_empty())
+        .map(|w| w.project_id.clone())
+        .collect();
+    projects.sort();
+    projects.dedup();
+    if projects.is_empty() {
+        return Ok(());
+    }
+    let classes: Vec<String> = locked.class_ids.keys().cloned().collect();
+    let limits = fairness::limits_over(conn, &projects, &classes, flat).await?;
+    if limits.is_empty() {
+        return Ok(());
+    }
+    // limits_over locked these projects.
+    let mut ids: Vec<i32> = limits.iter().map(|l| l.project).collect();
+    ids.dedup();
+    let subtrees = if limits.iter().any(|l| l.has_children) {
+        fairness::subtrees(conn, &ids).await?
+    } else {
+        ids.iter().map(|&p| (p, vec![p])).collect()
+    };
+    let class_ids: Vec<i32> = limits.iter().map(|l| l.class).collect();
+    let after = fairness::consumption_of(conn, &subtrees, Some(&class_ids)).await?;
+    for l in limits {
+        let now = after.get(&(l.project, l.class)).copied().unwrap_or(0);
+        if now <= l.limit {
+            continue;
+        }
+        let members = if l.has_children {
+            fairness::subtree_names(conn, l.project).await?
+        } else {
+            vec![l.project_id.clone()]
+        };
+        let delta = allocation_delta(
+            writes,
+            locked,
+            cleared,
+            &members,
+            l.class,
+            &l.resource_class,
+        );
+        if delta > 0 {
+            return Err(AllocError::Quota {
+                project: l.project_id,
+                class: l.resource_class,
+                limit: l.limit,
+                before: now - delta,
+                after: now,
+            });
+        }
+    }
+    Ok(())
 }
 
-impl LimitCheck {
-    /// Finds the limits of the writers' projects and their ancestors in
-    /// the written classes, locks those projects and reads consumption.
-    async fn start(
-        conn: &mut PgConnection,
-        writes: &[ConsumerWrite],
-        locked: &Locked,
-    ) -> Result<Self, AllocError> {
-        let mut projects: Vec<String> = writes
-            .iter()
-            .filter(|w| !w.allocations.is_empty())
-            .map(|w| w.project_id.clone())
-            .collect();
-        projects.sort();
-        projects.dedup();
-        let classes: Vec<i32> = locked.class_ids.values().copied().collect();
-        let limits = if projects.is_empty() {
-            Vec::new()
-        } else {
-            fairness::limits_over(conn, &projects, &classes).await?
-        };
-        let mut check = LimitCheck {
-            limits,
-            before: HashMap::new(),
-            class_names: locked
-                .class_ids
-                .iter()
-                .map(|(n, id)| (*id, n.clone()))
-                .collect(),
-        };
-        if !check.limits.is_empty() {
-            let (ids, classes) = check.scope();
-            fairness::lock_projects(conn, &ids).await?;
-            check.before = fairness::consumption(conn, &ids, Some(&classes)).await?;
-        }
-        Ok(check)
-    }
-
-    fn scope(&self) -> (Vec<i32>, Vec<i32>) {
-        let mut ids: Vec<i32> = self.limits.iter().map(|l| l.0).collect();
-        ids.dedup();
-        let mut classes: Vec<i32> = self.limits.iter().map(|l| l.2).collect();
-        classes.sort_unstable();
-        classes.dedup();
-        (ids, classes)
-    }
-
-    /// Refuses the write when it raised a limited project's consumption
-    /// above its limit (lowering it, even while above, is allowed).
-    async fn finish(self, conn: &mut PgConnection) -> Result<(), AllocError> {
-        if self.limits.is_empty() {
-            return Ok(());
-        }
-        let (ids, classes) = self.scope();
-        let after = fairness::consumption(conn, &ids, Some(&classes)).await?;
-        for (project, name, class, limit) in &self.limits {
-            let now = after.get(&(*project, *class)).copied().unwrap_or(0);
-            let was = self.before.get(&(*project, *class)).copied().unwrap_or(0);
-            if now > *limit && now > was {
-                return Err(AllocError::Quota {
-                    project: name.clone(),
-                    class: self.class_names.get(class).cloned().unwrap_or_default(),
-                    limit: *limit,
-                    before: was,
-                    after: now,
-                });
-            }
-        }
-        Ok(())
-    }
+/// What the write adds to the allocations of `members`' consumers in a
+/// class: the new amounts of their writes minus the rows it removed.
+fn allocation_delta(
+    writes: &[ConsumerWrite],
+    locked: &Locked,
+    cleared: &[Cleared],
+    members: &[String],
+    class: i32,
+    class_name: &str,
+) -> i64 {
+    let added: i64 = writes
+        .iter()
+        .filter(|w| members.contains(&w.project_id))
+        .flat_map(|w| w.allocations.values())
+        .filter_map(|m| m.get(class_name))
+        .sum();
+    let removed: i64 = cleared
+        .iter()
+        .filter(|(consumer, _, rc, _)| {
+            *rc == class
+                && locked
+                    .existing
+                    .values()
+                    .any(|c| c.id == *consumer && members.contains(&c.project_id))
+        })
+        .map(|(_, _, _, used)| i64::from(*used))
+        .sum();
+    added - removed
 }
 
 /// Other projects' reservations on the written inventories: refuses a
@@ -543,7 +571,7 @@ async fn bump_providers(
     conn: &mut PgConnection,
     writes: &[ConsumerWrite],
     locked: &Locked,
-    cleared: &[(i64, i64)],
+    cleared: &[Cleared],
 ) -> Result<(), AllocError> {
     let emptied: Vec<i64> = writes
         .iter()
@@ -554,8 +582,8 @@ async fn bump_providers(
     bump.extend(
         cleared
             .iter()
-            .filter(|(c, _)| emptied.contains(c))
-            .map(|(_, rp)| *rp),
+            .filter(|(c, ..)| emptied.contains(c))
+            .map(|(_, rp, ..)| *rp),
     );
     bump.sort_unstable();
     bump.dedup();

@@ -54,15 +54,42 @@ async fn ensure_named(
     column: &str,
     value: &str,
 ) -> Result<i32, sqlx::Error> {
-    // INSERT .. ON CONFLICT DO UPDATE returns the row whether new or not,
-    // and is safe against concurrent inserts of the same name.
-    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO {table} ({column}) VALUES ($1)
-         ON CONFLICT ({column}) DO UPDATE SET {column} = EXCLUDED.{column} RETURNING id"
+    // Look up first and insert with DO NOTHING: an upsert that updates
+    // would lock the row until commit, so every writer of one project
+    // would wait for the others (and could deadlock with their provider
+    // locks).
+    let select = format!("SELECT id FROM {table} WHERE {column} = $1");
+    if let Some(id) = sqlx::query_scalar(sqlx::AssertSqlSafe(select.clone()))
+        .bind(value)
+        .fetch_optional(&mut *conn)
+        .await?
+    {
+        return Ok(id);
+    }
+    let inserted: Option<i32> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO {table} ({column}) VALUES ($1) ON CONFLICT ({column}) DO NOTHING RETURNING id"
     )))
     .bind(value)
-    .fetch_one(conn)
-    .await
+    .fetch_optional(&mut *conn)
+    .await?;
+    match inserted {
+        Some(id) => Ok(id),
+        // A concurrent writer inserted it first and has committed (the
+        // conflict waited for it).
+        None => {
+            sqlx::query_scalar(sqlx::AssertSqlSafe(select))
+                .bind(value)
+                .fetch_one(conn)
+                .await
+        }
+    }
+}
+
+/// The projects table's id for an external project id, created if missing
+/// (without locking the row).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn ensure_project(conn: &mut PgConnection, external: &str) -> Result<i32, sqlx::Error> {
+    ensure_named(conn, "projects", "external_id", external).await
 }
 
 /// Project, user and (optional) consumer-type ids of a consumer.

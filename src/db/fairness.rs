@@ -22,16 +22,7 @@ const PROJECT_LOCK: i32 = 0x5155_4f54;
 const ADMISSION_LOCK: i64 = 0x4144_4d49_5353_494f;
 
 /// The projects table's id for an external project id, created if missing.
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn ensure_project(conn: &mut PgConnection, external: &str) -> Result<i32, sqlx::Error> {
-    sqlx::query_scalar(
-        "INSERT INTO projects (external_id) VALUES ($1)
-         ON CONFLICT (external_id) DO UPDATE SET external_id = EXCLUDED.external_id RETURNING id",
-    )
-    .bind(external)
-    .fetch_one(conn)
-    .await
-}
+pub use super::consumers::ensure_project;
 
 /// The projects table's id for an external project id, if known.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
@@ -292,9 +283,9 @@ const CONSUMPTION: &str = "WITH RECURSIVE sub(root, id) AS (
         SELECT r, r FROM UNNEST($1::int[]) r
         UNION SELECT sub.root, f.project_id FROM project_fairness f JOIN sub ON f.parent_project_id = sub.id),
     alloc AS (
-        SELECT sub.root, a.resource_provider_id AS rp, a.resource_class_id AS class_id, SUM(a.used) AS n
-          FROM sub JOIN consumers c ON c.project_id = sub.id JOIN allocations a ON a.consumer_id = c.id
-         WHERE $2::int[] IS NULL OR a.resource_class_id = ANY($2)
+        SELECT sub.root, pa.resource_provider_id AS rp, pa.resource_class_id AS class_id, SUM(pa.used) AS n
+          FROM sub JOIN project_allocations pa ON pa.project_id = sub.id
+         WHERE $2::int[] IS NULL OR pa.resource_class_id = ANY($2)
          GROUP BY 1, 2, 3),
     res AS (
         SELECT sub.root, r.resource_provider_id AS rp, r.resource_class_id AS class_id, SUM(r.amount) AS n
@@ -303,50 +294,143 @@ const CONSUMPTION: &str = "WITH RECURSIVE sub(root, id) AS (
          GROUP BY 1, 2, 3)";
 
 /// Consumption against quota of several project subtrees in some classes:
-/// (project, class id) → units.
+/// (project, class id) → units, from the per-project totals the
+/// allocation triggers keep (`project_allocations`).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn consumption(
     conn: &mut PgConnection,
     projects: &[i32],
     classes: Option<&[i32]>,
 ) -> Result<HashMap<(i32, i32), i64>, sqlx::Error> {
-    let rows: Vec<(i32, i32, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "{CONSUMPTION} SELECT root, class_id, SUM(GREATEST(COALESCE(alloc.n, 0), COALESCE(res.n, 0)))::bigint
-           FROM alloc FULL JOIN res USING (root, rp, class_id) GROUP BY 1, 2"
-    )))
-    .bind(projects)
-    .bind(classes)
-    .fetch_all(conn)
-    .await?;
-    Ok(rows.into_iter().map(|(p, c, n)| ((p, c), n)).collect())
+    let subtrees = subtrees(conn, projects).await?;
+    consumption_of(conn, &subtrees, classes).await
 }
 
-/// A limit that a write could break: (project id, external id, class id, limit).
-pub type LimitRow = (i32, String, i32, i64);
+/// Like [`consumption`], for subtrees already resolved: (project, members).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn consumption_of(
+    conn: &mut PgConnection,
+    subtrees: &[(i32, Vec<i32>)],
+    classes: Option<&[i32]>,
+) -> Result<HashMap<(i32, i32), i64>, sqlx::Error> {
+    let mut out = HashMap::new();
+    for (root, members) in subtrees {
+        let rows: Vec<(i32, i64)> = sqlx::query_as(
+            "WITH alloc AS (
+                 SELECT resource_provider_id AS rp, resource_class_id AS cls, SUM(used) AS n
+                   FROM project_allocations
+                  WHERE project_id = ANY($1) AND ($2::int[] IS NULL OR resource_class_id = ANY($2))
+                  GROUP BY 1, 2),
+             res AS (
+                 SELECT resource_provider_id AS rp, resource_class_id AS cls, SUM(amount) AS n
+                   FROM project_reservations
+                  WHERE project_id = ANY($1) AND ($2::int[] IS NULL OR resource_class_id = ANY($2))
+                  GROUP BY 1, 2)
+             SELECT cls, SUM(GREATEST(COALESCE(alloc.n, 0), COALESCE(res.n, 0)))::bigint
+               FROM alloc FULL JOIN res USING (rp, cls) GROUP BY 1",
+        )
+        .bind(members)
+        .bind(classes)
+        .fetch_all(&mut *conn)
+        .await?;
+        out.extend(rows.into_iter().map(|(c, n)| ((*root, c), n)));
+    }
+    Ok(out)
+}
+
+/// Each project with the ids of its subtree (itself included).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn subtrees(
+    conn: &mut PgConnection,
+    projects: &[i32],
+) -> Result<Vec<(i32, Vec<i32>)>, sqlx::Error> {
+    let mut out: Vec<(i32, Vec<i32>)> = projects.iter().map(|&p| (p, vec![p])).collect();
+    let has_children: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM project_fairness WHERE parent_project_id = ANY($1))",
+    )
+    .bind(projects)
+    .fetch_one(&mut *conn)
+    .await?;
+    if !has_children {
+        return Ok(out);
+    }
+    let rows: Vec<(i32, i32)> = sqlx::query_as(
+        "WITH RECURSIVE sub(root, id) AS (
+             SELECT r, r FROM UNNEST($1::int[]) r
+             UNION SELECT sub.root, f.project_id FROM project_fairness f JOIN sub ON f.parent_project_id = sub.id)
+         SELECT root, id FROM sub WHERE root <> id",
+    )
+    .bind(projects)
+    .fetch_all(&mut *conn)
+    .await?;
+    for (root, id) in rows {
+        if let Some(entry) = out.iter_mut().find(|(p, _)| *p == root) {
+            entry.1.push(id);
+        }
+    }
+    Ok(out)
+}
+
+/// A limit that a write could break.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct LimitRow {
+    /// The limited project's id.
+    pub project: i32,
+    /// Its external id.
+    pub project_id: String,
+    /// The class id.
+    pub class: i32,
+    /// The class name.
+    pub resource_class: String,
+    /// The limit.
+    pub limit: i64,
+    /// Whether the project has sub-projects (whose consumption counts too).
+    pub has_children: bool,
+}
 
 /// The limits, in the given classes, of the named projects and their
-/// ancestors.
+/// ancestors (`flat`: no project has a parent, a cheaper statement), taking each limited project's advisory lock on the way (in
+/// project order) so that the caller's next statement reads consumption
+/// no concurrent writer of those projects can change.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn limits_over(
     conn: &mut PgConnection,
     projects: &[String],
-    classes: &[i32],
+    classes: &[String],
+    flat: bool,
 ) -> Result<Vec<LimitRow>, sqlx::Error> {
-    sqlx::query_as(
-        "WITH RECURSIVE up(id, depth) AS (
-             SELECT id, 0 FROM projects WHERE external_id = ANY($1)
-             UNION SELECT f.parent_project_id, up.depth + 1 FROM project_fairness f JOIN up ON f.project_id = up.id
-              WHERE f.parent_project_id IS NOT NULL AND up.depth < 1000)
-         SELECT DISTINCT q.project_id, p.external_id, q.resource_class_id, q.\"limit\"
-           FROM up JOIN project_quotas q ON q.project_id = up.id JOIN projects p ON p.id = q.project_id
-          WHERE q.\"limit\" IS NOT NULL AND q.resource_class_id = ANY($2)
-          ORDER BY 1, 3",
-    )
-    .bind(projects)
-    .bind(classes)
-    .fetch_all(conn)
-    .await
+    let sql = if flat { FLAT_LIMITS } else { TREE_LIMITS };
+    sqlx::query_as(sql)
+        .bind(projects)
+        .bind(classes)
+        .bind(PROJECT_LOCK)
+        .fetch_all(conn)
+        .await
 }
+
+/// Limits of the named projects when no project has a parent.
+const FLAT_LIMITS: &str =
+    "SELECT l.*, pg_advisory_xact_lock($3, l.project) IS NOT NULL AS locked FROM (
+        SELECT q.project_id AS project, p.external_id AS project_id, q.resource_class_id AS class,
+               rc.name AS resource_class, q.\"limit\" AS limit, false AS has_children
+          FROM projects p JOIN project_quotas q ON q.project_id = p.id
+          JOIN resource_classes rc ON rc.id = q.resource_class_id
+         WHERE p.external_id = ANY($1) AND q.\"limit\" IS NOT NULL AND rc.name = ANY($2)
+         ORDER BY 1, 3 OFFSET 0) l";
+
+/// Limits of the named projects and their ancestors.
+const TREE_LIMITS: &str = "WITH RECURSIVE up(id, depth) AS (
+        SELECT id, 0 FROM projects WHERE external_id = ANY($1)
+        UNION SELECT f.parent_project_id, up.depth + 1 FROM project_fairness f JOIN up ON f.project_id = up.id
+         WHERE f.parent_project_id IS NOT NULL AND up.depth < 1000)
+    SELECT l.*, pg_advisory_xact_lock($3, l.project) IS NOT NULL AS locked FROM (
+        SELECT DISTINCT q.project_id AS project, p.external_id AS project_id, q.resource_class_id AS class,
+               rc.name AS resource_class, q.\"limit\" AS limit,
+               EXISTS (SELECT 1 FROM project_fairness ch WHERE ch.parent_project_id = q.project_id) AS has_children
+          FROM up JOIN project_quotas q ON q.project_id = up.id JOIN projects p ON p.id = q.project_id
+          JOIN resource_classes rc ON rc.id = q.resource_class_id
+         WHERE q.\"limit\" IS NOT NULL AND rc.name = ANY($2)
+         ORDER BY 1, 3 OFFSET 0) l";
 
 /// Units reserved and not yet used by their owners, per (provider, class):
 /// on `providers` (None: all), leaving out reservations that `usable_by`
@@ -357,6 +441,18 @@ pub async fn unused_reservations(
     providers: Option<&[i64]>,
     usable_by: Option<&str>,
 ) -> Result<HashMap<(i64, i32), i64>, sqlx::Error> {
+    // Most pools have no reservations: answer that with a cheap statement
+    // rather than planning the recursive one below.
+    let any: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM project_reservations
+                         WHERE $1::bigint[] IS NULL OR resource_provider_id = ANY($1))",
+    )
+    .bind(providers)
+    .fetch_one(&mut *conn)
+    .await?;
+    if !any {
+        return Ok(HashMap::new());
+    }
     let rows: Vec<(i64, i32, i64)> = sqlx::query_as(
         "WITH RECURSIVE r AS (
              SELECT resource_provider_id AS rp, resource_class_id AS rc, project_id AS owner, amount
@@ -369,9 +465,9 @@ pub async fn unused_reservations(
              SELECT DISTINCT owner, owner FROM r
              UNION SELECT sub.owner, f.project_id FROM project_fairness f JOIN sub ON f.parent_project_id = sub.id),
          used AS (
-             SELECT sub.owner, a.resource_provider_id AS rp, a.resource_class_id AS rc, SUM(a.used) AS n
-               FROM allocations a JOIN consumers c ON c.id = a.consumer_id JOIN sub ON sub.id = c.project_id
-              WHERE a.resource_provider_id IN (SELECT rp FROM r)
+             SELECT sub.owner, pa.resource_provider_id AS rp, pa.resource_class_id AS rc, SUM(pa.used) AS n
+               FROM project_allocations pa JOIN sub ON sub.id = pa.project_id
+              WHERE pa.resource_provider_id IN (SELECT rp FROM r)
               GROUP BY 1, 2, 3)
          SELECT r.rp, r.rc, SUM(GREATEST(r.amount - COALESCE(used.n, 0), 0))::bigint
            FROM r LEFT JOIN used ON used.owner = r.owner AND used.rp = r.rp AND used.rc = r.rc
@@ -475,9 +571,9 @@ pub async fn project_allocations(
     conn: &mut PgConnection,
 ) -> Result<Vec<(String, i32, i64)>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT p.external_id, a.resource_class_id, SUM(a.used)::bigint
-           FROM allocations a JOIN consumers c ON c.id = a.consumer_id JOIN projects p ON p.id = c.project_id
-          GROUP BY 1, 2 ORDER BY 1, 2",
+        "SELECT p.external_id, pa.resource_class_id, SUM(pa.used)::bigint
+           FROM project_allocations pa JOIN projects p ON p.id = pa.project_id
+          GROUP BY 1, 2 HAVING SUM(pa.used) > 0 ORDER BY 1, 2",
     )
     .fetch_all(conn)
     .await
@@ -491,10 +587,9 @@ pub async fn project_allocations_on(
     providers: &[i64],
 ) -> Result<Vec<(String, i64, i32, i64)>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT p.external_id, a.resource_provider_id, a.resource_class_id, SUM(a.used)::bigint
-           FROM allocations a JOIN consumers c ON c.id = a.consumer_id JOIN projects p ON p.id = c.project_id
-          WHERE a.resource_provider_id = ANY($1)
-          GROUP BY 1, 2, 3",
+        "SELECT p.external_id, pa.resource_provider_id, pa.resource_class_id, pa.used
+           FROM project_allocations pa JOIN projects p ON p.id = pa.project_id
+          WHERE pa.resource_provider_id = ANY($1) AND pa.used > 0",
     )
     .bind(providers)
     .fetch_all(conn)
@@ -613,4 +708,49 @@ pub async fn existing_consumers(
         .bind(uuids)
         .fetch_all(conn)
         .await
+}
+
+/// External ids of a project's subtree (itself included).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn subtree_names(
+    conn: &mut PgConnection,
+    project: i32,
+) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        "WITH RECURSIVE sub(id) AS (
+             SELECT $1::int
+             UNION SELECT f.project_id FROM project_fairness f JOIN sub ON f.parent_project_id = sub.id)
+         SELECT p.external_id FROM sub JOIN projects p ON p.id = sub.id",
+    )
+    .bind(project)
+    .fetch_all(conn)
+    .await
+}
+
+/// What fairness checks a write on these providers needs.
+#[derive(Debug, Clone, Copy, sqlx::FromRow)]
+pub struct Needed {
+    /// Some project has a limit.
+    pub limits: bool,
+    /// Some reservation lies on these providers.
+    pub reservations: bool,
+    /// No project has a parent.
+    pub flat: bool,
+}
+
+/// What fairness checks a write on these providers needs, in one cheap
+/// statement, so that pools without quotas pay almost nothing.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn checks_needed(
+    conn: &mut PgConnection,
+    providers: &[i64],
+) -> Result<Needed, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT EXISTS (SELECT 1 FROM project_quotas WHERE \"limit\" IS NOT NULL) AS limits,
+                EXISTS (SELECT 1 FROM project_reservations WHERE resource_provider_id = ANY($1)) AS reservations,
+                NOT EXISTS (SELECT 1 FROM project_fairness WHERE parent_project_id IS NOT NULL) AS flat",
+    )
+    .bind(providers)
+    .fetch_one(conn)
+    .await
 }

@@ -145,6 +145,7 @@ pub async fn run(
     check_batch(&body)?;
     let seed = body.seed.unwrap_or_else(rand::random);
     with_retries(settings.retries, || async {
+        let started = std::time::Instant::now();
         let mut tx = pool.begin().await?;
         db::lock_admissions(&mut tx).await?;
         refuse_existing(&mut tx, &body).await?;
@@ -156,18 +157,21 @@ pub async fn run(
             settings.max_steps,
         )
         .await?;
+        let loaded_ms = ms(started);
         let (loaded, result) = tokio::task::spawn_blocking(move || {
             let result = round::admit(&loaded.round);
             (loaded, result)
         })
         .await
         .map_err(|e| ApiError::internal(format!("admission round failed: {e}")))?;
+        let decided_ms = ms(started);
         let answer = answer(&body, &loaded, &result, seed);
         if body.dry_run {
             tx.rollback().await?;
             return Ok(answer);
         }
         commit(&mut tx, &body, &loaded, &result).await?;
+        let written_ms = ms(started);
         let request = serde_json::to_value(&body).unwrap_or_default();
         let recorded = serde_json::to_value(&answer).unwrap_or_default();
         db::record_round(
@@ -179,9 +183,22 @@ pub async fn run(
         )
         .await?;
         tx.commit().await.map_err(ApiError::commit_failed)?;
+        tracing::info!(
+            requests = body.requests.len(),
+            steps = result.steps,
+            loaded_ms,
+            decided_ms,
+            written_ms,
+            committed_ms = ms(started),
+            "admission round"
+        );
         Ok(answer)
     })
     .await
+}
+
+fn ms(since: std::time::Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1e3
 }
 
 /// 400 for duplicate request ids or consumers.

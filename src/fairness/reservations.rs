@@ -54,7 +54,8 @@ pub async fn show(
 }
 
 /// Replaces a project's reservations on a locked provider (an empty map
-/// removes them), inside the caller's transaction.
+/// removes them), inside the caller's transaction. The project and its
+/// ancestors are locked after the provider, as allocation writes do.
 pub async fn replace(
     conn: &mut PgConnection,
     rp: &providers::ProviderRow,
@@ -69,8 +70,7 @@ pub async fn replace(
     let ids = class_ids(conn, &names).await?;
     let before = db::unused_reservations(conn, Some(&[rp.id]), None).await?;
     fits_inventory(conn, rp, id, &body.resources, &ids).await?;
-    let mut lineage = db::lineage(conn, id).await?;
-    lineage.sort_unstable();
+    let lineage = db::lineage(conn, id).await?;
     db::lock_projects(conn, &lineage).await?;
     let class_list: Vec<i32> = ids.values().copied().collect();
     let consumed_before = db::consumption(conn, &lineage, Some(&class_list)).await?;
@@ -162,24 +162,21 @@ async fn within_limits(
     before: &HashMap<(i32, i32), i64>,
 ) -> ApiResult<()> {
     let classes: Vec<i32> = ids.values().copied().collect();
-    let limits = db::limits_over(conn, &[project.to_string()], &classes).await?;
+    let names: Vec<String> = ids.keys().cloned().collect();
+    let limits = db::limits_over(conn, &[project.to_string()], &names, false).await?;
     if limits.is_empty() {
         return Ok(());
     }
-    let lineage: Vec<i32> = limits.iter().map(|l| l.0).collect();
+    let lineage: Vec<i32> = limits.iter().map(|l| l.project).collect();
     let after = db::consumption(conn, &lineage, Some(&classes)).await?;
-    for (pid, name, class, limit) in limits {
-        let now = after.get(&(pid, class)).copied().unwrap_or(0);
-        let was = before.get(&(pid, class)).copied().unwrap_or(0);
-        if now > limit && now > was {
-            let class_name = ids
-                .iter()
-                .find(|(_, id)| **id == class)
-                .map(|(n, _)| n.clone());
+    for l in limits {
+        let now = after.get(&(l.project, l.class)).copied().unwrap_or(0);
+        let was = before.get(&(l.project, l.class)).copied().unwrap_or(0);
+        if now > l.limit && now > was {
             let e = AllocError::Quota {
-                project: name,
-                class: class_name.unwrap_or_default(),
-                limit,
+                project: l.project_id,
+                class: l.resource_class,
+                limit: l.limit,
                 before: was,
                 after: now,
             };

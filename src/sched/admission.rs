@@ -462,7 +462,12 @@ impl<'a> State<'a> {
             }
             self.steps += 1;
             match self.try_provider(r, rp, &lineage, &room, &mut scratch) {
-                Ok(drawn) => return Ok(Fit { provider: rp, drawn }),
+                Ok(drawn) => {
+                    return Ok(Fit {
+                        provider: rp,
+                        drawn,
+                    })
+                }
                 Err(reason) => worst = worst.max(reason),
             }
         }
