@@ -441,13 +441,78 @@ fn check_admission(v: &Value) -> Result<(), String> {
     Ok(())
 }
 
+fn agents(i: &Value) -> Vec<Resources> {
+    i["agents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| resources(&a["resources"]))
+        .collect()
+}
+
+fn counts_match(got: &BTreeMap<String, u64>, want: &Value) -> Result<(), String> {
+    let want: BTreeMap<String, u64> = want
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0)))
+        .collect();
+    (got == &want)
+        .then_some(())
+        .ok_or_else(|| format!("{got:?}, expected {want:?}"))
+}
+
+fn check_whole_agents(v: &Value) -> Result<(), String> {
+    let i = &v["input"];
+    let weights: BTreeMap<String, f64> = i["roles"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            (
+                r["role"].as_str().unwrap_or_default().to_string(),
+                r["weight"].as_f64().unwrap_or(1.0),
+            )
+        })
+        .collect();
+    // Order-independent: any visiting order must give the same counts.
+    let mut list = agents(i);
+    for _ in 0..list.len().max(1) {
+        counts_match(
+            &drf::offer_whole(&list, &weights, false),
+            &v["expected"]["agents_per_role"],
+        )?;
+        list.rotate_left(1);
+    }
+    Ok(())
+}
+
+fn check_alternation(v: &Value) -> Result<(), String> {
+    let i = &v["input"];
+    let weights: BTreeMap<String, f64> = i["frameworks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f.as_str().map(|f| (f.to_string(), 1.0)))
+        .collect();
+    let agent = agents(i).into_iter().next().unwrap_or_default();
+    let rounds = usize::try_from(i["rounds"].as_u64().unwrap_or(0)).unwrap_or(0);
+    let offers = vec![agent; rounds];
+    counts_match(
+        &drf::offer_whole(&offers, &weights, true),
+        &v["expected"]["offers_per_framework"],
+    )
+}
+
 type Check = fn(&Value) -> Result<(), String>;
 
 #[test]
 fn fairness_vectors() {
     let text = std::fs::read_to_string(vectors_path()).expect("shared/vectors/fairness.json");
     let doc: Value = serde_json::from_str(&text).expect("fairness.json is valid JSON");
-    let checks: [(&str, Check); 6] = [
+    let checks: [(&str, Check); 8] = [
+        ("mesos_whole_agent_weights", check_whole_agents),
+        ("mesos_same_share_alternation", check_alternation),
         ("placement_drf_admission", check_admission),
         ("drf_sort", check_sort),
         ("drf_progressive_fill", check_fill),

@@ -323,3 +323,53 @@ mod tests {
         );
     }
 }
+
+/// Mesos' coarse-grained offers: each agent in turn is offered whole to
+/// the client first in the DRF order (`UpdateWeight`, `CoarseGrained`);
+/// with `recover` the client hands it straight back without a filter, so
+/// only the allocation count remembers it (`SameShareFairness`). Returns
+/// how many agents (or offers) each client got.
+pub fn offer_whole(
+    agents: &[Resources],
+    weights: &BTreeMap<String, f64>,
+    recover: bool,
+) -> BTreeMap<String, u64> {
+    let mut totals = Resources::new();
+    for a in agents {
+        for (r, q) in a {
+            *totals.entry(r.clone()).or_default() += q;
+        }
+    }
+    let mut clients: Vec<Client> = weights
+        .keys()
+        .map(|path| Client {
+            path: path.clone(),
+            active: true,
+            allocation: Resources::new(),
+            allocation_count: 0,
+        })
+        .collect();
+    let mut got: BTreeMap<String, u64> = weights.keys().map(|k| (k.clone(), 0)).collect();
+    for agent in agents {
+        let input = SortInput {
+            totals: totals.clone(),
+            weights: weights.clone(),
+            clients: clients.clone(),
+            ..Default::default()
+        };
+        let Some(first) = sort(&input).into_iter().next() else {
+            break;
+        };
+        let Some(c) = clients.iter_mut().find(|c| c.path == first) else {
+            break;
+        };
+        c.allocation_count += 1;
+        if !recover {
+            for (r, q) in agent {
+                *c.allocation.entry(r.clone()).or_default() += q;
+            }
+        }
+        *got.entry(first).or_default() += 1;
+    }
+    got
+}
