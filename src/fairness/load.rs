@@ -56,28 +56,7 @@ pub async fn load(
         .iter()
         .filter_map(|(id, n)| class_ix.get(n.as_str()).map(|&c| (*id, c)))
         .collect();
-    let mut providers = vec![
-        round::Provider {
-            stock: vec![None; classes.len()],
-            reservations: Vec::new()
-        };
-        tree.len()
-    ];
-    let mut totals = vec![0.0; classes.len()];
-    for (rp, class, total, reserved, min, max, step, ratio, used) in stock {
-        let (Some(&p), Some(c)) = (ix_of_id.get(&rp), class_of_id.get(&class).copied()) else {
-            continue;
-        };
-        let capacity = crate::types::capacity(total.into(), reserved.into(), ratio);
-        totals[c] += capacity;
-        providers[p].stock[c] = Some(round::Stock {
-            capacity,
-            used,
-            min_unit: min.into(),
-            max_unit: max.into(),
-            step_size: step.into(),
-        });
-    }
+    let (mut providers, totals) = pool(stock, classes.len(), &ix_of_id, &class_of_id);
     let mut projects = Projects::load(conn, items).await?;
     reservations(conn, &mut providers, &mut projects, &ix_of_id, &class_of_id).await?;
     let rows = PoolRows {
@@ -109,6 +88,37 @@ pub async fn load(
             .collect(),
         classes,
     })
+}
+
+/// The pool's inventories as round providers (in round order) and the
+/// DRF totals: Σ capacity per class.
+fn pool(
+    stock: Vec<pool_db::StockRow>,
+    classes: usize,
+    ix_of_id: &HashMap<i64, ProviderIx>,
+    class_of_id: &HashMap<i32, Class>,
+) -> (Vec<round::Provider>, Vec<f64>) {
+    let empty = round::Provider {
+        stock: vec![None; classes],
+        reservations: Vec::new(),
+    };
+    let mut providers = vec![empty; ix_of_id.len()];
+    let mut totals = vec![0.0; classes];
+    for (rp, class, total, reserved, min, max, step, ratio, used) in stock {
+        let (Some(&p), Some(&c)) = (ix_of_id.get(&rp), class_of_id.get(&class)) else {
+            continue;
+        };
+        let capacity = crate::types::capacity(total.into(), reserved.into(), ratio);
+        totals[c] += capacity;
+        providers[p].stock[c] = Some(round::Stock {
+            capacity,
+            used,
+            min_unit: min.into(),
+            max_unit: max.into(),
+            step_size: step.into(),
+        });
+    }
+    (providers, totals)
 }
 
 /// One project of the round before its holdings are read.
