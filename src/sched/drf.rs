@@ -286,44 +286,6 @@ pub fn progressive_fill(capacity: &Resources, users: &[FillUser]) -> Filled {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn res(pairs: &[(&str, f64)]) -> Resources {
-        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
-    }
-
-    #[test]
-    fn the_drf_paper_example() {
-        let users = [
-            FillUser {
-                name: "A".into(),
-                weight: 1.0,
-                task: res(&[("cpu", 1.0), ("mem", 4.0)]),
-            },
-            FillUser {
-                name: "B".into(),
-                weight: 1.0,
-                task: res(&[("cpu", 3.0), ("mem", 1.0)]),
-            },
-        ];
-        let f = progressive_fill(&res(&[("cpu", 9.0), ("mem", 18.0)]), &users);
-        assert_eq!(f.tasks["A"], 3);
-        assert_eq!(f.tasks["B"], 2);
-    }
-
-    #[test]
-    fn weight_divides_the_dominant_share() {
-        let totals = res(&[("cpus", 100.0), ("mem", 100.0)]);
-        assert_eq!(share(&totals, &[], &res(&[("cpus", 6.0)]), 2.0), 0.03);
-        assert_eq!(
-            share(&totals, &["cpus".into()], &res(&[("cpus", 6.0)]), 1.0),
-            0.0
-        );
-    }
-}
-
 /// Mesos' coarse-grained offers: each agent in turn is offered whole to
 /// the client first in the DRF order (`UpdateWeight`, `CoarseGrained`);
 /// with `recover` the client hands it straight back without a filter, so
@@ -372,4 +334,42 @@ pub fn offer_whole(
         *got.entry(first).or_default() += 1;
     }
     got
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res(pairs: &[(&str, f64)]) -> Resources {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn the_drf_paper_example() {
+        let users = [
+            FillUser {
+                name: "A".into(),
+                weight: 1.0,
+                task: res(&[("cpu", 1.0), ("mem", 4.0)]),
+            },
+            FillUser {
+                name: "B".into(),
+                weight: 1.0,
+                task: res(&[("cpu", 3.0), ("mem", 1.0)]),
+            },
+        ];
+        let f = progressive_fill(&res(&[("cpu", 9.0), ("mem", 18.0)]), &users);
+        assert_eq!(f.tasks["A"], 3);
+        assert_eq!(f.tasks["B"], 2);
+    }
+
+    #[test]
+    fn weight_divides_the_dominant_share() {
+        let totals = res(&[("cpus", 100.0), ("mem", 100.0)]);
+        assert_eq!(share(&totals, &[], &res(&[("cpus", 6.0)]), 2.0), 0.03);
+        assert_eq!(
+            share(&totals, &["cpus".into()], &res(&[("cpus", 6.0)]), 1.0),
+            0.0
+        );
+    }
 }
