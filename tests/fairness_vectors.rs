@@ -3,7 +3,7 @@
 //! counted as skipped and named, never as passed.
 
 use placement::sched::drf::{self, Client, FillUser, Internal, Resources, SortInput};
-use placement::sched::{admission, decline, quota};
+use placement::sched::{admission, decline, mesos, quota};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -504,13 +504,87 @@ fn check_alternation(v: &Value) -> Result<(), String> {
     )
 }
 
+fn offers_match(got: &[mesos::Offer], want: &Value) -> Result<(), String> {
+    let want = want.as_array().cloned().unwrap_or_default();
+    let same = got.len() == want.len()
+        && want.iter().all(|w| {
+            got.iter().any(|o| {
+                w["framework"].as_str() == Some(o.framework.as_str())
+                    && w["role"].as_str() == Some(o.role.as_str())
+                    && w["agent"].as_str() == Some(o.agent.as_str())
+                    && same(&o.resources, &resources(&w["resources"]))
+            })
+        });
+    same.then_some(())
+        .ok_or_else(|| format!("offers {got:?}, expected {}", Value::Array(want)))
+}
+
+fn check_allocator(v: &Value) -> Result<(), String> {
+    let i = &v["input"];
+    let mut alloc = mesos::Allocator::new(i["allocation_interval_seconds"].as_f64().unwrap_or(1.0));
+    let mut agents: Vec<String> = Vec::new();
+    let want = v["expected"]["offers_after_each_allocate"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut round = 0;
+    for e in i["events"].as_array().into_iter().flatten() {
+        let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+        match e["op"].as_str().unwrap_or_default() {
+            "add_agent" => {
+                let used = e["used"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(fw, r)| (fw.clone(), resources(r)))
+                    .collect();
+                alloc.add_agent(&s("agent"), resources(&e["resources"]), used);
+                agents.push(s("agent"));
+            }
+            "add_framework" => alloc.add_framework(&s("framework"), &s("role")),
+            "set_quota" => alloc.set_quota(
+                &s("role"),
+                resources(&e["guarantees"]),
+                resources(&e["limits"]),
+            ),
+            "decline" => alloc.decline(
+                &s("framework"),
+                &s("agent"),
+                &resources(&e["resources"]),
+                e["refuse_seconds"].as_f64().unwrap_or(5.0),
+            ),
+            "expire_filters" => alloc.expire_filters(),
+            "advance_clock" => alloc.advance_clock(e["seconds"].as_f64().unwrap_or(0.0)),
+            "allocate" => {
+                let candidates: Vec<String> = match e["candidates"].as_array() {
+                    Some(list) => list
+                        .iter()
+                        .filter_map(|a| a.as_str().map(str::to_string))
+                        .collect(),
+                    None => agents.clone(),
+                };
+                let got = alloc.allocate(&candidates);
+                let expected = want.get(round).cloned().unwrap_or(Value::Null);
+                offers_match(&got, &expected)
+                    .map_err(|e| format!("allocate #{}: {e}", round + 1))?;
+                round += 1;
+            }
+            op => return Err(format!("unknown op {op}")),
+        }
+    }
+    (round == want.len())
+        .then_some(())
+        .ok_or_else(|| format!("{round} allocations replayed, {} expected", want.len()))
+}
+
 type Check = fn(&Value) -> Result<(), String>;
 
 #[test]
 fn fairness_vectors() {
     let text = std::fs::read_to_string(vectors_path()).expect("shared/vectors/fairness.json");
     let doc: Value = serde_json::from_str(&text).expect("fairness.json is valid JSON");
-    let checks: [(&str, Check); 8] = [
+    let checks: [(&str, Check); 9] = [
+        ("mesos_allocator_scenario", check_allocator),
         ("mesos_whole_agent_weights", check_whole_agents),
         ("mesos_same_share_alternation", check_alternation),
         ("placement_drf_admission", check_admission),

@@ -20,6 +20,7 @@ pub mod deploy;
 pub mod drf;
 pub mod error;
 pub mod memory;
+pub mod mesos;
 pub mod numa;
 pub mod quota;
 pub mod realloc;
