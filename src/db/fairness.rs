@@ -659,10 +659,12 @@ pub async fn record_round(
     conn: &mut PgConnection,
     id: uuid::Uuid,
     seed: i64,
-    request: &serde_json::Value,
-    result: &serde_json::Value,
+    request: &str,
+    result: &str,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query("INSERT INTO admission_rounds (id, seed, request, result) VALUES ($1, $2, $3, $4)")
+    sqlx::query(
+        "INSERT INTO admission_rounds (id, seed, request, result) VALUES ($1, $2, $3::json, $4::json)",
+    )
         .bind(id)
         .bind(seed)
         .bind(request)

@@ -172,8 +172,8 @@ pub async fn run(
         }
         commit(&mut tx, &body, &loaded, &result).await?;
         let written_ms = ms(started);
-        let request = serde_json::to_value(&body).unwrap_or_default();
-        let recorded = serde_json::to_value(&answer).unwrap_or_default();
+        let request = serde_json::to_string(&body).unwrap_or_default();
+        let recorded = serde_json::to_string(&answer).unwrap_or_default();
         db::record_round(
             &mut tx,
             answer.round_id,
