@@ -120,17 +120,6 @@ pub async fn lineage(conn: &mut PgConnection, project: i32) -> Result<Vec<i32>, 
     .await
 }
 
-/// True when the project has sub-projects.
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn has_children(conn: &mut PgConnection, project: i32) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM project_fairness WHERE parent_project_id = $1)",
-    )
-    .bind(project)
-    .fetch_one(conn)
-    .await
-}
-
 /// Sets a project's weight and parent, keeping its allocation count.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn put_fairness(
