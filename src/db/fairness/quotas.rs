@@ -1,0 +1,261 @@
+//! Quotas: guarantees and limits, what a project subtree consumes against
+//! them, and the limit lookup (with its locks) of the allocation write.
+
+use super::projects::{subtrees, PROJECT_LOCK};
+use sqlx::PgConnection;
+use std::collections::{BTreeMap, HashMap};
+
+/// One class of a quota.
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct QuotaRow {
+    /// External project id.
+    pub project_id: String,
+    /// Class name.
+    pub resource_class: String,
+    /// Guarantee, if any.
+    pub guarantee: Option<i64>,
+    /// Limit, if any.
+    pub limit: Option<i64>,
+}
+
+const QUOTAS: &str =
+    "SELECT p.external_id AS project_id, rc.name AS resource_class, q.guarantee, q.\"limit\"
+    FROM project_quotas q JOIN projects p ON p.id = q.project_id
+    JOIN resource_classes rc ON rc.id = q.resource_class_id";
+
+/// One project's quota.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn quota(conn: &mut PgConnection, project: i32) -> Result<Vec<QuotaRow>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{QUOTAS} WHERE q.project_id = $1 ORDER BY rc.name"
+    )))
+    .bind(project)
+    .fetch_all(conn)
+    .await
+}
+
+/// Every quota.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn all_quotas(conn: &mut PgConnection) -> Result<Vec<QuotaRow>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{QUOTAS} ORDER BY p.external_id, rc.name"
+    )))
+    .fetch_all(conn)
+    .await
+}
+
+/// Replaces a project's quota: (class id, guarantee, limit) per class.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn replace_quota(
+    conn: &mut PgConnection,
+    project: i32,
+    rows: &[(i32, Option<i64>, Option<i64>)],
+) -> Result<(), sqlx::Error> {
+    sqlx::query("DELETE FROM project_quotas WHERE project_id = $1")
+        .bind(project)
+        .execute(&mut *conn)
+        .await?;
+    let classes: Vec<i32> = rows.iter().map(|r| r.0).collect();
+    let guarantees: Vec<Option<i64>> = rows.iter().map(|r| r.1).collect();
+    let limits: Vec<Option<i64>> = rows.iter().map(|r| r.2).collect();
+    sqlx::query(
+        "INSERT INTO project_quotas (project_id, resource_class_id, guarantee, \"limit\")
+         SELECT $1, * FROM UNNEST($2::int[], $3::bigint[], $4::bigint[])",
+    )
+    .bind(project)
+    .bind(&classes)
+    .bind(&guarantees)
+    .bind(&limits)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// A project subtree's holdings by class name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Holdings {
+    /// Allocations of the subtree's consumers.
+    pub allocated: BTreeMap<String, i64>,
+    /// Reservations of the subtree's projects.
+    pub reserved: BTreeMap<String, i64>,
+    /// Consumption against quota (see the module comment).
+    pub consumed: BTreeMap<String, i64>,
+}
+
+/// What `project`'s subtree holds and consumes.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn holdings(conn: &mut PgConnection, project: i32) -> Result<Holdings, sqlx::Error> {
+    let rows: Vec<(i32, String, i64, i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{CONSUMPTION} SELECT root, rc.name, SUM(COALESCE(alloc.n, 0))::bigint, SUM(COALESCE(res.n, 0))::bigint,
+                SUM(GREATEST(COALESCE(alloc.n, 0), COALESCE(res.n, 0)))::bigint
+           FROM alloc FULL JOIN res USING (root, rp, class_id) JOIN resource_classes rc ON rc.id = class_id
+          GROUP BY 1, 2"
+    )))
+    .bind(vec![project])
+    .bind(None::<Vec<i32>>)
+    .fetch_all(conn)
+    .await?;
+    let mut out = Holdings::default();
+    for (_, class, allocated, reserved, consumed) in rows {
+        for (map, n) in [
+            (&mut out.allocated, allocated),
+            (&mut out.reserved, reserved),
+            (&mut out.consumed, consumed),
+        ] {
+            if n > 0 {
+                map.insert(class.clone(), n);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Per-root subtree allocations and reservations by provider and class;
+/// `$1` the roots, `$2` the classes (NULL: all).
+const CONSUMPTION: &str = "WITH RECURSIVE sub(root, id) AS (
+        SELECT r, r FROM UNNEST($1::int[]) r
+        UNION SELECT sub.root, f.project_id FROM project_fairness f JOIN sub ON f.parent_project_id = sub.id),
+    alloc AS (
+        SELECT sub.root, pa.resource_provider_id AS rp, pa.resource_class_id AS class_id, SUM(pa.used) AS n
+          FROM sub JOIN project_allocations pa ON pa.project_id = sub.id
+         WHERE $2::int[] IS NULL OR pa.resource_class_id = ANY($2)
+         GROUP BY 1, 2, 3),
+    res AS (
+        SELECT sub.root, r.resource_provider_id AS rp, r.resource_class_id AS class_id, SUM(r.amount) AS n
+          FROM sub JOIN project_reservations r ON r.project_id = sub.id
+         WHERE $2::int[] IS NULL OR r.resource_class_id = ANY($2)
+         GROUP BY 1, 2, 3)";
+
+/// Consumption against quota of several project subtrees in some classes:
+/// (project, class id) → units, from the per-project totals the
+/// allocation triggers keep (`project_allocations`).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn consumption(
+    conn: &mut PgConnection,
+    projects: &[i32],
+    classes: Option<&[i32]>,
+) -> Result<HashMap<(i32, i32), i64>, sqlx::Error> {
+    let subtrees = subtrees(conn, projects).await?;
+    consumption_of(conn, &subtrees, classes).await
+}
+
+/// Like [`consumption`], for subtrees already resolved: (project, members).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn consumption_of(
+    conn: &mut PgConnection,
+    subtrees: &[(i32, Vec<i32>)],
+    classes: Option<&[i32]>,
+) -> Result<HashMap<(i32, i32), i64>, sqlx::Error> {
+    let mut out = HashMap::new();
+    for (root, members) in subtrees {
+        let rows: Vec<(i32, i64)> = sqlx::query_as(
+            "WITH alloc AS (
+                 SELECT resource_provider_id AS rp, resource_class_id AS cls, SUM(used) AS n
+                   FROM project_allocations
+                  WHERE project_id = ANY($1) AND ($2::int[] IS NULL OR resource_class_id = ANY($2))
+                  GROUP BY 1, 2),
+             res AS (
+                 SELECT resource_provider_id AS rp, resource_class_id AS cls, SUM(amount) AS n
+                   FROM project_reservations
+                  WHERE project_id = ANY($1) AND ($2::int[] IS NULL OR resource_class_id = ANY($2))
+                  GROUP BY 1, 2)
+             SELECT cls, SUM(GREATEST(COALESCE(alloc.n, 0), COALESCE(res.n, 0)))::bigint
+               FROM alloc FULL JOIN res USING (rp, cls) GROUP BY 1",
+        )
+        .bind(members)
+        .bind(classes)
+        .fetch_all(&mut *conn)
+        .await?;
+        out.extend(rows.into_iter().map(|(c, n)| ((*root, c), n)));
+    }
+    Ok(out)
+}
+
+/// A limit that a write could break.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct LimitRow {
+    /// The limited project's id.
+    pub project: i32,
+    /// Its external id.
+    pub project_id: String,
+    /// The class id.
+    pub class: i32,
+    /// The class name.
+    pub resource_class: String,
+    /// The limit.
+    pub limit: i64,
+    /// Whether the project has sub-projects (whose consumption counts too).
+    pub has_children: bool,
+}
+
+/// The limits, in the given classes, of the named projects and their
+/// ancestors (`flat`: no project has a parent, a cheaper statement), taking each limited project's advisory lock on the way (in
+/// project order) so that the caller's next statement reads consumption
+/// no concurrent writer of those projects can change.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn limits_over(
+    conn: &mut PgConnection,
+    projects: &[String],
+    classes: &[String],
+    flat: bool,
+) -> Result<Vec<LimitRow>, sqlx::Error> {
+    let sql = if flat { FLAT_LIMITS } else { TREE_LIMITS };
+    sqlx::query_as(sql)
+        .bind(projects)
+        .bind(classes)
+        .bind(PROJECT_LOCK)
+        .fetch_all(conn)
+        .await
+}
+
+/// Limits of the named projects when no project has a parent.
+const FLAT_LIMITS: &str =
+    "SELECT l.*, pg_advisory_xact_lock($3, l.project) IS NOT NULL AS locked FROM (
+        SELECT q.project_id AS project, p.external_id AS project_id, q.resource_class_id AS class,
+               rc.name AS resource_class, q.\"limit\" AS limit, false AS has_children
+          FROM projects p JOIN project_quotas q ON q.project_id = p.id
+          JOIN resource_classes rc ON rc.id = q.resource_class_id
+         WHERE p.external_id = ANY($1) AND q.\"limit\" IS NOT NULL AND rc.name = ANY($2)
+         ORDER BY 1, 3 OFFSET 0) l";
+
+/// Limits of the named projects and their ancestors.
+const TREE_LIMITS: &str = "WITH RECURSIVE up(id, depth) AS (
+        SELECT id, 0 FROM projects WHERE external_id = ANY($1)
+        UNION SELECT f.parent_project_id, up.depth + 1 FROM project_fairness f JOIN up ON f.project_id = up.id
+         WHERE f.parent_project_id IS NOT NULL AND up.depth < 1000)
+    SELECT l.*, pg_advisory_xact_lock($3, l.project) IS NOT NULL AS locked FROM (
+        SELECT DISTINCT q.project_id AS project, p.external_id AS project_id, q.resource_class_id AS class,
+               rc.name AS resource_class, q.\"limit\" AS limit,
+               EXISTS (SELECT 1 FROM project_fairness ch WHERE ch.parent_project_id = q.project_id) AS has_children
+          FROM up JOIN project_quotas q ON q.project_id = up.id JOIN projects p ON p.id = q.project_id
+          JOIN resource_classes rc ON rc.id = q.resource_class_id
+         WHERE q.\"limit\" IS NOT NULL AND rc.name = ANY($2)
+         ORDER BY 1, 3 OFFSET 0) l";
+
+/// What fairness checks a write on these providers needs.
+#[derive(Debug, Clone, Copy, sqlx::FromRow)]
+pub struct Needed {
+    /// Some project has a limit.
+    pub limits: bool,
+    /// Some reservation lies on these providers.
+    pub reservations: bool,
+    /// No project has a parent.
+    pub flat: bool,
+}
+
+/// What fairness checks a write on these providers needs, in one cheap
+/// statement, so that pools without quotas pay almost nothing.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn checks_needed(
+    conn: &mut PgConnection,
+    providers: &[i64],
+) -> Result<Needed, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT EXISTS (SELECT 1 FROM project_quotas WHERE \"limit\" IS NOT NULL) AS limits,
+                EXISTS (SELECT 1 FROM project_reservations WHERE resource_provider_id = ANY($1)) AS reservations,
+                NOT EXISTS (SELECT 1 FROM project_fairness WHERE parent_project_id IS NOT NULL) AS flat",
+    )
+    .bind(providers)
+    .fetch_one(conn)
+    .await
+}
