@@ -33,8 +33,7 @@ pub async fn show(
 ) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
     let rp = find(&mut conn, &id).await?;
-    drop(conn);
-    Ok(Reply::ok(&service::show(&st.pool, &rp, &project).await?))
+    Ok(Reply::ok(&service::show(&mut conn, &rp, &project).await?))
 }
 
 /// `PUT .../project_reservations/{project_id}`.

@@ -67,7 +67,9 @@ pub async fn load(
     };
     let request_list = requests(conn, items, &projects, &class_ix, rows).await?;
     let declines = declines(conn, &projects, &ix_of_id, &class_ix).await?;
-    let held = projects.holdings(conn, &classes, &class_ix).await?;
+    let held = projects
+        .holdings(conn, &classes, &class_ix, &class_of_id)
+        .await?;
     let excluded = classes.iter().map(|c| excluded.contains(c)).collect();
     Ok(Loaded {
         round: Round {
@@ -198,12 +200,12 @@ impl Projects {
         conn: &mut PgConnection,
         classes: &[String],
         class_ix: &HashMap<&str, Class>,
+        class_of_id: &HashMap<i32, Class>,
     ) -> ApiResult<Vec<round::Project>> {
         let n = classes.len();
         let ids: Vec<i32> = self.list.iter().map(|p| p.id).collect();
         let consumed = db::consumption(conn, &ids, None).await?;
         let allocated = db::project_allocations(conn).await?;
-        let names = crate::db::candidates::class_names(conn).await?;
         let mut out: Vec<round::Project> = self
             .list
             .iter()
@@ -220,19 +222,14 @@ impl Projects {
             })
             .collect();
         for ((pid, cid), units) in consumed {
-            let (Some(p), Some(c)) = (
-                ids.iter().position(|&x| x == pid),
-                names.get(&cid).and_then(|nm| class_ix.get(nm.as_str())),
-            ) else {
+            let (Some(p), Some(c)) = (ids.iter().position(|&x| x == pid), class_of_id.get(&cid))
+            else {
                 continue;
             };
             out[p].consumed[*c] = units;
         }
         for (project, cid, units) in allocated {
-            let (Some(&p), Some(c)) = (
-                self.by_name.get(&project),
-                names.get(&cid).and_then(|nm| class_ix.get(nm.as_str())),
-            ) else {
+            let (Some(&p), Some(c)) = (self.by_name.get(&project), class_of_id.get(&cid)) else {
                 continue;
             };
             out[p].allocated[*c] = units;

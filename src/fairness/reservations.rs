@@ -12,7 +12,7 @@ use crate::db::{fairness as db, inventories, providers};
 use crate::error::{codes, ApiError, ApiResult, GenerationConflict};
 use crate::types::GivenGeneration;
 use serde::{Deserialize, Serialize};
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 use std::collections::HashMap;
 use utoipa::ToSchema;
 
@@ -38,13 +38,12 @@ pub struct ReservationView {
 
 /// A project's reservations on a provider.
 pub async fn show(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     rp: &providers::ProviderRow,
     project: &str,
 ) -> ApiResult<ReservationView> {
-    let mut conn = pool.acquire().await?;
-    let resources = match db::project_id(&mut conn, project).await? {
-        Some(id) => db::reservations(&mut conn, rp.id, id).await?,
+    let resources = match db::project_id(conn, project).await? {
+        Some(id) => db::reservations(conn, rp.id, id).await?,
         None => Amounts::new(),
     };
     Ok(ReservationView {

@@ -60,12 +60,16 @@ pub async fn shares(pool: &PgPool, excluded: &[String]) -> ApiResult<Shares> {
     let mut projects: BTreeSet<String> = allocations.iter().map(|a| a.0.clone()).collect();
     projects.extend(settings.iter().map(|s| s.project_id.clone()));
     projects.extend(quotas.iter().map(|q| q.project_id.clone()));
+    let projects: Vec<String> = projects.into_iter().collect();
+    let ids = db::project_ids(&mut tx, &projects).await?;
+    let id_list: Vec<i32> = ids.values().copied().collect();
+    let mut held = db::holdings_of(&mut tx, &id_list).await?;
     let mut out = Vec::with_capacity(projects.len());
     for project in projects {
-        let Some(id) = db::project_id(&mut tx, &project).await? else {
+        let Some(id) = ids.get(&project) else {
             continue;
         };
-        let held = db::holdings(&mut tx, id).await?;
+        let held = held.remove(id).unwrap_or_default();
         let s = settings.iter().find(|s| s.project_id == project);
         let weight = s.map_or(1.0, |s| s.weight);
         let (dominant_share, dominant_rc) = dominant(&totals, excluded, &held.allocated, weight);

@@ -2,6 +2,7 @@
 //! subtrees and the advisory locks writers and admission rounds take.
 
 use sqlx::PgConnection;
+use std::collections::HashMap;
 
 /// Namespace of the per-project advisory locks.
 pub(super) const PROJECT_LOCK: i32 = 0x5155_4f54;
@@ -222,4 +223,18 @@ pub async fn subtree_names(
     .bind(project)
     .fetch_all(conn)
     .await
+}
+
+/// Table ids of the known external project ids.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn project_ids(
+    conn: &mut PgConnection,
+    external: &[String],
+) -> Result<HashMap<String, i32>, sqlx::Error> {
+    let rows: Vec<(String, i32)> =
+        sqlx::query_as("SELECT external_id, id FROM projects WHERE external_id = ANY($1)")
+            .bind(external)
+            .fetch_all(conn)
+            .await?;
+    Ok(rows.into_iter().collect())
 }

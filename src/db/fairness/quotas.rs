@@ -83,24 +83,36 @@ pub struct Holdings {
 }
 
 /// What `project`'s subtree holds and consumes.
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn holdings(conn: &mut PgConnection, project: i32) -> Result<Holdings, sqlx::Error> {
+    Ok(holdings_of(conn, &[project])
+        .await?
+        .remove(&project)
+        .unwrap_or_default())
+}
+
+/// What each project's subtree holds and consumes, in one statement.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn holdings_of(
+    conn: &mut PgConnection,
+    projects: &[i32],
+) -> Result<HashMap<i32, Holdings>, sqlx::Error> {
     let rows: Vec<(i32, String, i64, i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "{CONSUMPTION} SELECT root, rc.name, SUM(COALESCE(alloc.n, 0))::bigint, SUM(COALESCE(res.n, 0))::bigint,
                 SUM(GREATEST(COALESCE(alloc.n, 0), COALESCE(res.n, 0)))::bigint
            FROM alloc FULL JOIN res USING (root, rp, class_id) JOIN resource_classes rc ON rc.id = class_id
           GROUP BY 1, 2"
     )))
-    .bind(vec![project])
+    .bind(projects)
     .bind(None::<Vec<i32>>)
     .fetch_all(conn)
     .await?;
-    let mut out = Holdings::default();
-    for (_, class, allocated, reserved, consumed) in rows {
+    let mut out: HashMap<i32, Holdings> = HashMap::new();
+    for (root, class, allocated, reserved, consumed) in rows {
+        let held = out.entry(root).or_default();
         for (map, n) in [
-            (&mut out.allocated, allocated),
-            (&mut out.reserved, reserved),
-            (&mut out.consumed, consumed),
+            (&mut held.allocated, allocated),
+            (&mut held.reserved, reserved),
+            (&mut held.consumed, consumed),
         ] {
             if n > 0 {
                 map.insert(class.clone(), n);
