@@ -162,7 +162,7 @@ async fn within_limits(
 ) -> ApiResult<()> {
     let classes: Vec<i32> = ids.values().copied().collect();
     let names: Vec<String> = ids.keys().cloned().collect();
-    let limits = db::limits_over(conn, &[project.to_string()], &names, false).await?;
+    let limits = db::limits_over(conn, &[project.to_string()], &names).await?;
     if limits.is_empty() {
         return Ok(());
     }

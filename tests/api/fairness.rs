@@ -244,6 +244,71 @@ async fn a_limit_refuses_plain_writes_with_nothing_written() {
 }
 
 #[tokio::test]
+async fn limits_count_reservations_once_and_sub_projects() {
+    let t = TestApp::new().await;
+    let (a, b) = (t.create_rp("a").await, t.create_rp("b").await);
+    for rp in [&a, &b] {
+        t.set_inventories(rp, json!({"VCPU": {"total": 8}})).await;
+    }
+    // Flat projects: R's reservation of 3 on a counts whether used or not,
+    // and what R allocates inside it does not count twice.
+    t.put("/projects/R/quota", MV, json!({"limits": {"VCPU": 4}}))
+        .await
+        .expect(200);
+    let gen = t.generation(&a).await;
+    t.put(
+        &format!("/resource_providers/{a}/project_reservations/R"),
+        MV,
+        json!({"resource_provider_generation": gen, "resources": {"VCPU": 3}}),
+    )
+    .await
+    .expect(200);
+    t.allocate(&uuid(), "R", "u", json!({&a: {"VCPU": 2}}))
+        .await;
+    t.allocate(&uuid(), "R", "u", json!({&b: {"VCPU": 1}}))
+        .await;
+    t.allocate(&uuid(), "R", "u", json!({&a: {"VCPU": 1}}))
+        .await;
+    t.try_allocate(&uuid(), "R", "u", json!({&b: {"VCPU": 1}}))
+        .await
+        .expect_error(
+            409,
+            Some("placement.quota.exceeded"),
+            "project R would consume 5 VCPU, over its limit of 4",
+        );
+    // A tree: the parent's limit caps its sub-projects together.
+    t.put("/projects/P/quota", MV, json!({"limits": {"VCPU": 3}}))
+        .await
+        .expect(200);
+    for child in ["C1", "C2"] {
+        t.put(
+            &format!("/projects/{child}/fairness"),
+            MV,
+            json!({"weight": 1, "parent_project_id": "P"}),
+        )
+        .await
+        .expect(200);
+    }
+    t.allocate(&uuid(), "C1", "u", json!({&b: {"VCPU": 2}}))
+        .await;
+    t.allocate(&uuid(), "C2", "u", json!({&b: {"VCPU": 1}}))
+        .await;
+    t.try_allocate(&uuid(), "C2", "u", json!({&a: {"VCPU": 1}}))
+        .await
+        .expect_error(
+            409,
+            Some("placement.quota.exceeded"),
+            "project P would consume 4 VCPU, over its limit of 3",
+        );
+    // R is still checked with the tree's statements.
+    t.try_allocate(&uuid(), "R", "u", json!({&b: {"VCPU": 1}}))
+        .await
+        .expect_error(409, Some("placement.quota.exceeded"), "project R");
+    assert_eq!(used(&t, &a, "VCPU").await, 3);
+    assert_eq!(used(&t, &b, "VCPU").await, 4);
+}
+
+#[tokio::test]
 async fn a_reservation_is_usable_only_by_its_project() {
     let t = TestApp::new().await;
     let rp = t.create_rp("node").await;

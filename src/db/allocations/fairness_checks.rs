@@ -3,23 +3,12 @@
 //! its provider locks (see `db::fairness` for the consumption rule).
 
 use super::{inventories_of, usage, AllocError, Cleared, ConsumerWrite, Locked};
-use crate::db::fairness;
+use crate::db::{fairness, providers};
 use sqlx::PgConnection;
 use std::collections::HashMap;
 
-/// Refuses a write that raised a limited project's allocation in a class
-/// while leaving its consumption above the limit (lowering it, even while
-/// above, is allowed). The writers' projects and their ancestors with
-/// limits in the written classes are locked here (by `limits_over`), after
-/// the providers (the lock order of every writer), so concurrent writers
-/// of one project are checked one after another.
-pub(super) async fn check_limits(
-    conn: &mut PgConnection,
-    writes: &[ConsumerWrite],
-    locked: &Locked,
-    cleared: &[Cleared],
-    flat: bool,
-) -> Result<(), AllocError> {
+/// The projects of the consumers that receive allocations, sorted.
+pub(super) fn writer_projects(writes: &[ConsumerWrite]) -> Vec<String> {
     let mut projects: Vec<String> = writes
         .iter()
         .filter(|w| !w.allocations.is_empty())
@@ -27,27 +16,35 @@ pub(super) async fn check_limits(
         .collect();
     projects.sort();
     projects.dedup();
-    if projects.is_empty() {
-        return Ok(());
-    }
-    let classes: Vec<String> = locked.class_ids.keys().cloned().collect();
-    let limits = fairness::limits_over(conn, &projects, &classes, flat).await?;
-    if limits.is_empty() {
-        return Ok(());
-    }
-    // limits_over locked these projects.
-    let mut ids: Vec<i32> = limits.iter().map(|l| l.project).collect();
-    ids.dedup();
-    let subtrees = if limits.iter().any(|l| l.has_children) {
-        fairness::subtrees(conn, &ids).await?
+    projects
+}
+
+/// The write's last step when a writer's project (or an ancestor) has a
+/// limit in a written class: bumps the providers' generations, then
+/// refuses the write if it raised a limited project's allocation in a
+/// class while leaving its consumption above the limit (lowering it, even
+/// while above, is allowed). The limited projects are locked here, after
+/// the providers (the lock order of every writer), and as late as
+/// possible: concurrent writers of one project are checked one after
+/// another and wait on each other only until the commit.
+pub(super) async fn bump_and_check_limits(
+    conn: &mut PgConnection,
+    writes: &[ConsumerWrite],
+    locked: &Locked,
+    cleared: &[Cleared],
+    flat: bool,
+    bump: &[i64],
+) -> Result<(), AllocError> {
+    let projects = writer_projects(writes);
+    let limits = if flat {
+        let classes: Vec<i32> = locked.class_ids.values().copied().collect();
+        fairness::bump_then_flat_limits_used(conn, bump, &projects, &classes).await?
     } else {
-        ids.iter().map(|&p| (p, vec![p])).collect()
+        providers::bump_locked(conn, bump).await?;
+        tree_limits_used(conn, &projects, locked).await?
     };
-    let class_ids: Vec<i32> = limits.iter().map(|l| l.class).collect();
-    let after = fairness::consumption_of(conn, &subtrees, Some(&class_ids)).await?;
-    for l in limits {
-        let now = after.get(&(l.project, l.class)).copied().unwrap_or(0);
-        if now <= l.limit {
+    for fairness::LimitUse { limit: l, consumed } in limits {
+        if consumed <= l.limit {
             continue;
         }
         let members = if l.has_children {
@@ -68,12 +65,42 @@ pub(super) async fn check_limits(
                 project: l.project_id,
                 class: l.resource_class,
                 limit: l.limit,
-                before: now - delta,
-                after: now,
+                before: consumed - delta,
+                after: consumed,
             });
         }
     }
     Ok(())
+}
+
+/// The limits over the writers' lineage with each limited subtree's
+/// consumption, when projects form a tree.
+async fn tree_limits_used(
+    conn: &mut PgConnection,
+    projects: &[String],
+    locked: &Locked,
+) -> Result<Vec<fairness::LimitUse>, sqlx::Error> {
+    let classes: Vec<String> = locked.class_ids.keys().cloned().collect();
+    let limits = fairness::limits_over(conn, projects, &classes).await?;
+    let mut ids: Vec<i32> = limits.iter().map(|l| l.project).collect();
+    ids.dedup();
+    let subtrees = if limits.iter().any(|l| l.has_children) {
+        fairness::subtrees(conn, &ids).await?
+    } else {
+        ids.iter().map(|&p| (p, vec![p])).collect()
+    };
+    let class_ids: Vec<i32> = limits.iter().map(|l| l.class).collect();
+    let after = fairness::consumption_of(conn, &subtrees, Some(&class_ids)).await?;
+    Ok(limits
+        .into_iter()
+        .map(|limit| {
+            let consumed = after
+                .get(&(limit.project, limit.class))
+                .copied()
+                .unwrap_or(0);
+            fairness::LimitUse { limit, consumed }
+        })
+        .collect())
 }
 
 /// What the write adds to the allocations of `members`' consumers in a

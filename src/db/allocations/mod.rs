@@ -14,7 +14,7 @@ mod fairness_checks;
 use super::inventories::Inventory;
 use crate::types::GivenGeneration;
 use chrono::{DateTime, Utc};
-use fairness_checks::{check_limits, check_reservations};
+use fairness_checks::{bump_and_check_limits, check_reservations, writer_projects};
 use sqlx::PgConnection;
 use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
@@ -181,7 +181,13 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
     let locked = lock_and_resolve(conn, writes).await?;
     check_consumer_generations(writes, &locked.existing)?;
     check_bound_shares(conn, writes, &locked.existing).await?;
-    let needed = fairness::checks_needed(conn, &locked.providers).await?;
+    let needed = fairness::checks_needed(
+        conn,
+        &locked.providers,
+        &writer_projects(writes),
+        &locked.class_ids.values().copied().collect::<Vec<_>>(),
+    )
+    .await?;
     let reserved_before = if needed.reservations {
         fairness::unused_reservations(conn, Some(&locked.providers), None).await?
     } else {
@@ -205,10 +211,12 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
     if !reserved_before.is_empty() {
         check_reservations(conn, writes, &locked, &before, &reserved_before).await?;
     }
+    let bump = providers_to_bump(writes, &locked, &cleared);
     if needed.limits {
-        check_limits(conn, writes, &locked, &cleared, needed.flat).await?;
+        bump_and_check_limits(conn, writes, &locked, &cleared, needed.flat, &bump).await
+    } else {
+        Ok(super::providers::bump_locked(conn, &bump).await?)
     }
-    bump_providers(conn, writes, &locked, &cleared).await
 }
 
 /// A removed allocation row: (consumer id, provider id, class id, units).
@@ -431,14 +439,10 @@ async fn insert_allocations(
     Ok(())
 }
 
-/// Bumps every provider named in the new set, and those cleared by an
-/// explicitly emptied consumer (Placement names them implicitly).
-async fn bump_providers(
-    conn: &mut PgConnection,
-    writes: &[ConsumerWrite],
-    locked: &Locked,
-    cleared: &[Cleared],
-) -> Result<(), AllocError> {
+/// The providers whose generation the write bumps: every provider named
+/// in the new set, and those cleared by an explicitly emptied consumer
+/// (Placement names them implicitly).
+fn providers_to_bump(writes: &[ConsumerWrite], locked: &Locked, cleared: &[Cleared]) -> Vec<i64> {
     let emptied: Vec<i64> = writes
         .iter()
         .filter(|w| w.allocations.is_empty())
@@ -453,8 +457,7 @@ async fn bump_providers(
     );
     bump.sort_unstable();
     bump.dedup();
-    super::providers::bump_locked(conn, &bump).await?;
-    Ok(())
+    bump
 }
 
 async fn usage(

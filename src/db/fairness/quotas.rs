@@ -201,7 +201,7 @@ pub struct LimitRow {
 }
 
 /// The limits, in the given classes, of the named projects and their
-/// ancestors (`flat`: no project has a parent, a cheaper statement), taking each limited project's advisory lock on the way (in
+/// ancestors, taking each limited project's advisory lock on the way (in
 /// project order) so that the caller's next statement reads consumption
 /// no concurrent writer of those projects can change.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
@@ -209,26 +209,14 @@ pub async fn limits_over(
     conn: &mut PgConnection,
     projects: &[String],
     classes: &[String],
-    flat: bool,
 ) -> Result<Vec<LimitRow>, sqlx::Error> {
-    let sql = if flat { FLAT_LIMITS } else { TREE_LIMITS };
-    sqlx::query_as(sql)
+    sqlx::query_as(TREE_LIMITS)
         .bind(projects)
         .bind(classes)
         .bind(PROJECT_LOCK)
         .fetch_all(conn)
         .await
 }
-
-/// Limits of the named projects when no project has a parent.
-const FLAT_LIMITS: &str =
-    "SELECT l.*, pg_advisory_xact_lock($3, l.project) IS NOT NULL AS locked FROM (
-        SELECT q.project_id AS project, p.external_id AS project_id, q.resource_class_id AS class,
-               rc.name AS resource_class, q.\"limit\" AS limit, false AS has_children
-          FROM projects p JOIN project_quotas q ON q.project_id = p.id
-          JOIN resource_classes rc ON rc.id = q.resource_class_id
-         WHERE p.external_id = ANY($1) AND q.\"limit\" IS NOT NULL AND rc.name = ANY($2)
-         ORDER BY 1, 3 OFFSET 0) l";
 
 /// Limits of the named projects and their ancestors.
 const TREE_LIMITS: &str = "WITH RECURSIVE up(id, depth) AS (
@@ -247,7 +235,8 @@ const TREE_LIMITS: &str = "WITH RECURSIVE up(id, depth) AS (
 /// What fairness checks a write on these providers needs.
 #[derive(Debug, Clone, Copy, sqlx::FromRow)]
 pub struct Needed {
-    /// Some project has a limit.
+    /// A writer's project, or one of its ancestors, has a limit in a
+    /// written class.
     pub limits: bool,
     /// Some reservation lies on these providers.
     pub reservations: bool,
@@ -255,19 +244,60 @@ pub struct Needed {
     pub flat: bool,
 }
 
-/// What fairness checks a write on these providers needs, in one cheap
-/// statement, so that pools without quotas pay almost nothing.
+/// What fairness checks a write needs, in one cheap statement, so that
+/// pools without quotas (or writers without limits) pay almost nothing.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn checks_needed(
     conn: &mut PgConnection,
     providers: &[i64],
+    projects: &[String],
+    classes: &[i32],
 ) -> Result<Needed, sqlx::Error> {
     sqlx::query_as(
-        "SELECT EXISTS (SELECT 1 FROM project_quotas WHERE \"limit\" IS NOT NULL) AS limits,
+        "WITH RECURSIVE up(id, depth) AS (
+             SELECT id, 0 FROM projects WHERE external_id = ANY($2)
+             UNION SELECT f.parent_project_id, up.depth + 1 FROM project_fairness f JOIN up ON f.project_id = up.id
+              WHERE f.parent_project_id IS NOT NULL AND up.depth < 1000)
+         SELECT EXISTS (SELECT 1 FROM up JOIN project_quotas q ON q.project_id = up.id
+                         WHERE q.\"limit\" IS NOT NULL AND q.resource_class_id = ANY($3)) AS limits,
                 EXISTS (SELECT 1 FROM project_reservations WHERE resource_provider_id = ANY($1)) AS reservations,
                 NOT EXISTS (SELECT 1 FROM project_fairness WHERE parent_project_id IS NOT NULL) AS flat",
     )
     .bind(providers)
+    .bind(projects)
+    .bind(classes)
     .fetch_one(conn)
     .await
+}
+
+/// A limit with what its project consumes now.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct LimitUse {
+    /// The limit.
+    #[sqlx(flatten)]
+    pub limit: LimitRow,
+    /// The project's consumption in the class (see [`consumption`]).
+    pub consumed: i64,
+}
+
+/// Bumps the providers' generations (they are locked by the caller), then
+/// answers the limits of the named projects in the given classes with
+/// their consumption, when no project has a parent: the allocation write's
+/// last statement in the common case, one round trip that also locks the
+/// limited projects (the migration of `bump_then_flat_limits_used` says
+/// why all three go together).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn bump_then_flat_limits_used(
+    conn: &mut PgConnection,
+    bump: &[i64],
+    projects: &[String],
+    classes: &[i32],
+) -> Result<Vec<LimitUse>, sqlx::Error> {
+    sqlx::query_as("SELECT * FROM bump_then_flat_limits_used($1, $2, $3, $4)")
+        .bind(bump)
+        .bind(projects)
+        .bind(classes)
+        .bind(PROJECT_LOCK)
+        .fetch_all(conn)
+        .await
 }
