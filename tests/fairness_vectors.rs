@@ -1,4 +1,5 @@
-//! Runs the vectors of shared/vectors/fairness.json against `sched::drf`
+//! Runs the vectors of shared/vectors/fairness.json against `sched::drf`,
+//! the admission round, the Mesos replay and `sched::colocation`
 //! and prints one summary line. Kinds whose algorithm is not built yet are
 //! counted as skipped and named, never as passed.
 
@@ -7,6 +8,8 @@ use placement::sched::{admission, decline, mesos, quota};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+
+mod colocation;
 
 fn vectors_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/vectors/fairness.json")
@@ -583,7 +586,17 @@ type Check = fn(&Value) -> Result<(), String>;
 fn fairness_vectors() {
     let text = std::fs::read_to_string(vectors_path()).expect("shared/vectors/fairness.json");
     let doc: Value = serde_json::from_str(&text).expect("fairness.json is valid JSON");
-    let checks: [(&str, Check); 9] = [
+    let checks: [(&str, Check); 19] = [
+        ("koord_batch_allocatable", colocation::check_batch),
+        ("koord_cpu_suppress", colocation::check_suppress),
+        ("koord_be_cpu_evict_release", colocation::check_cpu_release),
+        ("koord_be_cpu_evict_order", colocation::check_cpu_order),
+        ("koord_usage_release", colocation::check_usage_release),
+        ("koord_usage_evict", colocation::check_usage_evict),
+        ("koord_usage_evict_order", colocation::check_usage_order),
+        ("koord_be_memory_evict", colocation::check_memory_evict),
+        ("koord_loadaware_filter", colocation::check_load),
+        ("colocation_provider_scenario", colocation::check_scenario),
         ("mesos_allocator_scenario", check_allocator),
         ("mesos_whole_agent_weights", check_whole_agents),
         ("mesos_same_share_alternation", check_alternation),

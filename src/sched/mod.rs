@@ -14,6 +14,7 @@
 
 pub mod admission;
 pub mod capacity;
+pub mod colocation;
 pub mod cpu;
 pub mod decline;
 pub mod deploy;

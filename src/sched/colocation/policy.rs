@@ -1,0 +1,221 @@
+//! The colocation policy: Koordinator's knobs under Koordinator's names
+//! (so operators reuse what they know), with its defaults and its
+//! validation ranges. The cluster has one; a provider may override any
+//! field.
+
+use super::batch::CalculatePolicy;
+use super::evict::CpuEvictPolicy;
+use super::suppress::SuppressPolicy;
+use super::CpuMem;
+use serde::{Deserialize, Serialize};
+
+/// A pair of percentages by resource (`forbidUsageThresholds`,
+/// `estimatedScalingFactors`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuMemPercent {
+    /// CPU.
+    pub cpu: i64,
+    /// Memory.
+    pub memory: i64,
+}
+
+impl CpuMemPercent {
+    /// As amounts.
+    pub fn as_cpumem(self) -> CpuMem {
+        CpuMem::new(self.cpu, self.memory)
+    }
+}
+
+/// Cooldowns after an eviction, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cooldown {
+    /// After a CPU eviction (20).
+    pub cpu: i64,
+    /// After a memory eviction (4).
+    pub memory: i64,
+}
+
+/// Every knob, resolved (defaults filled in).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct Policy {
+    pub cpu_reclaim_threshold_percent: i64,
+    pub memory_reclaim_threshold_percent: i64,
+    pub cpu_calculate_policy: CalculatePolicy,
+    pub memory_calculate_policy: CalculatePolicy,
+    #[serde(rename = "batchCPUThresholdPercent")]
+    pub batch_cpu_threshold_percent: Option<i64>,
+    pub batch_memory_threshold_percent: Option<i64>,
+    pub forbid_usage_thresholds: CpuMemPercent,
+    pub estimated_scaling_factors: CpuMemPercent,
+    pub cpu_suppress_threshold_percent: i64,
+    pub cpu_suppress_min_percent: Option<i64>,
+    pub cpu_suppress_policy: SuppressPolicy,
+    pub memory_evict_threshold_percent: i64,
+    pub memory_evict_lower_percent: Option<i64>,
+    #[serde(rename = "cpuEvictBESatisfactionLowerPercent")]
+    pub cpu_evict_be_satisfaction_lower_percent: Option<i64>,
+    #[serde(rename = "cpuEvictBESatisfactionUpperPercent")]
+    pub cpu_evict_be_satisfaction_upper_percent: Option<i64>,
+    #[serde(rename = "cpuEvictBEUsageThresholdPercent")]
+    pub cpu_evict_be_usage_threshold_percent: i64,
+    pub cpu_evict_time_window_seconds: i64,
+    pub cpu_evict_policy: CpuEvictPolicy,
+    pub degrade_time_minutes: i64,
+    pub metric_expiration_seconds: i64,
+    pub cooldown: Cooldown,
+}
+
+impl Default for Policy {
+    /// Koordinator's defaults (B.2–B.7). The satisfaction watermarks have
+    /// none upstream: unset, the satisfaction evictor stays off.
+    fn default() -> Self {
+        Self {
+            cpu_reclaim_threshold_percent: 60,
+            memory_reclaim_threshold_percent: 65,
+            cpu_calculate_policy: CalculatePolicy::Usage,
+            memory_calculate_policy: CalculatePolicy::Usage,
+            batch_cpu_threshold_percent: None,
+            batch_memory_threshold_percent: None,
+            forbid_usage_thresholds: CpuMemPercent {
+                cpu: 65,
+                memory: 95,
+            },
+            estimated_scaling_factors: CpuMemPercent {
+                cpu: 85,
+                memory: 70,
+            },
+            cpu_suppress_threshold_percent: 65,
+            cpu_suppress_min_percent: None,
+            cpu_suppress_policy: SuppressPolicy::Cpuset,
+            memory_evict_threshold_percent: 70,
+            memory_evict_lower_percent: None,
+            cpu_evict_be_satisfaction_lower_percent: None,
+            cpu_evict_be_satisfaction_upper_percent: None,
+            cpu_evict_be_usage_threshold_percent: 90,
+            cpu_evict_time_window_seconds: 1,
+            cpu_evict_policy: CpuEvictPolicy::RealLimit,
+            degrade_time_minutes: 15,
+            metric_expiration_seconds: 180,
+            cooldown: Cooldown { cpu: 20, memory: 4 },
+        }
+    }
+}
+
+impl Policy {
+    /// Koordinator's ranges; the first violation, named by field.
+    pub fn validate(&self) -> Result<(), String> {
+        let pct = |name: &str, v: i64| {
+            (0..=100)
+                .contains(&v)
+                .then_some(())
+                .ok_or(format!("{name} must be between 0 and 100, not {v}"))
+        };
+        let at_least = |name: &str, v: i64, min: i64| {
+            (v >= min)
+                .then_some(())
+                .ok_or(format!("{name} must be at least {min}, not {v}"))
+        };
+        at_least(
+            "cpuReclaimThresholdPercent",
+            self.cpu_reclaim_threshold_percent,
+            0,
+        )?;
+        at_least(
+            "memoryReclaimThresholdPercent",
+            self.memory_reclaim_threshold_percent,
+            0,
+        )?;
+        if self.cpu_calculate_policy == CalculatePolicy::Request {
+            return Err("cpuCalculatePolicy must be usage or maxUsageRequest".into());
+        }
+        if let Some(v) = self.batch_cpu_threshold_percent {
+            at_least("batchCPUThresholdPercent", v, 0)?;
+        }
+        if let Some(v) = self.batch_memory_threshold_percent {
+            at_least("batchMemoryThresholdPercent", v, 0)?;
+        }
+        pct(
+            "forbidUsageThresholds.cpu",
+            self.forbid_usage_thresholds.cpu,
+        )?;
+        pct(
+            "forbidUsageThresholds.memory",
+            self.forbid_usage_thresholds.memory,
+        )?;
+        at_least(
+            "estimatedScalingFactors.cpu",
+            self.estimated_scaling_factors.cpu,
+            1,
+        )?;
+        pct(
+            "estimatedScalingFactors.cpu",
+            self.estimated_scaling_factors.cpu,
+        )?;
+        at_least(
+            "estimatedScalingFactors.memory",
+            self.estimated_scaling_factors.memory,
+            1,
+        )?;
+        pct(
+            "estimatedScalingFactors.memory",
+            self.estimated_scaling_factors.memory,
+        )?;
+        pct(
+            "cpuSuppressThresholdPercent",
+            self.cpu_suppress_threshold_percent,
+        )?;
+        if let Some(v) = self.cpu_suppress_min_percent {
+            pct("cpuSuppressMinPercent", v)?;
+        }
+        pct(
+            "memoryEvictThresholdPercent",
+            self.memory_evict_threshold_percent,
+        )?;
+        if let Some(v) = self.memory_evict_lower_percent {
+            pct("memoryEvictLowerPercent", v)?;
+            if v > self.memory_evict_threshold_percent {
+                return Err(
+                    "memoryEvictLowerPercent must not be above memoryEvictThresholdPercent".into(),
+                );
+            }
+        }
+        self.validate_satisfaction()?;
+        pct(
+            "cpuEvictBEUsageThresholdPercent",
+            self.cpu_evict_be_usage_threshold_percent,
+        )?;
+        at_least(
+            "cpuEvictTimeWindowSeconds",
+            self.cpu_evict_time_window_seconds,
+            1,
+        )?;
+        at_least("degradeTimeMinutes", self.degrade_time_minutes, 1)?;
+        at_least("metricExpirationSeconds", self.metric_expiration_seconds, 1)?;
+        at_least("cooldown.cpu", self.cooldown.cpu, 0)?;
+        at_least("cooldown.memory", self.cooldown.memory, 0)
+    }
+
+    /// lower in (0, 60], upper in (0, 100), upper ≥ lower; both or neither.
+    fn validate_satisfaction(&self) -> Result<(), String> {
+        match (self.cpu_evict_be_satisfaction_lower_percent, self.cpu_evict_be_satisfaction_upper_percent) {
+            (None, None) => Ok(()),
+            (Some(lower), Some(upper)) => {
+                if !(1..=60).contains(&lower) {
+                    return Err(format!("cpuEvictBESatisfactionLowerPercent must be in (0, 60], not {lower}"));
+                }
+                if !(1..100).contains(&upper) {
+                    return Err(format!("cpuEvictBESatisfactionUpperPercent must be in (0, 100), not {upper}"));
+                }
+                if upper < lower {
+                    return Err("cpuEvictBESatisfactionUpperPercent must not be below the lower percent".into());
+                }
+                Ok(())
+            }
+            _ => Err("cpuEvictBESatisfactionLowerPercent and cpuEvictBESatisfactionUpperPercent go together".into()),
+        }
+    }
+}
