@@ -46,6 +46,8 @@ pub mod codes {
     pub const RESERVATION_UNAVAILABLE: &str = "placement.reservation.unavailable";
     /// 409: a new limit is below what the project consumes (use `force`).
     pub const QUOTA_BELOW_CONSUMPTION: &str = "placement.quota.below_consumption";
+    /// A provider has not reported usage yet.
+    pub const COLOCATION_NO_REPORT: &str = "placement.colocation.no_report";
     /// The database cannot be reached (503; retry after `Retry-After`).
     pub const DATABASE_UNAVAILABLE: &str = "placement.database.unavailable";
     /// The connection died during COMMIT: the write may or may not be stored.

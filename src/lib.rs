@@ -17,6 +17,7 @@
 pub mod allocation;
 pub mod api;
 pub mod candidates;
+pub mod colocation;
 pub mod config;
 pub mod db;
 pub mod deploy;

@@ -66,7 +66,8 @@ async fn run(args: &ServeArgs, url: &str) -> Result<(), Box<dyn std::error::Erro
         .await?;
     db::prepare(&pool).await?;
     let state = AppState::new(pool.clone(), args.settings.clone());
-    tokio::spawn(prune_change_log(pool));
+    tokio::spawn(prune_change_log(pool.clone()));
+    tokio::spawn(degrade_stale_batch(pool));
     let listener = tokio::net::TcpListener::bind(&args.bind).await?;
     tracing::info!(bind = %listener.local_addr()?, "placement listening");
     let opts = placement::serve::ServeOptions {
@@ -112,6 +113,28 @@ async fn prune_change_log(pool: sqlx::PgPool) {
         };
         if let Err(e) = pruned {
             tracing::warn!(error = %e, "pruning the change log failed");
+        }
+    }
+}
+
+/// Sets to 0 the batch inventory of providers whose reports stopped for
+/// longer than the cluster's degradeTimeMinutes (Koordinator resets batch
+/// resources on a stale NodeMetric), every 30 s.
+async fn degrade_stale_batch(pool: sqlx::PgPool) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(30));
+    loop {
+        tick.tick().await;
+        let Ok(mut conn) = pool.acquire().await else {
+            continue;
+        };
+        let minutes = match placement::colocation::policy::resolve(&mut conn, None).await {
+            Ok(p) => p.degrade_time_minutes,
+            Err(_) => continue,
+        };
+        match db::colocation::degrade_stale(&mut conn, minutes).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(providers = n, "batch inventory set to 0 on stale reports"),
+            Err(e) => tracing::warn!(error = %e, "degrading stale batch inventory failed"),
         }
     }
 }

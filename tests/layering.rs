@@ -17,6 +17,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("deploy", 2),
     ("allocation", 2),
     ("inventory", 2),
+    ("colocation", 2),
     ("fairness", 3),
     ("state", 3),
     ("api", 4),

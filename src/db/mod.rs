@@ -5,6 +5,7 @@ pub mod aggregates;
 pub mod allocations;
 pub mod candidates;
 pub mod classes;
+pub mod colocation;
 pub mod consumers;
 pub mod deployments;
 pub mod fairness;

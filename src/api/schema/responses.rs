@@ -382,5 +382,11 @@ pub fn components() -> Schemas {
     register::<crate::fairness::shares::Shares>(&mut out);
     register::<crate::fairness::admission::AdmissionAnswer>(&mut out);
     register::<crate::fairness::declines::DeclineView>(&mut out);
+    register::<crate::colocation::priority::PriorityView>(&mut out);
+    register::<crate::colocation::policy::PolicyView>(&mut out);
+    register::<crate::colocation::reports::ReportAccepted>(&mut out);
+    register::<crate::colocation::advice::SuppressionView>(&mut out);
+    register::<crate::colocation::advice::EvictionAdvice>(&mut out);
+    register::<crate::colocation::advice::EvictionsRecorded>(&mut out);
     out
 }

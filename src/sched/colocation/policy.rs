@@ -108,17 +108,24 @@ impl Default for Policy {
 impl Policy {
     /// Koordinator's ranges; the first violation, named by field.
     pub fn validate(&self) -> Result<(), String> {
-        let pct = |name: &str, v: i64| {
-            (0..=100)
-                .contains(&v)
-                .then_some(())
-                .ok_or(format!("{name} must be between 0 and 100, not {v}"))
-        };
-        let at_least = |name: &str, v: i64, min: i64| {
-            (v >= min)
-                .then_some(())
-                .ok_or(format!("{name} must be at least {min}, not {v}"))
-        };
+        self.validate_batch()?;
+        self.validate_load()?;
+        self.validate_watermarks()?;
+        self.validate_satisfaction()?;
+        at_least(
+            "cpuEvictTimeWindowSeconds",
+            self.cpu_evict_time_window_seconds,
+            1,
+        )?;
+        at_least("degradeTimeMinutes", self.degrade_time_minutes, 1)?;
+        at_least("metricExpirationSeconds", self.metric_expiration_seconds, 1)?;
+        at_least("cooldown.cpu", self.cooldown.cpu, 0)?;
+        at_least("cooldown.memory", self.cooldown.memory, 0)
+    }
+
+    /// The batch allocatable's knobs (reclaim above 100 % is allowed: it
+    /// overcommits, as upstream).
+    fn validate_batch(&self) -> Result<(), String> {
         at_least(
             "cpuReclaimThresholdPercent",
             self.cpu_reclaim_threshold_percent,
@@ -138,11 +145,16 @@ impl Policy {
         if let Some(v) = self.batch_memory_threshold_percent {
             at_least("batchMemoryThresholdPercent", v, 0)?;
         }
-        pct(
+        Ok(())
+    }
+
+    /// The LoadAware filter's thresholds and estimation factors.
+    fn validate_load(&self) -> Result<(), String> {
+        percent(
             "forbidUsageThresholds.cpu",
             self.forbid_usage_thresholds.cpu,
         )?;
-        pct(
+        percent(
             "forbidUsageThresholds.memory",
             self.forbid_usage_thresholds.memory,
         )?;
@@ -151,7 +163,7 @@ impl Policy {
             self.estimated_scaling_factors.cpu,
             1,
         )?;
-        pct(
+        percent(
             "estimatedScalingFactors.cpu",
             self.estimated_scaling_factors.cpu,
         )?;
@@ -160,43 +172,37 @@ impl Policy {
             self.estimated_scaling_factors.memory,
             1,
         )?;
-        pct(
+        percent(
             "estimatedScalingFactors.memory",
             self.estimated_scaling_factors.memory,
-        )?;
-        pct(
+        )
+    }
+
+    /// Suppression and memory eviction watermarks.
+    fn validate_watermarks(&self) -> Result<(), String> {
+        percent(
             "cpuSuppressThresholdPercent",
             self.cpu_suppress_threshold_percent,
         )?;
         if let Some(v) = self.cpu_suppress_min_percent {
-            pct("cpuSuppressMinPercent", v)?;
+            percent("cpuSuppressMinPercent", v)?;
         }
-        pct(
+        percent(
             "memoryEvictThresholdPercent",
             self.memory_evict_threshold_percent,
         )?;
         if let Some(v) = self.memory_evict_lower_percent {
-            pct("memoryEvictLowerPercent", v)?;
+            percent("memoryEvictLowerPercent", v)?;
             if v > self.memory_evict_threshold_percent {
                 return Err(
                     "memoryEvictLowerPercent must not be above memoryEvictThresholdPercent".into(),
                 );
             }
         }
-        self.validate_satisfaction()?;
-        pct(
+        percent(
             "cpuEvictBEUsageThresholdPercent",
             self.cpu_evict_be_usage_threshold_percent,
-        )?;
-        at_least(
-            "cpuEvictTimeWindowSeconds",
-            self.cpu_evict_time_window_seconds,
-            1,
-        )?;
-        at_least("degradeTimeMinutes", self.degrade_time_minutes, 1)?;
-        at_least("metricExpirationSeconds", self.metric_expiration_seconds, 1)?;
-        at_least("cooldown.cpu", self.cooldown.cpu, 0)?;
-        at_least("cooldown.memory", self.cooldown.memory, 0)
+        )
     }
 
     /// lower in (0, 60], upper in (0, 100), upper ≥ lower; both or neither.
@@ -218,4 +224,17 @@ impl Policy {
             _ => Err("cpuEvictBESatisfactionLowerPercent and cpuEvictBESatisfactionUpperPercent go together".into()),
         }
     }
+}
+
+fn percent(name: &str, v: i64) -> Result<(), String> {
+    (0..=100)
+        .contains(&v)
+        .then_some(())
+        .ok_or(format!("{name} must be between 0 and 100, not {v}"))
+}
+
+fn at_least(name: &str, v: i64, min: i64) -> Result<(), String> {
+    (v >= min)
+        .then_some(())
+        .ok_or(format!("{name} must be at least {min}, not {v}"))
 }

@@ -1,0 +1,95 @@
+//! The colocation policy: the cluster's and a provider's override, each
+//! stored as the fields set and merged over Koordinator's defaults.
+
+use crate::db::colocation as db;
+use crate::error::{ApiError, ApiResult};
+use crate::sched::colocation::policy::Policy;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sqlx::PgConnection;
+use utoipa::ToSchema;
+
+/// A policy scope's answer.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyView {
+    /// The fields set at this scope.
+    #[schema(value_type = Object)]
+    pub overrides: Value,
+    /// Every knob in force here (defaults, then the cluster, then the
+    /// provider).
+    #[schema(value_type = Object)]
+    pub policy: Value,
+}
+
+/// Merges `over`'s fields onto `base`.
+fn merge(base: &mut Value, over: Option<&Value>) {
+    if let (Some(b), Some(Value::Object(o))) = (base.as_object_mut(), over) {
+        for (k, v) in o {
+            b.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// The policy in force at a scope (None: the cluster) with one scope's
+/// fields replaced by `candidate` when given (to validate a PUT).
+async fn merged(
+    conn: &mut sqlx::PgConnection,
+    provider: Option<i64>,
+    candidate: Option<&Value>,
+) -> ApiResult<Policy> {
+    let mut v = serde_json::to_value(Policy::default()).map_err(ApiError::internal)?;
+    let cluster = match (provider, candidate) {
+        (None, Some(c)) => Some(c.clone()),
+        _ => db::policy(conn, None).await?,
+    };
+    merge(&mut v, cluster.as_ref());
+    if let Some(rp) = provider {
+        let own = match candidate {
+            Some(c) => Some(c.clone()),
+            None => db::policy(conn, Some(rp)).await?,
+        };
+        merge(&mut v, own.as_ref());
+    }
+    let p: Policy = serde_json::from_value(v)
+        .map_err(|e| ApiError::bad_request(format!("Invalid colocation policy: {e}")))?;
+    p.validate()
+        .map_err(|e| ApiError::bad_request(format!("Invalid colocation policy: {e}")))?;
+    Ok(p)
+}
+
+/// The policy in force at a provider (or the cluster).
+pub async fn resolve(conn: &mut PgConnection, provider: Option<i64>) -> ApiResult<Policy> {
+    merged(conn, provider, None).await
+}
+
+/// A scope's view.
+pub async fn show(conn: &mut PgConnection, provider: Option<i64>) -> ApiResult<PolicyView> {
+    let overrides = db::policy(conn, provider)
+        .await?
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    let policy =
+        serde_json::to_value(resolve(conn, provider).await?).map_err(ApiError::internal)?;
+    Ok(PolicyView { overrides, policy })
+}
+
+/// Replaces a scope's fields after checking the merged result against
+/// Koordinator's ranges (400, nothing stored, on failure).
+pub async fn put(
+    conn: &mut PgConnection,
+    provider: Option<i64>,
+    fields: Value,
+) -> ApiResult<PolicyView> {
+    merged(conn, provider, Some(&fields)).await?;
+    db::put_policy(conn, provider, &fields).await?;
+    show(conn, provider).await
+}
+
+/// Removes a scope's fields (404 when there were none).
+pub async fn delete(conn: &mut PgConnection, provider: Option<i64>) -> ApiResult<()> {
+    if db::delete_policy(conn, provider).await? {
+        Ok(())
+    } else {
+        Err(ApiError::not_found("No colocation policy is set here."))
+    }
+}

@@ -1,0 +1,126 @@
+//! A consumer's priority class (`prod|mid|batch|free`) and integer
+//! priority, in Koordinator's ranges, set beside Placement's consumer.
+
+use crate::db::colocation::{self as db, PriorityRow};
+use crate::error::{ApiError, ApiResult};
+use serde::{Deserialize, Serialize};
+use sqlx::PgConnection;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// Koordinator's priority classes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PriorityClass {
+    /// Production (koord-prod, 9000–9999): the default.
+    Prod,
+    /// koord-mid, 7000–7999.
+    Mid,
+    /// koord-batch, 5000–5999: runs on the batch inventory.
+    Batch,
+    /// koord-free, 3000–3999: runs on the batch inventory.
+    Free,
+}
+
+impl PriorityClass {
+    const ALL: [PriorityClass; 4] = [Self::Prod, Self::Mid, Self::Batch, Self::Free];
+
+    fn code(self) -> i16 {
+        match self {
+            Self::Prod => 0,
+            Self::Mid => 1,
+            Self::Batch => 2,
+            Self::Free => 3,
+        }
+    }
+
+    fn range(self) -> std::ops::RangeInclusive<i32> {
+        match self {
+            Self::Prod => 9000..=9999,
+            Self::Mid => 7000..=7999,
+            Self::Batch => 5000..=5999,
+            Self::Free => 3000..=3999,
+        }
+    }
+
+    /// Batch and free work: best-effort, evictable, on the batch ledger.
+    pub fn low(self) -> bool {
+        matches!(self, Self::Batch | Self::Free)
+    }
+}
+
+/// `PUT /consumers/{consumer_uuid}/priority`, after its schema check.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PriorityPut {
+    /// The class.
+    pub priority_class: PriorityClass,
+    /// The integer priority, inside the class's range.
+    #[serde(default)]
+    pub priority: Option<i32>,
+    /// Opt-in to the generic usage evictor (Koordinator's label).
+    #[serde(default)]
+    pub eviction_enabled: bool,
+}
+
+/// A consumer's priority.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PriorityView {
+    /// The consumer.
+    pub consumer_uuid: Uuid,
+    /// The class (prod unless set).
+    pub priority_class: PriorityClass,
+    /// The integer priority, if set.
+    pub priority: Option<i32>,
+    /// Opt-in to the generic usage evictor.
+    pub eviction_enabled: bool,
+}
+
+/// Sets a consumer's priority: 400 for a priority outside its class.
+pub async fn put(
+    conn: &mut PgConnection,
+    consumer: Uuid,
+    b: PriorityPut,
+) -> ApiResult<PriorityView> {
+    if let Some(p) = b.priority {
+        let range = b.priority_class.range();
+        if !range.contains(&p) {
+            return Err(ApiError::bad_request(format!(
+                "Priority {p} is outside the {:?} class's range {}–{}.",
+                b.priority_class,
+                range.start(),
+                range.end()
+            )));
+        }
+    }
+    let row = PriorityRow {
+        priority_class: b.priority_class.code(),
+        priority: b.priority,
+        eviction_enabled: b.eviction_enabled,
+    };
+    db::set_priority(conn, consumer, &row).await?;
+    show(conn, consumer).await
+}
+
+/// A consumer's priority (prod by default).
+pub async fn show(conn: &mut PgConnection, consumer: Uuid) -> ApiResult<PriorityView> {
+    let row = db::priority(conn, consumer).await?;
+    Ok(match row {
+        Some(r) => PriorityView {
+            consumer_uuid: consumer,
+            priority_class: PriorityClass::ALL
+                .into_iter()
+                .find(|c| c.code() == r.priority_class)
+                .unwrap_or(PriorityClass::Prod),
+            priority: r.priority,
+            eviction_enabled: r.eviction_enabled,
+        },
+        None => PriorityView {
+            consumer_uuid: consumer,
+            priority_class: PriorityClass::Prod,
+            priority: None,
+            eviction_enabled: false,
+        },
+    })
+}

@@ -1,0 +1,218 @@
+//! Usage reports from node agents: checked, stored append-only (the
+//! provider's generation never moves), then the batch inventory is
+//! recomputed by B.2 and written when it moved enough (hysteresis).
+
+use super::{capacity, load};
+use crate::db::colocation::{self as db, ConsumerSample, Sample};
+use crate::error::{ApiError, ApiResult};
+use crate::sched::colocation::node;
+use crate::sched::colocation::CpuMem;
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::PgConnection;
+use std::collections::HashSet;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// CPU and memory used.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Used {
+    /// Milli-CPU used.
+    pub cpu_milli_used: i64,
+    /// MB used.
+    pub memory_mb_used: i64,
+}
+
+/// One consumer's measurement.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConsumerUsed {
+    /// A consumer allocated on this provider.
+    pub consumer_uuid: Uuid,
+    /// Milli-CPU used.
+    pub cpu_milli_used: i64,
+    /// MB used.
+    pub memory_mb_used: i64,
+}
+
+/// Best-effort CPU aggregates.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BeReport {
+    /// BE CPU used, milli.
+    pub cpu_milli_used: i64,
+    /// Σ BE batch CPU requests, milli.
+    pub cpu_milli_request: i64,
+    /// What the agent lets BE use now, milli.
+    pub cpu_milli_real_limit: i64,
+}
+
+/// `POST /resource_providers/{uuid}/usage_reports`, after its schema check.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UsageReport {
+    /// When the agent measured (at most an hour old, not in the future).
+    pub sampled_at: DateTime<Utc>,
+    /// The measurement window, 1–3600 s.
+    pub window_seconds: i32,
+    /// The whole node.
+    pub node: Used,
+    /// The system, outside any consumer.
+    pub system: Used,
+    /// Consumers allocated here.
+    #[serde(default)]
+    pub consumers: Vec<ConsumerUsed>,
+    /// Best-effort CPU aggregates.
+    #[serde(default)]
+    pub be: Option<BeReport>,
+}
+
+/// The answer to a report.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReportAccepted {
+    /// The batch allocatable computed from this report (milli-CPU, MB).
+    pub batch_allocatable: BatchAmounts,
+    /// Whether the BATCH_* inventory was rewritten (hysteresis: a move
+    /// above 10 % or a value older than 300 s).
+    pub batch_inventory_updated: bool,
+    /// Batch consumers hold more than the batch inventory now.
+    pub batch_overcommitted: bool,
+}
+
+/// Batch amounts.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchAmounts {
+    /// BATCH_VCPU_MILLI.
+    #[serde(rename = "BATCH_VCPU_MILLI")]
+    pub cpu: i64,
+    /// BATCH_MEMORY_MB.
+    #[serde(rename = "BATCH_MEMORY_MB")]
+    pub memory: i64,
+}
+
+/// 400 unless every amount is sane: not negative, not above ten times the
+/// node's capacity, and the time inside the last hour (5 min of clock skew
+/// allowed).
+fn check(r: &UsageReport, cap: CpuMem, allocated: &HashSet<Uuid>) -> ApiResult<()> {
+    let now = Utc::now();
+    if r.sampled_at > now + Duration::minutes(5) || r.sampled_at < now - Duration::hours(1) {
+        return Err(ApiError::bad_request(format!(
+            "sampled_at {} is not within the last hour.",
+            r.sampled_at
+        )));
+    }
+    if !(1..=3600).contains(&r.window_seconds) {
+        return Err(ApiError::bad_request(
+            "window_seconds must be between 1 and 3600.",
+        ));
+    }
+    let bound = |what: &str, v: i64, cap: i64| {
+        if v < 0 || v > cap.saturating_mul(10) {
+            Err(ApiError::bad_request(format!(
+                "{what} {v} is negative or above ten times the node's capacity ({cap})."
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    for (what, u) in [("node", r.node), ("system", r.system)] {
+        bound(&format!("{what}.cpu_milli_used"), u.cpu_milli_used, cap.cpu)?;
+        bound(
+            &format!("{what}.memory_mb_used"),
+            u.memory_mb_used,
+            cap.memory,
+        )?;
+    }
+    for c in &r.consumers {
+        if !allocated.contains(&c.consumer_uuid) {
+            return Err(ApiError::bad_request(format!(
+                "Consumer {} has no allocations on this provider.",
+                c.consumer_uuid
+            )));
+        }
+        bound("cpu_milli_used", c.cpu_milli_used, cap.cpu)?;
+        bound("memory_mb_used", c.memory_mb_used, cap.memory)?;
+    }
+    if let Some(be) = r.be {
+        bound("be.cpu_milli_used", be.cpu_milli_used, cap.cpu)?;
+        bound("be.cpu_milli_request", be.cpu_milli_request, cap.cpu)?;
+        bound("be.cpu_milli_real_limit", be.cpu_milli_real_limit, cap.cpu)?;
+    }
+    Ok(())
+}
+
+/// Stores a report and recomputes the batch inventory, in the caller's
+/// transaction.
+pub async fn ingest(
+    conn: &mut PgConnection,
+    rp: i64,
+    r: &UsageReport,
+) -> ApiResult<ReportAccepted> {
+    let (cap, _) = capacity(conn, rp).await?;
+    let allocated: HashSet<Uuid> = db::node_consumers(conn, rp)
+        .await?
+        .into_iter()
+        .map(|c| c.consumer_uuid)
+        .collect();
+    check(r, cap, &allocated)?;
+    let sample = Sample {
+        sampled_at: r.sampled_at,
+        window_seconds: r.window_seconds,
+        node_cpu_milli: r.node.cpu_milli_used,
+        node_memory_mb: r.node.memory_mb_used,
+        system_cpu_milli: r.system.cpu_milli_used,
+        system_memory_mb: r.system.memory_mb_used,
+        be_cpu_used: r.be.map(|b| b.cpu_milli_used),
+        be_cpu_request: r.be.map(|b| b.cpu_milli_request),
+        be_cpu_real_limit: r.be.map(|b| b.cpu_milli_real_limit),
+    };
+    let consumers: Vec<ConsumerSample> = r
+        .consumers
+        .iter()
+        .map(|c| (c.consumer_uuid, c.cpu_milli_used, c.memory_mb_used))
+        .collect();
+    db::ensure_batch_classes(conn).await?;
+    db::record_report(conn, rp, &sample, &consumers).await?;
+    recompute(conn, rp).await
+}
+
+/// Recomputes the batch inventory from the latest state and writes it
+/// when it moved by more than 10 % or is older than 300 s.
+async fn recompute(conn: &mut PgConnection, rp: i64) -> ApiResult<ReportAccepted> {
+    let loaded = load(conn, rp).await?;
+    let batch = node::batch_allocatable(&loaded.view, &loaded.policy);
+    let ledger = db::batch_ledger(conn, rp).await?;
+    let moved = |new: i64, old: Option<i64>| match old {
+        None => true,
+        Some(o) => (new - o).abs() * 10 > o.abs() || (o == 0) != (new == 0),
+    };
+    let old = ledger
+        .computed_at
+        .is_none_or(|t| Utc::now() - t > Duration::seconds(300));
+    let update =
+        old || moved(batch.cpu, ledger.cpu_total) || moved(batch.memory, ledger.memory_total);
+    let clamp = |v: i64| i32::try_from(v).unwrap_or(i32::MAX);
+    let (cpu, memory) = if update {
+        (batch.cpu, batch.memory)
+    } else {
+        (
+            ledger.cpu_total.unwrap_or(0),
+            ledger.memory_total.unwrap_or(0),
+        )
+    };
+    let overcommitted = ledger.cpu_allocated > cpu || ledger.memory_allocated > memory;
+    if update {
+        db::write_batch(conn, rp, clamp(cpu), clamp(memory), overcommitted).await?;
+    }
+    Ok(ReportAccepted {
+        batch_allocatable: BatchAmounts {
+            cpu: batch.cpu,
+            memory: batch.memory,
+        },
+        batch_inventory_updated: update,
+        batch_overcommitted: overcommitted,
+    })
+}
