@@ -196,27 +196,8 @@ pub fn cpu_eviction<K: Clone + PartialEq>(
     let release = evict::be_cpu_release(window, n.be_current, k, batch_cpu_allocatable);
     let mut all = victims(n);
     evict::sort_for_cpu(&mut all);
-    let pending_release: i64 = all
-        .iter()
-        .filter(|v| pending.contains(&v.key))
-        .map(|v| v.cpu_request)
-        .sum();
-    let open: Vec<BeVictim<K>> = all
-        .iter()
-        .filter(|v| !pending.contains(&v.key))
-        .cloned()
-        .collect();
-    let (picked, released) = evict::pick(&open, release, pending_release, |v| v.cpu_request);
-    let sorted = all.into_iter().map(|v| v.key).collect();
-    Some((
-        check,
-        Eviction {
-            release,
-            sorted,
-            victims: picked,
-            released,
-        },
-    ))
+    let e = in_order(all, pending, release, |v| v.cpu_request);
+    Some((check, e))
 }
 
 /// The BE memory evictor (B.6) on the latest report.
@@ -233,27 +214,33 @@ pub fn memory_eviction<K: Clone + PartialEq + Ord>(
     );
     let mut all = victims(n);
     evict::sort_for_memory(&mut all);
+    let e = in_order(all, pending, usage.release, |v| v.memory_used.unwrap_or(0));
+    (usage, e)
+}
+
+/// Picks victims from `all` (in the evictor's order) for `target`: those
+/// already evicted (`pending`) count as released and are not picked again.
+fn in_order<K: Clone + PartialEq>(
+    all: Vec<BeVictim<K>>,
+    pending: &[K],
+    target: i64,
+    amount: impl Fn(&BeVictim<K>) -> i64,
+) -> Eviction<K> {
     let pending_release: i64 = all
         .iter()
         .filter(|v| pending.contains(&v.key))
-        .filter_map(|v| v.memory_used)
+        .map(&amount)
         .sum();
     let open: Vec<BeVictim<K>> = all
         .iter()
         .filter(|v| !pending.contains(&v.key))
         .cloned()
         .collect();
-    let (picked, released) = evict::pick(&open, usage.release, pending_release, |v| {
-        v.memory_used.unwrap_or(0)
-    });
-    let sorted = all.into_iter().map(|v| v.key).collect();
-    (
-        usage,
-        Eviction {
-            release: usage.release,
-            sorted,
-            victims: picked,
-            released,
-        },
-    )
+    let (victims, released) = evict::pick(&open, target, pending_release, &amount);
+    Eviction {
+        release: target,
+        sorted: all.into_iter().map(|v| v.key).collect(),
+        victims,
+        released,
+    }
 }
