@@ -66,7 +66,7 @@ pub fn openapi() -> OpenApi {
         history.join("\n")
     );
     let mut paths = PathsBuilder::new();
-    for r in super::routes::ROUTES {
+    for r in super::routes::all() {
         let rule = r.rule.map_or("no token needed".to_string(), |rule| {
             format!("policy rule `{rule}`")
         });

@@ -39,14 +39,13 @@ use axum::Router;
 pub fn router(state: AppState) -> Router {
     let mut api = Router::new();
     let mut paths: Vec<&str> = Vec::new();
-    for r in routes::ROUTES {
+    for r in routes::all() {
         if !paths.contains(&r.path) {
             paths.push(r.path);
         }
     }
     for path in paths {
-        let methods = routes::ROUTES
-            .iter()
+        let methods = routes::all()
             .filter(|r| r.path == path)
             .fold(MethodRouter::new(), |m, r| m.merge((r.handler)()));
         let allow = routes::allowed(path);

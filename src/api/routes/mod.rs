@@ -5,11 +5,13 @@
 
 use super::microversion::Microversion;
 use super::{
-    admissions, aggregates as agg, allocation_candidates, allocations as alloc, colocation as colo,
-    declines, deployments, health, inventories as inv, projects, reservations, reshaper,
-    resource_classes as rc, resource_providers as rp, root, shares, topology, traits, usages,
+    aggregates as agg, allocation_candidates, allocations as alloc, deployments, health,
+    inventories as inv, reshaper, resource_classes as rc, resource_providers as rp, root, topology,
+    traits, usages,
 };
 use crate::state::AppState;
+
+mod extensions;
 use axum::http::Method;
 use axum::routing::{delete, get, post, put, MethodRouter};
 
@@ -33,17 +35,23 @@ pub struct Route {
     pub handler: fn() -> MethodRouter<AppState>,
 }
 
-/// The route of a matched path and method.
-pub fn find(path: &str, method: &Method) -> Option<&'static Route> {
+/// Every route: Placement's (with the scheduling extensions), then the
+/// fair-sharing and colocation extensions of `extensions`.
+pub fn all() -> impl Iterator<Item = &'static Route> {
     ROUTES
         .iter()
-        .find(|r| r.path == path && r.method == *method)
+        .chain(extensions::FAIRNESS)
+        .chain(extensions::COLOCATION)
+}
+
+/// The route of a matched path and method.
+pub fn find(path: &str, method: &Method) -> Option<&'static Route> {
+    all().find(|r| r.path == path && r.method == *method)
 }
 
 /// The methods a path allows, for `Allow` (in declaration order).
 pub fn allowed(path: &str) -> String {
-    ROUTES
-        .iter()
+    all()
         .filter(|r| r.path == path)
         .map(|r| r.method.as_str())
         .collect::<Vec<_>>()
@@ -471,235 +479,5 @@ pub const ROUTES: &[Route] = &[
         takes: None,
         answer: Some("ProjectUsages"),
         handler: || get(usages::project),
-    },
-    Route {
-        path: "/projects/{project_id}/fairness",
-        method: Method::GET,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:projects:fairness:show"),
-        summary: "A project's DRF weight, parent and allocation count (extension; defaults when never set)",
-        takes: None,
-        answer: Some("FairnessView"),
-        handler: || get(projects::show_fairness),
-    },
-    Route {
-        path: "/projects/{project_id}/fairness",
-        method: Method::PUT,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:projects:fairness:update"),
-        summary: "Set a project's DRF weight (> 0) and parent project (extension). Example: {\"weight\": 2.0, \"parent_project_id\": null}",
-        takes: Some("FairnessPut"),
-        answer: Some("FairnessView"),
-        handler: || put(projects::set_fairness),
-    },
-    Route {
-        path: "/projects/{project_id}/quota",
-        method: Method::GET,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:projects:quota:show"),
-        summary: "A project's limits and guarantees with its consumption, reservations, allocations and unsatisfied guarantee (extension)",
-        takes: None,
-        answer: Some("QuotaView"),
-        handler: || get(projects::show_quota),
-    },
-    Route {
-        path: "/projects/{project_id}/quota",
-        method: Method::PUT,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:projects:quota:update"),
-        summary: "Replace a project's quota; 409 placement.quota.below_consumption for a limit under consumption unless force (extension). Example: {\"limits\": {\"VCPU\": 64, \"MEMORY_MB\": 262144}, \"guarantees\": {\"VCPU\": 16}, \"force\": false}",
-        takes: Some("QuotaPut"),
-        answer: Some("QuotaView"),
-        handler: || put(projects::set_quota),
-    },
-    Route {
-        path: "/resource_providers/{uuid}/project_reservations/{project_id}",
-        method: Method::GET,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:resource_providers:project_reservations:show"),
-        summary: "A project's reservations on a provider (extension)",
-        takes: None,
-        answer: Some("ReservationView"),
-        handler: || get(reservations::show),
-    },
-    Route {
-        path: "/resource_providers/{uuid}/project_reservations/{project_id}",
-        method: Method::PUT,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:resource_providers:project_reservations:update"),
-        summary: "Replace a project's reservations on a provider, generation-checked; bumps the generation (extension). Example: {\"resource_provider_generation\": 7, \"resources\": {\"VCPU\": 8}}",
-        takes: Some("ReservationPut"),
-        answer: Some("ReservationView"),
-        handler: || put(reservations::replace),
-    },
-    Route {
-        path: "/resource_providers/{uuid}/project_reservations/{project_id}",
-        method: Method::DELETE,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:resource_providers:project_reservations:delete"),
-        summary: "Remove a project's reservations on a provider (extension)",
-        takes: None,
-        answer: None,
-        handler: || delete(reservations::remove),
-    },
-    Route {
-        path: "/fairness/shares",
-        method: Method::GET,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:fairness:shares"),
-        summary: "Every project's weighted dominant share, dominant class, weight, allocation count, consumption and unsatisfied guarantee (extension)",
-        takes: None,
-        answer: Some("Shares"),
-        handler: || get(shares::list),
-    },
-    Route {
-        path: "/admissions",
-        method: Method::POST,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:admissions:create"),
-        summary: "One DRF admission round: guarantees first, then fair shares; admitted allocations committed in one transaction unless dry_run (extension). Example: {\"requests\": [{\"id\": \"r1\", \"consumer_uuid\": \"…\", \"project_id\": \"A\", \"user_id\": \"u1\", \"resources\": {\"VCPU\": 1, \"MEMORY_MB\": 4096}}]}",
-        takes: Some("AdmissionPost"),
-        answer: Some("AdmissionAnswer"),
-        handler: || post(admissions::create),
-    },
-    Route {
-        path: "/declines",
-        method: Method::POST,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:declines:create"),
-        summary: "Hide a provider from a project's admissions for requests no larger than resources, for refuse_seconds (default 5, 0 none, at most 365 days) (extension). Example: {\"project_id\": \"A\", \"resource_provider_uuid\": \"…\", \"resources\": {\"VCPU\": 1}, \"refuse_seconds\": 30}",
-        takes: Some("DeclinePost"),
-        answer: Some("DeclineView"),
-        handler: || post(declines::create),
-    },
-    Route {
-        path: "/declines",
-        method: Method::DELETE,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:declines:delete"),
-        summary: "Revive: clear a project's decline filters (?project_id=…[&user_id=…]) (extension)",
-        takes: None,
-        answer: None,
-        handler: || delete(declines::revive),
-    },
-    Route {
-        path: "/consumers/{consumer_uuid}/priority",
-        method: Method::GET,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:consumers:priority:show"),
-        summary: "A consumer's priority class (prod|mid|batch|free), integer priority and eviction opt-in; prod unless set (extension)",
-        takes: None,
-        answer: Some("PriorityView"),
-        handler: || get(colo::show_priority),
-    },
-    Route {
-        path: "/consumers/{consumer_uuid}/priority",
-        method: Method::PUT,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:consumers:priority:update"),
-        summary: "Set a consumer's priority, before or after its allocations; the priority must lie in Koordinator's range of its class (extension). Example: {\"priority_class\": \"batch\", \"priority\": 5100}",
-        takes: Some("PriorityPut"),
-        answer: Some("PriorityView"),
-        handler: || put(colo::set_priority),
-    },
-    Route {
-        path: "/colocation_policy",
-        method: Method::GET,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:colocation_policy:show"),
-        summary: "The cluster's colocation policy: the fields set and every knob in force, Koordinator's names and defaults (extension)",
-        takes: None,
-        answer: Some("PolicyView"),
-        handler: || get(colo::show_cluster_policy),
-    },
-    Route {
-        path: "/colocation_policy",
-        method: Method::PUT,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:colocation_policy:update"),
-        summary: "Replace the cluster's colocation fields; 400 outside Koordinator's ranges (extension). Example: {\"cpuReclaimThresholdPercent\": 60, \"forbidUsageThresholds\": {\"cpu\": 65, \"memory\": 95}}",
-        takes: None,
-        answer: Some("PolicyView"),
-        handler: || put(colo::set_cluster_policy),
-    },
-    Route {
-        path: "/colocation_policy",
-        method: Method::DELETE,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:colocation_policy:delete"),
-        summary: "Back to Koordinator's defaults (extension)",
-        takes: None,
-        answer: None,
-        handler: || delete(colo::delete_cluster_policy),
-    },
-    Route {
-        path: "/resource_providers/{uuid}/colocation_policy",
-        method: Method::GET,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:resource_providers:colocation_policy:show"),
-        summary: "A provider's colocation override and the policy in force there (extension)",
-        takes: None,
-        answer: Some("PolicyView"),
-        handler: || get(colo::show_provider_policy),
-    },
-    Route {
-        path: "/resource_providers/{uuid}/colocation_policy",
-        method: Method::PUT,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:resource_providers:colocation_policy:update"),
-        summary: "Replace a provider's colocation override (extension). Example: {\"memoryEvictThresholdPercent\": 80}",
-        takes: None,
-        answer: Some("PolicyView"),
-        handler: || put(colo::set_provider_policy),
-    },
-    Route {
-        path: "/resource_providers/{uuid}/colocation_policy",
-        method: Method::DELETE,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:resource_providers:colocation_policy:delete"),
-        summary: "Remove a provider's colocation override (extension)",
-        takes: None,
-        answer: None,
-        handler: || delete(colo::delete_provider_policy),
-    },
-    Route {
-        path: "/resource_providers/{uuid}/usage_reports",
-        method: Method::POST,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:resource_providers:usage_reports:create"),
-        summary: "A node agent's usage report: 202, stored append-only without a generation bump; recomputes the BATCH_VCPU_MILLI and BATCH_MEMORY_MB inventory (extension). Example: {\"sampled_at\": \"2026-11-22T10:00:00Z\", \"window_seconds\": 60, \"node\": {\"cpu_milli_used\": 18500, \"memory_mb_used\": 66560}, \"system\": {\"cpu_milli_used\": 2000, \"memory_mb_used\": 6144}, \"consumers\": [], \"be\": {\"cpu_milli_used\": 2850, \"cpu_milli_request\": 8000, \"cpu_milli_real_limit\": 3000}}",
-        takes: Some("UsageReport"),
-        answer: Some("ReportAccepted"),
-        handler: || post(colo::report),
-    },
-    Route {
-        path: "/resource_providers/{uuid}/suppression",
-        method: Method::GET,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:resource_providers:suppression:show"),
-        summary: "BE CPU suppression advice from the latest report (extension)",
-        takes: None,
-        answer: Some("SuppressionView"),
-        handler: || get(colo::suppression),
-    },
-    Route {
-        path: "/resource_providers/{uuid}/eviction_candidates",
-        method: Method::GET,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:resource_providers:eviction_candidates:show"),
-        summary: "Eviction advice: the evictors that fired and batch/free consumers to evict in order; none from stale reports or in a cooldown (extension)",
-        takes: None,
-        answer: Some("EvictionAdvice"),
-        handler: || get(colo::eviction_candidates),
-    },
-    Route {
-        path: "/resource_providers/{uuid}/evictions",
-        method: Method::POST,
-        since: Microversion::new(1, 0),
-        rule: Some("placement:resource_providers:evictions:create"),
-        summary: "Record what the node agent evicted: pending release until their allocations go, and the trigger's cooldown starts (extension). Example: {\"consumer_uuids\": [\"…\"], \"trigger\": \"memory_usage\"}",
-        takes: Some("EvictionsPost"),
-        answer: Some("EvictionsRecorded"),
-        handler: || post(colo::record_evictions),
     },
 ];
