@@ -31,20 +31,7 @@ pub struct AdmissionPost {
     pub requests: Vec<AdmissionItem>,
 }
 
-/// Consumer priority classes (Koordinator's); recorded, and used by the
-/// colocation rules once they exist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum PriorityClass {
-    /// Production.
-    Prod,
-    /// Mid.
-    Mid,
-    /// Batch.
-    Batch,
-    /// Free.
-    Free,
-}
+pub use crate::colocation::priority::PriorityClass;
 
 /// One pending request.
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
