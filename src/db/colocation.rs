@@ -59,18 +59,6 @@ pub async fn priority(
         .await
 }
 
-/// The low-priority (batch or free) consumers among these.
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn low_priority(
-    conn: &mut PgConnection,
-    consumers: &[Uuid],
-) -> Result<Vec<Uuid>, sqlx::Error> {
-    sqlx::query_scalar("SELECT consumer_uuid FROM consumer_priorities WHERE consumer_uuid = ANY($1) AND priority_class >= 2")
-        .bind(consumers)
-        .fetch_all(conn)
-        .await
-}
-
 /// The stored policy fields of a scope (None: the cluster).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn policy(
