@@ -33,6 +33,9 @@ pub fn alloc_error(e: AllocError, put_consumer: Option<Uuid>) -> ApiError {
         AllocError::ConsumerGeneration { .. } => {
             ApiError::conflict(e.to_string()).code(codes::CONCURRENT_UPDATE)
         }
+        AllocError::PriorityClass { .. } => {
+            ApiError::bad_request(e.to_string()).code(codes::COLOCATION_CLASS_NOT_ALLOWED)
+        }
         AllocError::Db(db) => ApiError::from(db),
     }
 }

@@ -66,6 +66,10 @@ pub struct ServeArgs {
     /// connection is closed to make room.
     #[arg(long, env = "PLACEMENT_HTTP_MAX_CONNECTIONS", default_value_t = 4096)]
     pub http_max_connections: usize,
+    /// Seconds between sweeps that set to 0 the batch inventory of
+    /// providers whose usage reports stopped (degradeTimeMinutes).
+    #[arg(long, env = "PLACEMENT_COLOCATION_SWEEP_INTERVAL", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub colocation_sweep_interval: u64,
     /// Seconds SIGTERM (or Ctrl-C) waits for requests in flight before exit.
     #[arg(long, env = "PLACEMENT_SHUTDOWN_GRACE", default_value_t = 10)]
     pub shutdown_grace: u64,

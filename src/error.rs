@@ -48,6 +48,10 @@ pub mod codes {
     pub const QUOTA_BELOW_CONSUMPTION: &str = "placement.quota.below_consumption";
     /// A provider has not reported usage yet.
     pub const COLOCATION_NO_REPORT: &str = "placement.colocation.no_report";
+    /// A consumer's priority class may not use a resource class (§C.3:
+    /// `BATCH_*` only for batch and free work, which uses nothing else but
+    /// DISK_GB).
+    pub const COLOCATION_CLASS_NOT_ALLOWED: &str = "placement.colocation.class_not_allowed";
     /// The database cannot be reached (503; retry after `Retry-After`).
     pub const DATABASE_UNAVAILABLE: &str = "placement.database.unavailable";
     /// The connection died during COMMIT: the write may or may not be stored.

@@ -34,14 +34,35 @@ pub fn in_use(rcs: &[String], rp: &uuid::Uuid) -> String {
     )
 }
 
+/// Whether the server computes this class's inventory from usage reports
+/// (the batch ledger of §C.3): clients never write it.
+pub fn server_owned(rc: &str) -> bool {
+    crate::types::BATCH_CLASSES.contains(&rc)
+}
+
+/// 400 for a single-class write of a server-owned class.
+pub fn refuse_server_owned(rc: &str, rp: &uuid::Uuid) -> ApiResult<()> {
+    if server_owned(rc) {
+        return Err(ApiError::bad_request(format!(
+            "Inventory of {rc} on resource provider {rp} is computed by the server from usage reports; it cannot be written."
+        )));
+    }
+    Ok(())
+}
+
 /// Replaces a locked provider's inventories with `wanted` (class → record),
-/// refusing to remove classes in use. Shared with the reshaper.
+/// refusing to remove classes in use. Shared with the reshaper. The
+/// server-owned batch rows are neither written nor removed: a client
+/// that knows nothing of them (Nova) replaces its own classes, and one
+/// that sends back what it read does not overwrite a newer total.
 pub async fn set_inventories(
     conn: &mut PgConnection,
     rp: &providers::ProviderRow,
     wanted: &[(String, Inventory)],
     reserved_may_equal_total: bool,
 ) -> ApiResult<Vec<InventoryRow>> {
+    let wanted: Vec<&(String, Inventory)> =
+        wanted.iter().filter(|(rc, _)| !server_owned(rc)).collect();
     let names: Vec<String> = wanted.iter().map(|(rc, _)| rc.clone()).collect();
     let ids = classes::ids(conn, &names).await?.map_err(|rc| {
         ApiError::bad_request(format!(
@@ -50,7 +71,7 @@ pub async fn set_inventories(
         ))
     })?;
     let mut records = Vec::new();
-    for ((rc, inv), class_id) in wanted.iter().zip(ids) {
+    for ((rc, inv), class_id) in wanted.into_iter().zip(ids) {
         if let Some(why) = invalid_capacity(inv, reserved_may_equal_total, rc, &rp.uuid) {
             return Err(ApiError::bad_request(format!(
                 "Unable to update inventory for resource provider {}: {why}",
@@ -62,6 +83,7 @@ pub async fn set_inventories(
     let current = inventories::of_provider(conn, rp.id).await?;
     let removed: Vec<i32> = current
         .iter()
+        .filter(|r| !server_owned(&r.resource_class))
         .map(|r| r.resource_class_id)
         .filter(|c| !records.iter().any(|(id, _)| id == c))
         .collect();

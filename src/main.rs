@@ -67,7 +67,10 @@ async fn run(args: &ServeArgs, url: &str) -> Result<(), Box<dyn std::error::Erro
     db::prepare(&pool).await?;
     let state = AppState::new(pool.clone(), args.settings.clone());
     tokio::spawn(prune_change_log(pool.clone()));
-    tokio::spawn(degrade_stale_batch(pool));
+    tokio::spawn(degrade_stale_batch(
+        pool,
+        std::time::Duration::from_secs(args.colocation_sweep_interval),
+    ));
     let listener = tokio::net::TcpListener::bind(&args.bind).await?;
     tracing::info!(bind = %listener.local_addr()?, "placement listening");
     let opts = placement::serve::ServeOptions {
@@ -118,23 +121,19 @@ async fn prune_change_log(pool: sqlx::PgPool) {
 }
 
 /// Sets to 0 the batch inventory of providers whose reports stopped for
-/// longer than the cluster's degradeTimeMinutes (Koordinator resets batch
-/// resources on a stale NodeMetric), every 30 s.
-async fn degrade_stale_batch(pool: sqlx::PgPool) {
-    let mut tick = tokio::time::interval(std::time::Duration::from_secs(30));
+/// longer than their degradeTimeMinutes (Koordinator resets batch
+/// resources on a stale NodeMetric), every `every`.
+async fn degrade_stale_batch(pool: sqlx::PgPool, every: std::time::Duration) {
+    let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
         let Ok(mut conn) = pool.acquire().await else {
             continue;
         };
-        let minutes = match placement::colocation::policy::resolve(&mut conn, None).await {
-            Ok(p) => p.degrade_time_minutes,
-            Err(_) => continue,
-        };
-        match db::colocation::degrade_stale(&mut conn, minutes).await {
+        match placement::colocation::reports::degrade_stale(&mut conn).await {
             Ok(0) => {}
-            Ok(n) => tracing::info!(providers = n, "batch inventory set to 0 on stale reports"),
-            Err(e) => tracing::warn!(error = %e, "degrading stale batch inventory failed"),
+            Ok(n) => tracing::info!(inventories = n, "batch inventory set to 0 on stale reports"),
+            Err(e) => tracing::warn!(error = %e.detail, "degrading stale batch inventory failed"),
         }
     }
 }

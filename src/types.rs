@@ -147,6 +147,77 @@ pub fn is_class_like(name: &str) -> bool {
 /// tree in its aggregates.
 pub const MISC_SHARES_VIA_AGGREGATE: &str = "MISC_SHARES_VIA_AGGREGATE";
 
+/// Koordinator's priority classes.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum PriorityClass {
+    /// Production (koord-prod, 9000–9999): the default.
+    Prod,
+    /// koord-mid, 7000–7999.
+    Mid,
+    /// koord-batch, 5000–5999: runs on the batch inventory.
+    Batch,
+    /// koord-free, 3000–3999: runs on the batch inventory.
+    Free,
+}
+
+impl PriorityClass {
+    /// Every class, highest first.
+    pub const ALL: [PriorityClass; 4] = [Self::Prod, Self::Mid, Self::Batch, Self::Free];
+
+    /// The stored code: 0 prod, 1 mid, 2 batch, 3 free.
+    pub fn code(self) -> i16 {
+        match self {
+            Self::Prod => 0,
+            Self::Mid => 1,
+            Self::Batch => 2,
+            Self::Free => 3,
+        }
+    }
+
+    /// Koordinator's integer priority range of the class.
+    pub fn range(self) -> std::ops::RangeInclusive<i32> {
+        match self {
+            Self::Prod => 9000..=9999,
+            Self::Mid => 7000..=7999,
+            Self::Batch => 5000..=5999,
+            Self::Free => 3000..=3999,
+        }
+    }
+
+    /// Batch and free work: best-effort, evictable, on the batch ledger.
+    pub fn low(self) -> bool {
+        matches!(self, Self::Batch | Self::Free)
+    }
+
+    /// Whether work of this class may allocate `resource_class` (§C.3):
+    /// the server-owned batch classes are for batch and free work only,
+    /// and that work runs on them alone, plus local disk.
+    pub fn may_allocate(self, resource_class: &str) -> bool {
+        let batch = BATCH_CLASSES.contains(&resource_class);
+        if self.low() {
+            batch || resource_class == "DISK_GB"
+        } else {
+            !batch
+        }
+    }
+
+    /// The class's name, as the API spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Prod => "prod",
+            Self::Mid => "mid",
+            Self::Batch => "batch",
+            Self::Free => "free",
+        }
+    }
+}
+
+/// The server-computed resource classes of the batch ledger.
+pub const BATCH_CLASSES: [&str; 2] = ["BATCH_VCPU_MILLI", "BATCH_MEMORY_MB"];
+
 #[cfg(test)]
 mod tests {
     use super::*;

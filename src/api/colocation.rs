@@ -101,10 +101,10 @@ pub async fn set_priority(
     body: JsonBody,
 ) -> ApiResult<Reply> {
     let b: PriorityPut = body.parse(&priority_schema())?;
-    let mut conn = st.pool.acquire().await?;
-    Ok(Reply::ok(
-        &priority::put(&mut conn, consumer(&id)?, b).await?,
-    ))
+    let mut tx = st.pool.begin().await?;
+    let view = priority::put(&mut tx, consumer(&id)?, b).await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
+    Ok(Reply::ok(&view))
 }
 
 /// `GET /colocation_policy`.

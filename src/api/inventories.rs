@@ -10,7 +10,9 @@ use super::schema::responses::{Inventories, InventoryWithGeneration};
 use crate::db::inventories::{self, Inventory, InventoryRow};
 use crate::db::{classes, providers};
 use crate::error::{codes, ApiError, ApiResult, GenerationConflict};
-use crate::inventory::{in_use, invalid_capacity, set_inventories};
+use crate::inventory::{
+    in_use, invalid_capacity, refuse_server_owned, server_owned, set_inventories,
+};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -97,6 +99,7 @@ pub async fn create(
     let rp = find_for_update(&mut tx, &id).await?;
     let b: InventoryCreate = body.parse(&schema::inventory_post())?;
     let rc = b.resource_class;
+    refuse_server_owned(&rc, &rp.uuid)?;
     let Some(class) = classes::get(&mut tx, &rc).await? else {
         return Err(ApiError::bad_request(format!(
             "Unable to create inventory for resource provider {}: No such resource class {rc}.",
@@ -156,6 +159,7 @@ pub async fn update(
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
     let b: InventoryUpdate = body.parse(&schema::inventory_put_one())?;
+    refuse_server_owned(&rc, &rp.uuid)?;
     let Some(class) = classes::get(&mut tx, &rc).await? else {
         return Err(ApiError::not_found(format!("No such resource class {rc}.")));
     };
@@ -189,6 +193,7 @@ pub async fn delete(
 ) -> ApiResult<StatusCode> {
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
+    refuse_server_owned(&rc, &rp.uuid)?;
     let existing = inventories::of_provider(&mut tx, rp.id).await?;
     let Some(row) = existing.iter().find(|r| r.resource_class == rc) else {
         return Err(ApiError::not_found(format!(
@@ -206,7 +211,8 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// `DELETE .../inventories` (1.5+; 405 before).
+/// `DELETE .../inventories` (1.5+; 405 before), but for the server-owned
+/// batch rows.
 pub async fn delete_all(
     State(st): State<AppState>,
     PathParams(id): PathParams<String>,
@@ -214,7 +220,12 @@ pub async fn delete_all(
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
     let existing = inventories::of_provider(&mut tx, rp.id).await?;
-    let ids: Vec<i32> = existing.iter().map(|r| r.resource_class_id).collect();
+    // The server-owned batch rows stay: they are not the client's.
+    let ids: Vec<i32> = existing
+        .iter()
+        .filter(|r| !server_owned(&r.resource_class))
+        .map(|r| r.resource_class_id)
+        .collect();
     let busy = inventories::classes_in_use(&mut tx, rp.id, &ids).await?;
     if !busy.is_empty() {
         return Err(ApiError::conflict(in_use(&busy, &rp.uuid)).code(codes::INVENTORY_INUSE));

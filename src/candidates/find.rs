@@ -3,6 +3,7 @@
 //! this process's snapshot → the bounded solver, off the async workers.
 //! `GET /allocation_candidates` and deployments both call [`find`].
 
+use super::batch;
 use super::cache::SnapshotCache;
 use super::groups::{self, CandidateQuery, GroupPolicy};
 use super::request::Version;
@@ -11,6 +12,7 @@ use super::solve::{self, Candidate, Group, Limits, Stopped};
 use crate::config::{GenerationStrategy, Settings};
 use crate::db::{candidates as db, classes, fairness, traits};
 use crate::error::{ApiError, ApiResult};
+use crate::sched::colocation::CpuMem;
 use sqlx::{PgConnection, PgPool};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -100,6 +102,14 @@ pub async fn find(
         Some(c) => ApiError::bad_request(e.message).code(c),
         None => ApiError::bad_request(e.message),
     })?;
+    let priority = batch::priority_of(pairs)?;
+    batch::check_classes(
+        priority,
+        parsed
+            .groups
+            .iter()
+            .flat_map(|g| g.resources.iter().map(|(c, _)| c)),
+    )?;
     let mut tx = db::begin_snapshot(engine.pool).await?;
     let ids = resolve(&mut tx, &parsed).await?;
     let snap = engine.cache.current(&mut tx).await?;
@@ -108,12 +118,17 @@ pub async fn find(
         .find(|(k, _)| k == "project_id")
         .map(|(_, v)| v.as_str());
     let withheld = fairness::unused_reservations(&mut tx, None, usable_by).await?;
-    tx.commit().await?;
     let snap = if withheld.is_empty() {
         snap
     } else {
         Arc::new(snap.withholding(&withheld))
     };
+    let snap = if priority.low() {
+        Arc::new(batch::restrict(&mut tx, &snap, batch_request(&parsed)).await?)
+    } else {
+        snap
+    };
+    tx.commit().await?;
     let mut found = Candidates {
         snap,
         candidates: Vec::new(),
@@ -142,6 +157,19 @@ pub async fn find(
     found.candidates =
         solve_off_the_workers(engine.cpu, found.snap.clone(), request, limits).await?;
     Ok(found)
+}
+
+/// The batch CPU (milli) and memory (MB) a query asks for, over all its
+/// groups: what the load filter estimates it at.
+fn batch_request(q: &CandidateQuery) -> CpuMem {
+    q.groups
+        .iter()
+        .flat_map(|g| &g.resources)
+        .fold(CpuMem::default(), |t, (class, n)| match class.as_str() {
+            "BATCH_VCPU_MILLI" => t.plus(CpuMem::new(*n, 0)),
+            "BATCH_MEMORY_MB" => t.plus(CpuMem::new(0, *n)),
+            _ => t,
+        })
 }
 
 /// Class, trait and aggregate names of the query as ids (unknown classes

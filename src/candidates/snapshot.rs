@@ -164,6 +164,21 @@ impl Snapshot {
         out
     }
 
+    /// A copy in which these providers offer none of these classes (only
+    /// changed nodes are copied).
+    pub fn without_stock(&self, providers: &[i64], classes: &[i32]) -> Snapshot {
+        let mut out = self.clone();
+        for rp in providers {
+            let Some(&i) = self.index.by_id.get(rp) else {
+                continue;
+            };
+            Arc::make_mut(&mut out.nodes[i])
+                .stock
+                .retain(|s| !classes.contains(&s.class));
+        }
+        out
+    }
+
     /// The node of a provider uuid.
     pub fn by_uuid(&self, u: &uuid::Uuid) -> Option<usize> {
         self.index.by_uuid.get(u).copied()

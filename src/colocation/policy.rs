@@ -22,15 +22,6 @@ pub struct PolicyView {
     pub policy: Value,
 }
 
-/// Merges `over`'s fields onto `base`.
-fn merge(base: &mut Value, over: Option<&Value>) {
-    if let (Some(b), Some(Value::Object(o))) = (base.as_object_mut(), over) {
-        for (k, v) in o {
-            b.insert(k.clone(), v.clone());
-        }
-    }
-}
-
 /// The policy in force at a scope (None: the cluster) with one scope's
 /// fields replaced by `candidate` when given (to validate a PUT).
 async fn merged(
@@ -38,24 +29,17 @@ async fn merged(
     provider: Option<i64>,
     candidate: Option<&Value>,
 ) -> ApiResult<Policy> {
-    let mut v = serde_json::to_value(Policy::default()).map_err(ApiError::internal)?;
     let cluster = match (provider, candidate) {
         (None, Some(c)) => Some(c.clone()),
         _ => db::policy(conn, None).await?,
     };
-    merge(&mut v, cluster.as_ref());
-    if let Some(rp) = provider {
-        let own = match candidate {
-            Some(c) => Some(c.clone()),
-            None => db::policy(conn, Some(rp)).await?,
-        };
-        merge(&mut v, own.as_ref());
-    }
-    let p: Policy = serde_json::from_value(v)
-        .map_err(|e| ApiError::bad_request(format!("Invalid colocation policy: {e}")))?;
-    p.validate()
-        .map_err(|e| ApiError::bad_request(format!("Invalid colocation policy: {e}")))?;
-    Ok(p)
+    let own = match (provider, candidate) {
+        (None, _) => None,
+        (Some(_), Some(c)) => Some(c.clone()),
+        (Some(rp), None) => db::policy(conn, Some(rp)).await?,
+    };
+    Policy::layered(&[cluster.as_ref(), own.as_ref()])
+        .map_err(|e| ApiError::bad_request(format!("Invalid colocation policy: {e}")))
 }
 
 /// The policy in force at a provider (or the cluster).

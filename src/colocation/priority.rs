@@ -2,52 +2,13 @@
 //! priority, in Koordinator's ranges, set beside Placement's consumer.
 
 use crate::db::colocation::{self as db, PriorityRow};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{codes, ApiError, ApiResult};
 use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-/// Koordinator's priority classes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum PriorityClass {
-    /// Production (koord-prod, 9000–9999): the default.
-    Prod,
-    /// koord-mid, 7000–7999.
-    Mid,
-    /// koord-batch, 5000–5999: runs on the batch inventory.
-    Batch,
-    /// koord-free, 3000–3999: runs on the batch inventory.
-    Free,
-}
-
-impl PriorityClass {
-    const ALL: [PriorityClass; 4] = [Self::Prod, Self::Mid, Self::Batch, Self::Free];
-
-    fn code(self) -> i16 {
-        match self {
-            Self::Prod => 0,
-            Self::Mid => 1,
-            Self::Batch => 2,
-            Self::Free => 3,
-        }
-    }
-
-    fn range(self) -> std::ops::RangeInclusive<i32> {
-        match self {
-            Self::Prod => 9000..=9999,
-            Self::Mid => 7000..=7999,
-            Self::Batch => 5000..=5999,
-            Self::Free => 3000..=3999,
-        }
-    }
-
-    /// Batch and free work: best-effort, evictable, on the batch ledger.
-    pub fn low(self) -> bool {
-        matches!(self, Self::Batch | Self::Free)
-    }
-}
+pub use crate::types::PriorityClass;
 
 /// `PUT /consumers/{consumer_uuid}/priority`, after its schema check.
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
@@ -93,6 +54,14 @@ pub async fn put(
                 range.end()
             )));
         }
+    }
+    let held = db::held_classes(conn, consumer).await?;
+    if let Some(class) = held.iter().find(|c| !b.priority_class.may_allocate(c)) {
+        return Err(ApiError::bad_request(format!(
+            "Consumer {consumer} holds {class}, which {} work may not allocate: batch and free work uses BATCH_VCPU_MILLI, BATCH_MEMORY_MB and DISK_GB, other work no BATCH_* class. Delete or move its allocations first.",
+            b.priority_class.name()
+        ))
+        .code(codes::COLOCATION_CLASS_NOT_ALLOWED));
     }
     let row = PriorityRow {
         priority_class: b.priority_class.code(),

@@ -183,7 +183,17 @@ pub async fn ingest(
 /// when it moved by more than 10 % or is older than 300 s.
 async fn recompute(conn: &mut PgConnection, rp: i64) -> ApiResult<ReportAccepted> {
     let loaded = load(conn, rp).await?;
-    let batch = node::batch_allocatable(&loaded.view, &loaded.policy);
+    // A late report can be the newest one there is: batch capacity from
+    // measurements older than degradeTimeMinutes is none (Koordinator
+    // resets batch resources on a stale NodeMetric).
+    let degraded = loaded.samples.as_ref().is_none_or(|s| {
+        Utc::now() - s.latest.sampled_at > Duration::minutes(loaded.policy.degrade_time_minutes)
+    });
+    let batch = if degraded {
+        CpuMem::default()
+    } else {
+        node::batch_allocatable(&loaded.view, &loaded.policy)
+    };
     let ledger = db::batch_ledger(conn, rp).await?;
     let moved = |new: i64, old: Option<i64>| match old {
         None => true,
@@ -215,4 +225,11 @@ async fn recompute(conn: &mut PgConnection, rp: i64) -> ApiResult<ReportAccepted
         batch_inventory_updated: update,
         batch_overcommitted: overcommitted,
     })
+}
+
+/// Sets to 0 the batch inventory of providers whose reports stopped for
+/// longer than their degradeTimeMinutes; how many inventories changed.
+pub async fn degrade_stale(conn: &mut PgConnection) -> ApiResult<u64> {
+    let cluster = super::policy::resolve(conn, None).await?;
+    Ok(db::degrade_stale(conn, cluster.degrade_time_minutes).await?)
 }

@@ -18,6 +18,10 @@ pub struct ClassRow {
 
 /// Custom classes start at this id; anything below is standard.
 pub const FIRST_CUSTOM_ID: i32 = 10000;
+/// The id of VCPU (standard ids are their index in Placement's list).
+pub const VCPU_ID: i32 = 0;
+/// The id of MEMORY_MB.
+pub const MEMORY_MB_ID: i32 = 1;
 
 /// All classes, standard first, in id order.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]

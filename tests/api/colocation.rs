@@ -39,7 +39,24 @@ fn policy_body(w: &Value) -> Value {
     Value::Object(out)
 }
 
-fn at(secs_ago: i64) -> String {
+/// The providers of `GET /allocation_candidates?<query>`, sorted.
+pub(crate) async fn candidate_providers(t: &TestApp, query: &str) -> Vec<String> {
+    let r = t
+        .get(&format!("/allocation_candidates?{query}"), MV)
+        .await
+        .expect(200)
+        .json();
+    let mut rps: Vec<String> = r["provider_summaries"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    rps.sort();
+    rps
+}
+
+pub(crate) fn at(secs_ago: i64) -> String {
     (chrono::Utc::now() - chrono::Duration::seconds(secs_ago)).to_rfc3339()
 }
 
@@ -184,6 +201,21 @@ async fn the_provider_scenarios_end_to_end() {
         assert_eq!(
             inv["inventories"]["BATCH_VCPU_MILLI"]["total"], want["cpu_milli"],
             "{}",
+            v["id"]
+        );
+        let probe = &i["probe_low_priority_request"]["request"];
+        let found = candidate_providers(
+            &t,
+            &format!(
+                "resources=BATCH_VCPU_MILLI:{},BATCH_MEMORY_MB:{}&priority_class=batch",
+                probe["cpu_milli"], probe["memory_mb"]
+            ),
+        )
+        .await;
+        assert_eq!(
+            !found.is_empty(),
+            e["probe_allowed"].as_bool().unwrap(),
+            "{}: batch candidates {found:?}",
             v["id"]
         );
         let s = t

@@ -12,6 +12,7 @@ mod aggregates;
 mod allocations;
 mod allocations_post;
 mod bad_input;
+mod batch_placement;
 mod colocation;
 mod fairness;
 mod hostile;

@@ -405,7 +405,7 @@ pub const ROUTES: &[Route] = &[
         method: Method::GET,
         since: Microversion::new(1, 10),
         rule: Some("placement:allocation_candidates:list"),
-        summary: "Allocation candidates for request groups (resources, required, member_of, in_tree, group_policy, same_subtree, root_required)",
+        summary: "Allocation candidates for request groups (resources, required, member_of, in_tree, group_policy, same_subtree, root_required). Extensions at every microversion: project_id (that project's reservations count as free) and priority_class=batch|free (only BATCH_VCPU_MILLI, BATCH_MEMORY_MB and DISK_GB; providers with a stale report or above forbidUsageThresholds are left out)",
         takes: None,
         answer: Some("AllocationCandidates"),
         handler: || get(allocation_candidates::list),

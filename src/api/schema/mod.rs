@@ -288,11 +288,18 @@ fn project_id() -> Value {
     json!({"type": "string", "minLength": 1, "maxLength": 255})
 }
 
-/// Query of `GET /allocation_candidates` (plus our `project_id`).
+/// Our extension for low-priority work (§C.3): batch and free queries see
+/// only the batch capacity of providers the load filter accepts.
+fn priority_class() -> Value {
+    json!({"type": "string", "enum": ["prod", "mid", "batch", "free"]})
+}
+
+/// Query of `GET /allocation_candidates` (plus our `project_id` and
+/// `priority_class`).
 pub fn candidates_query(mv: Microversion) -> Value {
     let limit = json!({"type": "string", "pattern": "^[1-9][0-9]*$"});
     if !mv.at_least(1, 25) {
-        let mut props = json!({"resources": {"type": "string"}, "project_id": project_id()});
+        let mut props = json!({"resources": {"type": "string"}, "project_id": project_id(), "priority_class": priority_class()});
         if mv.at_least(1, 16) {
             props["limit"] = limit;
         }
@@ -309,7 +316,7 @@ pub fn candidates_query(mv: Microversion) -> Value {
     } else {
         "[1-9][0-9]*"
     };
-    let mut props = json!({"group_policy": {"type": "string", "enum": ["none", "isolate"]}, "limit": limit, "project_id": project_id()});
+    let mut props = json!({"group_policy": {"type": "string", "enum": ["none", "isolate"]}, "limit": limit, "project_id": project_id(), "priority_class": priority_class()});
     if mv.at_least(1, 35) {
         props["root_required"] = json!({"type": "string"});
     }

@@ -12,7 +12,7 @@ use super::fairness;
 
 mod fairness_checks;
 use super::inventories::Inventory;
-use crate::types::GivenGeneration;
+use crate::types::{GivenGeneration, PriorityClass};
 use chrono::{DateTime, Utc};
 use fairness_checks::{bump_and_check_limits, check_reservations, writer_projects};
 use sqlx::PgConnection;
@@ -154,6 +154,17 @@ pub enum AllocError {
     /// for other projects.
     #[error("Unable to allocate inventory: Unable to create allocation for '{1}' on resource provider '{0}'. The capacity left is reserved for other projects.")]
     Reserved(Uuid, String),
+    /// 400 placement.colocation.class_not_allowed: batch and free
+    /// consumers use only the batch classes (and DISK_GB), and only they do.
+    #[error("Unable to allocate inventory: consumer {consumer} is {priority} work, which may not allocate {class} (batch and free work uses BATCH_VCPU_MILLI, BATCH_MEMORY_MB and DISK_GB; other work may not use the BATCH_* classes).")]
+    PriorityClass {
+        /// The consumer.
+        consumer: Uuid,
+        /// Its priority class's name.
+        priority: &'static str,
+        /// The class it may not allocate.
+        class: String,
+    },
     /// Database failure.
     #[error(transparent)]
     Db(#[from] sqlx::Error),
@@ -186,8 +197,10 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
         &locked.providers,
         &writer_projects(writes),
         &locked.class_ids.values().copied().collect::<Vec<_>>(),
+        &writes.iter().map(|w| w.consumer).collect::<Vec<_>>(),
     )
     .await?;
+    check_priority_classes(writes, &needed.low_priority)?;
     let reserved_before = if needed.reservations {
         fairness::unused_reservations(conn, Some(&locked.providers), None).await?
     } else {
@@ -217,6 +230,30 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
     } else {
         Ok(super::providers::bump_locked(conn, &bump).await?)
     }
+}
+
+/// Refuses classes a consumer's priority class may not allocate (§C.3).
+fn check_priority_classes(writes: &[ConsumerWrite], low: &[Uuid]) -> Result<(), AllocError> {
+    for w in writes {
+        let priority = if low.contains(&w.consumer) {
+            PriorityClass::Batch
+        } else {
+            PriorityClass::Prod
+        };
+        let classes = w.allocations.values().flat_map(|m| m.keys());
+        if let Some(class) = classes.into_iter().find(|c| !priority.may_allocate(c)) {
+            return Err(AllocError::PriorityClass {
+                consumer: w.consumer,
+                priority: if priority.low() {
+                    "low-priority (batch or free)"
+                } else {
+                    "production (prod or mid)"
+                },
+                class: class.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A removed allocation row: (consumer id, provider id, class id, units).

@@ -233,7 +233,7 @@ const TREE_LIMITS: &str = "WITH RECURSIVE up(id, depth) AS (
          ORDER BY 1, 3 OFFSET 0) l";
 
 /// What fairness checks a write on these providers needs.
-#[derive(Debug, Clone, Copy, sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Needed {
     /// A writer's project, or one of its ancestors, has a limit in a
     /// written class.
@@ -242,16 +242,21 @@ pub struct Needed {
     pub reservations: bool,
     /// No project has a parent.
     pub flat: bool,
+    /// The written consumers whose priority class is batch or free (they
+    /// may use only the batch classes, and only they may).
+    pub low_priority: Vec<uuid::Uuid>,
 }
 
-/// What fairness checks a write needs, in one cheap statement, so that
-/// pools without quotas (or writers without limits) pay almost nothing.
+/// What fairness checks a write needs, and which of its consumers are low
+/// priority, in one cheap statement, so that pools without quotas (or
+/// writers without limits) pay almost nothing.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn checks_needed(
     conn: &mut PgConnection,
     providers: &[i64],
     projects: &[String],
     classes: &[i32],
+    consumers: &[uuid::Uuid],
 ) -> Result<Needed, sqlx::Error> {
     sqlx::query_as(
         "WITH RECURSIVE up(id, depth) AS (
@@ -261,11 +266,14 @@ pub async fn checks_needed(
          SELECT EXISTS (SELECT 1 FROM up JOIN project_quotas q ON q.project_id = up.id
                          WHERE q.\"limit\" IS NOT NULL AND q.resource_class_id = ANY($3)) AS limits,
                 EXISTS (SELECT 1 FROM project_reservations WHERE resource_provider_id = ANY($1)) AS reservations,
-                NOT EXISTS (SELECT 1 FROM project_fairness WHERE parent_project_id IS NOT NULL) AS flat",
+                NOT EXISTS (SELECT 1 FROM project_fairness WHERE parent_project_id IS NOT NULL) AS flat,
+                ARRAY(SELECT consumer_uuid FROM consumer_priorities
+                       WHERE consumer_uuid = ANY($4) AND priority_class >= 2) AS low_priority",
     )
     .bind(providers)
     .bind(projects)
     .bind(classes)
+    .bind(consumers)
     .fetch_one(conn)
     .await
 }

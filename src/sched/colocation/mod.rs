@@ -13,6 +13,7 @@ pub mod batch;
 pub mod evict;
 pub mod load;
 pub mod node;
+pub mod placement;
 pub mod policy;
 pub mod suppress;
 

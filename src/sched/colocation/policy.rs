@@ -106,6 +106,22 @@ impl Default for Policy {
 }
 
 impl Policy {
+    /// Koordinator's defaults with each scope's fields laid over them in
+    /// order (cluster, then provider), checked against the ranges.
+    pub fn layered(scopes: &[Option<&serde_json::Value>]) -> Result<Self, String> {
+        let mut merged = serde_json::to_value(Self::default()).map_err(|e| e.to_string())?;
+        for scope in scopes.iter().flatten() {
+            if let (Some(base), Some(fields)) = (merged.as_object_mut(), scope.as_object()) {
+                for (k, v) in fields {
+                    base.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        let p: Self = serde_json::from_value(merged).map_err(|e| e.to_string())?;
+        p.validate()?;
+        Ok(p)
+    }
+
     /// Koordinator's ranges; the first violation, named by field.
     pub fn validate(&self) -> Result<(), String> {
         self.validate_batch()?;

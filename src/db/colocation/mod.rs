@@ -2,6 +2,8 @@
 //! priorities, the policy and its overrides, usage samples (kept about an
 //! hour), the server-computed batch inventory, and recorded evictions.
 
+pub mod placement;
+
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgConnection;
@@ -57,6 +59,26 @@ pub async fn priority(
         .bind(consumer)
         .fetch_optional(conn)
         .await
+}
+
+/// The classes a consumer holds allocations of, its row locked so that an
+/// allocation write cannot slip between the check and the priority change.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn held_classes(
+    conn: &mut PgConnection,
+    consumer: Uuid,
+) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query("SELECT 1 FROM consumers WHERE uuid = $1 FOR UPDATE")
+        .bind(consumer)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query_scalar(
+        "SELECT DISTINCT rc.name FROM allocations a JOIN consumers c ON c.id = a.consumer_id
+           JOIN resource_classes rc ON rc.id = a.resource_class_id WHERE c.uuid = $1 ORDER BY 1",
+    )
+    .bind(consumer)
+    .fetch_all(conn)
+    .await
 }
 
 /// The stored policy fields of a scope (None: the cluster).
@@ -170,9 +192,12 @@ pub async fn record_report(
               ON CONFLICT (resource_provider_id, consumer_uuid) DO UPDATE SET
                 sampled_at = EXCLUDED.sampled_at, cpu_milli = EXCLUDED.cpu_milli, memory_mb = EXCLUDED.memory_mb
               WHERE consumer_usage.sampled_at <= EXCLUDED.sampled_at),
-          p AS (INSERT INTO provider_colocation (resource_provider_id, last_sampled_at) VALUES ($1, $2)
+          p AS (INSERT INTO provider_colocation (resource_provider_id, last_sampled_at, node_cpu_milli, node_memory_mb)
+              VALUES ($1, $2, $6, $7)
               ON CONFLICT (resource_provider_id) DO UPDATE SET
-                last_sampled_at = GREATEST(provider_colocation.last_sampled_at, EXCLUDED.last_sampled_at))
+                last_sampled_at = EXCLUDED.last_sampled_at, node_cpu_milli = EXCLUDED.node_cpu_milli,
+                node_memory_mb = EXCLUDED.node_memory_mb
+              WHERE provider_colocation.last_sampled_at <= EXCLUDED.last_sampled_at)
          DELETE FROM usage_samples WHERE resource_provider_id = $1 AND sampled_at < now() - interval '{RETENTION}'"
     )))
     .bind(rp)
@@ -180,6 +205,8 @@ pub async fn record_report(
     .bind(&ids)
     .bind(&cpu)
     .bind(&mem)
+    .bind(s.node_cpu_milli)
+    .bind(s.node_memory_mb)
     .execute(conn)
     .await?;
     Ok(())
@@ -366,17 +393,25 @@ pub async fn write_batch(
 }
 
 /// Sets to 0 the batch inventory of every provider whose last report is
-/// older than `minutes`; returns how many providers it touched.
+/// older than its degradeTimeMinutes (its override's, else `cluster_minutes`);
+/// returns how many inventories it touched.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn degrade_stale(conn: &mut PgConnection, minutes: i64) -> Result<u64, sqlx::Error> {
+pub async fn degrade_stale(
+    conn: &mut PgConnection,
+    cluster_minutes: i64,
+) -> Result<u64, sqlx::Error> {
+    // Overrides were validated as integers ≥ 1 when they were stored.
     let r = sqlx::query(
         "UPDATE inventories i SET total = 0, max_unit = 1, updated_at = now()
            FROM provider_colocation pc
+           LEFT JOIN colocation_policies cp ON cp.resource_provider_id = pc.resource_provider_id
           WHERE i.resource_provider_id = pc.resource_provider_id AND i.resource_class_id = ANY($1)
-            AND i.total <> 0 AND pc.last_sampled_at < now() - make_interval(mins => $2::int)",
+            AND i.total <> 0
+            AND pc.last_sampled_at < now() - make_interval(
+                  mins => COALESCE((cp.policy->>'degradeTimeMinutes')::int, $2::int))",
     )
     .bind([BATCH_VCPU_MILLI.0, BATCH_MEMORY_MB.0])
-    .bind(i32::try_from(minutes).unwrap_or(i32::MAX))
+    .bind(i32::try_from(cluster_minutes).unwrap_or(i32::MAX))
     .execute(conn)
     .await?;
     Ok(r.rows_affected())

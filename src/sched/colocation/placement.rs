@@ -1,0 +1,98 @@
+//! Whether a provider may take new low-priority work (B.3, §C.3): its last
+//! report is fresh, and the LoadAware filter passes with estimates for
+//! what was placed there since that report and for the request itself.
+//! Capacity is the batch inventory's business; this is the rest.
+
+use super::load::{self, Resource};
+use super::node::estimate;
+use super::policy::Policy;
+use super::CpuMem;
+
+/// What the filter knows of one provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostLoad {
+    /// Capacity in the colocation units (VCPU × 1000, MEMORY_MB).
+    pub capacity: CpuMem,
+    /// Measured node usage in the last report.
+    pub node_used: CpuMem,
+    /// Seconds since that report was sampled.
+    pub report_age_seconds: i64,
+    /// Requests of the consumers placed since that report (not yet in it).
+    pub pending: Vec<CpuMem>,
+}
+
+/// Why a provider gets no new low-priority work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Its last report is older than `metricExpirationSeconds`.
+    Stale,
+    /// The LoadAware filter is above `forbidUsageThresholds` for this
+    /// resource, at these rounded percentages.
+    Overloaded(Resource, CpuMem),
+}
+
+/// The refusal of a low-priority `request` at `host`, if any. Staleness
+/// comes first: estimates over stale measurements mean nothing.
+pub fn refusal(host: &HostLoad, policy: &Policy, request: CpuMem) -> Option<Refusal> {
+    if host.report_age_seconds > policy.metric_expiration_seconds {
+        return Some(Refusal::Stale);
+    }
+    let pending = host
+        .pending
+        .iter()
+        .fold(CpuMem::default(), |t, r| t.plus(estimate(*r, policy)));
+    let checked = load::check(
+        host.node_used,
+        pending.plus(estimate(request, policy)),
+        host.capacity,
+        policy.forbid_usage_thresholds.as_cpumem(),
+    );
+    checked
+        .rejected
+        .map(|r| Refusal::Overloaded(r, checked.percent))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(used: CpuMem, pending: Vec<CpuMem>, age: i64) -> HostLoad {
+        HostLoad {
+            capacity: CpuMem::new(10_000, 10_000),
+            node_used: used,
+            report_age_seconds: age,
+            pending,
+        }
+    }
+
+    #[test]
+    fn a_stale_report_refuses_whatever_the_load() {
+        let p = Policy::default();
+        let h = host(CpuMem::default(), vec![], 181);
+        assert_eq!(refusal(&h, &p, CpuMem::new(1, 1)), Some(Refusal::Stale));
+        let h = host(CpuMem::default(), vec![], 180);
+        assert_eq!(refusal(&h, &p, CpuMem::new(1, 1)), None);
+    }
+
+    #[test]
+    fn pending_placements_count_with_their_estimates() {
+        let p = Policy::default();
+        // 5,000 used + 1,000 × 85 % = 5,850 → 59 %: passes at 65 %.
+        let h = host(CpuMem::new(5_000, 0), vec![], 0);
+        assert_eq!(refusal(&h, &p, CpuMem::new(1_000, 100)), None);
+        // A pending 1,000 adds 850 more: 6,700 → 67 % > 65 %.
+        let h = host(CpuMem::new(5_000, 0), vec![CpuMem::new(1_000, 100)], 0);
+        assert!(matches!(
+            refusal(&h, &p, CpuMem::new(1_000, 100)),
+            Some(Refusal::Overloaded(Resource::Cpu, CpuMem { cpu: 67, .. }))
+        ));
+    }
+
+    #[test]
+    fn equality_with_the_threshold_passes() {
+        let p = Policy::default();
+        // 5,650 + 850 = 6,500 → exactly 65 %.
+        let h = host(CpuMem::new(5_650, 0), vec![], 0);
+        assert_eq!(refusal(&h, &p, CpuMem::new(1_000, 100)), None);
+    }
+}
