@@ -1,6 +1,7 @@
 //! A real `placement serve` process under hostile clients: expensive
 //! candidate searches, thousands of idle or half-open connections, slow
-//! bodies, clients that hang up, and SIGTERM with a request in flight.
+//! bodies, clients that hang up, and SIGTERM with a request in flight;
+//! and its background work: silent providers' batch inventory degrades.
 //! These check behaviour (who gets served, what is cut, what finishes);
 //! latency figures come from `cargo bench --bench resilience`.
 
@@ -311,5 +312,77 @@ async fn sigterm_finishes_requests_in_flight_then_exits() {
             "server did not exit after SIGTERM"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The background sweep sets to 0 the batch inventory of a provider whose
+/// reports stopped for longer than its own degradeTimeMinutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_providers_batch_inventory_degrades_to_zero() {
+    let one = one("degrade", &["--colocation-sweep-interval", "1"]).await;
+    let rp = one.provider("silent", None).await;
+    let ok = |r: reqwest::Response, status: u16| {
+        assert_eq!(r.status(), status);
+        r
+    };
+    let put = |path: String, body: serde_json::Value| {
+        one.req(reqwest::Method::PUT, &path).json(&body).send()
+    };
+    ok(
+        put(
+            format!("/resource_providers/{rp}/inventories"),
+            json!({"resource_provider_generation": 0,
+                   "inventories": {"VCPU": {"total": 8}, "MEMORY_MB": {"total": 8192}}}),
+        )
+        .await
+        .unwrap(),
+        200,
+    );
+    ok(
+        put(
+            format!("/resource_providers/{rp}/colocation_policy"),
+            json!({"degradeTimeMinutes": 1}),
+        )
+        .await
+        .unwrap(),
+        200,
+    );
+    let sampled = chrono::Utc::now() - chrono::Duration::seconds(55);
+    let used = json!({"cpu_milli_used": 500, "memory_mb_used": 500});
+    let r = one
+        .req(
+            reqwest::Method::POST,
+            &format!("/resource_providers/{rp}/usage_reports"),
+        )
+        .json(
+            &json!({"sampled_at": sampled.to_rfc3339(), "window_seconds": 10,
+                      "node": used, "system": used, "consumers": []}),
+        )
+        .send()
+        .await
+        .unwrap();
+    ok(r, 202);
+    let batch_total = || async {
+        let r = one
+            .req(
+                reqwest::Method::GET,
+                &format!("/resource_providers/{rp}/inventories"),
+            )
+            .send()
+            .await
+            .unwrap();
+        r.json::<serde_json::Value>().await.unwrap()["inventories"]["BATCH_VCPU_MILLI"]["total"]
+            .as_i64()
+            .unwrap()
+    };
+    assert!(batch_total().await > 0, "55 s is under a minute");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while batch_total().await > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "still not degraded 30 s later: {}",
+            one.server.log()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
