@@ -124,6 +124,16 @@ pub struct Settings {
         default_value_t = DEFAULT_MAX_STEPS
     )]
     pub allocation_candidates_max_steps: u64,
+    /// Seconds raw usage samples are kept (each report prunes its
+    /// provider's older ones). Window averages never look further back
+    /// than cpuEvictTimeWindowSeconds.
+    #[arg(
+        long,
+        env = "PLACEMENT_COLOCATION_SAMPLE_RETENTION",
+        default_value_t = 3600,
+        value_parser = clap::value_parser!(i64).range(60..=86400)
+    )]
+    pub colocation_sample_retention: i64,
     /// Resource classes left out of DRF shares (Mesos'
     /// `--fair_sharing_excluded_resource_names`), comma-separated.
     #[arg(
@@ -187,6 +197,7 @@ impl Default for Settings {
             allocation_candidates_generation_strategy: GenerationStrategy::DepthFirst,
             allocation_candidates_max_steps: DEFAULT_MAX_STEPS,
             allocation_conflict_retry_count: 10,
+            colocation_sample_retention: 3600,
             fairness_excluded_resource_classes: Vec::new(),
             admission_max_steps: DEFAULT_ADMISSION_STEPS,
             http_max_body_bytes: DEFAULT_MAX_BODY_BYTES,

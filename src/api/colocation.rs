@@ -174,7 +174,8 @@ pub async fn report(
     let mut tx = st.pool.begin().await?;
     // The row lock orders reports of one provider; the generation stays.
     let rp = find_for_update(&mut tx, &id).await?;
-    let answer = reports::ingest(&mut tx, rp.id, &b).await?;
+    let answer =
+        reports::ingest(&mut tx, rp.id, &b, st.settings.colocation_sample_retention).await?;
     tx.commit().await?;
     Ok(Reply::json(StatusCode::ACCEPTED, &answer))
 }

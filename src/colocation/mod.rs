@@ -53,12 +53,44 @@ pub struct Loaded {
     pub policy: Policy,
 }
 
+/// What a provider's evaluation needs besides what its reports change:
+/// read once per report, before it is stored, and reused after.
+pub struct Provider {
+    /// The policy in force there.
+    pub policy: Policy,
+    /// Capacity in the colocation units.
+    pub capacity: CpuMem,
+    /// Node reservation in the same units.
+    pub reserved: CpuMem,
+}
+
+/// Reads a provider's policy and capacity.
+pub async fn provider(conn: &mut PgConnection, rp: i64) -> ApiResult<Provider> {
+    let policy = policy::resolve(conn, Some(rp)).await?;
+    let (capacity, reserved) = capacity(conn, rp).await?;
+    Ok(Provider {
+        policy,
+        capacity,
+        reserved,
+    })
+}
+
 /// Loads a provider's colocation state.
 pub async fn load(conn: &mut PgConnection, rp: i64) -> ApiResult<Loaded> {
-    let policy = policy::resolve(conn, Some(rp)).await?;
-    let (cap, reserved) = capacity(conn, rp).await?;
-    let samples = db::samples(conn, rp, policy.cpu_evict_time_window_seconds).await?;
+    let p = provider(conn, rp).await?;
+    with_samples(conn, rp, p).await
+}
+
+/// Completes a provider's state with its samples and its consumers with
+/// their latest measurements.
+pub async fn with_samples(conn: &mut PgConnection, rp: i64, p: Provider) -> ApiResult<Loaded> {
+    let Provider {
+        policy,
+        capacity: cap,
+        reserved,
+    } = p;
     let consumers = db::node_consumers(conn, rp).await?;
+    let samples = db::samples(conn, rp, policy.cpu_evict_time_window_seconds).await?;
     let view = NodeView {
         capacity: cap,
         node_reserved: reserved,

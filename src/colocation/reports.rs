@@ -2,7 +2,7 @@
 //! provider's generation never moves), then the batch inventory is
 //! recomputed by B.2 and written when it moved enough (hysteresis).
 
-use super::{capacity, load};
+use super::{provider, with_samples, Loaded};
 use crate::db::colocation::{self as db, ConsumerSample, Sample};
 use crate::error::{ApiError, ApiResult};
 use crate::sched::colocation::node;
@@ -150,14 +150,15 @@ pub async fn ingest(
     conn: &mut PgConnection,
     rp: i64,
     r: &UsageReport,
+    retention_seconds: i64,
 ) -> ApiResult<ReportAccepted> {
-    let (cap, _) = capacity(conn, rp).await?;
+    let node = provider(conn, rp).await?;
     let allocated: HashSet<Uuid> = db::node_consumers(conn, rp)
         .await?
         .into_iter()
         .map(|c| c.consumer_uuid)
         .collect();
-    check(r, cap, &allocated)?;
+    check(r, node.capacity, &allocated)?;
     let sample = Sample {
         sampled_at: r.sampled_at,
         window_seconds: r.window_seconds,
@@ -174,15 +175,14 @@ pub async fn ingest(
         .iter()
         .map(|c| (c.consumer_uuid, c.cpu_milli_used, c.memory_mb_used))
         .collect();
-    db::ensure_batch_classes(conn).await?;
-    db::record_report(conn, rp, &sample, &consumers).await?;
-    recompute(conn, rp).await
+    db::record_report(conn, rp, &sample, &consumers, retention_seconds).await?;
+    let loaded = with_samples(conn, rp, node).await?;
+    recompute(conn, rp, loaded).await
 }
 
 /// Recomputes the batch inventory from the latest state and writes it
 /// when it moved by more than 10 % or is older than 300 s.
-async fn recompute(conn: &mut PgConnection, rp: i64) -> ApiResult<ReportAccepted> {
-    let loaded = load(conn, rp).await?;
+async fn recompute(conn: &mut PgConnection, rp: i64, loaded: Loaded) -> ApiResult<ReportAccepted> {
     // A late report can be the newest one there is: batch capacity from
     // measurements older than degradeTimeMinutes is none (Koordinator
     // resets batch resources on a stale NodeMetric).
@@ -215,6 +215,10 @@ async fn recompute(conn: &mut PgConnection, rp: i64) -> ApiResult<ReportAccepted
     };
     let overcommitted = ledger.cpu_allocated > cpu || ledger.memory_allocated > memory;
     if update {
+        if ledger.cpu_total.is_none() {
+            // The provider's first batch rows: the classes may not exist yet.
+            db::ensure_batch_classes(conn).await?;
+        }
         db::write_batch(conn, rp, clamp(cpu), clamp(memory), overcommitted).await?;
     }
     Ok(ReportAccepted {

@@ -13,8 +13,6 @@ use uuid::Uuid;
 pub const BATCH_VCPU_MILLI: (i32, &str) = (9000, "BATCH_VCPU_MILLI");
 /// Batch memory in MB.
 pub const BATCH_MEMORY_MB: (i32, &str) = (9001, "BATCH_MEMORY_MB");
-/// How long raw samples are kept.
-const RETENTION: &str = "1 hour";
 
 /// A consumer's priority row.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -154,13 +152,14 @@ pub type ConsumerSample = (Uuid, i64, i64);
 
 /// Stores a report: the node sample, each consumer's latest measurement,
 /// the provider's last-report time; prunes the provider's samples older
-/// than the retention. Does not touch the provider's generation.
+/// than `retention_seconds`. Does not touch the provider's generation.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn record_report(
     conn: &mut PgConnection,
     rp: i64,
     s: &Sample,
     consumers: &[ConsumerSample],
+    retention_seconds: i64,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
         "INSERT INTO usage_samples (resource_provider_id, sampled_at, window_seconds, node_cpu_milli, node_memory_mb,
@@ -186,7 +185,7 @@ pub async fn record_report(
             a.2.push(c.2);
             a
         });
-    sqlx::query(sqlx::AssertSqlSafe(format!(
+    sqlx::query(
         "WITH c AS (INSERT INTO consumer_usage (resource_provider_id, consumer_uuid, sampled_at, cpu_milli, memory_mb)
               SELECT $1, u, $2, c, m FROM UNNEST($3::uuid[], $4::bigint[], $5::bigint[]) AS t(u, c, m)
               ON CONFLICT (resource_provider_id, consumer_uuid) DO UPDATE SET
@@ -198,8 +197,8 @@ pub async fn record_report(
                 last_sampled_at = EXCLUDED.last_sampled_at, node_cpu_milli = EXCLUDED.node_cpu_milli,
                 node_memory_mb = EXCLUDED.node_memory_mb
               WHERE provider_colocation.last_sampled_at <= EXCLUDED.last_sampled_at)
-         DELETE FROM usage_samples WHERE resource_provider_id = $1 AND sampled_at < now() - interval '{RETENTION}'"
-    )))
+         DELETE FROM usage_samples WHERE resource_provider_id = $1 AND sampled_at < now() - make_interval(secs => $8)",
+    )
     .bind(rp)
     .bind(s.sampled_at)
     .bind(&ids)
@@ -207,6 +206,7 @@ pub async fn record_report(
     .bind(&mem)
     .bind(s.node_cpu_milli)
     .bind(s.node_memory_mb)
+    .bind(retention_seconds as f64)
     .execute(conn)
     .await?;
     Ok(())
