@@ -1,6 +1,6 @@
--- Batch placement (the LoadAware filter of §C.3) reads each provider's
--- latest measured usage on every batch candidates query: keep it beside
--- the last report's time instead of looking it up in usage_samples.
+-- Batch placement (the LoadAware filter of §C.3) needs each provider's
+-- latest measured usage: keep it beside the last report's time instead of
+-- looking it up in usage_samples.
 ALTER TABLE provider_colocation
     ADD COLUMN node_cpu_milli bigint NOT NULL DEFAULT 0,
     ADD COLUMN node_memory_mb bigint NOT NULL DEFAULT 0;
@@ -10,6 +10,9 @@ UPDATE provider_colocation pc SET node_cpu_milli = s.node_cpu_milli, node_memory
           FROM usage_samples ORDER BY resource_provider_id, sampled_at DESC) s
  WHERE s.resource_provider_id = pc.resource_provider_id;
 
--- Allocations made since a provider's last report are estimated, not
--- measured; only the last few minutes are ever read.
-CREATE INDEX allocations_created_idx ON allocations (created_at);
+-- The candidate engine keeps each provider's last report in its
+-- snapshot, kept current through the change log like inventories.
+CREATE TRIGGER provider_colocation_log_ins AFTER INSERT ON provider_colocation REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION log_provider_rows();
+CREATE TRIGGER provider_colocation_log_upd AFTER UPDATE ON provider_colocation REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION log_provider_rows();

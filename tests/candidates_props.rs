@@ -118,6 +118,7 @@ fn build(rows: Vec<Row>) -> Snapshot {
             root,
             traits,
             aggs,
+            report: None,
             stock: stock
                 .into_iter()
                 .map(|(class, total, max_unit, step_size, used)| Stock {

@@ -15,6 +15,7 @@ use crate::sched::colocation::placement::{refusal, HostLoad};
 use crate::sched::colocation::policy::Policy;
 use crate::sched::colocation::CpuMem;
 use crate::types::PriorityClass;
+use chrono::Utc;
 use sqlx::PgConnection;
 use std::collections::HashMap;
 
@@ -62,7 +63,8 @@ pub async fn restrict(
     Ok(snap.without_stock(&refused, &[BATCH_VCPU_MILLI.0, BATCH_MEMORY_MB.0]))
 }
 
-/// Providers that may take no new low-priority work now.
+/// Providers that may take no new low-priority work now. Their reports
+/// are in the snapshot; only the policy scopes are read here.
 async fn refused_hosts(
     conn: &mut PgConnection,
     snap: &Snapshot,
@@ -75,43 +77,30 @@ async fn refused_hosts(
         .iter()
         .filter_map(|(rp, v)| rp.map(|rp| (rp, v)))
         .collect();
-    let horizon = overrides
-        .values()
-        .filter_map(|v| Policy::layered(&[cluster, Some(v)]).ok())
-        .map(|p| p.metric_expiration_seconds)
-        .fold(cluster_policy.metric_expiration_seconds, i64::max);
-    let mut pending: HashMap<i64, Vec<CpuMem>> = HashMap::new();
-    for (rp, _consumer, cpu, memory) in db::pending_requests(conn, horizon).await? {
-        pending
-            .entry(rp)
-            .or_default()
-            .push(CpuMem::new(cpu, memory));
-    }
+    let now = Utc::now();
     let mut refused = Vec::new();
-    for (rp, age, cpu, memory) in db::reported_hosts(conn).await? {
-        let Some(&i) = snap.index.by_id.get(&rp) else {
+    for node in &snap.nodes {
+        let Some(report) = &node.report else {
             continue;
         };
         // An override that no longer fits the cluster's policy refuses
         // (fail safe) until an operator mends it.
         let own = overrides
-            .get(&rp)
+            .get(&node.id)
             .map(|own| Policy::layered(&[cluster, Some(own)]).ok());
         let policy = match &own {
             None => Some(&cluster_policy),
             Some(p) => p.as_ref(),
         };
-        let node = &snap.nodes[i];
         let total = |class: i32| node.stock(class).map_or(0, |s| s.total);
         let host = HostLoad {
             capacity: CpuMem::new(total(VCPU_ID).saturating_mul(1000), total(MEMORY_MB_ID)),
-            node_used: CpuMem::new(cpu, memory),
-            report_age_seconds: age,
-            pending: pending.remove(&rp).unwrap_or_default(),
+            node_used: report.node_used,
+            report_age_seconds: (now - report.sampled_at).num_seconds(),
+            pending: &report.pending,
         };
-        let refuse = policy.is_none_or(|p| refusal(&host, p, request).is_some());
-        if refuse {
-            refused.push(rp);
+        if policy.is_none_or(|p| refusal(&host, p, request).is_some()) {
+            refused.push(node.id);
         }
     }
     Ok(refused)

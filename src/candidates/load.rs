@@ -1,9 +1,12 @@
 //! Builds the candidate engine's [`Snapshot`] from the rows `db::candidates`
-//! reads: a full load of every provider, and the per-provider reload that
-//! patches a cached snapshot in place.
+//! (and, for batch placement, `db::colocation::placement`) reads: a full
+//! load of every provider, and the per-provider reload that patches a
+//! cached snapshot in place.
 
-use super::snapshot::{Node, Snapshot, Stock};
+use super::snapshot::{Node, Report, Snapshot, Stock};
 use crate::db::candidates::{self as db, NodeData};
+use crate::db::colocation::placement as colocation;
+use crate::sched::colocation::CpuMem;
 use sqlx::PgConnection;
 use std::collections::HashMap;
 
@@ -37,6 +40,33 @@ fn fill(snap: &mut Snapshot, index: &HashMap<i64, usize>, data: NodeData) {
     }
 }
 
+/// Loads the last usage reports of the given providers (all when None),
+/// with what was allocated there since.
+async fn fill_reports(
+    conn: &mut PgConnection,
+    snap: &mut Snapshot,
+    index: &HashMap<i64, usize>,
+    ids: Option<&[i64]>,
+) -> Result<(), sqlx::Error> {
+    use std::sync::Arc;
+    for (rp, sampled_at, cpu, memory) in colocation::reports(conn, ids).await? {
+        if let Some(&i) = index.get(&rp) {
+            Arc::make_mut(&mut snap.nodes[i]).report = Some(Report {
+                sampled_at,
+                node_used: CpuMem::new(cpu, memory),
+                pending: Vec::new(),
+            });
+        }
+    }
+    for (rp, cpu, memory) in colocation::pending(conn, ids).await? {
+        let node = index.get(&rp).map(|&i| Arc::make_mut(&mut snap.nodes[i]));
+        if let Some(report) = node.and_then(|n| n.report.as_mut()) {
+            report.pending.push(CpuMem::new(cpu, memory));
+        }
+    }
+    Ok(())
+}
+
 /// Loads every provider (ordered by id) with its inventories, usage, traits and aggregates.
 pub async fn load(conn: &mut PgConnection) -> Result<Snapshot, sqlx::Error> {
     let sharing = db::sharing_trait_id(conn).await?;
@@ -52,6 +82,7 @@ pub async fn load(conn: &mut PgConnection) -> Result<Snapshot, sqlx::Error> {
             traits: Vec::new(),
             aggs: Vec::new(),
             stock: Vec::new(),
+            report: None,
         })
         .map(std::sync::Arc::new)
         .collect();
@@ -66,6 +97,7 @@ pub async fn load(conn: &mut PgConnection) -> Result<Snapshot, sqlx::Error> {
     };
     let data = db::node_data(conn, None).await?;
     fill(&mut snap, &index, data);
+    fill_reports(conn, &mut snap, &index, None).await?;
     snap.index();
     Ok(snap)
 }
@@ -89,9 +121,11 @@ pub async fn patch(
         n.stock.clear();
         n.traits.clear();
         n.aggs.clear();
+        n.report = None;
     }
     let data = db::node_data(conn, Some(ids)).await?;
     fill(snap, &index, data);
+    fill_reports(conn, snap, &index, Some(ids)).await?;
     let regrouped = index
         .values()
         .zip(&before)

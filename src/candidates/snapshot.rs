@@ -2,6 +2,7 @@
 //! tree links, inventories, usage, traits and aggregates. Loaded and kept
 //! current by `candidates::cache`; read by the pure solver.
 
+use crate::sched::colocation::CpuMem;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -44,6 +45,17 @@ impl Stock {
     }
 }
 
+/// A provider's last usage report, for the load filter of batch placement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// When the agent sampled it.
+    pub sampled_at: chrono::DateTime<chrono::Utc>,
+    /// Measured node usage (milli-CPU, MB).
+    pub node_used: CpuMem,
+    /// Requests of the consumers allocated there since (not yet measured).
+    pub pending: Vec<CpuMem>,
+}
+
 /// One provider.
 #[derive(Debug, Clone)]
 pub struct Node {
@@ -61,6 +73,8 @@ pub struct Node {
     pub aggs: Vec<i32>,
     /// Inventories, sorted by class.
     pub stock: Vec<Stock>,
+    /// Its last usage report, if it ever reported.
+    pub report: Option<Report>,
 }
 
 impl Node {

@@ -29,14 +29,11 @@ async fn merged(
     provider: Option<i64>,
     candidate: Option<&Value>,
 ) -> ApiResult<Policy> {
-    let cluster = match (provider, candidate) {
-        (None, Some(c)) => Some(c.clone()),
-        _ => db::policy(conn, None).await?,
-    };
-    let own = match (provider, candidate) {
-        (None, _) => None,
-        (Some(_), Some(c)) => Some(c.clone()),
-        (Some(rp), None) => db::policy(conn, Some(rp)).await?,
+    let (cluster, own) = match (provider, candidate) {
+        (None, Some(c)) => (Some(c.clone()), None),
+        (None, None) => (db::policy(conn, None).await?, None),
+        (Some(_), Some(c)) => (db::policy(conn, None).await?, Some(c.clone())),
+        (Some(rp), None) => db::policy_layers(conn, rp).await?,
     };
     Policy::layered(&[cluster.as_ref(), own.as_ref()])
         .map_err(|e| ApiError::bad_request(format!("Invalid colocation policy: {e}")))

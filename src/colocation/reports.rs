@@ -3,7 +3,7 @@
 //! recomputed by B.2 and written when it moved enough (hysteresis).
 
 use super::{provider, with_samples, Loaded};
-use crate::db::colocation::{self as db, ConsumerSample, Sample};
+use crate::db::colocation::{self as db, ConsumerSample, NodeConsumer, Sample};
 use crate::error::{ApiError, ApiResult};
 use crate::sched::colocation::node;
 use crate::sched::colocation::CpuMem;
@@ -96,7 +96,7 @@ pub struct BatchAmounts {
 /// 400 unless every amount is sane: not negative, not above ten times the
 /// node's capacity, and the time inside the last hour (5 min of clock skew
 /// allowed).
-fn check(r: &UsageReport, cap: CpuMem, allocated: &HashSet<Uuid>) -> ApiResult<()> {
+fn check(r: &UsageReport, cap: CpuMem) -> ApiResult<()> {
     let now = Utc::now();
     if r.sampled_at > now + Duration::minutes(5) || r.sampled_at < now - Duration::hours(1) {
         return Err(ApiError::bad_request(format!(
@@ -127,12 +127,6 @@ fn check(r: &UsageReport, cap: CpuMem, allocated: &HashSet<Uuid>) -> ApiResult<(
         )?;
     }
     for c in &r.consumers {
-        if !allocated.contains(&c.consumer_uuid) {
-            return Err(ApiError::bad_request(format!(
-                "Consumer {} has no allocations on this provider.",
-                c.consumer_uuid
-            )));
-        }
         bound("cpu_milli_used", c.cpu_milli_used, cap.cpu)?;
         bound("memory_mb_used", c.memory_mb_used, cap.memory)?;
     }
@@ -144,8 +138,25 @@ fn check(r: &UsageReport, cap: CpuMem, allocated: &HashSet<Uuid>) -> ApiResult<(
     Ok(())
 }
 
+/// 400 for a consumer the report names that has no allocations here.
+fn check_consumers(r: &UsageReport, allocated: &[NodeConsumer]) -> ApiResult<()> {
+    let known: HashSet<Uuid> = allocated.iter().map(|c| c.consumer_uuid).collect();
+    match r
+        .consumers
+        .iter()
+        .find(|c| !known.contains(&c.consumer_uuid))
+    {
+        None => Ok(()),
+        Some(c) => Err(ApiError::bad_request(format!(
+            "Consumer {} has no allocations on this provider.",
+            c.consumer_uuid
+        ))),
+    }
+}
+
 /// Stores a report and recomputes the batch inventory, in the caller's
-/// transaction.
+/// transaction: a refusal after the rows are written rolls them back with
+/// it (so the consumers are checked against the one read that follows).
 pub async fn ingest(
     conn: &mut PgConnection,
     rp: i64,
@@ -153,12 +164,7 @@ pub async fn ingest(
     retention_seconds: i64,
 ) -> ApiResult<ReportAccepted> {
     let node = provider(conn, rp).await?;
-    let allocated: HashSet<Uuid> = db::node_consumers(conn, rp)
-        .await?
-        .into_iter()
-        .map(|c| c.consumer_uuid)
-        .collect();
-    check(r, node.capacity, &allocated)?;
+    check(r, node.capacity)?;
     let sample = Sample {
         sampled_at: r.sampled_at,
         window_seconds: r.window_seconds,
@@ -177,6 +183,7 @@ pub async fn ingest(
         .collect();
     db::record_report(conn, rp, &sample, &consumers, retention_seconds).await?;
     let loaded = with_samples(conn, rp, node).await?;
+    check_consumers(r, &loaded.consumers)?;
     recompute(conn, rp, loaded).await
 }
 

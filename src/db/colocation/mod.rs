@@ -91,6 +91,22 @@ pub async fn policy(
         .await
 }
 
+/// The stored fields of the cluster's policy and of a provider's
+/// override, in one read.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn policy_layers(
+    conn: &mut PgConnection,
+    provider: i64,
+) -> Result<(Option<Value>, Option<Value>), sqlx::Error> {
+    sqlx::query_as(
+        "SELECT (SELECT policy FROM colocation_policies WHERE resource_provider_id IS NULL),
+                (SELECT policy FROM colocation_policies WHERE resource_provider_id = $1)",
+    )
+    .bind(provider)
+    .fetch_one(conn)
+    .await
+}
+
 /// Replaces the stored policy fields of a scope.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn put_policy(
@@ -231,34 +247,42 @@ pub async fn samples(
     rp: i64,
     window_seconds: i64,
 ) -> Result<Option<Samples>, sqlx::Error> {
-    let Some(latest): Option<Sample> = sqlx::query_as(
-        "SELECT sampled_at, window_seconds, node_cpu_milli, node_memory_mb, system_cpu_milli, system_memory_mb,
-                be_cpu_used, be_cpu_request, be_cpu_real_limit
-           FROM usage_samples WHERE resource_provider_id = $1 ORDER BY sampled_at DESC LIMIT 1",
+    let row: Option<SamplesRow> = sqlx::query_as(
+        "SELECT l.*, w.be_used_avg, w.be_request_avg, w.be_real_limit_avg, w.covered
+           FROM (SELECT sampled_at, window_seconds, node_cpu_milli, node_memory_mb, system_cpu_milli,
+                        system_memory_mb, be_cpu_used, be_cpu_request, be_cpu_real_limit
+                   FROM usage_samples WHERE resource_provider_id = $1 ORDER BY sampled_at DESC LIMIT 1) l
+           CROSS JOIN LATERAL (
+                 SELECT AVG(be_cpu_used)::bigint AS be_used_avg, AVG(be_cpu_request)::bigint AS be_request_avg,
+                        AVG(be_cpu_real_limit)::bigint AS be_real_limit_avg, SUM(window_seconds)::bigint AS covered
+                   FROM usage_samples
+                  WHERE resource_provider_id = $1 AND be_cpu_used IS NOT NULL
+                    AND sampled_at > l.sampled_at - make_interval(secs => $2) AND sampled_at <= l.sampled_at) w",
     )
     .bind(rp)
-    .fetch_optional(&mut *conn)
-    .await?
-    else {
-        return Ok(None);
-    };
-    let (used, request, limit, covered): (Option<i64>, Option<i64>, Option<i64>, Option<i64>) = sqlx::query_as(
-        "SELECT AVG(be_cpu_used)::bigint, AVG(be_cpu_request)::bigint, AVG(be_cpu_real_limit)::bigint, SUM(window_seconds)::bigint
-           FROM usage_samples
-          WHERE resource_provider_id = $1 AND be_cpu_used IS NOT NULL
-            AND sampled_at > $2 - make_interval(secs => $3) AND sampled_at <= $2",
-    )
-    .bind(rp)
-    .bind(latest.sampled_at)
     .bind(window_seconds as f64)
-    .fetch_one(&mut *conn)
+    .fetch_optional(conn)
     .await?;
-    let be_avg = used.zip(request).zip(limit).map(|((u, r), l)| (u, r, l));
-    Ok(Some(Samples {
-        latest,
-        be_avg,
-        covered_seconds: covered.unwrap_or(0),
+    Ok(row.map(|r| Samples {
+        latest: r.latest,
+        be_avg: r
+            .be_used_avg
+            .zip(r.be_request_avg)
+            .zip(r.be_real_limit_avg)
+            .map(|((u, q), l)| (u, q, l)),
+        covered_seconds: r.covered.unwrap_or(0),
     }))
+}
+
+/// The newest sample with the BE window's aggregates.
+#[derive(sqlx::FromRow)]
+struct SamplesRow {
+    #[sqlx(flatten)]
+    latest: Sample,
+    be_used_avg: Option<i64>,
+    be_request_avg: Option<i64>,
+    be_real_limit_avg: Option<i64>,
+    covered: Option<i64>,
 }
 
 /// A consumer with allocations on the provider, as colocation sees it.
@@ -295,19 +319,22 @@ pub async fn node_consumers(
     sqlx::query_as(
         "SELECT c.uuid AS consumer_uuid, p.external_id AS project_id,
                 COALESCE(cp.priority_class, 0::smallint) AS priority_class, cp.priority,
-                SUM(CASE rc.name WHEN 'VCPU' THEN a.used::bigint * 1000 WHEN 'BATCH_VCPU_MILLI' THEN a.used::bigint ELSE 0 END)::bigint AS request_cpu_milli,
-                SUM(CASE WHEN rc.name IN ('MEMORY_MB', 'BATCH_MEMORY_MB') THEN a.used::bigint ELSE 0 END)::bigint AS request_memory_mb,
+                SUM(CASE a.resource_class_id WHEN $2 THEN a.used::bigint * 1000 WHEN $4 THEN a.used::bigint ELSE 0 END)::bigint AS request_cpu_milli,
+                SUM(CASE a.resource_class_id WHEN $3 THEN a.used::bigint WHEN $5 THEN a.used::bigint ELSE 0 END)::bigint AS request_memory_mb,
                 MAX(u.cpu_milli) AS used_cpu_milli, MAX(u.memory_mb) AS used_memory_mb,
                 EXISTS (SELECT 1 FROM evictions e WHERE e.resource_provider_id = $1 AND e.consumer_uuid = c.uuid) AS evicted,
                 (MAX(u.sampled_at) IS NULL OR MAX(a.created_at) > MAX(u.sampled_at)) AS unreported
            FROM allocations a JOIN consumers c ON c.id = a.consumer_id JOIN projects p ON p.id = c.project_id
-           JOIN resource_classes rc ON rc.id = a.resource_class_id
            LEFT JOIN consumer_priorities cp ON cp.consumer_uuid = c.uuid
            LEFT JOIN consumer_usage u ON u.resource_provider_id = $1 AND u.consumer_uuid = c.uuid
           WHERE a.resource_provider_id = $1
           GROUP BY c.uuid, p.external_id, cp.priority_class, cp.priority ORDER BY c.uuid",
     )
     .bind(rp)
+    .bind(crate::db::classes::VCPU_ID)
+    .bind(crate::db::classes::MEMORY_MB_ID)
+    .bind(BATCH_VCPU_MILLI.0)
+    .bind(BATCH_MEMORY_MB.0)
     .fetch_all(conn)
     .await
 }

@@ -9,8 +9,8 @@ use super::policy::Policy;
 use super::CpuMem;
 
 /// What the filter knows of one provider.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostLoad {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostLoad<'a> {
     /// Capacity in the colocation units (VCPU × 1000, MEMORY_MB).
     pub capacity: CpuMem,
     /// Measured node usage in the last report.
@@ -18,7 +18,7 @@ pub struct HostLoad {
     /// Seconds since that report was sampled.
     pub report_age_seconds: i64,
     /// Requests of the consumers placed since that report (not yet in it).
-    pub pending: Vec<CpuMem>,
+    pub pending: &'a [CpuMem],
 }
 
 /// Why a provider gets no new low-priority work.
@@ -33,7 +33,7 @@ pub enum Refusal {
 
 /// The refusal of a low-priority `request` at `host`, if any. Staleness
 /// comes first: estimates over stale measurements mean nothing.
-pub fn refusal(host: &HostLoad, policy: &Policy, request: CpuMem) -> Option<Refusal> {
+pub fn refusal(host: &HostLoad<'_>, policy: &Policy, request: CpuMem) -> Option<Refusal> {
     if host.report_age_seconds > policy.metric_expiration_seconds {
         return Some(Refusal::Stale);
     }
@@ -56,7 +56,7 @@ pub fn refusal(host: &HostLoad, policy: &Policy, request: CpuMem) -> Option<Refu
 mod tests {
     use super::*;
 
-    fn host(used: CpuMem, pending: Vec<CpuMem>, age: i64) -> HostLoad {
+    fn host(used: CpuMem, pending: &[CpuMem], age: i64) -> HostLoad<'_> {
         HostLoad {
             capacity: CpuMem::new(10_000, 10_000),
             node_used: used,
@@ -68,9 +68,9 @@ mod tests {
     #[test]
     fn a_stale_report_refuses_whatever_the_load() {
         let p = Policy::default();
-        let h = host(CpuMem::default(), vec![], 181);
+        let h = host(CpuMem::default(), &[], 181);
         assert_eq!(refusal(&h, &p, CpuMem::new(1, 1)), Some(Refusal::Stale));
-        let h = host(CpuMem::default(), vec![], 180);
+        let h = host(CpuMem::default(), &[], 180);
         assert_eq!(refusal(&h, &p, CpuMem::new(1, 1)), None);
     }
 
@@ -78,10 +78,10 @@ mod tests {
     fn pending_placements_count_with_their_estimates() {
         let p = Policy::default();
         // 5,000 used + 1,000 × 85 % = 5,850 → 59 %: passes at 65 %.
-        let h = host(CpuMem::new(5_000, 0), vec![], 0);
+        let h = host(CpuMem::new(5_000, 0), &[], 0);
         assert_eq!(refusal(&h, &p, CpuMem::new(1_000, 100)), None);
         // A pending 1,000 adds 850 more: 6,700 → 67 % > 65 %.
-        let h = host(CpuMem::new(5_000, 0), vec![CpuMem::new(1_000, 100)], 0);
+        let h = host(CpuMem::new(5_000, 0), &[CpuMem::new(1_000, 100)], 0);
         assert!(matches!(
             refusal(&h, &p, CpuMem::new(1_000, 100)),
             Some(Refusal::Overloaded(Resource::Cpu, CpuMem { cpu: 67, .. }))
@@ -92,7 +92,7 @@ mod tests {
     fn equality_with_the_threshold_passes() {
         let p = Policy::default();
         // 5,650 + 850 = 6,500 → exactly 65 %.
-        let h = host(CpuMem::new(5_650, 0), vec![], 0);
+        let h = host(CpuMem::new(5_650, 0), &[], 0);
         assert_eq!(refusal(&h, &p, CpuMem::new(1_000, 100)), None);
     }
 }
