@@ -44,6 +44,7 @@ fn snap(rows: Vec<Row>) -> Snapshot {
             traits,
             aggs,
             stock,
+            report: None,
         }));
     }
     let any_nested = nodes.iter().any(|n| n.parent.is_some());

@@ -81,7 +81,8 @@ mod tests {
         let h = host(CpuMem::new(5_000, 0), &[], 0);
         assert_eq!(refusal(&h, &p, CpuMem::new(1_000, 100)), None);
         // A pending 1,000 adds 850 more: 6,700 → 67 % > 65 %.
-        let h = host(CpuMem::new(5_000, 0), &[CpuMem::new(1_000, 100)], 0);
+        let pending = [CpuMem::new(1_000, 100)];
+        let h = host(CpuMem::new(5_000, 0), &pending, 0);
         assert!(matches!(
             refusal(&h, &p, CpuMem::new(1_000, 100)),
             Some(Refusal::Overloaded(Resource::Cpu, CpuMem { cpu: 67, .. }))
