@@ -295,7 +295,9 @@ async fn phase(api: &Api, nodes: &[Node], label: &str, rate: Option<u64>, secs: 
     );
 }
 
-async fn footprint(url: &str) -> (i64, i64) {
+/// The database's size, the samples kept, and the sizes (MiB, with
+/// indexes) of the tables reports write.
+async fn footprint(url: &str) -> (i64, i64, String) {
     let pool = sqlx::PgPool::connect(url).await.expect("connect");
     let size: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
         .fetch_one(&pool)
@@ -305,17 +307,30 @@ async fn footprint(url: &str) -> (i64, i64) {
         .fetch_one(&pool)
         .await
         .expect("count");
+    let tables: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT relname::text, pg_total_relation_size(oid) FROM pg_class
+          WHERE relname IN ('usage_samples', 'change_log', 'consumer_usage', 'provider_colocation', 'inventories')
+          ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("tables");
     pool.close().await;
-    (size, samples)
+    let tables = tables
+        .iter()
+        .map(|(t, b)| format!("{t} {:.1}", *b as f64 / 1048576.0))
+        .collect::<Vec<_>>()
+        .join(", ");
+    (size, samples, tables)
 }
 
 async fn soak(api: &Api, nodes: &[Node], url: &str, secs: u64) {
     let minutes = secs.div_ceil(60);
     for m in 1..=minutes {
         let lat = reports_for(api, nodes, Some(100), 60.min(secs - (m - 1) * 60)).await;
-        let (size, samples) = footprint(url).await;
+        let (size, samples, tables) = footprint(url).await;
         println!(
-            "soak minute {m}: {} reports (p50 {:.1} ms), database {:.1} MiB, {samples} samples kept",
+            "soak minute {m}: {} reports (p50 {:.1} ms), database {:.1} MiB ({tables}), {samples} samples kept",
             lat.len(),
             percentile(&lat, 0.5),
             size as f64 / 1048576.0
@@ -356,9 +371,9 @@ async fn main() {
     phase(&api, &nodes, "ingestion flat out", None, flat_out, &q50).await;
     phase(&api, &nodes, "100 reports/s", Some(100), paced, &q50).await;
     phase(&api, &nodes, "100 reports/s", Some(100), paced, &q1000).await;
-    let (size, samples) = footprint(&url).await;
+    let (size, samples, tables) = footprint(&url).await;
     println!(
-        "before the soak: database {:.1} MiB, {samples} samples kept",
+        "before the soak: database {:.1} MiB ({tables}), {samples} samples kept",
         size as f64 / 1048576.0
     );
     let soak_secs = env_secs("BENCH_SOAK_SECONDS", 600);

@@ -7,15 +7,15 @@
 //! Other classes keep Placement's semantics (the load filter for them is
 //! off, as §C.6 recommends).
 
-use super::snapshot::Snapshot;
+use super::snapshot::{Node, Report, Snapshot};
 use crate::db::classes::{MEMORY_MB_ID, VCPU_ID};
 use crate::db::colocation::{placement as db, BATCH_MEMORY_MB, BATCH_VCPU_MILLI};
 use crate::error::{codes, ApiError, ApiResult};
-use crate::sched::colocation::placement::{refusal, HostLoad};
+use crate::sched::colocation::placement::{instances_accepted, refusal, HostLoad};
 use crate::sched::colocation::policy::Policy;
 use crate::sched::colocation::CpuMem;
 use crate::types::PriorityClass;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use std::collections::HashMap;
 
@@ -59,49 +59,77 @@ pub async fn restrict(
     snap: &Snapshot,
     request: CpuMem,
 ) -> ApiResult<Snapshot> {
-    let refused = refused_hosts(conn, snap, request).await?;
+    let judge = LoadJudge::load(conn).await?;
+    let refused: Vec<i64> = snap
+        .nodes
+        .iter()
+        .filter(|n| n.report.is_some() && !judge.accepts(n, request))
+        .map(|n| n.id)
+        .collect();
     Ok(snap.without_stock(&refused, &[BATCH_VCPU_MILLI.0, BATCH_MEMORY_MB.0]))
 }
 
-/// Providers that may take no new low-priority work now. Their reports
-/// are in the snapshot; only the policy scopes are read here.
-async fn refused_hosts(
-    conn: &mut PgConnection,
-    snap: &Snapshot,
-    request: CpuMem,
-) -> ApiResult<Vec<i64>> {
-    let scopes = db::policy_scopes(conn).await?;
-    let cluster = scopes.iter().find(|(rp, _)| rp.is_none()).map(|(_, v)| v);
-    let cluster_policy = Policy::layered(&[cluster]).unwrap_or_default();
-    let overrides: HashMap<i64, &serde_json::Value> = scopes
-        .iter()
-        .filter_map(|(rp, v)| rp.map(|rp| (rp, v)))
-        .collect();
-    let now = Utc::now();
-    let mut refused = Vec::new();
-    for node in &snap.nodes {
-        let Some(report) = &node.report else {
-            continue;
-        };
-        // An override that no longer fits the cluster's policy refuses
-        // (fail safe) until an operator mends it.
-        let own = overrides
-            .get(&node.id)
-            .map(|own| Policy::layered(&[cluster, Some(own)]).ok());
-        let policy = match &own {
-            None => Some(&cluster_policy),
-            Some(p) => p.as_ref(),
-        };
-        let total = |class: i32| node.stock(class).map_or(0, |s| s.total);
-        let host = HostLoad {
-            capacity: CpuMem::new(total(VCPU_ID).saturating_mul(1000), total(MEMORY_MB_ID)),
-            node_used: report.node_used,
-            report_age_seconds: (now - report.sampled_at).num_seconds(),
-            pending: &report.pending,
-        };
-        if policy.is_none_or(|p| refusal(&host, p, request).is_some()) {
-            refused.push(node.id);
+/// The load filter as configured now: the cluster's policy, each
+/// provider's override, and the time the ages are counted from.
+pub struct LoadJudge {
+    cluster: Policy,
+    /// Merged overrides; None where one no longer fits the cluster's
+    /// policy, which refuses (fail safe) until an operator mends it.
+    overrides: HashMap<i64, Option<Policy>>,
+    now: DateTime<Utc>,
+}
+
+impl LoadJudge {
+    /// Reads the policy scopes (a handful of rows: reports are in the
+    /// snapshot).
+    pub async fn load(conn: &mut PgConnection) -> ApiResult<Self> {
+        let scopes = db::policy_scopes(conn).await?;
+        let cluster = scopes.iter().find(|(rp, _)| rp.is_none()).map(|(_, v)| v);
+        let overrides = scopes
+            .iter()
+            .filter_map(|(rp, own)| rp.map(|rp| (rp, Policy::layered(&[cluster, Some(own)]).ok())))
+            .collect();
+        Ok(Self {
+            cluster: Policy::layered(&[cluster]).unwrap_or_default(),
+            overrides,
+            now: Utc::now(),
+        })
+    }
+
+    fn policy(&self, rp: i64) -> Option<&Policy> {
+        match self.overrides.get(&rp) {
+            None => Some(&self.cluster),
+            Some(own) => own.as_ref(),
         }
     }
-    Ok(refused)
+
+    fn host<'a>(&self, node: &'a Node, report: &'a Report) -> HostLoad<'a> {
+        let total = |class: i32| node.stock(class).map_or(0, |s| s.total);
+        HostLoad {
+            capacity: CpuMem::new(total(VCPU_ID).saturating_mul(1000), total(MEMORY_MB_ID)),
+            node_used: report.node_used,
+            report_age_seconds: (self.now - report.sampled_at).num_seconds(),
+            pending: &report.pending,
+        }
+    }
+
+    /// Whether `node` takes a low-priority `request` (one never reported
+    /// has no batch inventory, and is not judged).
+    pub fn accepts(&self, node: &Node, request: CpuMem) -> bool {
+        let (Some(report), Some(policy)) = (&node.report, self.policy(node.id)) else {
+            return node.report.is_none();
+        };
+        refusal(&self.host(node, report), policy, request).is_none()
+    }
+
+    /// How many instances of `per` the filter takes at `node`, at most `cap`.
+    pub fn instances(&self, node: &Node, per: CpuMem, cap: i64) -> i64 {
+        match (&node.report, self.policy(node.id)) {
+            (Some(report), Some(policy)) => {
+                instances_accepted(&self.host(node, report), policy, per, cap)
+            }
+            (None, _) => cap,
+            (Some(_), None) => 0,
+        }
+    }
 }

@@ -192,6 +192,7 @@ fn refs(nodes: &[Node]) -> Vec<&Node> {
     nodes.iter().collect()
 }
 
+mod batch;
 mod cpu_binding;
 mod freeing;
 mod refusals;

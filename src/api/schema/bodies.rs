@@ -362,6 +362,12 @@ pub struct DeployRequest {
     pub consumer_type: Option<String>,
     #[serde(default)]
     pub dry_run: bool,
+    /// batch or free: instances on the batch inventory (§C.3); prod by default.
+    #[serde(default)]
+    pub priority_class: Option<crate::types::PriorityClass>,
+    /// The instances' integer priority, inside the class's range.
+    #[serde(default)]
+    pub priority: Option<i32>,
 }
 
 impl DeployRequest {

@@ -47,6 +47,26 @@ pub async fn set_priority(
     Ok(())
 }
 
+/// Gives new consumers (a batch deployment's instances) one priority.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn set_priorities(
+    conn: &mut PgConnection,
+    consumers: &[Uuid],
+    p: &PriorityRow,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO consumer_priorities (consumer_uuid, priority_class, priority, eviction_enabled)
+         SELECT UNNEST($1::uuid[]), $2, $3, $4",
+    )
+    .bind(consumers)
+    .bind(p.priority_class)
+    .bind(p.priority)
+    .bind(p.eviction_enabled)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// A consumer's priority, if set.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn priority(
@@ -166,9 +186,9 @@ pub struct Sample {
 /// A consumer's measurement: (consumer, cpu milli, memory MB).
 pub type ConsumerSample = (Uuid, i64, i64);
 
-/// Stores a report: the node sample, each consumer's latest measurement,
-/// the provider's last-report time; prunes the provider's samples older
-/// than `retention_seconds`. Does not touch the provider's generation.
+/// Stores a report in one statement: the node sample, each consumer's
+/// latest measurement, the provider's last report; prunes the provider's
+/// samples older than `retention_seconds`. Does not touch the provider's generation.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn record_report(
     conn: &mut PgConnection,
@@ -177,23 +197,6 @@ pub async fn record_report(
     consumers: &[ConsumerSample],
     retention_seconds: i64,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "INSERT INTO usage_samples (resource_provider_id, sampled_at, window_seconds, node_cpu_milli, node_memory_mb,
-                                    system_cpu_milli, system_memory_mb, be_cpu_used, be_cpu_request, be_cpu_real_limit)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-    )
-    .bind(rp)
-    .bind(s.sampled_at)
-    .bind(s.window_seconds)
-    .bind(s.node_cpu_milli)
-    .bind(s.node_memory_mb)
-    .bind(s.system_cpu_milli)
-    .bind(s.system_memory_mb)
-    .bind(s.be_cpu_used)
-    .bind(s.be_cpu_request)
-    .bind(s.be_cpu_real_limit)
-    .execute(&mut *conn)
-    .await?;
     let (ids, cpu, mem): (Vec<Uuid>, Vec<i64>, Vec<i64>) =
         consumers.iter().fold((vec![], vec![], vec![]), |mut a, c| {
             a.0.push(c.0);
@@ -202,7 +205,10 @@ pub async fn record_report(
             a
         });
     sqlx::query(
-        "WITH c AS (INSERT INTO consumer_usage (resource_provider_id, consumer_uuid, sampled_at, cpu_milli, memory_mb)
+        "WITH s AS (INSERT INTO usage_samples (resource_provider_id, sampled_at, window_seconds, node_cpu_milli,
+                        node_memory_mb, system_cpu_milli, system_memory_mb, be_cpu_used, be_cpu_request, be_cpu_real_limit)
+              VALUES ($1, $2, $9, $6, $7, $10, $11, $12, $13, $14)),
+          c AS (INSERT INTO consumer_usage (resource_provider_id, consumer_uuid, sampled_at, cpu_milli, memory_mb)
               SELECT $1, u, $2, c, m FROM UNNEST($3::uuid[], $4::bigint[], $5::bigint[]) AS t(u, c, m)
               ON CONFLICT (resource_provider_id, consumer_uuid) DO UPDATE SET
                 sampled_at = EXCLUDED.sampled_at, cpu_milli = EXCLUDED.cpu_milli, memory_mb = EXCLUDED.memory_mb
@@ -223,6 +229,12 @@ pub async fn record_report(
     .bind(s.node_cpu_milli)
     .bind(s.node_memory_mb)
     .bind(retention_seconds as f64)
+    .bind(s.window_seconds)
+    .bind(s.system_cpu_milli)
+    .bind(s.system_memory_mb)
+    .bind(s.be_cpu_used)
+    .bind(s.be_cpu_request)
+    .bind(s.be_cpu_real_limit)
     .execute(conn)
     .await?;
     Ok(())

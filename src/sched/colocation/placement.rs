@@ -34,6 +34,31 @@ pub enum Refusal {
 /// The refusal of a low-priority `request` at `host`, if any. Staleness
 /// comes first: estimates over stale measurements mean nothing.
 pub fn refusal(host: &HostLoad<'_>, policy: &Policy, request: CpuMem) -> Option<Refusal> {
+    refusal_with(host, policy, estimate(request, policy))
+}
+
+/// How many instances of `per` the filter accepts at `host`, at most
+/// `cap`: each one placed counts as not yet measured for the next, as
+/// Koordinator's scheduler counts the pods it has assumed.
+pub fn instances_accepted(host: &HostLoad<'_>, policy: &Policy, per: CpuMem, cap: i64) -> i64 {
+    let one = estimate(per, policy);
+    let times = |k: i64| CpuMem::new(one.cpu.saturating_mul(k), one.memory.saturating_mul(k));
+    let accepts = |k: i64| k == 0 || refusal_with(host, policy, times(k)).is_none();
+    // The filter is monotone in k: the largest accepted k by bisection.
+    let (mut lo, mut hi) = (0, cap.max(0));
+    while lo < hi {
+        let mid = lo + (hi - lo + 1) / 2;
+        if accepts(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
+}
+
+/// The refusal at `host` of work already estimated at `incoming`.
+fn refusal_with(host: &HostLoad<'_>, policy: &Policy, incoming: CpuMem) -> Option<Refusal> {
     if host.report_age_seconds > policy.metric_expiration_seconds {
         return Some(Refusal::Stale);
     }
@@ -43,7 +68,7 @@ pub fn refusal(host: &HostLoad<'_>, policy: &Policy, request: CpuMem) -> Option<
         .fold(CpuMem::default(), |t, r| t.plus(estimate(*r, policy)));
     let checked = load::check(
         host.node_used,
-        pending.plus(estimate(request, policy)),
+        pending.plus(incoming),
         host.capacity,
         policy.forbid_usage_thresholds.as_cpumem(),
     );
@@ -87,6 +112,23 @@ mod tests {
             refusal(&h, &p, CpuMem::new(1_000, 100)),
             Some(Refusal::Overloaded(Resource::Cpu, CpuMem { cpu: 67, .. }))
         ));
+    }
+
+    #[test]
+    fn instances_stop_where_their_estimates_cross_the_threshold() {
+        let p = Policy::default();
+        // 5,000 used; each instance of 1,000 is estimated at 850: four
+        // make 8,400 (84 %), so at 65 % only one fits (5,850; two: 6,700).
+        let h = host(CpuMem::new(5_000, 0), &[], 0);
+        let per = CpuMem::new(1_000, 100);
+        assert_eq!(instances_accepted(&h, &p, per, 10), 1);
+        assert_eq!(instances_accepted(&h, &p, per, 0), 0);
+        let idle = host(CpuMem::default(), &[], 0);
+        // 7 × 850 = 5,950 (60 %), 8 × 850 = 6,800 (68 %).
+        assert_eq!(instances_accepted(&idle, &p, per, 100), 7);
+        assert_eq!(instances_accepted(&idle, &p, per, 3), 3);
+        let stale = host(CpuMem::default(), &[], 181);
+        assert_eq!(instances_accepted(&stale, &p, per, 100), 0);
     }
 
     #[test]
