@@ -7,6 +7,7 @@ use super::respond::Reply;
 use super::schema::bodies::{DeployRequest, ResizeRequest};
 use super::schema::responses::{DeploymentAnswer, DeploymentView, Resized};
 use crate::allocation::alloc_error;
+use crate::candidates::snapshot::Node;
 use crate::candidates::{batch, find};
 use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck};
 use crate::db::colocation::{
@@ -249,22 +250,7 @@ async fn batch_capacity(
     d: &DeployRequest,
     per: CpuMem,
 ) -> ApiResult<(CapacityMap, BTreeMap<NodeName, (i64, uuid::Uuid)>)> {
-    let mut resources = format!(
-        "BATCH_VCPU_MILLI:{},BATCH_MEMORY_MB:{}",
-        per.cpu, per.memory
-    );
-    for (rc, n) in &d.resources {
-        resources.push_str(&format!(",{rc}:{n}"));
-    }
-    let mut pairs = vec![
-        ("resources".to_string(), resources),
-        ("priority_class".to_string(), "batch".to_string()),
-    ];
-    for (key, v) in [("required", &d.required), ("member_of", &d.member_of)] {
-        if let Some(v) = v {
-            pairs.push((key.to_string(), v.clone()));
-        }
-    }
+    let pairs = batch_query(d, per);
     let found = find::find(&st.engine(), &pairs, (1, 39), None).await?;
     let mut conn = st.pool.acquire().await?;
     let judge = batch::LoadJudge::load(&mut conn).await?;
@@ -294,36 +280,66 @@ async fn batch_capacity(
     let mut nodes = BTreeMap::new();
     for i in hosts {
         let node = &snap.nodes[i];
-        let fit = wanted
-            .iter()
-            .map(|&(class, n)| {
-                node.stock(class).map_or(0, |s| {
-                    let free = s.capacity_int() - s.used;
-                    free.max(0) / n.max(1)
-                })
-            })
-            .min()
-            .unwrap_or(0);
-        let capacity = judge.instances(node, per, fit);
-        let batch_cpu = node
-            .stock(BATCH_VCPU_MILLI.0)
-            .map_or(0, |s| s.capacity_int());
         let name = NodeName(node.uuid.to_string());
         caps.push((
             name.clone(),
-            NodeCapacity {
-                capacity,
-                usage: ratio(
-                    node.stock(BATCH_VCPU_MILLI.0).map_or(0, |s| s.used),
-                    batch_cpu,
-                ),
-                rate: ratio(per.cpu, batch_cpu),
-                weight: 1,
-            },
+            batch_node_capacity(node, &wanted, &judge, per),
         ));
         nodes.insert(name, (node.id, node.uuid));
     }
     Ok((CapacityMap::from_nodes(caps), nodes))
+}
+
+/// The batch candidates query for one instance.
+fn batch_query(d: &DeployRequest, per: CpuMem) -> Vec<(String, String)> {
+    let mut resources = format!(
+        "BATCH_VCPU_MILLI:{},BATCH_MEMORY_MB:{}",
+        per.cpu, per.memory
+    );
+    for (rc, n) in &d.resources {
+        resources.push_str(&format!(",{rc}:{n}"));
+    }
+    let mut pairs = vec![
+        ("resources".to_string(), resources),
+        ("priority_class".to_string(), "batch".to_string()),
+    ];
+    for (key, v) in [("required", &d.required), ("member_of", &d.member_of)] {
+        if let Some(v) = v {
+            pairs.push((key.to_string(), v.clone()));
+        }
+    }
+    pairs
+}
+
+/// How many instances a provider takes: what its free inventory of each
+/// wanted class (class id, units per instance) holds, then what the load
+/// filter accepts of that.
+fn batch_node_capacity(
+    node: &Node,
+    wanted: &[(i32, i64)],
+    judge: &batch::LoadJudge,
+    per: CpuMem,
+) -> NodeCapacity {
+    let fit = wanted
+        .iter()
+        .map(|&(class, n)| {
+            node.stock(class)
+                .map_or(0, |s| (s.capacity_int() - s.used).max(0) / n.max(1))
+        })
+        .min()
+        .unwrap_or(0);
+    let batch_cpu = node
+        .stock(BATCH_VCPU_MILLI.0)
+        .map_or(0, |s| s.capacity_int());
+    NodeCapacity {
+        capacity: judge.instances(node, per, fit),
+        usage: ratio(
+            node.stock(BATCH_VCPU_MILLI.0).map_or(0, |s| s.used),
+            batch_cpu,
+        ),
+        rate: ratio(per.cpu, batch_cpu),
+        weight: 1,
+    }
 }
 
 /// `part / whole`, 0 for an empty whole.
