@@ -3,9 +3,10 @@
 //! 1. 10,000 providers (64 VCPU, 256 GiB), every one reports once; 1,000 of
 //!    them carry two production consumers and one batch consumer.
 //! 2. Ingestion: the 1,000 report as fast as 32 clients can send
-//!    (`BENCH_INGEST_SECONDS`, 20), alone, then while batch candidate
-//!    queries run back to back: reports/s, report latency, candidates
-//!    p50/p95.
+//!    (`BENCH_INGEST_SECONDS`, 20) with steady production (the batch
+//!    inventory rewritten every 300 s) and churning production (rewritten
+//!    on most reports), then steady while batch candidate queries run back
+//!    to back: reports/s, report latency, candidates p50/p95.
 //! 3. The same queries at a cluster's real rate, 1,000 nodes every 10 s
 //!    (100 reports/s, `BENCH_PACED_SECONDS`, 30), and with no reports.
 //! 4. Soak: 100 reports/s for `BENCH_SOAK_SECONDS` (600; 0 skips it), the
@@ -96,10 +97,22 @@ struct Node {
     consumers: Vec<uuid::Uuid>,
 }
 
-fn report(node: &Node, tick: usize) -> Value {
-    // Production wanders between 20 % and 45 % of the node, so the batch
-    // inventory is rewritten now and then, as on a real cluster.
-    let prod_cpu = 12_800 + (tick % 8) as i64 * 2_000;
+/// How production's measured use moves from one report to the next.
+#[derive(Clone, Copy, PartialEq)]
+enum Load {
+    /// Between 20 % and 42 % of the node in steps of 2 cores: the batch
+    /// inventory moves past the 10 % hysteresis and is rewritten on most
+    /// reports.
+    Churning,
+    /// Within 1.5 % of the node: rewritten only every 300 s.
+    Steady,
+}
+
+fn report(node: &Node, tick: usize, load: Load) -> Value {
+    let prod_cpu = match load {
+        Load::Churning => 12_800 + (tick % 8) as i64 * 2_000,
+        Load::Steady => 12_800 + (tick % 3) as i64 * 300,
+    };
     let consumers: Vec<Value> = node
         .consumers
         .iter()
@@ -178,7 +191,7 @@ async fn populate(api: &Api) -> Vec<Node> {
                 consumers: n.consumers[..n.consumers.len().min(2)].to_vec(),
             };
             let path = format!("/resource_providers/{}/usage_reports", n.rp);
-            api.send(reqwest::Method::POST, &path, Some(report(&quiet, 0)))
+            api.send(reqwest::Method::POST, &path, Some(report(&quiet, 0, Load::Steady)))
                 .await;
             if let Some(batch) = n.consumers.get(2) {
                 let body = json!({"allocations": {n.rp.to_string(): {"resources": {"BATCH_VCPU_MILLI": 4_000, "BATCH_MEMORY_MB": 8_192}}},
@@ -225,7 +238,13 @@ async fn query_until(api: Api, query: String, stop: Arc<AtomicBool>) -> (Vec<f64
 
 /// Reports from the reporters: `rate` per second in total, or as fast as
 /// 32 clients can when None, for `secs`. Returns sorted latencies (ms).
-async fn reports_for(api: &Api, nodes: &[Node], rate: Option<u64>, secs: u64) -> Vec<f64> {
+async fn reports_for(
+    api: &Api,
+    nodes: &[Node],
+    rate: Option<u64>,
+    secs: u64,
+    load: Load,
+) -> Vec<f64> {
     let nodes: Arc<Vec<Node>> = Arc::new(nodes[..REPORTERS].to_vec());
     let until = Instant::now() + Duration::from_secs(secs);
     let next = Arc::new(AtomicUsize::new(0));
@@ -251,7 +270,7 @@ async fn reports_for(api: &Api, nodes: &[Node], rate: Option<u64>, secs: u64) ->
                 api.send(
                     reqwest::Method::POST,
                     &path,
-                    Some(report(n, i / nodes.len() + 1)),
+                    Some(report(n, i / nodes.len() + 1, load)),
                 )
                 .await;
                 lat.push(t.elapsed().as_secs_f64() * 1e3);
@@ -269,7 +288,14 @@ async fn reports_for(api: &Api, nodes: &[Node], rate: Option<u64>, secs: u64) ->
 
 /// Reports at `rate` (None: flat out) for `secs` while batch queries run.
 /// (An empty query runs none.)
-async fn phase(api: &Api, nodes: &[Node], label: &str, rate: Option<u64>, secs: u64, query: &str) {
+async fn phase(
+    api: &Api,
+    nodes: &[Node],
+    (label, load): (&str, Load),
+    rate: Option<u64>,
+    secs: u64,
+    query: &str,
+) {
     let stop = Arc::new(AtomicBool::new(query.is_empty()));
     let querier = tokio::spawn(query_until(api.clone(), query.to_string(), stop.clone()));
     let started = Instant::now();
@@ -277,7 +303,7 @@ async fn phase(api: &Api, nodes: &[Node], label: &str, rate: Option<u64>, secs: 
         tokio::time::sleep(Duration::from_secs(secs)).await;
         Vec::new()
     } else {
-        reports_for(api, nodes, rate, secs).await
+        reports_for(api, nodes, rate, secs, load).await
     };
     let elapsed = started.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
@@ -327,7 +353,14 @@ async fn footprint(url: &str) -> (i64, i64, String) {
 async fn soak(api: &Api, nodes: &[Node], url: &str, secs: u64) {
     let minutes = secs.div_ceil(60);
     for m in 1..=minutes {
-        let lat = reports_for(api, nodes, Some(100), 60.min(secs - (m - 1) * 60)).await;
+        let lat = reports_for(
+            api,
+            nodes,
+            Some(100),
+            60.min(secs - (m - 1) * 60),
+            Load::Churning,
+        )
+        .await;
         let (size, samples, tables) = footprint(url).await;
         println!(
             "soak minute {m}: {} reports (p50 {:.1} ms), database {:.1} MiB ({tables}), {samples} samples kept",
@@ -363,14 +396,34 @@ async fn main() {
     let nodes = populate(&api).await;
     let q1000 = format!("{BATCH_QUERY}&limit=1000");
     let q50 = format!("{BATCH_QUERY}&limit=50");
-    let paced = env_secs("BENCH_PACED_SECONDS", 30);
-    phase(&api, &nodes, "no reports", Some(0), 10, &q50).await;
-    phase(&api, &nodes, "no reports", Some(0), 10, &q1000).await;
+    let quiet = ("no reports", Load::Steady);
+    phase(&api, &nodes, quiet, Some(0), 10, &q50).await;
+    phase(&api, &nodes, quiet, Some(0), 10, &q1000).await;
     let flat_out = env_secs("BENCH_INGEST_SECONDS", 20);
-    phase(&api, &nodes, "ingestion flat out", None, flat_out, "").await;
-    phase(&api, &nodes, "ingestion flat out", None, flat_out, &q50).await;
-    phase(&api, &nodes, "100 reports/s", Some(100), paced, &q50).await;
-    phase(&api, &nodes, "100 reports/s", Some(100), paced, &q1000).await;
+    let steady = ("flat out, steady production", Load::Steady);
+    let churning = ("flat out, churning production", Load::Churning);
+    phase(&api, &nodes, steady, None, flat_out, "").await;
+    phase(&api, &nodes, churning, None, flat_out, "").await;
+    phase(&api, &nodes, steady, None, flat_out, &q50).await;
+    let paced = ("100 reports/s, churning production", Load::Churning);
+    phase(
+        &api,
+        &nodes,
+        paced,
+        Some(100),
+        env_secs("BENCH_PACED_SECONDS", 30),
+        &q50,
+    )
+    .await;
+    phase(
+        &api,
+        &nodes,
+        paced,
+        Some(100),
+        env_secs("BENCH_PACED_SECONDS", 30),
+        &q1000,
+    )
+    .await;
     let (size, samples, tables) = footprint(&url).await;
     println!(
         "before the soak: database {:.1} MiB ({tables}), {samples} samples kept",

@@ -173,9 +173,14 @@ pub async fn report(
     let b: UsageReport = body.parse(&report_schema())?;
     let mut tx = st.pool.begin().await?;
     // The row lock orders reports of one provider; the generation stays.
-    let rp = find_for_update(&mut tx, &id).await?;
-    let answer =
-        reports::ingest(&mut tx, rp.id, &b, st.settings.colocation_sample_retention).await?;
+    let target = reports::lock_target(&mut tx, &id).await?;
+    let answer = reports::ingest(
+        &mut tx,
+        &target,
+        &b,
+        st.settings.colocation_sample_retention,
+    )
+    .await?;
     tx.commit().await?;
     Ok(Reply::json(StatusCode::ACCEPTED, &answer))
 }

@@ -35,9 +35,7 @@ pub async fn capacity(conn: &mut PgConnection, rp: i64) -> ApiResult<(CpuMem, Cp
             CpuMem::new(i64::from(c.total) * 1000, i64::from(m.total)),
             CpuMem::new(i64::from(c.reserved) * 1000, i64::from(m.reserved)),
         )),
-        _ => Err(ApiError::bad_request(
-            "Colocation needs VCPU and MEMORY_MB inventory on the reporting provider.",
-        )),
+        _ => Err(no_cpu_memory()),
     }
 }
 
@@ -49,6 +47,8 @@ pub struct Loaded {
     pub consumers: Vec<NodeConsumer>,
     /// Its samples (None: never reported).
     pub samples: Option<Samples>,
+    /// Its batch ledger, read with the samples (None: never reported).
+    pub ledger: Option<db::BatchLedger>,
     /// The policy in force there.
     pub policy: Policy,
 }
@@ -75,6 +75,29 @@ pub async fn provider(conn: &mut PgConnection, rp: i64) -> ApiResult<Provider> {
     })
 }
 
+/// A report target's policy and capacity, as locked and read with it.
+pub fn provider_from(t: &db::ReportTarget) -> ApiResult<Provider> {
+    let policy = Policy::layered(&[t.cluster_policy.as_ref(), t.own_policy.as_ref()])
+        .map_err(|e| ApiError::bad_request(format!("Invalid colocation policy: {e}")))?;
+    let (Some(cpu), Some(memory)) = (t.vcpu_total, t.memory_total) else {
+        return Err(no_cpu_memory());
+    };
+    Ok(Provider {
+        policy,
+        capacity: CpuMem::new(cpu.saturating_mul(1000), memory),
+        reserved: CpuMem::new(
+            t.vcpu_reserved.unwrap_or(0).saturating_mul(1000),
+            t.memory_reserved.unwrap_or(0),
+        ),
+    })
+}
+
+fn no_cpu_memory() -> ApiError {
+    ApiError::bad_request(
+        "Colocation needs VCPU and MEMORY_MB inventory on the reporting provider.",
+    )
+}
+
 /// Loads a provider's colocation state.
 pub async fn load(conn: &mut PgConnection, rp: i64) -> ApiResult<Loaded> {
     let p = provider(conn, rp).await?;
@@ -90,7 +113,11 @@ pub async fn with_samples(conn: &mut PgConnection, rp: i64, p: Provider) -> ApiR
         reserved,
     } = p;
     let consumers = db::node_consumers(conn, rp).await?;
-    let samples = db::samples(conn, rp, policy.cpu_evict_time_window_seconds).await?;
+    let (samples, ledger) =
+        match db::samples(conn, rp, policy.cpu_evict_time_window_seconds).await? {
+            Some((s, l)) => (Some(s), Some(l)),
+            None => (None, None),
+        };
     let view = NodeView {
         capacity: cap,
         node_reserved: reserved,
@@ -117,6 +144,7 @@ pub async fn with_samples(conn: &mut PgConnection, rp: i64, p: Provider) -> ApiR
         view,
         consumers,
         samples,
+        ledger,
         policy,
     })
 }

@@ -2,7 +2,7 @@
 //! provider's generation never moves), then the batch inventory is
 //! recomputed by B.2 and written when it moved enough (hysteresis).
 
-use super::{provider, with_samples, Loaded};
+use super::{provider_from, with_samples, Loaded};
 use crate::db::colocation::{self as db, ConsumerSample, NodeConsumer, Sample};
 use crate::error::{ApiError, ApiResult};
 use crate::sched::colocation::node;
@@ -159,11 +159,12 @@ fn check_consumers(r: &UsageReport, allocated: &[NodeConsumer]) -> ApiResult<()>
 /// it (so the consumers are checked against the one read that follows).
 pub async fn ingest(
     conn: &mut PgConnection,
-    rp: i64,
+    target: &db::ReportTarget,
     r: &UsageReport,
     retention_seconds: i64,
 ) -> ApiResult<ReportAccepted> {
-    let node = provider(conn, rp).await?;
+    let rp = target.rp;
+    let node = provider_from(target)?;
     check(r, node.capacity)?;
     let sample = Sample {
         sampled_at: r.sampled_at,
@@ -201,7 +202,10 @@ async fn recompute(conn: &mut PgConnection, rp: i64, loaded: Loaded) -> ApiResul
     } else {
         node::batch_allocatable(&loaded.view, &loaded.policy)
     };
-    let ledger = db::batch_ledger(conn, rp).await?;
+    let ledger = match loaded.ledger {
+        Some(l) => l,
+        None => db::batch_ledger(conn, rp).await?,
+    };
     let moved = |new: i64, old: Option<i64>| match old {
         None => true,
         Some(o) => (new - o).abs() * 10 > o.abs() || (o == 0) != (new == 0),
@@ -236,6 +240,16 @@ async fn recompute(conn: &mut PgConnection, rp: i64, loaded: Loaded) -> ApiResul
         batch_inventory_updated: update,
         batch_overcommitted: overcommitted,
     })
+}
+
+/// Locks the reporting provider and reads what its report needs (404:
+/// no such provider).
+pub async fn lock_target(conn: &mut PgConnection, raw: &str) -> ApiResult<db::ReportTarget> {
+    let target = match crate::types::parse_uuid_like(raw) {
+        Some(u) => db::lock_report_target(conn, u).await?,
+        None => None,
+    };
+    target.ok_or_else(|| ApiError::not_found(format!("No resource provider with uuid {raw} found")))
 }
 
 /// Sets to 0 the batch inventory of providers whose reports stopped for

@@ -127,6 +127,54 @@ pub async fn policy_layers(
     .await
 }
 
+/// What a usage report needs of its provider, read while locking the
+/// provider's row (which orders one provider's reports): its id, the
+/// policy fields of the cluster and of its override, and its VCPU and
+/// MEMORY_MB (total, reserved).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ReportTarget {
+    /// Provider id.
+    pub rp: i64,
+    /// The cluster's policy fields.
+    pub cluster_policy: Option<Value>,
+    /// The provider's override fields.
+    pub own_policy: Option<Value>,
+    /// VCPU total.
+    pub vcpu_total: Option<i64>,
+    /// VCPU reserved.
+    pub vcpu_reserved: Option<i64>,
+    /// MEMORY_MB total.
+    pub memory_total: Option<i64>,
+    /// MEMORY_MB reserved.
+    pub memory_reserved: Option<i64>,
+}
+
+/// Locks a provider for a report and reads its [`ReportTarget`] in one
+/// round trip (None: no such provider).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn lock_report_target(
+    conn: &mut PgConnection,
+    provider: Uuid,
+) -> Result<Option<ReportTarget>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT rp.id AS rp,
+                (SELECT policy FROM colocation_policies WHERE resource_provider_id IS NULL) AS cluster_policy,
+                (SELECT policy FROM colocation_policies WHERE resource_provider_id = rp.id) AS own_policy,
+                v.total::bigint AS vcpu_total, v.reserved::bigint AS vcpu_reserved,
+                m.total::bigint AS memory_total, m.reserved::bigint AS memory_reserved
+           FROM resource_providers rp
+           LEFT JOIN inventories v ON v.resource_provider_id = rp.id AND v.resource_class_id = $2
+           LEFT JOIN inventories m ON m.resource_provider_id = rp.id AND m.resource_class_id = $3
+          WHERE rp.uuid = $1
+            FOR UPDATE OF rp",
+    )
+    .bind(provider)
+    .bind(crate::db::classes::VCPU_ID)
+    .bind(crate::db::classes::MEMORY_MB_ID)
+    .fetch_optional(conn)
+    .await
+}
+
 /// Replaces the stored policy fields of a scope.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn put_policy(
@@ -252,15 +300,21 @@ pub struct Samples {
     pub covered_seconds: i64,
 }
 
-/// The provider's latest sample and its BE window, if it ever reported.
+/// The provider's latest sample and its BE window, with its batch ledger
+/// (one round trip for the report path), if it ever reported.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn samples(
     conn: &mut PgConnection,
     rp: i64,
     window_seconds: i64,
-) -> Result<Option<Samples>, sqlx::Error> {
+) -> Result<Option<(Samples, BatchLedger)>, sqlx::Error> {
     let row: Option<SamplesRow> = sqlx::query_as(
-        "SELECT l.*, w.be_used_avg, w.be_request_avg, w.be_real_limit_avg, w.covered
+        "SELECT l.*, w.be_used_avg, w.be_request_avg, w.be_real_limit_avg, w.covered,
+                (SELECT total::bigint FROM inventories WHERE resource_provider_id = $1 AND resource_class_id = $3) AS cpu_total,
+                (SELECT total::bigint FROM inventories WHERE resource_provider_id = $1 AND resource_class_id = $4) AS memory_total,
+                (SELECT batch_computed_at FROM provider_colocation WHERE resource_provider_id = $1) AS computed_at,
+                COALESCE((SELECT SUM(used) FROM allocations WHERE resource_provider_id = $1 AND resource_class_id = $3), 0)::bigint AS cpu_allocated,
+                COALESCE((SELECT SUM(used) FROM allocations WHERE resource_provider_id = $1 AND resource_class_id = $4), 0)::bigint AS memory_allocated
            FROM (SELECT sampled_at, window_seconds, node_cpu_milli, node_memory_mb, system_cpu_milli,
                         system_memory_mb, be_cpu_used, be_cpu_request, be_cpu_real_limit
                    FROM usage_samples WHERE resource_provider_id = $1 ORDER BY sampled_at DESC LIMIT 1) l
@@ -273,24 +327,31 @@ pub async fn samples(
     )
     .bind(rp)
     .bind(window_seconds as f64)
+    .bind(BATCH_VCPU_MILLI.0)
+    .bind(BATCH_MEMORY_MB.0)
     .fetch_optional(conn)
     .await?;
-    Ok(row.map(|r| Samples {
-        latest: r.latest,
-        be_avg: r
-            .be_used_avg
-            .zip(r.be_request_avg)
-            .zip(r.be_real_limit_avg)
-            .map(|((u, q), l)| (u, q, l)),
-        covered_seconds: r.covered.unwrap_or(0),
+    Ok(row.map(|r| {
+        let samples = Samples {
+            latest: r.latest,
+            be_avg: r
+                .be_used_avg
+                .zip(r.be_request_avg)
+                .zip(r.be_real_limit_avg)
+                .map(|((u, q), l)| (u, q, l)),
+            covered_seconds: r.covered.unwrap_or(0),
+        };
+        (samples, r.ledger)
     }))
 }
 
-/// The newest sample with the BE window's aggregates.
+/// The newest sample with the BE window's aggregates and the ledger.
 #[derive(sqlx::FromRow)]
 struct SamplesRow {
     #[sqlx(flatten)]
     latest: Sample,
+    #[sqlx(flatten)]
+    ledger: BatchLedger,
     be_used_avg: Option<i64>,
     be_request_avg: Option<i64>,
     be_real_limit_avg: Option<i64>,
