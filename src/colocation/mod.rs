@@ -112,11 +112,10 @@ pub async fn with_samples(conn: &mut PgConnection, rp: i64, p: Provider) -> ApiR
         capacity: cap,
         reserved,
     } = p;
-    let consumers = db::node_consumers(conn, rp).await?;
-    let (samples, ledger) =
+    let (samples, ledger, consumers) =
         match db::samples(conn, rp, policy.cpu_evict_time_window_seconds).await? {
-            Some((s, l)) => (Some(s), Some(l)),
-            None => (None, None),
+            Some((s, l, c)) => (Some(s), Some(l), c),
+            None => (None, None, db::node_consumers(conn, rp).await?),
         };
     let view = NodeView {
         capacity: cap,

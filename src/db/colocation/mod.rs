@@ -301,20 +301,22 @@ pub struct Samples {
 }
 
 /// The provider's latest sample and its BE window, with its batch ledger
-/// (one round trip for the report path), if it ever reported.
+/// and its consumers (one round trip for the report path), if it ever
+/// reported.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn samples(
     conn: &mut PgConnection,
     rp: i64,
     window_seconds: i64,
-) -> Result<Option<(Samples, BatchLedger)>, sqlx::Error> {
-    let row: Option<SamplesRow> = sqlx::query_as(
+) -> Result<Option<ProviderState>, sqlx::Error> {
+    let row: Option<SamplesRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT l.*, w.be_used_avg, w.be_request_avg, w.be_real_limit_avg, w.covered,
-                (SELECT total::bigint FROM inventories WHERE resource_provider_id = $1 AND resource_class_id = $3) AS cpu_total,
-                (SELECT total::bigint FROM inventories WHERE resource_provider_id = $1 AND resource_class_id = $4) AS memory_total,
+                (SELECT total::bigint FROM inventories WHERE resource_provider_id = $1 AND resource_class_id = $4) AS cpu_total,
+                (SELECT total::bigint FROM inventories WHERE resource_provider_id = $1 AND resource_class_id = $5) AS memory_total,
                 (SELECT batch_computed_at FROM provider_colocation WHERE resource_provider_id = $1) AS computed_at,
-                COALESCE((SELECT SUM(used) FROM allocations WHERE resource_provider_id = $1 AND resource_class_id = $3), 0)::bigint AS cpu_allocated,
-                COALESCE((SELECT SUM(used) FROM allocations WHERE resource_provider_id = $1 AND resource_class_id = $4), 0)::bigint AS memory_allocated
+                COALESCE((SELECT SUM(used) FROM allocations WHERE resource_provider_id = $1 AND resource_class_id = $4), 0)::bigint AS cpu_allocated,
+                COALESCE((SELECT SUM(used) FROM allocations WHERE resource_provider_id = $1 AND resource_class_id = $5), 0)::bigint AS memory_allocated,
+                (SELECT COALESCE(json_agg(x ORDER BY x.consumer_uuid), '[]') FROM ({CONSUMERS_OF_PROVIDER}) x) AS consumers
            FROM (SELECT sampled_at, window_seconds, node_cpu_milli, node_memory_mb, system_cpu_milli,
                         system_memory_mb, be_cpu_used, be_cpu_request, be_cpu_real_limit
                    FROM usage_samples WHERE resource_provider_id = $1 ORDER BY sampled_at DESC LIMIT 1) l
@@ -323,12 +325,14 @@ pub async fn samples(
                         AVG(be_cpu_real_limit)::bigint AS be_real_limit_avg, SUM(window_seconds)::bigint AS covered
                    FROM usage_samples
                   WHERE resource_provider_id = $1 AND be_cpu_used IS NOT NULL
-                    AND sampled_at > l.sampled_at - make_interval(secs => $2) AND sampled_at <= l.sampled_at) w",
-    )
+                    AND sampled_at > l.sampled_at - make_interval(secs => $6) AND sampled_at <= l.sampled_at) w"
+    )))
     .bind(rp)
-    .bind(window_seconds as f64)
+    .bind(crate::db::classes::VCPU_ID)
+    .bind(crate::db::classes::MEMORY_MB_ID)
     .bind(BATCH_VCPU_MILLI.0)
     .bind(BATCH_MEMORY_MB.0)
+    .bind(window_seconds as f64)
     .fetch_optional(conn)
     .await?;
     Ok(row.map(|r| {
@@ -341,17 +345,22 @@ pub async fn samples(
                 .map(|((u, q), l)| (u, q, l)),
             covered_seconds: r.covered.unwrap_or(0),
         };
-        (samples, r.ledger)
+        (samples, r.ledger, r.consumers.0)
     }))
 }
 
-/// The newest sample with the BE window's aggregates and the ledger.
+/// A reporting provider's samples, batch ledger and consumers.
+pub type ProviderState = (Samples, BatchLedger, Vec<NodeConsumer>);
+
+/// The newest sample with the BE window's aggregates, the ledger and the
+/// consumers.
 #[derive(sqlx::FromRow)]
 struct SamplesRow {
     #[sqlx(flatten)]
     latest: Sample,
     #[sqlx(flatten)]
     ledger: BatchLedger,
+    consumers: sqlx::types::Json<Vec<NodeConsumer>>,
     be_used_avg: Option<i64>,
     be_request_avg: Option<i64>,
     be_real_limit_avg: Option<i64>,
@@ -359,7 +368,7 @@ struct SamplesRow {
 }
 
 /// A consumer with allocations on the provider, as colocation sees it.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Deserialize)]
 pub struct NodeConsumer {
     /// The consumer.
     pub consumer_uuid: Uuid,
@@ -383,14 +392,9 @@ pub struct NodeConsumer {
     pub unreported: bool,
 }
 
-/// The consumers allocated on a provider.
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn node_consumers(
-    conn: &mut PgConnection,
-    rp: i64,
-) -> Result<Vec<NodeConsumer>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT c.uuid AS consumer_uuid, p.external_id AS project_id,
+/// The consumers allocated on provider $1 (class ids: $2 VCPU, $3
+/// MEMORY_MB, $4 BATCH_VCPU_MILLI, $5 BATCH_MEMORY_MB), unordered.
+const CONSUMERS_OF_PROVIDER: &str = "SELECT c.uuid AS consumer_uuid, p.external_id AS project_id,
                 COALESCE(cp.priority_class, 0::smallint) AS priority_class, cp.priority,
                 SUM(CASE a.resource_class_id WHEN $2 THEN a.used::bigint * 1000 WHEN $4 THEN a.used::bigint ELSE 0 END)::bigint AS request_cpu_milli,
                 SUM(CASE a.resource_class_id WHEN $3 THEN a.used::bigint WHEN $5 THEN a.used::bigint ELSE 0 END)::bigint AS request_memory_mb,
@@ -401,8 +405,17 @@ pub async fn node_consumers(
            LEFT JOIN consumer_priorities cp ON cp.consumer_uuid = c.uuid
            LEFT JOIN consumer_usage u ON u.resource_provider_id = $1 AND u.consumer_uuid = c.uuid
           WHERE a.resource_provider_id = $1
-          GROUP BY c.uuid, p.external_id, cp.priority_class, cp.priority ORDER BY c.uuid",
-    )
+          GROUP BY c.uuid, p.external_id, cp.priority_class, cp.priority";
+
+/// The consumers allocated on a provider.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn node_consumers(
+    conn: &mut PgConnection,
+    rp: i64,
+) -> Result<Vec<NodeConsumer>, sqlx::Error> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{CONSUMERS_OF_PROVIDER} ORDER BY consumer_uuid"
+    )))
     .bind(rp)
     .bind(crate::db::classes::VCPU_ID)
     .bind(crate::db::classes::MEMORY_MB_ID)

@@ -18,7 +18,8 @@ pub type ReportRow = (i64, DateTime<Utc>, i64, i64);
 /// MEMORY_MB plus BATCH_MEMORY_MB).
 pub type PendingRow = (i64, i64, i64);
 
-/// The last reports of the given providers (all when None).
+/// The last reports of the given providers (all when None); a row made
+/// by a recorded eviction before any report ('-infinity') is no report.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn reports(
     conn: &mut PgConnection,
@@ -26,7 +27,8 @@ pub async fn reports(
 ) -> Result<Vec<ReportRow>, sqlx::Error> {
     sqlx::query_as(
         "SELECT resource_provider_id, last_sampled_at, node_cpu_milli, node_memory_mb
-           FROM provider_colocation WHERE $2 OR resource_provider_id = ANY($1)",
+           FROM provider_colocation
+          WHERE ($2 OR resource_provider_id = ANY($1)) AND last_sampled_at > '-infinity'",
     )
     .bind(ids.unwrap_or(&[]))
     .bind(ids.is_none())
@@ -48,6 +50,7 @@ pub async fn pending(
            FROM allocations a
            JOIN provider_colocation pc ON pc.resource_provider_id = a.resource_provider_id
           WHERE ($2 OR a.resource_provider_id = ANY($1)) AND a.created_at > pc.last_sampled_at
+            AND pc.last_sampled_at > '-infinity'
             AND a.resource_class_id IN ($3, $4, $5, $6)
           GROUP BY a.resource_provider_id, a.consumer_id",
     )
