@@ -32,22 +32,10 @@ pub async fn set_priority(
     consumer: Uuid,
     p: &PriorityRow,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "INSERT INTO consumer_priorities (consumer_uuid, priority_class, priority, eviction_enabled)
-         VALUES ($1, $2, $3, $4) ON CONFLICT (consumer_uuid) DO UPDATE SET
-           priority_class = EXCLUDED.priority_class, priority = EXCLUDED.priority,
-           eviction_enabled = EXCLUDED.eviction_enabled, updated_at = now()",
-    )
-    .bind(consumer)
-    .bind(p.priority_class)
-    .bind(p.priority)
-    .bind(p.eviction_enabled)
-    .execute(conn)
-    .await?;
-    Ok(())
+    set_priorities(conn, &[consumer], p).await
 }
 
-/// Gives new consumers (a batch deployment's instances) one priority.
+/// Gives consumers (one, or a batch deployment's instances) one priority.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn set_priorities(
     conn: &mut PgConnection,
@@ -56,7 +44,10 @@ pub async fn set_priorities(
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
         "INSERT INTO consumer_priorities (consumer_uuid, priority_class, priority, eviction_enabled)
-         SELECT UNNEST($1::uuid[]), $2, $3, $4",
+         SELECT UNNEST($1::uuid[]), $2, $3, $4
+         ON CONFLICT (consumer_uuid) DO UPDATE SET
+           priority_class = EXCLUDED.priority_class, priority = EXCLUDED.priority,
+           eviction_enabled = EXCLUDED.eviction_enabled, updated_at = now()",
     )
     .bind(consumers)
     .bind(p.priority_class)
