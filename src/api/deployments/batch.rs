@@ -2,14 +2,14 @@
 //! the providers the batch candidates query accepts, as many on each as
 //! the inventory and the load filter take.
 
-use super::{per_node, sched_conflict};
+use super::{new_instance, per_node, sched_conflict};
 use crate::allocation::alloc_error;
 use crate::api::respond::Reply;
 use crate::api::schema::bodies::DeployRequest;
 use crate::api::schema::responses::DeploymentAnswer;
 use crate::candidates::snapshot::Node;
 use crate::candidates::{batch, find};
-use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck};
+use crate::db::allocations as alloc_db;
 use crate::db::colocation::{
     self as colocation_db, PriorityRow, BATCH_MEMORY_MB, BATCH_VCPU_MILLI,
 };
@@ -238,14 +238,7 @@ async fn commit_batch(
         for _ in 0..count {
             let consumer = uuid::Uuid::new_v4();
             listed.push(json!({"consumer_uuid": consumer, "resource_provider_uuid": rp}));
-            writes.push(ConsumerWrite {
-                consumer,
-                project_id: owner.0.clone(),
-                user_id: owner.1.clone(),
-                consumer_type: Some(owner.2.clone()),
-                generation: GenerationCheck::New,
-                allocations: BTreeMap::from([(rp, resources.clone())]),
-            });
+            writes.push(new_instance(consumer, &owner, rp, resources.clone()));
             specs.push((consumer, rp_id, None, Vec::new()));
         }
         shown.insert(rp.to_string(), json!(listed));

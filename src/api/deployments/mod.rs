@@ -161,6 +161,24 @@ async fn candidate_nodes(st: &AppState, d: &DeployRequest) -> ApiResult<Vec<i64>
     Ok(node_ids)
 }
 
+/// The Placement write of one new instance of a deployment, owned by
+/// (project, user, consumer type), on one provider.
+fn new_instance(
+    consumer: uuid::Uuid,
+    owner: &(String, String, String),
+    rp: uuid::Uuid,
+    resources: BTreeMap<String, i64>,
+) -> ConsumerWrite {
+    ConsumerWrite {
+        consumer,
+        project_id: owner.0.clone(),
+        user_id: owner.1.clone(),
+        consumer_type: Some(owner.2.clone()),
+        generation: GenerationCheck::New,
+        allocations: BTreeMap::from([(rp, resources)]),
+    }
+}
+
 /// Capacity and new instances per node, by node name, for the answer.
 fn per_node(
     caps: &CapacityMap,
@@ -310,17 +328,12 @@ fn plan_instances(
                 "cpu_map": cpu_map.iter().map(|(c, s)| (c.clone(), json!(s))).collect::<Map<String, Value>>(),
                 "numa_node": numa,
             }));
-            writes.push(ConsumerWrite {
+            writes.push(new_instance(
                 consumer,
-                project_id: owner.0.clone(),
-                user_id: owner.1.clone(),
-                consumer_type: Some(owner.2.clone()),
-                generation: GenerationCheck::New,
-                allocations: BTreeMap::from([(
-                    node.uuid,
-                    instance_resources(memory_mb, &a.workload.cpu_map, extra),
-                )]),
-            });
+                owner,
+                node.uuid,
+                instance_resources(memory_mb, &a.workload.cpu_map, extra),
+            ));
             specs.push((consumer, node.rp_id, numa, cpu_map));
         }
         shown.insert(node.uuid.to_string(), json!(listed));

@@ -11,10 +11,12 @@ use super::consumers::{self, ConsumerRow};
 use super::fairness;
 
 mod fairness_checks;
+mod priority_classes;
 use super::inventories::Inventory;
-use crate::types::{GivenGeneration, PriorityClass};
+use crate::types::GivenGeneration;
 use chrono::{DateTime, Utc};
 use fairness_checks::{bump_and_check_limits, check_reservations, writer_projects};
+use priority_classes::check_priority_classes;
 use sqlx::PgConnection;
 use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
@@ -230,30 +232,6 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
     } else {
         Ok(super::providers::bump_locked(conn, &bump).await?)
     }
-}
-
-/// Refuses classes a consumer's priority class may not allocate (§C.3).
-fn check_priority_classes(writes: &[ConsumerWrite], low: &[Uuid]) -> Result<(), AllocError> {
-    for w in writes {
-        let priority = if low.contains(&w.consumer) {
-            PriorityClass::Batch
-        } else {
-            PriorityClass::Prod
-        };
-        let classes = w.allocations.values().flat_map(|m| m.keys());
-        if let Some(class) = classes.into_iter().find(|c| !priority.may_allocate(c)) {
-            return Err(AllocError::PriorityClass {
-                consumer: w.consumer,
-                priority: if priority.low() {
-                    "low-priority (batch or free)"
-                } else {
-                    "production (prod or mid)"
-                },
-                class: class.clone(),
-            });
-        }
-    }
-    Ok(())
 }
 
 /// A removed allocation row: (consumer id, provider id, class id, units).
