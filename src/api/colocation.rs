@@ -172,15 +172,7 @@ pub async fn report(
 ) -> ApiResult<Reply> {
     let b: UsageReport = body.parse(&report_schema())?;
     let mut tx = st.pool.begin().await?;
-    // The row lock orders reports of one provider; the generation stays.
-    let target = reports::lock_target(&mut tx, &id).await?;
-    let answer = reports::ingest(
-        &mut tx,
-        &target,
-        &b,
-        st.settings.colocation_sample_retention,
-    )
-    .await?;
+    let answer = reports::ingest(&mut tx, &id, &b, st.settings.colocation_sample_retention).await?;
     tx.commit().await?;
     Ok(Reply::json(StatusCode::ACCEPTED, &answer))
 }

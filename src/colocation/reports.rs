@@ -155,17 +155,15 @@ fn check_consumers(r: &UsageReport, allocated: &[NodeConsumer]) -> ApiResult<()>
 }
 
 /// Stores a report and recomputes the batch inventory, in the caller's
-/// transaction: a refusal after the rows are written rolls them back with
-/// it (so the consumers are checked against the one read that follows).
+/// transaction: the rows are written with the provider's lock, in one
+/// round trip, and a refusal afterwards rolls them back with it (404: no
+/// such provider).
 pub async fn ingest(
     conn: &mut PgConnection,
-    target: &db::ReportTarget,
+    provider: &str,
     r: &UsageReport,
     retention_seconds: i64,
 ) -> ApiResult<ReportAccepted> {
-    let rp = target.rp;
-    let node = provider_from(target)?;
-    check(r, node.capacity)?;
     let sample = Sample {
         sampled_at: r.sampled_at,
         window_seconds: r.window_seconds,
@@ -182,10 +180,18 @@ pub async fn ingest(
         .iter()
         .map(|c| (c.consumer_uuid, c.cpu_milli_used, c.memory_mb_used))
         .collect();
-    db::record_report(conn, rp, &sample, &consumers, retention_seconds).await?;
-    let loaded = with_samples(conn, rp, node).await?;
+    let target = match crate::types::parse_uuid_like(provider) {
+        Some(u) => db::record_report(conn, u, &sample, &consumers, retention_seconds).await?,
+        None => None,
+    };
+    let target = target.ok_or_else(|| {
+        ApiError::not_found(format!("No resource provider with uuid {provider} found"))
+    })?;
+    let node = provider_from(&target)?;
+    check(r, node.capacity)?;
+    let loaded = with_samples(conn, target.rp, node).await?;
     check_consumers(r, &loaded.consumers)?;
-    recompute(conn, rp, loaded).await
+    recompute(conn, target.rp, loaded).await
 }
 
 /// Recomputes the batch inventory from the latest state and writes it
@@ -240,16 +246,6 @@ async fn recompute(conn: &mut PgConnection, rp: i64, loaded: Loaded) -> ApiResul
         batch_inventory_updated: update,
         batch_overcommitted: overcommitted,
     })
-}
-
-/// Locks the reporting provider and reads what its report needs (404:
-/// no such provider).
-pub async fn lock_target(conn: &mut PgConnection, raw: &str) -> ApiResult<db::ReportTarget> {
-    let target = match crate::types::parse_uuid_like(raw) {
-        Some(u) => db::lock_report_target(conn, u).await?,
-        None => None,
-    };
-    target.ok_or_else(|| ApiError::not_found(format!("No resource provider with uuid {raw} found")))
 }
 
 /// Sets to 0 the batch inventory of providers whose reports stopped for

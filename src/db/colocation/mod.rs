@@ -140,32 +140,6 @@ pub struct ReportTarget {
     pub memory_reserved: Option<i64>,
 }
 
-/// Locks a provider for a report and reads its [`ReportTarget`] in one
-/// round trip (None: no such provider).
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn lock_report_target(
-    conn: &mut PgConnection,
-    provider: Uuid,
-) -> Result<Option<ReportTarget>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT rp.id AS rp,
-                (SELECT policy FROM colocation_policies WHERE resource_provider_id IS NULL) AS cluster_policy,
-                (SELECT policy FROM colocation_policies WHERE resource_provider_id = rp.id) AS own_policy,
-                v.total::bigint AS vcpu_total, v.reserved::bigint AS vcpu_reserved,
-                m.total::bigint AS memory_total, m.reserved::bigint AS memory_reserved
-           FROM resource_providers rp
-           LEFT JOIN inventories v ON v.resource_provider_id = rp.id AND v.resource_class_id = $2
-           LEFT JOIN inventories m ON m.resource_provider_id = rp.id AND m.resource_class_id = $3
-          WHERE rp.uuid = $1
-            FOR UPDATE OF rp",
-    )
-    .bind(provider)
-    .bind(crate::db::classes::VCPU_ID)
-    .bind(crate::db::classes::MEMORY_MB_ID)
-    .fetch_optional(conn)
-    .await
-}
-
 /// Replaces the stored policy fields of a scope.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn put_policy(
@@ -225,17 +199,20 @@ pub struct Sample {
 /// A consumer's measurement: (consumer, cpu milli, memory MB).
 pub type ConsumerSample = (Uuid, i64, i64);
 
-/// Stores a report in one statement: the node sample, each consumer's
-/// latest measurement, the provider's last report; prunes the provider's
-/// samples older than `retention_seconds`. Does not touch the provider's generation.
+/// Stores a report in one round trip: locks the provider (reports of one
+/// provider are ordered by that lock; its generation stays), reads the
+/// [`ReportTarget`] the report is checked against, appends the sample,
+/// keeps each consumer's latest usage, and prunes samples older than
+/// `retention_seconds`. None: no such provider, and nothing written. The
+/// caller checks the report afterwards and rolls back on a refusal.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn record_report(
     conn: &mut PgConnection,
-    rp: i64,
+    provider: Uuid,
     s: &Sample,
     consumers: &[ConsumerSample],
     retention_seconds: i64,
-) -> Result<(), sqlx::Error> {
+) -> Result<Option<ReportTarget>, sqlx::Error> {
     let (ids, cpu, mem): (Vec<Uuid>, Vec<i64>, Vec<i64>) =
         consumers.iter().fold((vec![], vec![], vec![]), |mut a, c| {
             a.0.push(c.0);
@@ -243,40 +220,27 @@ pub async fn record_report(
             a.2.push(c.2);
             a
         });
-    sqlx::query(
-        "WITH s AS (INSERT INTO usage_samples (resource_provider_id, sampled_at, window_seconds, node_cpu_milli,
-                        node_memory_mb, system_cpu_milli, system_memory_mb, be_cpu_used, be_cpu_request, be_cpu_real_limit)
-              VALUES ($1, $2, $9, $6, $7, $10, $11, $12, $13, $14)),
-          c AS (INSERT INTO consumer_usage (resource_provider_id, consumer_uuid, sampled_at, cpu_milli, memory_mb)
-              SELECT $1, u, $2, c, m FROM UNNEST($3::uuid[], $4::bigint[], $5::bigint[]) AS t(u, c, m)
-              ON CONFLICT (resource_provider_id, consumer_uuid) DO UPDATE SET
-                sampled_at = EXCLUDED.sampled_at, cpu_milli = EXCLUDED.cpu_milli, memory_mb = EXCLUDED.memory_mb
-              WHERE consumer_usage.sampled_at <= EXCLUDED.sampled_at),
-          p AS (INSERT INTO provider_colocation (resource_provider_id, last_sampled_at, node_cpu_milli, node_memory_mb)
-              VALUES ($1, $2, $6, $7)
-              ON CONFLICT (resource_provider_id) DO UPDATE SET
-                last_sampled_at = EXCLUDED.last_sampled_at, node_cpu_milli = EXCLUDED.node_cpu_milli,
-                node_memory_mb = EXCLUDED.node_memory_mb
-              WHERE provider_colocation.last_sampled_at <= EXCLUDED.last_sampled_at)
-         DELETE FROM usage_samples WHERE resource_provider_id = $1 AND sampled_at < now() - make_interval(secs => $8)",
+    sqlx::query_as(
+        "SELECT * FROM record_usage_report($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
     )
-    .bind(rp)
+    .bind(provider)
+    .bind(crate::db::classes::VCPU_ID)
+    .bind(crate::db::classes::MEMORY_MB_ID)
     .bind(s.sampled_at)
-    .bind(&ids)
-    .bind(&cpu)
-    .bind(&mem)
+    .bind(s.window_seconds)
     .bind(s.node_cpu_milli)
     .bind(s.node_memory_mb)
-    .bind(retention_seconds as f64)
-    .bind(s.window_seconds)
     .bind(s.system_cpu_milli)
     .bind(s.system_memory_mb)
     .bind(s.be_cpu_used)
     .bind(s.be_cpu_request)
     .bind(s.be_cpu_real_limit)
-    .execute(conn)
-    .await?;
-    Ok(())
+    .bind(&ids)
+    .bind(&cpu)
+    .bind(&mem)
+    .bind(retention_seconds as f64)
+    .fetch_optional(conn)
+    .await
 }
 
 /// The latest sample, and the BE CPU averages over `window` seconds
