@@ -25,6 +25,7 @@ pub mod error;
 pub mod fairness;
 pub mod inventory;
 pub mod localdb;
+pub mod policy;
 pub mod sched;
 pub mod serve;
 pub mod state;

@@ -11,6 +11,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("types", 0),
     ("error", 0),
     ("config", 0),
+    ("policy", 0),
     ("db", 1),
     ("sched", 1),
     ("candidates", 2),

@@ -1,6 +1,8 @@
 //! Command-line and environment configuration. Every option has an
 //! environment fallback so containers can be configured without flags.
 
+pub mod security;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -76,6 +78,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     /// Settings that change API behaviour.
     pub settings: Settings,
+    #[command(flatten)]
+    /// Authentication, policy and CORS.
+    pub security: security::SecurityArgs,
 }
 
 /// Default body limit: a POST /allocations of 10,000 consumers is ~3 MB.

@@ -1,0 +1,127 @@
+//! Options of `placement serve` for running inside a cloud: how callers
+//! are authenticated (noauth2 or Keystone), how Placement's policy is
+//! enforced, and which browser origins may call (CORS). The flag names are
+//! fixed: deployment tooling starts the server with them.
+
+use clap::{Args, ValueEnum};
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// How callers are authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AuthStrategy {
+    /// Placement's `noauth2`: the token `admin` is the administrator;
+    /// identity headers (`X-Roles`, `X-Project-Id`, …) are trusted.
+    Noauth2,
+    /// Every token is validated by Keystone; identity comes only from
+    /// Keystone's answer.
+    Keystone,
+}
+
+/// A password: parsed from flags or the environment, never printed.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Secret(s.to_string()))
+    }
+}
+
+/// Authentication, policy and CORS options.
+#[derive(Debug, Clone, Args)]
+pub struct SecurityArgs {
+    /// `noauth2` (the default) or `keystone`.
+    #[arg(
+        long,
+        env = "PLACEMENT_AUTH_STRATEGY",
+        value_enum,
+        default_value = "noauth2"
+    )]
+    pub auth_strategy: AuthStrategy,
+    /// Keystone's v3 endpoint, e.g. `http://keystone:5000/v3`.
+    #[arg(long, env = "PLACEMENT_KEYSTONE_URL")]
+    pub keystone_url: Option<String>,
+    /// The service user that validates tokens.
+    #[arg(long, env = "PLACEMENT_KEYSTONE_USERNAME")]
+    pub keystone_username: Option<String>,
+    /// Its password (prefer the environment variable to the flag).
+    #[arg(long, env = "PLACEMENT_KEYSTONE_PASSWORD", hide_env_values = true)]
+    pub keystone_password: Option<Secret>,
+    /// The project the service user's token is scoped to.
+    #[arg(long, env = "PLACEMENT_KEYSTONE_PROJECT")]
+    pub keystone_project: Option<String>,
+    /// The service user's domain (name).
+    #[arg(
+        long,
+        env = "PLACEMENT_KEYSTONE_USER_DOMAIN",
+        default_value = "Default"
+    )]
+    pub keystone_user_domain: String,
+    /// The service project's domain (name).
+    #[arg(
+        long,
+        env = "PLACEMENT_KEYSTONE_PROJECT_DOMAIN",
+        default_value = "Default"
+    )]
+    pub keystone_project_domain: String,
+    /// Seconds a validated token is trusted before Keystone is asked again
+    /// (never past the token's expiry): a revoked token is refused at the
+    /// latest this long after its revocation.
+    #[arg(
+        long,
+        env = "PLACEMENT_KEYSTONE_TOKEN_CACHE_SECONDS",
+        default_value_t = 300
+    )]
+    pub keystone_token_cache_seconds: u64,
+    /// Validated tokens kept in memory at most.
+    #[arg(long, env = "PLACEMENT_KEYSTONE_TOKEN_CACHE_SIZE", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub keystone_token_cache_size: u64,
+    /// Seconds a call to Keystone may take before the request gets 503.
+    #[arg(long, env = "PLACEMENT_KEYSTONE_TIMEOUT", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    pub keystone_timeout: u64,
+    /// Only the new (secure RBAC) policy defaults count; without it a rule
+    /// with a deprecated default also accepts that (oslo.policy's
+    /// `enforce_new_defaults`).
+    #[arg(long, env = "PLACEMENT_ENFORCE_NEW_DEFAULTS", num_args = 0..=1, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub enforce_new_defaults: bool,
+    /// Refuse tokens outside a rule's scope types, e.g. system-scoped
+    /// tokens on Placement's project-scoped rules (oslo.policy's
+    /// `enforce_scope`; on by default, `--enforce-scope=false` turns it off).
+    #[arg(long, env = "PLACEMENT_ENFORCE_SCOPE", num_args = 0..=1, default_value_t = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub enforce_scope: bool,
+    /// A policy file (YAML or JSON, oslo.policy's syntax) whose rules
+    /// replace the defaults.
+    #[arg(long, env = "PLACEMENT_POLICY_FILE")]
+    pub policy_file: Option<PathBuf>,
+    /// Origins browsers may call from (comma-separated; CORS is off
+    /// without one).
+    #[arg(long, env = "PLACEMENT_CORS_ALLOWED_ORIGIN", value_delimiter = ',', num_args = 0..)]
+    pub cors_allowed_origin: Vec<String>,
+    /// Request headers a cross-origin call may send (comma-separated).
+    #[arg(long, env = "PLACEMENT_CORS_ALLOW_HEADERS", value_delimiter = ',', num_args = 0..,
+          default_value = "X-Auth-Token,X-Openstack-Request-Id,X-Identity-Status,X-Roles,X-Service-Catalog,X-User-Id,X-Tenant-Id,OpenStack-API-Version")]
+    pub cors_allow_headers: Vec<String>,
+    /// Response headers a cross-origin caller may read (comma-separated).
+    #[arg(long, env = "PLACEMENT_CORS_EXPOSE_HEADERS", value_delimiter = ',', num_args = 0..,
+          default_value = "X-Auth-Token,X-Openstack-Request-Id,X-Subject-Token,X-Service-Token,OpenStack-API-Version")]
+    pub cors_expose_headers: Vec<String>,
+    /// Seconds a browser may cache a preflight answer.
+    #[arg(long, env = "PLACEMENT_CORS_MAX_AGE", default_value_t = 3600)]
+    pub cors_max_age: u64,
+}

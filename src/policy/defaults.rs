@@ -1,0 +1,289 @@
+//! Placement's policy rules (openstack-placement 16.0.0's
+//! `placement.policies.list_rules()`): each rule's default check string,
+//! the deprecated one the legacy mode still honours, and its scope types.
+
+use super::Scope;
+
+/// One registered rule.
+#[derive(Debug, Clone, Copy)]
+pub struct RuleDefault {
+    /// The rule's name, as handlers and policy files name it.
+    pub name: &'static str,
+    /// The check string under the new (secure RBAC) defaults.
+    pub check: &'static str,
+    /// The check string the legacy mode also accepts (`new or deprecated`).
+    pub deprecated: Option<&'static str>,
+    /// The token scopes the rule admits when scope is enforced.
+    pub scope_types: Option<&'static [Scope]>,
+}
+
+/// The default every rule of this service's own extensions gets: the
+/// same as Placement's administrative rules.
+pub const EXTENSION_CHECK: &str = "rule:admin_or_service_api";
+
+/// The rules of this service's own endpoints (deployments, fairness,
+/// colocation, CPU topology), each defaulting to [`EXTENSION_CHECK`] with
+/// project scope. A test in `api::routes` keeps this list and the route
+/// table in step.
+pub const EXTENSION_RULES: &[&str] = &[
+    "placement:admissions:create",
+    "placement:colocation_policy:delete",
+    "placement:colocation_policy:show",
+    "placement:colocation_policy:update",
+    "placement:consumers:priority:show",
+    "placement:consumers:priority:update",
+    "placement:declines:create",
+    "placement:declines:delete",
+    "placement:deployments:create",
+    "placement:deployments:resize",
+    "placement:deployments:show",
+    "placement:fairness:shares",
+    "placement:projects:fairness:show",
+    "placement:projects:fairness:update",
+    "placement:projects:quota:show",
+    "placement:projects:quota:update",
+    "placement:resource_providers:colocation_policy:delete",
+    "placement:resource_providers:colocation_policy:show",
+    "placement:resource_providers:colocation_policy:update",
+    "placement:resource_providers:cpu_topology:show",
+    "placement:resource_providers:cpu_topology:update",
+    "placement:resource_providers:eviction_candidates:show",
+    "placement:resource_providers:evictions:create",
+    "placement:resource_providers:project_reservations:delete",
+    "placement:resource_providers:project_reservations:show",
+    "placement:resource_providers:project_reservations:update",
+    "placement:resource_providers:suppression:show",
+    "placement:resource_providers:usage_reports:create",
+];
+
+/// Every rule Placement registers, in its order.
+pub const PLACEMENT_RULES: &[RuleDefault] = &[
+    RuleDefault {
+        name: "admin_api",
+        check: "role:admin",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "service_api",
+        check: "role:service",
+        deprecated: Some("role:admin"),
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "admin_or_service_api",
+        check: "role:admin or role:service",
+        deprecated: Some("role:admin"),
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "project_reader_api",
+        check: "role:reader and project_id:%(project_id)s",
+        deprecated: Some("role:admin"),
+        scope_types: None,
+    },
+    RuleDefault {
+        name: "admin_or_project_reader_or_service_api",
+        check: "role:admin or rule:project_reader_api or role:service",
+        deprecated: Some("role:admin"),
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_providers:list",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_providers:create",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_providers:show",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_providers:update",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_providers:delete",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_classes:list",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_classes:create",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_classes:show",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_classes:update",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_classes:delete",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_providers:inventories:list",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_providers:inventories:create",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_providers:inventories:show",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_providers:inventories:update",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_providers:inventories:delete",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_providers:aggregates:list",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_providers:aggregates:update",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_providers:usages",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:usages",
+        check: "rule:admin_or_project_reader_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:traits:list",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:traits:show",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:traits:update",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:traits:delete",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_providers:traits:list",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_providers:traits:update",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_providers:traits:delete",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:allocations:manage",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:allocations:list",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:allocations:update",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:allocations:delete",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:resource_providers:allocations:list",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:allocation_candidates:list",
+        check: "rule:admin_or_service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+    RuleDefault {
+        name: "placement:reshaper:reshape",
+        check: "rule:service_api",
+        deprecated: None,
+        scope_types: Some(&[Scope::Project]),
+    },
+];

@@ -1,0 +1,306 @@
+//! The policy engine, as oslo.policy enforces Placement's rules: every
+//! registered rule with its default check string; the legacy mode, where a
+//! rule with a deprecated default accepts `new or deprecated`, or
+//! `enforce_new_defaults`, where only the new one counts; scope types
+//! checked under `enforce_scope`; and a policy file whose rules replace
+//! the defaults. Everything that can be wrong with a policy (a check
+//! string that does not parse, an unknown rule, a `rule:` cycle) is found
+//! when it is built, so a bad policy stops start-up instead of denying or
+//! admitting at request time.
+
+pub mod defaults;
+pub mod file;
+pub mod parse;
+
+use parse::Check;
+use std::collections::HashMap;
+use std::fmt;
+
+/// A token's scope, and the scopes a rule admits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Scoped to a project.
+    Project,
+    /// Scoped to the whole deployment (`system_scope: all`).
+    System,
+    /// Scoped to a domain.
+    Domain,
+}
+
+/// How the defaults are enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Mode {
+    /// Only the new defaults count (oslo's `enforce_new_defaults`).
+    pub enforce_new_defaults: bool,
+    /// A token outside a rule's scope types is refused (`enforce_scope`).
+    pub enforce_scope: bool,
+}
+
+/// Who is asking, as the token (or noauth2) says.
+#[derive(Debug, Clone, Default)]
+pub struct Credentials {
+    /// The user.
+    pub user_id: String,
+    /// The project a project-scoped token is for.
+    pub project_id: Option<String>,
+    /// The domain of a domain-scoped token.
+    pub domain_id: Option<String>,
+    /// Role names, lower case.
+    pub roles: Vec<String>,
+    /// `all` for a system-scoped token.
+    pub system_scope: Option<String>,
+}
+
+impl Credentials {
+    /// The token's scope: system, domain, else project.
+    pub fn scope(&self) -> Scope {
+        if self.system_scope.is_some() {
+            Scope::System
+        } else if self.domain_id.is_some() && self.project_id.is_none() {
+            Scope::Domain
+        } else {
+            Scope::Project
+        }
+    }
+
+    fn field(&self, kind: &str) -> Option<&str> {
+        match kind {
+            "user_id" => Some(&self.user_id),
+            "project_id" | "tenant" | "tenant_id" => self.project_id.as_deref(),
+            "domain_id" => self.domain_id.as_deref(),
+            "system_scope" => self.system_scope.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// What a rule is checked against: `%(key)s` in a check string reads it.
+pub type Target = HashMap<&'static str, String>;
+
+/// The result of one enforcement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// The rule passes.
+    Allowed,
+    /// The rule's check fails.
+    Denied,
+    /// The token's scope is not one the rule admits (scope enforced).
+    OutOfScope,
+}
+
+/// A policy that cannot be used, naming where it is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyError(pub String);
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    check: Check,
+    scope_types: Option<&'static [Scope]>,
+}
+
+/// The rules in force.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    rules: HashMap<String, Rule>,
+    mode: Mode,
+}
+
+impl Policy {
+    /// Placement's rules and this service's own ([`defaults`]) under
+    /// `mode`, with the overrides of a policy file's text (`path` names it
+    /// in errors).
+    pub fn build(mode: Mode, overrides: Option<(&str, &str)>) -> Result<Self, PolicyError> {
+        let mut rules = HashMap::new();
+        for d in defaults::PLACEMENT_RULES {
+            let check = default_check(d.check, d.deprecated, mode)
+                .map_err(|e| PolicyError(format!("default of {}: {e}", d.name)))?;
+            rules.insert(
+                d.name.to_string(),
+                Rule {
+                    check,
+                    scope_types: d.scope_types,
+                },
+            );
+        }
+        for name in defaults::EXTENSION_RULES {
+            let check = parse::parse(defaults::EXTENSION_CHECK)
+                .map_err(|e| PolicyError(format!("default of {name}: {e}")))?;
+            rules.entry(name.to_string()).or_insert(Rule {
+                check,
+                scope_types: Some(&[Scope::Project]),
+            });
+        }
+        let mut policy = Policy { rules, mode };
+        if let Some((path, text)) = overrides {
+            policy.apply_file(path, text)?;
+        }
+        policy.check_references()?;
+        Ok(policy)
+    }
+
+    fn apply_file(&mut self, path: &str, text: &str) -> Result<(), PolicyError> {
+        let at = |line: usize, msg: String| {
+            PolicyError(format!("policy file {path}: line {line}: {msg}"))
+        };
+        let entries =
+            file::entries(text).map_err(|e| PolicyError(format!("policy file {path}: {e}")))?;
+        for e in entries {
+            let check =
+                parse::parse(&e.check).map_err(|err| at(e.line, format!("{}: {err}", e.name)))?;
+            if let Some(unknown) = references(&check).into_iter().find(|r| !self.knows(r)) {
+                return Err(at(
+                    e.line,
+                    format!("{} refers to unknown rule \"{unknown}\"", e.name),
+                ));
+            }
+            let Some(rule) = self.rules.get_mut(&e.name) else {
+                return Err(at(e.line, format!("unknown rule \"{}\"", e.name)));
+            };
+            rule.check = check;
+        }
+        Ok(())
+    }
+
+    /// Every `rule:` names a rule, and no rule reaches itself.
+    fn check_references(&self) -> Result<(), PolicyError> {
+        let mut names: Vec<&String> = self.rules.keys().collect();
+        names.sort();
+        for name in names {
+            let mut path = vec![name.as_str()];
+            self.walk(name, &mut path)?;
+        }
+        Ok(())
+    }
+
+    fn walk<'a>(&'a self, name: &str, path: &mut Vec<&'a str>) -> Result<(), PolicyError> {
+        let rule = self
+            .rules
+            .get(name)
+            .ok_or_else(|| PolicyError(format!("unknown rule \"{name}\"")))?;
+        for next in references(&rule.check) {
+            if path.contains(&next) {
+                path.push(next);
+                return Err(PolicyError(format!(
+                    "policy rules refer to each other in a cycle: {}",
+                    path.join(" -> ")
+                )));
+            }
+            path.push(next);
+            self.walk(next, path)?;
+            path.pop();
+        }
+        Ok(())
+    }
+
+    /// Whether a rule of that name is registered.
+    pub fn knows(&self, rule: &str) -> bool {
+        self.rules.contains_key(rule)
+    }
+
+    /// Whether `creds` pass `rule` for `target`. An unknown rule is denied
+    /// (handlers only name registered ones).
+    pub fn enforce(&self, rule: &str, creds: &Credentials, target: &Target) -> Decision {
+        let decision = match self.rules.get(rule) {
+            None => Decision::Denied,
+            Some(r) if self.out_of_scope(r, creds) => Decision::OutOfScope,
+            Some(r) if self.passes(&r.check, creds, target) => Decision::Allowed,
+            Some(_) => Decision::Denied,
+        };
+        tracing::debug!(rule, ?decision, "policy");
+        decision
+    }
+
+    fn out_of_scope(&self, rule: &Rule, creds: &Credentials) -> bool {
+        self.mode.enforce_scope
+            && rule
+                .scope_types
+                .is_some_and(|s| !s.contains(&creds.scope()))
+    }
+
+    fn passes(&self, check: &Check, creds: &Credentials, target: &Target) -> bool {
+        match check {
+            Check::Always => true,
+            Check::Never => false,
+            Check::Rule(name) => self
+                .rules
+                .get(name)
+                .is_some_and(|r| self.passes(&r.check, creds, target)),
+            Check::Role(role) => interpolate(role, target).is_some_and(|role| {
+                let role = role.to_lowercase();
+                creds.roles.iter().any(|r| *r == role)
+            }),
+            Check::Generic { kind, expected } => generic(kind, expected, creds, target),
+            Check::Not(c) => !self.passes(c, creds, target),
+            Check::All(cs) => cs.iter().all(|c| self.passes(c, creds, target)),
+            Check::Any(cs) => cs.iter().any(|c| self.passes(c, creds, target)),
+        }
+    }
+}
+
+/// A rule's default under `mode`: the new check, or in the legacy mode
+/// `new or deprecated` (oslo.policy's reading of a deprecated default).
+fn default_check(
+    new: &str,
+    deprecated: Option<&str>,
+    mode: Mode,
+) -> Result<Check, parse::ParseError> {
+    let check = parse::parse(new)?;
+    match deprecated {
+        Some(old) if !mode.enforce_new_defaults && old != new => {
+            Ok(Check::Any(vec![check, parse::parse(old)?]))
+        }
+        _ => Ok(check),
+    }
+}
+
+/// The rule names a check refers to.
+fn references(check: &Check) -> Vec<&str> {
+    match check {
+        Check::Rule(name) => vec![name.as_str()],
+        Check::Not(c) => references(c),
+        Check::All(cs) | Check::Any(cs) => cs.iter().flat_map(references).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `%(key)s` replaced from the target; None when a key is missing.
+fn interpolate(text: &str, target: &Target) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("%(") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after.find(")s")?;
+        out.push_str(target.get(&after[..end])?);
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// `KIND:MATCH`: a quoted KIND is a literal; otherwise the caller's KIND
+/// must be present and equal.
+fn generic(kind: &str, expected: &str, creds: &Credentials, target: &Target) -> bool {
+    let Some(expected) = interpolate(expected, target) else {
+        return false;
+    };
+    let quoted = |q: char| kind.len() >= 2 && kind.starts_with(q) && kind.ends_with(q);
+    if quoted('\'') || quoted('"') {
+        return kind[1..kind.len() - 1] == expected;
+    }
+    if kind == "roles" {
+        return creds.roles.iter().any(|r| *r == expected.to_lowercase());
+    }
+    creds.field(kind).is_some_and(|v| v == expected)
+}
+
+#[cfg(test)]
+mod tests;
