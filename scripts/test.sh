@@ -4,7 +4,8 @@
 #      the two-server concurrency test, property tests, vectors; benches as
 #      smoke runs without DATABASE_URL);
 #   2. a release build and OpenStack Placement's own gabbi suite against it
-#      (../shared/conformance, when present);
+#      (../shared/conformance, when present), then its policy, secure-RBAC
+#      and CORS files in their three server configurations;
 #   3. optionally (OSC_CHECK=1) scripts/osc_check.sh with the real openstack CLI.
 #
 # Without DATABASE_URL a throwaway PostgreSQL cluster is started from the
@@ -106,6 +107,33 @@ if [ "$CARGO_STATUS" = 0 ] && [ -z "${SKIP_CONFORMANCE:-}" ] && [ -f "$CONFORMAN
     CONFORMANCE_SUMMARY=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$CONF_LOG" | tail -1 || true)
     [ -n "$CONFORMANCE_SUMMARY" ] || CONFORMANCE_SUMMARY="runner failed (exit $CONFORMANCE_STATUS)"
     rm -f "$CONF_LOG"
+    # The policy, secure-RBAC and CORS files, each pass with the server
+    # configured as Placement's fixture configures it (through the flags'
+    # environment fallbacks).
+    POLICY_DIR=$ROOT/../shared/conformance/gabbits-policy
+    if [ -d "$POLICY_DIR" ] && [ $# = 0 ]; then
+        policy_pass() {  # label fixture only env...
+            local label=$1 fixture=$2 only=$3; shift 3
+            say "conformance: $label"
+            set +e
+            env "$@" GABBITS="$POLICY_DIR" bash "$CONFORMANCE" target/release/placement \
+                --only "$only" --server-config "$fixture" 2>&1 | tee "$CONF_LOG"
+            local status=${PIPESTATUS[0]}
+            set -e
+            local summary
+            summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$CONF_LOG" | tail -1 || true)
+            CONFORMANCE_SUMMARY="$CONFORMANCE_SUMMARY; $label: ${summary:-runner failed (exit $status)}"
+            [ "$status" = 0 ] || CONFORMANCE_STATUS=$status
+            rm -f "$CONF_LOG"
+        }
+        policy_pass "secure RBAC" SecureRBACPolicyFixture '*-secure-rbac' \
+            PLACEMENT_ENFORCE_NEW_DEFAULTS=true PLACEMENT_ENFORCE_SCOPE=true
+        policy_pass "open policy file" OpenPolicyFixture '*-policy' \
+            PLACEMENT_POLICY_FILE="$ROOT/../shared/conformance/open-policy.yaml"
+        policy_pass "CORS" CORSFixture 'cors' \
+            PLACEMENT_CORS_ALLOWED_ORIGIN=http://valid.example.com \
+            PLACEMENT_CORS_ALLOW_HEADERS=openstack-api-version
+    fi
 fi
 
 # --- 3. the openstack CLI -------------------------------------------------------

@@ -52,6 +52,9 @@ pub mod codes {
     /// `BATCH_*` only for batch and free work, which uses nothing else but
     /// DISK_GB).
     pub const COLOCATION_CLASS_NOT_ALLOWED: &str = "placement.colocation.class_not_allowed";
+    /// Keystone cannot be reached, or refuses the service's own
+    /// credentials (503; retry after `Retry-After`).
+    pub const IDENTITY_UNAVAILABLE: &str = "placement.identity.unavailable";
     /// The database cannot be reached (503; retry after `Retry-After`).
     pub const DATABASE_UNAVAILABLE: &str = "placement.database.unavailable";
     /// The connection died during COMMIT: the write may or may not be stored.
@@ -71,6 +74,8 @@ pub struct ApiError {
     pub code: &'static str,
     /// `Allow` header value for 405s.
     pub allow: Option<String>,
+    /// `WWW-Authenticate` header value for 401s under Keystone.
+    pub www_authenticate: Option<String>,
     /// Whether the body carries `min_version`/`max_version` (406 from version parsing).
     pub version_bounds: bool,
     /// Seconds for a `Retry-After` header (503s).
@@ -124,6 +129,7 @@ impl ApiError {
             detail,
             code: codes::UNDEFINED,
             allow: None,
+            www_authenticate: None,
             version_bounds: false,
             retry_after: None,
             retryable: false,
@@ -168,6 +174,30 @@ impl ApiError {
     /// 401 for a request without credentials.
     pub fn unauthorized() -> Self {
         Self::new(StatusCode::UNAUTHORIZED, "")
+    }
+
+    /// 401 under Keystone: the token is missing, malformed, expired or
+    /// revoked; the header tells the client where to get one
+    /// (keystonemiddleware's answer).
+    pub fn unauthorized_keystone(identity_uri: &str) -> Self {
+        let mut e = Self::new(
+            StatusCode::UNAUTHORIZED,
+            "The request you have made requires authentication.",
+        );
+        e.www_authenticate = Some(format!("Keystone uri=\"{identity_uri}\""));
+        e
+    }
+
+    /// 503 while Keystone cannot validate tokens: never fail open.
+    pub fn identity_unavailable(cause: impl std::fmt::Display) -> Self {
+        tracing::warn!(error = %cause, "identity service unavailable");
+        let mut e = Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The identity service cannot validate the token; retry later.",
+        )
+        .code(codes::IDENTITY_UNAVAILABLE);
+        e.retry_after = Some(1);
+        e
     }
 
     /// 405 with the route's allowed methods.

@@ -16,6 +16,7 @@
 
 pub mod allocation;
 pub mod api;
+pub mod auth;
 pub mod candidates;
 pub mod colocation;
 pub mod config;

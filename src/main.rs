@@ -3,6 +3,7 @@
 use clap::Parser;
 use placement::config::{Cli, Command, ServeArgs};
 use placement::localdb::{default_data_dir, LocalDb};
+use placement::state::Security;
 use placement::{app, db, AppState};
 use std::process::ExitCode;
 
@@ -35,6 +36,17 @@ async fn main() -> ExitCode {
 }
 
 async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    // A bad policy file or a missing Keystone option stops start-up before
+    // anything else starts.
+    let security = Security::from_args(&args.security)?;
+    tracing::info!(
+        auth = ?args.security.auth_strategy,
+        enforce_new_defaults = args.security.enforce_new_defaults,
+        enforce_scope = args.security.enforce_scope,
+        policy_file = ?args.security.policy_file,
+        cors = security.cors.is_some(),
+        "security"
+    );
     let local = match &args.database_url {
         Some(_) => None,
         None => {
@@ -48,7 +60,7 @@ async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .clone()
         .or_else(|| local.as_ref().map(|l| l.url.clone()))
         .unwrap_or_default();
-    let result = run(&args, &url).await;
+    let result = run(&args, &url, security).await;
     if let Some(l) = local {
         if let Err(e) = l.stop() {
             tracing::warn!(error = %e, "stopping the local PostgreSQL failed");
@@ -57,7 +69,11 @@ async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     result
 }
 
-async fn run(args: &ServeArgs, url: &str) -> Result<(), Box<dyn std::error::Error>> {
+async fn run(
+    args: &ServeArgs,
+    url: &str,
+    security: Security,
+) -> Result<(), Box<dyn std::error::Error>> {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(args.db_max_connections)
         // While the database is down a request waits this long, then 503.
@@ -65,7 +81,7 @@ async fn run(args: &ServeArgs, url: &str) -> Result<(), Box<dyn std::error::Erro
         .connect(url)
         .await?;
     db::prepare(&pool).await?;
-    let state = AppState::new(pool.clone(), args.settings.clone());
+    let state = AppState::new(pool.clone(), args.settings.clone()).with_security(security);
     tokio::spawn(prune_change_log(pool.clone()));
     tokio::spawn(degrade_stale_batch(
         pool,

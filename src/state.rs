@@ -1,8 +1,65 @@
 //! The state every handler shares: the pool, the settings, this process's
-//! candidate snapshot and the CPU permits.
+//! candidate snapshot, the CPU permits, and who may call (authentication,
+//! policy, CORS).
 
-use crate::{candidates, config, error};
+use crate::config::security::{CorsRules, SecurityArgs};
+use crate::{auth, candidates, config, error, policy};
 use std::sync::Arc;
+
+/// How callers are authenticated and authorised.
+#[derive(Debug)]
+pub struct Security {
+    /// noauth2 or Keystone.
+    pub auth: auth::Authenticator,
+    /// The policy rules in force.
+    pub policy: policy::Policy,
+    /// CORS, when an origin is allowed.
+    pub cors: Option<CorsRules>,
+}
+
+impl Security {
+    /// From the options; the error is one line naming what is wrong (a
+    /// missing Keystone option, an unreadable or invalid policy file).
+    pub fn from_args(a: &SecurityArgs) -> Result<Self, String> {
+        let mode = policy::Mode {
+            enforce_new_defaults: a.enforce_new_defaults,
+            enforce_scope: a.enforce_scope,
+        };
+        let text = match &a.policy_file {
+            None => None,
+            Some(path) => Some((
+                path.display().to_string(),
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("policy file {}: {e}", path.display()))?,
+            )),
+        };
+        let policy =
+            policy::Policy::build(mode, text.as_ref().map(|(p, t)| (p.as_str(), t.as_str())))
+                .map_err(|e| e.to_string())?;
+        Ok(Security {
+            auth: auth::Authenticator::from_args(a)?,
+            policy,
+            cors: a.cors(),
+        })
+    }
+
+    /// noauth2 with Placement's legacy defaults and scope enforced, no
+    /// CORS: the server's defaults.
+    pub fn noauth() -> Self {
+        Security {
+            auth: auth::Authenticator::NoAuth,
+            policy: policy::Policy::build(
+                policy::Mode {
+                    enforce_new_defaults: false,
+                    enforce_scope: true,
+                },
+                None,
+            )
+            .expect("the built-in policy defaults parse (policy::tests)"),
+            cors: None,
+        }
+    }
+}
 
 /// Shared state of every handler.
 #[derive(Clone)]
@@ -17,6 +74,8 @@ pub struct AppState {
     /// that a burst of expensive requests queues instead of crowding out
     /// the async workers that answer everything else.
     pub cpu: Arc<tokio::sync::Semaphore>,
+    /// Authentication, policy and CORS.
+    pub security: Arc<Security>,
 }
 
 impl AppState {
@@ -29,7 +88,14 @@ impl AppState {
             cpu: Arc::new(tokio::sync::Semaphore::new(
                 std::thread::available_parallelism().map_or(2, usize::from),
             )),
+            security: Arc::new(Security::noauth()),
         }
+    }
+
+    /// The same state with other security settings.
+    pub fn with_security(mut self, security: Security) -> Self {
+        self.security = Arc::new(security);
+        self
     }
 
     /// Runs CPU-heavy work on the blocking pool, one job per core at a time.

@@ -14,6 +14,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("policy", 0),
     ("db", 1),
     ("sched", 1),
+    ("auth", 1),
     ("candidates", 2),
     ("deploy", 2),
     ("allocation", 2),

@@ -1,84 +1,26 @@
 //! The request pipeline, in Placement's order: request id and log line →
-//! authentication (noauth2 tokens) → content-length/content-type rules →
-//! microversion negotiation → routing → policy and `Accept` checks per route
-//! → error rendering and version headers on the way out.
+//! CORS preflight → authentication (noauth2 or Keystone) →
+//! content-length/content-type rules → microversion negotiation → routing
+//! → policy and `Accept` checks per route → error rendering, version and
+//! CORS headers on the way out.
 
 use super::microversion::{self, Microversion};
 use crate::error::{ApiError, PendingError};
+use crate::policy::{Credentials, Decision, Target};
+use crate::state::Security;
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 /// The request id (`req-<uuid4>`) shared by the response header, error bodies and logs.
 #[derive(Debug, Clone)]
 pub struct RequestId(pub String);
-
-/// Who is calling, from the noauth2 token `USER[:PROJECT]` and `X-Roles`.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    /// The user part of the token.
-    pub user_id: String,
-    /// The project part of the token, if any.
-    pub project_id: Option<String>,
-    /// Roles: `admin` for the `admin` user, plus those in `X-Roles`.
-    pub roles: Vec<String>,
-    /// A system-scoped token (`OpenStack-System-Scope: all`), which the
-    /// project-scoped default policies refuse.
-    pub system_scope: bool,
-}
-
-impl Caller {
-    /// True for the admin (or service) role, which every policy admits.
-    pub fn is_admin(&self) -> bool {
-        !self.system_scope && self.roles.iter().any(|r| r == "admin" || r == "service")
-    }
-}
-
-fn caller_from(headers: &axum::http::HeaderMap) -> Option<Caller> {
-    let token = headers
-        .get("x-auth-token")?
-        .to_str()
-        .ok()?
-        .trim()
-        .to_string();
-    if token.is_empty() {
-        return None;
-    }
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-    };
-    let (user, project) = match token.split_once(':') {
-        Some((u, p)) => (u.to_string(), Some(p.to_string())),
-        None => (token.clone(), header("x-project-id").map(str::to_string)),
-    };
-    let mut roles: Vec<String> = headers
-        .get("x-roles")
-        .and_then(|v| v.to_str().ok())
-        .map(|r| {
-            r.split(',')
-                .map(|s| s.trim().to_lowercase())
-                .filter(|s| !s.is_empty())
-                .collect()
-        })
-        .unwrap_or_default();
-    if user == "admin" {
-        roles.push("admin".into());
-    }
-    Some(Caller {
-        user_id: user,
-        project_id: project,
-        roles,
-        system_scope: header("openstack-system-scope").is_some_and(|s| !s.is_empty()),
-    })
-}
 
 /// The quality with which `accept` admits `offer` (`type/subtype`), 0 when not at all.
 pub fn accept_quality(accept: &str, offer: &str) -> f32 {
@@ -176,16 +118,31 @@ fn is_public(path: &str) -> bool {
         || path.starts_with("/docs")
 }
 
-/// Before routing, in Placement's order: the caller (401 without a token
-/// outside the public paths), content-length/content-type rules, then the
+/// What the pipeline needs: body limits and the security settings.
+#[derive(Clone)]
+pub struct Gate {
+    /// How much of a body is read, and for how long.
+    pub limits: BodyLimits,
+    /// Authentication, policy and CORS.
+    pub security: Arc<Security>,
+}
+
+/// Before routing, in Placement's order: the caller (outside the public
+/// paths, which never ask Keystone: 401 without a valid token, 503 when
+/// Keystone cannot say), content-length/content-type rules, then the
 /// microversion.
-fn admit(req: &mut Request, path: &str) -> Result<Microversion, ApiError> {
-    let caller = caller_from(req.headers());
-    if caller.is_none() && !is_public(path) {
-        return Err(ApiError::unauthorized());
-    }
-    if let Some(c) = caller {
-        req.extensions_mut().insert(c);
+async fn admit(
+    req: &mut Request,
+    path: &str,
+    security: &Security,
+) -> Result<Microversion, ApiError> {
+    if !is_public(path) {
+        let caller = security
+            .auth
+            .identify(req.headers())
+            .await?
+            .ok_or_else(|| security.auth.missing_token())?;
+        req.extensions_mut().insert(caller);
     }
     let headers = req.headers();
     if let Some(len) = headers.get(header::CONTENT_LENGTH) {
@@ -204,8 +161,12 @@ fn admit(req: &mut Request, path: &str) -> Result<Microversion, ApiError> {
 }
 
 /// The answer to a request refused before routing.
-fn refused(e: &ApiError, request_id: &str, accept: Option<&str>) -> Response {
-    let mut resp = super::respond::render_error(e, request_id, false, accept);
+/// A 503 (the identity service is down) carries its code to clients of
+/// 1.23 and later, as handlers' errors do; the rest are Placement's
+/// pre-routing answers, which have none.
+fn refused(e: &ApiError, request_id: &str, accept: Option<&str>, codes: bool) -> Response {
+    let codes = codes && e.status == StatusCode::SERVICE_UNAVAILABLE;
+    let mut resp = super::respond::render_error(e, request_id, codes, accept);
     if matches!(e.status.as_u16(), 408 | 413) {
         // The rest of the body was never read: this connection cannot
         // carry another request.
@@ -257,7 +218,7 @@ fn stamp(resp: &mut Response, request_id: &str, mv: Option<Microversion>) {
 /// rendering of every error afterwards, and one log line per request in a
 /// span carrying the request id, the matched route (recorded by the route
 /// guard), the microversion and the status.
-pub async fn pipeline(State(limits): State<BodyLimits>, mut req: Request, next: Next) -> Response {
+pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) -> Response {
     let started = Instant::now();
     let request_id = format!("req-{}", uuid::Uuid::new_v4());
     let accept = req
@@ -275,13 +236,27 @@ pub async fn pipeline(State(limits): State<BodyLimits>, mut req: Request, next: 
         microversion = tracing::field::Empty,
         status = tracing::field::Empty,
     );
+    let wants_codes = microversion::negotiate(req.headers()).is_ok_and(|v| v.at_least(1, 23));
+    let cors = gate.security.cors.clone();
+    let origin_headers = cors.as_ref().map(|_| req.headers().clone());
     async move {
-        let admitted = match admit(&mut req, &path) {
-            Ok(v) => read_body(req, limits).await.map(|r| (v, r)),
+        if let Some(rules) = &cors {
+            if super::cors::is_preflight(req.method(), req.headers()) {
+                let mut resp = super::cors::preflight(rules, req.headers());
+                stamp(&mut resp, &request_id, None);
+                tracing::info!(status = 200, "preflight");
+                return resp;
+            }
+        }
+        let admitted = match admit(&mut req, &path, &gate.security).await {
+            Ok(v) => read_body(req, gate.limits).await.map(|r| (v, r)),
             Err(e) => Err(e),
         };
         let (mut resp, mv) = match admitted {
-            Err(e) => (refused(&e, &request_id, accept.as_deref()), None),
+            Err(e) => (
+                refused(&e, &request_id, accept.as_deref(), wants_codes),
+                None,
+            ),
             Ok((v, req)) => {
                 tracing::Span::current().record("microversion", tracing::field::display(v));
                 (
@@ -291,6 +266,9 @@ pub async fn pipeline(State(limits): State<BodyLimits>, mut req: Request, next: 
             }
         };
         stamp(&mut resp, &request_id, mv);
+        if let (Some(rules), Some(h)) = (&cors, &origin_headers) {
+            super::cors::decorate(rules, h, &mut resp);
+        }
         let status = resp.status().as_u16();
         tracing::Span::current().record("status", status);
         let ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -307,9 +285,13 @@ pub async fn pipeline(State(limits): State<BodyLimits>, mut req: Request, next: 
 
 /// Per-route checks after routing, in Placement's order: the route's
 /// microversion (404 when the request is older; 405 for DELETE of all
-/// inventories before 1.5), `Accept` for GETs (406), then policy (admin or
-/// service; `GET /usages` also admits a reader of its project).
-pub async fn route_guard(req: Request, next: Next) -> Response {
+/// inventories before 1.5), `Accept` for GETs (406), then the route's
+/// policy rule (403).
+pub async fn route_guard(
+    State(security): State<Arc<Security>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()
@@ -350,27 +332,35 @@ pub async fn route_guard(req: Request, next: Next) -> Response {
         }
     }
     if let Some(rule) = declared.and_then(|r| r.rule) {
-        let caller = req.extensions().get::<Caller>();
-        if !caller.is_some_and(|c| allows(rule, c, req.uri().query())) {
+        let allowed = req.extensions().get::<Credentials>().is_some_and(|c| {
+            let target = target_of(rule, c, req.uri().query());
+            security.policy.enforce(rule, c, &target) == Decision::Allowed
+        });
+        if !allowed {
             return ApiError::forbidden(rule).into_response();
         }
     }
     next.run(req).await
 }
 
-/// The legacy defaults: the admin (or service) role passes every rule; a
-/// reader of a project also passes `placement:usages` for that project.
-fn allows(rule: &str, caller: &Caller, query: Option<&str>) -> bool {
-    caller.is_admin() || (rule == "placement:usages" && reader_of_queried_project(caller, query))
-}
-
-fn reader_of_queried_project(caller: &Caller, query: Option<&str>) -> bool {
-    let Some(project) = &caller.project_id else {
-        return false;
-    };
-    caller.roles.iter().any(|r| r == "reader")
-        && form_urlencoded::parse(query.unwrap_or("").as_bytes())
-            .any(|(k, v)| k == "project_id" && v == project.as_str())
+/// What a rule is checked against, as Placement's handlers pass it:
+/// `GET /usages` the project it asks about, every other rule the caller's
+/// own project and user.
+fn target_of(rule: &str, caller: &Credentials, query: Option<&str>) -> Target {
+    let mut target = Target::new();
+    if rule == "placement:usages" {
+        if let Some((_, v)) =
+            form_urlencoded::parse(query.unwrap_or("").as_bytes()).find(|(k, _)| k == "project_id")
+        {
+            target.insert("project_id", v.into_owned());
+        }
+        return target;
+    }
+    if let Some(p) = &caller.project_id {
+        target.insert("project_id", p.clone());
+    }
+    target.insert("user_id", caller.user_id.clone());
+    target
 }
 
 /// A handler answering 405 with the route's `Allow` list.
@@ -407,6 +397,19 @@ mod tests {
             accept_quality("application/json;q=0", "application/json"),
             0.0
         );
+    }
+
+    #[test]
+    fn every_route_rule_is_registered_with_the_policy() {
+        let security = crate::state::Security::noauth();
+        for r in super::super::routes::all() {
+            if let Some(rule) = r.rule {
+                assert!(
+                    security.policy.knows(rule),
+                    "{rule} is not in policy::defaults"
+                );
+            }
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod aggregates;
 pub mod allocation_candidates;
 pub mod allocations;
 pub mod colocation;
+pub mod cors;
 pub mod declines;
 pub mod deployments;
 pub mod docs;
@@ -54,17 +55,23 @@ pub fn router(state: AppState) -> Router {
             methods.fallback(middleware::method_not_allowed(allow)),
         );
     }
-    let body_limits = middleware::BodyLimits::from(&*state.settings);
-    api.route_layer(axum::middleware::from_fn(middleware::route_guard))
-        .fallback(not_found)
-        .with_state(state)
-        .merge(docs::router())
-        // The pipeline reads bodies itself, with its own limit and timeout.
-        .layer(axum::extract::DefaultBodyLimit::disable())
-        .layer(axum::middleware::from_fn_with_state(
-            body_limits,
-            middleware::pipeline,
-        ))
+    let gate = middleware::Gate {
+        limits: middleware::BodyLimits::from(&*state.settings),
+        security: state.security.clone(),
+    };
+    api.route_layer(axum::middleware::from_fn_with_state(
+        state.security.clone(),
+        middleware::route_guard,
+    ))
+    .fallback(not_found)
+    .with_state(state)
+    .merge(docs::router())
+    // The pipeline reads bodies itself, with its own limit and timeout.
+    .layer(axum::extract::DefaultBodyLimit::disable())
+    .layer(axum::middleware::from_fn_with_state(
+        gate,
+        middleware::pipeline,
+    ))
 }
 
 async fn not_found() -> ApiError {

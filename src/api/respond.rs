@@ -163,6 +163,11 @@ pub fn render_error(
             resp.headers_mut().insert(header::ALLOW, v);
         }
     }
+    if let Some(challenge) = &e.www_authenticate {
+        if let Ok(v) = HeaderValue::from_str(challenge) {
+            resp.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
+    }
     resp
 }
 

@@ -125,3 +125,41 @@ pub struct SecurityArgs {
     #[arg(long, env = "PLACEMENT_CORS_MAX_AGE", default_value_t = 3600)]
     pub cors_max_age: u64,
 }
+
+/// CORS as oslo.middleware applies it, from the `--cors-*` options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorsRules {
+    /// Origins allowed, exactly as browsers send them (`*`: any).
+    pub allowed_origins: Vec<String>,
+    /// Request headers a cross-origin call may send, lower case.
+    pub allow_headers: Vec<String>,
+    /// Response headers the caller may read.
+    pub expose_headers: Vec<String>,
+    /// `Access-Control-Max-Age` of preflight answers.
+    pub max_age: u64,
+}
+
+impl SecurityArgs {
+    /// The CORS rules; None when no origin is allowed (CORS off).
+    pub fn cors(&self) -> Option<CorsRules> {
+        let clean = |v: &[String]| -> Vec<String> {
+            v.iter()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        };
+        let allowed_origins = clean(&self.cors_allowed_origin);
+        if allowed_origins.is_empty() {
+            return None;
+        }
+        Some(CorsRules {
+            allowed_origins,
+            allow_headers: clean(&self.cors_allow_headers)
+                .into_iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
+            expose_headers: clean(&self.cors_expose_headers),
+            max_age: self.cors_max_age,
+        })
+    }
+}

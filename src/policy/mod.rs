@@ -235,7 +235,7 @@ impl Policy {
                 .is_some_and(|r| self.passes(&r.check, creds, target)),
             Check::Role(role) => interpolate(role, target).is_some_and(|role| {
                 let role = role.to_lowercase();
-                creds.roles.iter().any(|r| *r == role)
+                creds.roles.contains(&role)
             }),
             Check::Generic { kind, expected } => generic(kind, expected, creds, target),
             Check::Not(c) => !self.passes(c, creds, target),

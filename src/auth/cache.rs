@@ -1,0 +1,113 @@
+//! Validated tokens kept for a bounded time in bounded memory. An entry
+//! lives until the earlier of its token's expiry and the cache lifetime;
+//! a full cache first drops what has expired, then the entries closest to
+//! expiring, so that memory stays bounded under a flood of distinct tokens.
+
+use crate::policy::Credentials;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Token → who it is, until when.
+#[derive(Debug)]
+pub struct TokenCache {
+    entries: Mutex<HashMap<String, (Credentials, Instant)>>,
+    capacity: usize,
+    lifetime: Duration,
+}
+
+impl TokenCache {
+    /// A cache of at most `capacity` tokens, each kept at most `lifetime`.
+    pub fn new(capacity: usize, lifetime: Duration) -> Self {
+        TokenCache {
+            entries: Mutex::new(HashMap::new()),
+            capacity: capacity.max(1),
+            lifetime,
+        }
+    }
+
+    /// The credentials of a token still fresh in the cache.
+    pub fn get(&self, token: &str) -> Option<Credentials> {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        match entries.get(token) {
+            Some((c, until)) if Instant::now() < *until => Some(c.clone()),
+            Some(_) => {
+                entries.remove(token);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Keeps a validated token until `expires` or the cache lifetime.
+    pub fn put(&self, token: &str, creds: Credentials, expires: Instant) {
+        if self.lifetime.is_zero() {
+            return;
+        }
+        let now = Instant::now();
+        let until = expires.min(now + self.lifetime);
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if entries.len() >= self.capacity && !entries.contains_key(token) {
+            entries.retain(|_, (_, u)| *u > now);
+            if entries.len() >= self.capacity {
+                evict_soonest(&mut entries, self.capacity / 10 + 1);
+            }
+        }
+        entries.insert(token.to_string(), (creds, until));
+    }
+
+    /// How many tokens are held.
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn evict_soonest(entries: &mut HashMap<String, (Credentials, Instant)>, n: usize) {
+    let mut by_expiry: Vec<(Instant, String)> =
+        entries.iter().map(|(k, (_, u))| (*u, k.clone())).collect();
+    by_expiry.sort();
+    for (_, k) in by_expiry.into_iter().take(n) {
+        entries.remove(&k);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn who(user: &str) -> Credentials {
+        Credentials {
+            user_id: user.into(),
+            ..Credentials::default()
+        }
+    }
+
+    #[test]
+    fn entries_expire_with_their_token_or_the_lifetime() {
+        let cache = TokenCache::new(10, Duration::from_secs(300));
+        let now = Instant::now();
+        cache.put("a", who("a"), now + Duration::from_secs(600));
+        cache.put("b", who("b"), now);
+        assert_eq!(cache.get("a").map(|c| c.user_id), Some("a".into()));
+        assert!(cache.get("b").is_none(), "an expired token is gone");
+        let off = TokenCache::new(10, Duration::ZERO);
+        off.put("a", who("a"), now + Duration::from_secs(600));
+        assert!(off.get("a").is_none(), "a lifetime of 0 caches nothing");
+    }
+
+    #[test]
+    fn memory_stays_bounded() {
+        let cache = TokenCache::new(100, Duration::from_secs(300));
+        let later = Instant::now() + Duration::from_secs(600);
+        for i in 0..10_000 {
+            cache.put(&format!("t{i}"), who("x"), later + Duration::from_millis(i));
+        }
+        assert!(cache.len() <= 100, "{} entries", cache.len());
+        assert!(cache.get("t9999").is_some(), "the newest stays");
+    }
+}
