@@ -7,7 +7,6 @@ pub mod aggregates;
 pub mod allocation_candidates;
 pub mod allocations;
 pub mod colocation;
-pub mod cors;
 pub mod declines;
 pub mod deployments;
 pub mod docs;

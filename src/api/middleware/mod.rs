@@ -4,6 +4,8 @@
 //! → policy and `Accept` checks per route → error rendering, version and
 //! CORS headers on the way out.
 
+pub mod cors;
+
 use super::microversion::{self, Microversion};
 use crate::error::{ApiError, PendingError};
 use crate::policy::{Credentials, Decision, Target};
@@ -241,8 +243,8 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
     let origin_headers = cors.as_ref().map(|_| req.headers().clone());
     async move {
         if let Some(rules) = &cors {
-            if super::cors::is_preflight(req.method(), req.headers()) {
-                let mut resp = super::cors::preflight(rules, req.headers());
+            if cors::is_preflight(req.method(), req.headers()) {
+                let mut resp = cors::preflight(rules, req.headers());
                 stamp(&mut resp, &request_id, None);
                 tracing::info!(status = 200, "preflight");
                 return resp;
@@ -267,7 +269,7 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
         };
         stamp(&mut resp, &request_id, mv);
         if let (Some(rules), Some(h)) = (&cors, &origin_headers) {
-            super::cors::decorate(rules, h, &mut resp);
+            cors::decorate(rules, h, &mut resp);
         }
         let status = resp.status().as_u16();
         tracing::Span::current().record("status", status);
@@ -402,7 +404,7 @@ mod tests {
     #[test]
     fn every_route_rule_is_registered_with_the_policy() {
         let security = crate::state::Security::noauth();
-        for r in super::super::routes::all() {
+        for r in crate::api::routes::all() {
             if let Some(rule) = r.rule {
                 assert!(
                     security.policy.knows(rule),
@@ -414,7 +416,7 @@ mod tests {
 
     #[test]
     fn routes_carry_placement_rule_names() {
-        let rule = |p: &str, m: Method| super::super::routes::find(p, &m).and_then(|r| r.rule);
+        let rule = |p: &str, m: Method| crate::api::routes::find(p, &m).and_then(|r| r.rule);
         assert_eq!(
             rule("/resource_providers", Method::GET),
             Some("placement:resource_providers:list")
