@@ -6,7 +6,9 @@
 #   2. a release build and OpenStack Placement's own gabbi suite against it
 #      (../shared/conformance, when present), then its policy, secure-RBAC
 #      and CORS files in their three server configurations;
-#   3. optionally (OSC_CHECK=1) scripts/osc_check.sh with the real openstack CLI.
+#   3. scripts/osc_check.sh with the real openstack CLI, and
+#      scripts/keystone_check.sh: the service behind a real Keystone, driven
+#      by that CLI (each installs its Python tools once, cached).
 #
 # Without DATABASE_URL a throwaway PostgreSQL cluster is started from the
 # system install (/usr/lib/postgresql/*/bin) and removed on exit; as root the
@@ -17,7 +19,8 @@
 #   CONFORMANCE_STRICT=0  report conformance failures without failing (default: fail)
 #                         (default: run it, print its summary, do not fail)
 #   SKIP_CONFORMANCE=1    skip step 2
-#   OSC_CHECK=1           run step 3 (installs the openstack CLI once, cached)
+#   OSC_CHECK=0           skip the openstack CLI check of step 3
+#   KEYSTONE_CHECK=0      skip the Keystone check of step 3
 # Extra arguments are passed to the conformance runner, e.g.
 #   bash scripts/test.sh --only 'allocations*' -v
 set -euo pipefail
@@ -138,13 +141,23 @@ fi
 
 # --- 3. the openstack CLI -------------------------------------------------------
 OSC_STATUS=0
-if [ "$CARGO_STATUS" = 0 ] && [ -n "${OSC_CHECK:-}" ] && [ "${OSC_CHECK}" != 0 ]; then
+if [ "$CARGO_STATUS" = 0 ] && [ "${OSC_CHECK:-1}" != 0 ]; then
     say "openstack CLI check"
     [ -x target/release/placement ] || cargo build --release
     set +e
     # Zero-configuration mode: the server runs its own PostgreSQL in a temporary dir.
     env -u DATABASE_URL bash scripts/osc_check.sh target/release/placement
     OSC_STATUS=$?
+    set -e
+fi
+
+KEYSTONE_STATUS=0
+if [ "$CARGO_STATUS" = 0 ] && [ "${KEYSTONE_CHECK:-1}" != 0 ]; then
+    say "Keystone check"
+    [ -x target/release/placement ] || cargo build --release
+    set +e
+    env -u DATABASE_URL bash scripts/keystone_check.sh target/release/placement
+    KEYSTONE_STATUS=$?
     set -e
 fi
 
@@ -156,11 +169,13 @@ if [ "${CONFORMANCE_STRICT:-1}" = 1 ]; then
 else
     echo "conformance (informational, CONFORMANCE_STRICT=0): $CONFORMANCE_SUMMARY"
 fi
-[ -z "${OSC_CHECK:-}" ] || echo "openstack CLI check: exit $OSC_STATUS"
+[ "${OSC_CHECK:-1}" = 0 ] || echo "openstack CLI check: exit $OSC_STATUS"
+[ "${KEYSTONE_CHECK:-1}" = 0 ] || echo "Keystone check: exit $KEYSTONE_STATUS"
 
 STATUS=0
 [ "$CARGO_STATUS" = 0 ] || STATUS=1
 [ "$OSC_STATUS" = 0 ] || STATUS=1
+[ "$KEYSTONE_STATUS" = 0 ] || STATUS=1
 if [ "${CONFORMANCE_STRICT:-1}" = 1 ] && [ "$CONFORMANCE_STATUS" != 0 ]; then STATUS=1; fi
 # The closing line counts the cargo tests (ignored ones as skipped).
 echo "$PASSED passed, $FAILED failed, $IGNORED skipped"
