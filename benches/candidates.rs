@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 struct Server {
     child: Child,
     base: String,
+    db_url: String,
 }
 
 impl Drop for Server {
@@ -63,10 +64,17 @@ async fn fresh_server(base_url: &str) -> Server {
         .expect("create db");
     pool.close().await;
     let (prefix, _) = base_url.rsplit_once('/').expect("database url with a name");
+    start_server(&format!("{prefix}/{db}"), &[], &[]).await
+}
+
+/// `placement serve` on `db_url` with extra flags and environment.
+async fn start_server(db_url: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_placement"))
         .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-        .env("DATABASE_URL", format!("{prefix}/{db}"))
+        .args(extra)
+        .envs(env.iter().copied())
+        .env("DATABASE_URL", db_url)
         .env(
             "RUST_LOG",
             std::env::var("BENCH_SERVER_LOG").unwrap_or_else(|_| "warn".into()),
@@ -87,7 +95,11 @@ async fn fresh_server(base_url: &str) -> Server {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Server { child, base }
+    Server {
+        child,
+        base,
+        db_url: db_url.to_string(),
+    }
 }
 
 #[derive(Clone)]
@@ -281,6 +293,10 @@ async fn w1(base_url: &str, n: usize, runs: usize) {
         runs,
     )
     .await;
+    if let Some(ks) = keystone::Bench::from_env() {
+        let plain = "resources=VCPU:2,MEMORY_MB:4096,DISK_GB:20&limit=1000";
+        keystone::overhead(&server, &ks, plain, runs.max(200)).await;
+    }
 }
 
 async fn w2(base_url: &str, runs: usize) {
@@ -373,6 +389,109 @@ async fn w3(base_url: &str, runs: usize) {
         .collect::<String>()
         + "group_policy=none&limit=1000";
     measure(&api, &server, "W3 8 children x 6 groups", &q, runs).await;
+}
+
+/// W1 through a server that validates Keystone tokens (a cached token)
+/// against the noauth2 server, requests interleaved so that both see the
+/// same machine. Runs when `scripts/keystone_check.sh --bench` has a real
+/// Keystone up and sets `BENCH_KEYSTONE_*`.
+mod keystone {
+    use super::{start_server, Server};
+    use serde_json::json;
+    use std::time::Instant;
+
+    pub struct Bench {
+        url: String,
+        service_password: String,
+        admin_password: String,
+    }
+
+    impl Bench {
+        pub fn from_env() -> Option<Bench> {
+            let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+            Some(Bench {
+                url: var("BENCH_KEYSTONE_URL")?,
+                service_password: var("BENCH_KEYSTONE_SERVICE_PASSWORD")?,
+                admin_password: var("BENCH_KEYSTONE_ADMIN_PASSWORD")?,
+            })
+        }
+
+        async fn admin_token(&self, http: &reqwest::Client) -> String {
+            let body = json!({"auth": {"identity": {"methods": ["password"], "password": {"user": {
+                "name": "admin", "domain": {"id": "default"}, "password": self.admin_password}}},
+                "scope": {"project": {"name": "admin", "domain": {"id": "default"}}}}});
+            let r = http
+                .post(format!("{}/auth/tokens", self.url))
+                .json(&body)
+                .send()
+                .await
+                .expect("keystone");
+            assert_eq!(r.status().as_u16(), 201, "admin token");
+            r.headers()["x-subject-token"]
+                .to_str()
+                .expect("token")
+                .to_string()
+        }
+    }
+
+    async fn timed(http: &reqwest::Client, url: &str, token: &str) -> f64 {
+        let t = Instant::now();
+        let r = http
+            .get(url)
+            .header("x-auth-token", token)
+            .header("openstack-api-version", "placement 1.39")
+            .send()
+            .await
+            .expect("request");
+        assert!(r.status().is_success(), "{url}: {}", r.status());
+        r.bytes().await.expect("body");
+        t.elapsed().as_secs_f64() * 1000.0
+    }
+
+    pub async fn overhead(noauth: &Server, ks: &Bench, query: &str, runs: usize) {
+        let keystone = start_server(
+            &noauth.db_url,
+            &[
+                "--auth-strategy",
+                "keystone",
+                "--keystone-url",
+                &ks.url,
+                "--keystone-username",
+                "placement",
+                "--keystone-project",
+                "service",
+            ],
+            &[("PLACEMENT_KEYSTONE_PASSWORD", ks.service_password.as_str())],
+        )
+        .await;
+        let http = reqwest::Client::new();
+        let token = ks.admin_token(&http).await;
+        let plain = format!("{}/allocation_candidates?{query}", noauth.base);
+        let checked = format!("{}/allocation_candidates?{query}", keystone.base);
+        for _ in 0..5 {
+            timed(&http, &plain, "admin").await;
+            timed(&http, &checked, &token).await;
+        }
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for i in 0..runs {
+            // Alternate which goes first, so neither gains from the order.
+            if i % 2 == 0 {
+                a.push(timed(&http, &plain, "admin").await);
+                b.push(timed(&http, &checked, &token).await);
+            } else {
+                b.push(timed(&http, &checked, &token).await);
+                a.push(timed(&http, &plain, "admin").await);
+            }
+        }
+        a.sort_by(f64::total_cmp);
+        b.sort_by(f64::total_cmp);
+        let (pa, pb) = (a[a.len() / 2], b[b.len() / 2]);
+        println!(
+            "W1 plain, noauth2 vs keystone (cached token): p50 {pa:.2} ms vs {pb:.2} ms, \
+             difference {:+.3} ms over {runs} interleaved runs each",
+            pb - pa
+        );
+    }
 }
 
 #[tokio::main]
