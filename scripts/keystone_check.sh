@@ -9,8 +9,7 @@
 #    admin, a service user `placement`, a project `demo` with a member
 #    (alice) and a reader (bob); the placement service and its endpoint in
 #    the catalog.
-# 2. Our server with --auth-strategy keystone (its own PostgreSQL unless
-#    DATABASE_URL is set).
+# 2. Our server with --auth-strategy keystone, on its own PostgreSQL.
 # 3. The openstack CLI with password auth, the endpoint found through the
 #    catalog: the admin writes, the member is refused, the reader sees its
 #    project's usages; a revoked token is refused once the token cache
@@ -131,8 +130,9 @@ OTHER=$(os_admin project show other -f value -c id)
 
 # --- 2. our server --------------------------------------------------------------------------
 start_server() {  # extra flags...
-    if [ -z "${DATABASE_URL:-}" ]; then export PLACEMENT_DATA_DIR=$WORK/data; fi
-    PLACEMENT_KEYSTONE_PASSWORD=placement-secret RUST_LOG=${RUST_LOG:-warn} "$BIN" serve \
+    # Always its own PostgreSQL: DATABASE_URL is for the benchmark only.
+    env -u DATABASE_URL PLACEMENT_DATA_DIR="$WORK/data" \
+        PLACEMENT_KEYSTONE_PASSWORD=placement-secret RUST_LOG=${RUST_LOG:-warn} "$BIN" serve \
         --bind "127.0.0.1:$PL_PORT" --auth-strategy keystone --keystone-url "$KS/v3" \
         --keystone-username placement --keystone-project service \
         --keystone-token-cache-seconds 5 "$@" >>"$WORK/server.log" 2>&1 &
@@ -166,7 +166,7 @@ refused() {  # what, user pass project, args...: must fail with a 403
 want() { grep -qE -- "$1" <<<"$OUT" || fail "after step $STEP: output lacks /$1/: $OUT"; }
 
 ADMIN=(admin secret admin)
-ok "admin creates a provider" "${ADMIN[@]}" resource provider create ks-node-1 -f value -c uuid
+ok "admin creates a provider" "${ADMIN[@]}" resource provider create "ks-node-$$" -f value -c uuid
 RP=$OUT
 [[ $RP =~ ^[0-9a-f-]{36}$ ]] || fail "not a uuid: $RP"
 ok "admin sets inventory" "${ADMIN[@]}" resource provider inventory set "$RP" --resource VCPU=16 --resource MEMORY_MB=32768

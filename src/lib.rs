@@ -2,14 +2,16 @@
 //! on PostgreSQL, with an Eru-style scheduler on top.
 //!
 //! Layers, each using only those below it (`tests/layering.rs` checks it):
-//! 1. `types`, `error`, `config`: newtypes, the one error type, settings;
-//! 2. `db` (all SQL) and `sched` (pure scheduling algorithms);
+//! 1. `types`, `error`, `config`, `policy`: newtypes, the one error type,
+//!    settings, the policy engine (oslo.policy's rules, pure);
+//! 2. `db` (all SQL), `sched` (pure scheduling algorithms) and `auth`
+//!    (noauth2, Keystone token validation);
 //! 3. services: `candidates` (the candidate engine, entry point
 //!    `candidates::find`), `deploy`, `allocation` (allocation writes with
 //!    retries), `inventory` (inventory rules and writes); above them
 //!    `fairness` (quotas, reservations, DRF admission rounds), which
 //!    commits through `allocation`;
-//! 4. `state`: what every handler shares;
+//! 4. `state`: what every handler shares, with the security settings;
 //! 5. `api`: thin handlers, one file per resource; a handler never imports
 //!    another handler, only the plumbing (`extract`, `respond`, `schema`, …);
 //! 6. `serve` and `localdb`: the HTTP server and the zero-config PostgreSQL.
