@@ -1,7 +1,6 @@
 //! `placement serve`: parse config, start or connect to PostgreSQL, migrate, serve.
 
-use clap::Parser;
-use placement::config::{Cli, Command, ServeArgs};
+use placement::config::{file, Cli, Command, ServeArgs};
 use placement::localdb::{default_data_dir, LocalDb};
 use placement::state::Security;
 use placement::{app, db, AppState};
@@ -9,16 +8,37 @@ use std::process::ExitCode;
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // placement.conf first: it can turn on debug logging and gives the
+    // flags their defaults.
+    let argv: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let files = file::paths_from(&argv, std::env::var("PLACEMENT_CONFIG_FILE").ok());
+    let loaded = match file::load(&files) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("placement: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let level = if loaded.debug {
+        "debug,sqlx=warn,hyper=info"
+    } else {
+        "info,sqlx=warn"
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
         )
         .with_writer(std::io::stderr)
         // Colour codes only for a person at a terminal, never in log files.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
+    for w in &loaded.warnings {
+        tracing::warn!("{w}");
+    }
+    let cli = parse_with_defaults(&loaded);
     match cli.command {
         Command::Openapi => {
             let doc = placement::api::docs::openapi();
@@ -33,6 +53,25 @@ async fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// The command line, with the config files' values as the flags'
+/// defaults (so flags and environment variables win).
+fn parse_with_defaults(loaded: &file::Loaded) -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let cmd = loaded
+        .defaults
+        .iter()
+        .fold(Cli::command(), |cmd, (flag, value)| {
+            // Parsed once at start-up: leaking the few strings is the price of
+            // clap's 'static defaults.
+            let value: &'static str = Box::leak(value.clone().into_boxed_str());
+            cmd.mut_subcommand("serve", |s| {
+                s.mut_arg(*flag, |a| a.default_value(value).hide_default_value(true))
+            })
+        });
+    let matches = cmd.get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {

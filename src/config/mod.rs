@@ -1,6 +1,7 @@
 //! Command-line and environment configuration. Every option has an
 //! environment fallback so containers can be configured without flags.
 
+pub mod file;
 pub mod security;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -81,6 +82,10 @@ pub struct ServeArgs {
     #[command(flatten)]
     /// Authentication, policy and CORS.
     pub security: security::SecurityArgs,
+    /// Placement's `placement.conf` (oslo.config INI), repeatable: later
+    /// files win; flags and environment variables win over any file.
+    #[arg(long, env = "PLACEMENT_CONFIG_FILE", value_delimiter = ',')]
+    pub config_file: Vec<PathBuf>,
 }
 
 /// Default body limit: a POST /allocations of 10,000 consumers is ~3 MB.
