@@ -28,9 +28,53 @@ pub enum LocalDbError {
         /// Its output.
         detail: String,
     },
+    /// Another instance's PostgreSQL runs in this data directory.
+    #[error("the data directory {dir} is in use by {holder} (its PostgreSQL is pid {postgres}): stop it, give this server its own --data-dir, or set DATABASE_URL")]
+    InUse {
+        /// The data directory.
+        dir: String,
+        /// Who started it, as far as can be told.
+        holder: String,
+        /// The running postmaster.
+        postgres: u32,
+    },
     /// Filesystem or process error.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+}
+
+/// The file naming the `placement serve` that started a data directory's
+/// PostgreSQL, beside that directory.
+const OWNER_FILE: &str = "placement.pid";
+
+/// A live process's command name (Linux /proc), None when it is gone.
+fn process_name(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// The running PostgreSQL of a data directory, and who started it; None
+/// when the directory is free (no lock file, or a stale one).
+fn in_use(root_dir: &Path, data: &Path) -> Option<LocalDbError> {
+    let lock = std::fs::read_to_string(data.join("postmaster.pid")).ok()?;
+    let postgres: u32 = lock.lines().next()?.trim().parse().ok()?;
+    if !process_name(postgres)?.starts_with("postgres") {
+        return None;
+    }
+    let holder = std::fs::read_to_string(root_dir.join(OWNER_FILE))
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .filter(|pid| process_name(*pid).is_some_and(|n| n.starts_with("placement")))
+        .map_or_else(
+            || "another process".to_string(),
+            |pid| format!("another placement serve (pid {pid})"),
+        );
+    Some(LocalDbError::InUse {
+        dir: root_dir.display().to_string(),
+        holder,
+        postgres,
+    })
 }
 
 /// A running local PostgreSQL; call [`LocalDb::stop`] on shutdown.
@@ -155,6 +199,9 @@ impl LocalDb {
             ]);
             db.run("initdb", c)?;
         }
+        if let Some(busy) = in_use(root_dir, &data) {
+            return Err(busy);
+        }
         let port = free_port()?;
         let mut c = db.cmd("pg_ctl");
         c.arg("-D")
@@ -167,6 +214,7 @@ impl LocalDb {
             ))
             .arg("start");
         db.run("pg_ctl start", c)?;
+        std::fs::write(root_dir.join(OWNER_FILE), std::process::id().to_string())?;
         let mut c = db.cmd("psql");
         c.args([
             "-h",
@@ -203,6 +251,10 @@ impl LocalDb {
         c.arg("-D")
             .arg(&self.data)
             .args(["-m", "fast", "-w", "stop"]);
-        self.run("pg_ctl stop", c).map(|_| ())
+        self.run("pg_ctl stop", c)?;
+        if let Some(root) = self.data.parent() {
+            let _ = std::fs::remove_file(root.join(OWNER_FILE));
+        }
+        Ok(())
     }
 }

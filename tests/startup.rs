@@ -1,12 +1,12 @@
-//! Start-up configuration, authentication, policy files and CORS through
-//! real server processes: a Placement-style `placement.conf` alone
-//! configures a server;
-//! a bad policy file stops start-up with one line naming the line; a
-//! policy file's rules are what the server enforces; under Keystone a
-//! token nobody can validate gets 503 (never a pass), a missing or
-//! malformed one 401 with `WWW-Authenticate`, and identity headers change
-//! nothing; CORS answers bad preflights without its headers. (The real
-//! Keystone is driven by `scripts/keystone_check.sh`.)
+//! Start-up and security through real server processes: a Placement-style
+//! `placement.conf` alone configures a server, a malformed one stops it
+//! with its line; a bad policy file stops start-up with one line naming
+//! the line, and a good one's rules are what the server enforces; under
+//! Keystone a token nobody can validate gets 503 (never a pass), a
+//! missing or malformed one 401 with `WWW-Authenticate`, and identity
+//! headers change nothing; CORS answers bad preflights without its
+//! headers; a second zero-config server on a data directory in use names
+//! the first. (The real Keystone is driven by `scripts/keystone_check.sh`.)
 
 use placement_testkit::{cluster, common};
 use serde_json::Value;
@@ -38,12 +38,17 @@ mod tempfile_path {
 }
 
 /// Runs `placement serve` with `args` and expects it to exit at once with
-/// an error; its stderr.
+/// an error; its stderr. (A `--data-dir` run gets no DATABASE_URL.)
 fn refused_start(args: &[&str]) -> String {
-    let mut child = Command::new(placement_testkit::placement_bin())
+    let mut cmd = Command::new(placement_testkit::placement_bin());
+    if args.contains(&"--data-dir") {
+        cmd.env_remove("DATABASE_URL");
+    } else {
+        cmd.env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none");
+    }
+    let mut child = cmd
         .args(["serve", "--bind", "127.0.0.1:0"])
         .args(args)
-        .env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -477,4 +482,71 @@ fn a_malformed_placement_conf_stops_start_up() {
         assert!(err.contains(says), "{text:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
+}
+
+/// Starts a zero-configuration server on `dir`; its child and base URL.
+async fn zero_config(dir: &std::path::Path) -> (std::process::Child, String) {
+    let port = cluster::free_port();
+    let mut child = Command::new(placement_testkit::placement_bin())
+        .args([
+            "serve",
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
+        .arg(dir)
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start placement");
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while reqwest::get(format!("{base}/")).await.is_err() {
+        assert!(child.try_wait().expect("wait").is_none(), "exited");
+        assert!(Instant::now() < deadline, "never answered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (child, base)
+}
+
+/// SIGTERM, so that the server stops its PostgreSQL, then wait.
+fn terminate(mut child: std::process::Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+}
+
+#[tokio::test]
+async fn a_second_zero_config_server_names_the_first() {
+    let dir = std::env::temp_dir().join(format!("placement-data-{}", uuid::Uuid::new_v4()));
+    let (first, _) = zero_config(&dir).await;
+    let err = refused_start(&["--data-dir", &dir.display().to_string()]);
+    assert!(
+        err.contains(&format!(
+            "is in use by another placement serve (pid {})",
+            first.id()
+        )),
+        "{err}"
+    );
+    let error_lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("placement: "))
+        .collect();
+    assert_eq!(error_lines.len(), 1, "one line: {err}");
+    assert!(error_lines[0].contains("--data-dir"), "{err}");
+    terminate(first);
+    // Once the first is gone, the directory is free again.
+    let (again, base) = zero_config(&dir).await;
+    assert_eq!(
+        reqwest::get(format!("{base}/"))
+            .await
+            .map(|r| r.status().as_u16())
+            .ok(),
+        Some(200)
+    );
+    terminate(again);
+    let _ = std::fs::remove_dir_all(&dir);
 }
