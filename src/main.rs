@@ -118,7 +118,8 @@ async fn run(
         // While the database is down a request waits this long, then 503.
         .acquire_timeout(std::time::Duration::from_secs(args.db_acquire_timeout))
         .connect(url)
-        .await?;
+        .await
+        .map_err(|e| format!("connecting to {}: {e}", describe_database(url)))?;
     db::prepare(&pool).await?;
     let state = AppState::new(pool.clone(), args.settings.clone()).with_security(security);
     tokio::spawn(prune_change_log(pool.clone()));
@@ -136,6 +137,21 @@ async fn run(
     placement::serve::serve(listener, app(state), opts, shutdown()).await;
     tracing::info!("shut down");
     Ok(())
+}
+
+/// Where the database is, for errors: host, port, database and TLS mode,
+/// never the password.
+fn describe_database(url: &str) -> String {
+    match url.parse::<sqlx::postgres::PgConnectOptions>() {
+        Ok(o) => format!(
+            "PostgreSQL at {}:{}/{} (sslmode {:?})",
+            o.get_host(),
+            o.get_port(),
+            o.get_database().unwrap_or(""),
+            o.get_ssl_mode()
+        ),
+        Err(_) => "the database (its URL does not parse)".to_string(),
+    }
 }
 
 async fn shutdown() {

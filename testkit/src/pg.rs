@@ -54,6 +54,16 @@ fn pg_bin() -> PathBuf {
 impl PgCluster {
     /// initdb, start on a free port, create the database `app`.
     pub fn start() -> PgCluster {
+        Self::start_with(None)
+    }
+
+    /// The same, TLS only: `ssl = on` with this certificate and key (PEM),
+    /// and `pg_hba.conf` admitting nothing but `hostssl` connections.
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> PgCluster {
+        Self::start_with(Some((cert_pem, key_pem)))
+    }
+
+    fn start_with(tls: Option<(&str, &str)>) -> PgCluster {
         let bin = pg_bin();
         let dir = std::env::temp_dir().join(format!("pgfault-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -80,6 +90,9 @@ impl PgCluster {
             ),
             "initdb failed"
         );
+        if let Some((cert, key)) = tls {
+            tls_only(&data, cert, key);
+        }
         let cluster = PgCluster {
             bin,
             dir,
@@ -154,6 +167,32 @@ impl PgCluster {
                 "stop",
             ],
         );
+    }
+}
+
+/// Certificate, key, `ssl = on`, and only `hostssl` in pg_hba.conf.
+fn tls_only(data: &std::path::Path, cert: &str, key: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(data.join("server.crt"), cert).unwrap();
+    std::fs::write(data.join("server.key"), key).unwrap();
+    std::fs::set_permissions(
+        data.join("server.key"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let conf = data.join("postgresql.conf");
+    let mut text = std::fs::read_to_string(&conf).unwrap();
+    text.push_str("\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n");
+    std::fs::write(&conf, text).unwrap();
+    std::fs::write(
+        data.join("pg_hba.conf"),
+        "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostssl all all ::1/128 trust\n",
+    )
+    .unwrap();
+    if is_root() {
+        let _ = Command::new("chown")
+            .args(["-R", "postgres:postgres", data.to_str().unwrap()])
+            .status();
     }
 }
 
