@@ -6,9 +6,11 @@
 #   2. a release build and OpenStack Placement's own gabbi suite against it
 #      (../shared/conformance, when present), then its policy, secure-RBAC
 #      and CORS files in their three server configurations;
-#   3. scripts/osc_check.sh with the real openstack CLI, and
+#   3. scripts/osc_check.sh with the real openstack CLI,
 #      scripts/keystone_check.sh: the service behind a real Keystone, driven
-#      by that CLI (each installs its Python tools once, cached).
+#      by that CLI, and scripts/import_check.sh: a real Placement's database
+#      imported and served identically (each installs its Python tools
+#      once, cached).
 #
 # Without DATABASE_URL a throwaway PostgreSQL cluster is started from the
 # system install (/usr/lib/postgresql/*/bin) and removed on exit; as root the
@@ -21,6 +23,7 @@
 #   SKIP_CONFORMANCE=1    skip step 2
 #   OSC_CHECK=0           skip the openstack CLI check of step 3
 #   KEYSTONE_CHECK=0      skip the Keystone check of step 3
+#   IMPORT_CHECK=0        skip the import check of step 3
 # Extra arguments are passed to the conformance runner, e.g.
 #   bash scripts/test.sh --only 'allocations*' -v
 set -euo pipefail
@@ -161,6 +164,16 @@ if [ "$CARGO_STATUS" = 0 ] && [ "${KEYSTONE_CHECK:-1}" != 0 ]; then
     set -e
 fi
 
+IMPORT_STATUS=0
+if [ "$CARGO_STATUS" = 0 ] && [ "${IMPORT_CHECK:-1}" != 0 ]; then
+    say "import check"
+    [ -x target/release/placement ] || cargo build --release
+    set +e
+    bash scripts/import_check.sh target/release/placement
+    IMPORT_STATUS=$?
+    set -e
+fi
+
 # --- summary --------------------------------------------------------------------
 say "summary ($((SECONDS - STARTED)) s)"
 echo "cargo test:   exit $CARGO_STATUS ($PASSED passed, $FAILED failed, $IGNORED ignored)"
@@ -171,11 +184,13 @@ else
 fi
 [ "${OSC_CHECK:-1}" = 0 ] || echo "openstack CLI check: exit $OSC_STATUS"
 [ "${KEYSTONE_CHECK:-1}" = 0 ] || echo "Keystone check: exit $KEYSTONE_STATUS"
+[ "${IMPORT_CHECK:-1}" = 0 ] || echo "import check: exit $IMPORT_STATUS"
 
 STATUS=0
 [ "$CARGO_STATUS" = 0 ] || STATUS=1
 [ "$OSC_STATUS" = 0 ] || STATUS=1
 [ "$KEYSTONE_STATUS" = 0 ] || STATUS=1
+[ "$IMPORT_STATUS" = 0 ] || STATUS=1
 if [ "${CONFORMANCE_STRICT:-1}" = 1 ] && [ "$CONFORMANCE_STATUS" != 0 ]; then STATUS=1; fi
 # The closing line counts the cargo tests (ignored ones as skipped).
 echo "$PASSED passed, $FAILED failed, $IGNORED skipped"

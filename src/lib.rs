@@ -26,6 +26,7 @@ pub mod db;
 pub mod deploy;
 pub mod error;
 pub mod fairness;
+pub mod import;
 pub mod inventory;
 pub mod localdb;
 pub mod policy;

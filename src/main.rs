@@ -1,6 +1,6 @@
 //! `placement serve`: parse config, start or connect to PostgreSQL, migrate, serve.
 
-use placement::config::{file, Cli, Command, ServeArgs};
+use placement::config::{file, Cli, Command, ImportArgs, ServeArgs};
 use placement::localdb::{default_data_dir, LocalDb};
 use placement::state::Security;
 use placement::{app, db, AppState};
@@ -45,6 +45,16 @@ async fn main() -> ExitCode {
             println!("{}", doc.to_pretty_json().unwrap_or_default());
             ExitCode::SUCCESS
         }
+        Command::Import(args) => match import(args).await {
+            Ok(report) => {
+                println!("{report}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("placement import: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Serve(args) => match serve(*args).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -53,6 +63,22 @@ async fn main() -> ExitCode {
             }
         },
     }
+}
+
+async fn import(args: ImportArgs) -> Result<placement::import::Report, String> {
+    let options = placement::import::ImportOptions {
+        from: file::database_url(&args.from)?,
+        to: file::database_url(&args.database_url)?,
+        force: args.force,
+        dry_run: args.dry_run,
+        incomplete_owner: (
+            args.incomplete_consumer_project_id,
+            args.incomplete_consumer_user_id,
+        ),
+    };
+    placement::import::run(&options)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// The command line, with the config files' values as the flags'

@@ -20,6 +20,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("allocation", 2),
     ("inventory", 2),
     ("colocation", 2),
+    ("import", 2),
     ("fairness", 3),
     ("state", 3),
     ("api", 4),

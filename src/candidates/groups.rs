@@ -236,9 +236,17 @@ fn parse_same_subtree(
         .filter(|s| !by_suffix.contains_key(s.as_str()))
         .collect();
     if !unknown.is_empty() {
-        let known: Vec<&String> = by_suffix.keys().collect();
+        // Placement prints Python lists: ['_1', '_2'].
+        let py_list = |items: Vec<&String>| {
+            let quoted: Vec<String> = items.iter().map(|s| format!("'{s}'")).collect();
+            format!("[{}]", quoted.join(", "))
+        };
+        let known = py_list(by_suffix.keys().collect());
         return Err(coded(
-            format!("Real suffixes should be specified in `same_subtree`: {unknown:?} not found in {known:?}"),
+            format!(
+                "Real suffixes should be specified in `same_subtree`: {} not found in {known}.",
+                py_list(unknown)
+            ),
             codes::QUERY_BAD_VALUE,
         ));
     }

@@ -298,7 +298,7 @@ fn convert(kind: Kind, value: &str, file: &Path) -> Result<String, String> {
 }
 
 /// `postgresql+psycopg2://…` (SQLAlchemy's form) → `postgresql://…`.
-fn database_url(v: &str) -> Result<String, String> {
+pub fn database_url(v: &str) -> Result<String, String> {
     let (scheme, rest) = v
         .split_once("://")
         .ok_or_else(|| format!("\"{v}\" is not a database URL"))?;

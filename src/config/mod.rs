@@ -27,6 +27,33 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Print the OpenAPI document to standard output.
     Openapi,
+    /// Copy a running OpenStack Placement's database (16.0.0's schema)
+    /// into this service's, verified, in one transaction.
+    Import(ImportArgs),
+}
+
+/// Options of `placement import`.
+#[derive(Debug, Clone, Args)]
+pub struct ImportArgs {
+    /// The Placement database (PostgreSQL URL; SQLAlchemy's
+    /// `postgresql+psycopg2://` form is accepted). Only read.
+    #[arg(long)]
+    pub from: String,
+    /// This service's database.
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: String,
+    /// Add to a database that already holds providers or consumers.
+    #[arg(long)]
+    pub force: bool,
+    /// Copy and verify, then roll back: report without writing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Project given to consumers the source has allocations but no row for.
+    #[arg(long, default_value = "00000000-0000-0000-0000-000000000000")]
+    pub incomplete_consumer_project_id: String,
+    /// User given to those consumers.
+    #[arg(long, default_value = "00000000-0000-0000-0000-000000000000")]
+    pub incomplete_consumer_user_id: String,
 }
 
 /// How candidate generation walks the anchor trees.

@@ -9,6 +9,7 @@ pub mod colocation;
 pub mod consumers;
 pub mod deployments;
 pub mod fairness;
+pub mod import;
 pub mod inventories;
 pub mod providers;
 pub mod traits;

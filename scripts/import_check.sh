@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Takes over from a real OpenStack Placement, as an operator would:
+#
+#   bash scripts/import_check.sh [BINARY]    (default: target/release/placement)
+#
+# 1. openstack-placement 16.0.0 from PyPI (cached venv) under gunicorn, on a
+#    throwaway PostgreSQL; populated through its API (nested trees with
+#    NUMA and PFs, a sharing provider in an aggregate, custom classes and
+#    traits, consumers of several projects and types, a migration that
+#    moves allocations between consumers, a reshape).
+# 2. `placement import` refuses what it must (a database that is not
+#    Placement's, an older or unknown schema revision, a non-empty target),
+#    a --dry-run writes nothing, then the import copies it into a fresh
+#    database.
+# 3. Our server on the result answers every GET exactly as Placement does:
+#    providers, inventories, traits, aggregates, usages, allocations per
+#    consumer and per provider, allocation candidates, generations included.
+#
+# Venv: ${PLACEMENT_VENV:-~/.cache/placement-real/venv}.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BIN=${1:-target/release/placement}
+[ -x "$BIN" ] || { echo "import_check: $BIN is not built (cargo build --release)" >&2; exit 2; }
+BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+HERE=$(pwd)/scripts
+
+VENV=${PLACEMENT_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/placement-real/venv}
+if ! "$VENV/bin/python" -c 'import placement, psycopg2, gunicorn' 2>/dev/null; then
+    echo "==> installing openstack-placement 16.0.0 into $VENV"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q --disable-pip-version-check 'openstack-placement==16.0.0' psycopg2-binary gunicorn
+fi
+
+WORK=$(mktemp -d /tmp/import-check.XXXXXX)
+chmod 755 "$WORK"
+PIDS=()
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+cleanup() {
+    for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+    as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -m immediate stop >/dev/null 2>&1 || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_for() {  # url pid log
+    for _ in $(seq 600); do
+        if curl -sf -o /dev/null "$1"; then return 0; fi
+        kill -0 "$2" 2>/dev/null || { echo "FAILED: $1 exited:" >&2; tail -n 30 "$3" >&2; exit 1; }
+        sleep 0.1
+    done
+    echo "FAILED: $1 never answered" >&2; tail -n 30 "$3" >&2; exit 1
+}
+fail() { echo "FAILED: $*" >&2; exit 1; }
+
+# --- a throwaway PostgreSQL ---------------------------------------------------------
+[ "$(id -u)" = 0 ] && chown postgres:postgres "$WORK"
+PGPORT=$(free_port)
+as_pg "$PGBIN/initdb" -D "$WORK/pg" -U postgres --auth=trust -E UTF8 --no-locale --no-sync >/dev/null
+as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg.log" -w -t 30 \
+    -o "-p $PGPORT -k $WORK -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null
+for db in legacy ours other; do "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres "$db"; done
+PG=postgres@127.0.0.1:$PGPORT
+
+# --- 1. the real Placement --------------------------------------------------------------
+echo "==> openstack-placement 16.0.0 on PostgreSQL"
+cat >"$WORK/placement.conf" <<CONF
+[placement_database]
+connection = postgresql+psycopg2://$PG/legacy
+[api]
+auth_strategy = noauth2
+CONF
+"$VENV/bin/placement-manage" --config-file "$WORK/placement.conf" db sync >"$WORK/sync.log" 2>&1 \
+    || { cat "$WORK/sync.log" >&2; fail "placement-manage db sync"; }
+cat >"$WORK/pl_app.py" <<'PY'
+import sys; sys.argv = sys.argv[:1]
+from placement.wsgi.api import application  # noqa
+PY
+OLD_PORT=$(free_port)
+OS_PLACEMENT_CONFIG_DIR=$WORK "$VENV/bin/gunicorn" --chdir "$WORK" --bind "127.0.0.1:$OLD_PORT" \
+    --workers 1 pl_app:application >"$WORK/placement.log" 2>&1 &
+PIDS+=($!)
+wait_for "http://127.0.0.1:$OLD_PORT/" "${PIDS[-1]}" "$WORK/placement.log"
+"$VENV/bin/python" "$HERE/import_check.py" populate "http://127.0.0.1:$OLD_PORT"
+
+# --- 2. the import ----------------------------------------------------------------------
+echo "==> placement import"
+step() { printf ' - %s\n' "$1"; }
+step "a database that is not Placement's is refused"
+if OUT=$("$BIN" import --from "postgresql://$PG/other" --database-url "postgresql://$PG/ours" 2>&1); then
+    fail "imported from a non-Placement database: $OUT"
+fi
+grep -q "not a Placement database" <<<"$OUT" || fail "unclear refusal: $OUT"
+q() { psql -h 127.0.0.1 -p "$PGPORT" -U postgres -d "$1" -tAc "$2"; }
+for rev in 422ece571366:older ffffffffffff:"does not know"; do
+    step "a schema at revision ${rev%%:*} is refused"
+    q legacy "UPDATE alembic_version SET version_num = '${rev%%:*}'" >/dev/null
+    if OUT=$("$BIN" import --from "postgresql://$PG/legacy" --database-url "postgresql://$PG/ours" 2>&1); then
+        fail "imported revision ${rev%%:*}: $OUT"
+    fi
+    grep -q "${rev#*:}" <<<"$OUT" || fail "unclear refusal: $OUT"
+done
+q legacy "UPDATE alembic_version SET version_num = 'a082b8bb98d0'" >/dev/null
+step "--dry-run verifies and writes nothing"
+"$BIN" import --from "postgresql+psycopg2://$PG/legacy" --database-url "postgresql://$PG/ours" --dry-run \
+    | tee "$WORK/dry.txt"
+grep -q "nothing was written" "$WORK/dry.txt" || fail "dry run report"
+n=$(q ours "SELECT COUNT(*) FROM resource_providers")
+[ "$n" = 0 ] || fail "the dry run wrote $n providers"
+step "the import"
+"$BIN" import --from "postgresql+psycopg2://$PG/legacy" --database-url "postgresql://$PG/ours"
+step "a second import into the now non-empty database is refused"
+if OUT=$("$BIN" import --from "postgresql://$PG/legacy" --database-url "postgresql://$PG/ours" 2>&1); then
+    fail "imported twice: $OUT"
+fi
+grep -q "not empty" <<<"$OUT" || fail "unclear refusal: $OUT"
+
+# --- 3. both servers answer alike -------------------------------------------------------------
+NEW_PORT=$(free_port)
+DATABASE_URL="postgresql://$PG/ours" RUST_LOG=warn "$BIN" serve --bind "127.0.0.1:$NEW_PORT" \
+    >"$WORK/ours.log" 2>&1 &
+PIDS+=($!)
+wait_for "http://127.0.0.1:$NEW_PORT/" "${PIDS[-1]}" "$WORK/ours.log"
+echo "==> every GET, Placement against ours"
+python3 "$HERE/import_check.py" compare "http://127.0.0.1:$OLD_PORT" "http://127.0.0.1:$NEW_PORT" \
+    || fail "the imported service answers differently"
+echo "import check: passed"

@@ -1,0 +1,212 @@
+//! Reading a real Placement database (its own schema, as `placement-manage
+//! db sync` of openstack-placement 16.0.0 leaves it): every table the API
+//! serves from, in one read-only, repeatable-read transaction, so that the
+//! copy is one consistent moment of the source.
+
+use sqlx::PgConnection;
+
+/// The alembic revision of openstack-placement 16.0.0's schema (API 1.39).
+pub const PLACEMENT_HEAD: &str = "a082b8bb98d0";
+
+/// Earlier revisions, oldest first: a database at one of them needs
+/// `placement-manage db sync` before it can be imported.
+pub const OLDER_REVISIONS: &[&str] = &[
+    "b4ed3a175331",
+    "611cd6dffd7b",
+    "b5c396305c25",
+    "422ece571366",
+];
+
+/// Why a database cannot be read as Placement's.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// No Placement tables there.
+    #[error("not a Placement database: {0}")]
+    NotPlacement(String),
+    /// A schema version this import does not read.
+    #[error("{0}")]
+    Version(String),
+    /// The database failed.
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+}
+
+/// A provider row.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Provider {
+    pub id: i32,
+    pub uuid: String,
+    pub name: Option<String>,
+    pub generation: Option<i32>,
+    pub root_provider_id: Option<i32>,
+    pub parent_provider_id: Option<i32>,
+}
+
+/// An inventory row.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Inventory {
+    pub resource_provider_id: i32,
+    pub resource_class_id: i32,
+    pub total: i32,
+    pub reserved: i32,
+    pub min_unit: i32,
+    pub max_unit: i32,
+    pub step_size: i32,
+    pub allocation_ratio: f64,
+}
+
+/// An allocation row (the consumer by uuid text, as Placement keeps it).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Allocation {
+    pub resource_provider_id: i32,
+    pub consumer_id: String,
+    pub resource_class_id: i32,
+    pub used: i32,
+}
+
+/// A consumer with its project, user and type resolved to names.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Consumer {
+    pub uuid: String,
+    pub project: String,
+    pub user: String,
+    pub generation: i32,
+    pub consumer_type: Option<String>,
+}
+
+/// Everything an import copies.
+#[derive(Debug, Default, Clone)]
+pub struct Snapshot {
+    /// Custom resource classes (id, name); standard ones are not stored.
+    pub classes: Vec<(i32, String)>,
+    /// Traits (id, name), standard ones included.
+    pub traits: Vec<(i32, String)>,
+    pub providers: Vec<Provider>,
+    pub inventories: Vec<Inventory>,
+    /// Aggregates (id, uuid).
+    pub aggregates: Vec<(i32, String)>,
+    /// (provider id, aggregate id).
+    pub provider_aggregates: Vec<(i32, i32)>,
+    /// (provider id, trait id).
+    pub provider_traits: Vec<(i32, i32)>,
+    pub consumers: Vec<Consumer>,
+    pub allocations: Vec<Allocation>,
+}
+
+/// Opens the read-only, repeatable-read transaction and checks the schema.
+pub async fn begin(conn: &mut PgConnection) -> Result<(), SourceError> {
+    sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .execute(&mut *conn)
+        .await?;
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT t FROM unnest(ARRAY['alembic_version','resource_providers','inventories','allocations','consumers']) t
+          WHERE to_regclass(t) IS NULL",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    if !tables.is_empty() {
+        return Err(SourceError::NotPlacement(format!(
+            "no table {}",
+            tables.join(", ")
+        )));
+    }
+    let version: Option<String> =
+        sqlx::query_scalar("SELECT version_num::text FROM alembic_version LIMIT 1")
+            .fetch_optional(&mut *conn)
+            .await?;
+    match version.as_deref() {
+        Some(PLACEMENT_HEAD) => Ok(()),
+        Some(v) if OLDER_REVISIONS.contains(&v) => Err(SourceError::Version(format!(
+            "the Placement schema is at revision {v}, older than 16.0.0's {PLACEMENT_HEAD}: run `placement-manage db sync` with openstack-placement 16.0.0 first"
+        ))),
+        Some(v) => Err(SourceError::Version(format!(
+            "the Placement schema is at revision {v}, which this import does not know (it reads 16.0.0's {PLACEMENT_HEAD}); a newer Placement may store what it would lose"
+        ))),
+        None => Err(SourceError::NotPlacement("alembic_version is empty".into())),
+    }
+}
+
+/// Reads every table, in the transaction [`begin`] opened.
+pub async fn read(conn: &mut PgConnection) -> Result<Snapshot, SourceError> {
+    let pairs = |sql: &'static str| sqlx::query_as::<_, (i32, String)>(sql);
+    let links = |sql: &'static str| sqlx::query_as::<_, (i32, i32)>(sql);
+    let classes = pairs("SELECT id, name::text FROM resource_classes ORDER BY id")
+        .fetch_all(&mut *conn)
+        .await?;
+    let traits = pairs("SELECT id, name::text FROM traits ORDER BY id")
+        .fetch_all(&mut *conn)
+        .await?;
+    let providers = sqlx::query_as(
+        "SELECT id, uuid::text, name::text, generation, root_provider_id, parent_provider_id
+           FROM resource_providers ORDER BY id",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let inventories = sqlx::query_as(
+        "SELECT resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit, step_size,
+                allocation_ratio::float8 AS allocation_ratio
+           FROM inventories ORDER BY resource_provider_id, resource_class_id",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let aggregates = pairs("SELECT id, uuid::text FROM placement_aggregates ORDER BY id")
+        .fetch_all(&mut *conn)
+        .await?;
+    let provider_aggregates = links(
+        "SELECT resource_provider_id, aggregate_id FROM resource_provider_aggregates ORDER BY 1, 2",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let provider_traits =
+        links("SELECT resource_provider_id, trait_id FROM resource_provider_traits ORDER BY 1, 2")
+            .fetch_all(&mut *conn)
+            .await?;
+    let consumers = sqlx::query_as(
+        "SELECT c.uuid::text, p.external_id::text AS project, u.external_id::text AS user,
+                c.generation, t.name::text AS consumer_type
+           FROM consumers c
+           JOIN projects p ON p.id = c.project_id
+           JOIN users u ON u.id = c.user_id
+           LEFT JOIN consumer_types t ON t.id = c.consumer_type_id
+          ORDER BY c.id",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let allocations = sqlx::query_as(
+        "SELECT resource_provider_id, consumer_id::text, resource_class_id, used FROM allocations ORDER BY id",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(Snapshot {
+        classes,
+        traits,
+        providers,
+        inventories,
+        aggregates,
+        provider_aggregates,
+        provider_traits,
+        consumers,
+        allocations,
+    })
+}
+
+/// Consumers whose row is missing but whose allocations exist (data from
+/// before microversion 1.8), as uuids.
+pub fn incomplete_consumers(s: &Snapshot) -> Vec<String> {
+    let known: std::collections::HashSet<&str> =
+        s.consumers.iter().map(|c| c.uuid.as_str()).collect();
+    let mut missing: Vec<String> = s
+        .allocations
+        .iter()
+        .filter(|a| !known.contains(a.consumer_id.as_str()))
+        .map(|a| a.consumer_id.clone())
+        .collect();
+    missing.sort();
+    missing.dedup();
+    missing
+}
+
+/// Ends the read-only transaction.
+pub async fn finish(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::query("ROLLBACK").execute(conn).await.map(|_| ())
+}

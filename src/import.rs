@@ -1,0 +1,119 @@
+//! `placement import --from URL`: copies a running Placement's database
+//! (openstack-placement 16.0.0's schema) into ours. The source is read in
+//! one read-only, repeatable-read transaction; ours is written in one
+//! transaction, checked against the source (every provider's generation,
+//! inventories and usage per class), and only then committed. A dry run
+//! does all of it and rolls back.
+
+use crate::db::import::source::{self, SourceError};
+use crate::db::import::target::{self, TargetError};
+use sqlx::Connection;
+use std::fmt;
+
+/// What to import, from where, and how.
+#[derive(Debug, Clone)]
+pub struct ImportOptions {
+    /// The Placement database.
+    pub from: String,
+    /// Ours.
+    pub to: String,
+    /// Add to a database that already holds providers or consumers.
+    pub force: bool,
+    /// Do everything, then roll back.
+    pub dry_run: bool,
+    /// Owner given to consumers the source has allocations but no row for.
+    pub incomplete_owner: (String, String),
+}
+
+/// Why an import stopped; nothing was written.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The source cannot be read as Placement 16.0.0's.
+    #[error("source: {0}")]
+    Source(#[from] SourceError),
+    /// The copy was refused or does not match.
+    #[error("import: {0}")]
+    Target(#[from] TargetError),
+    /// Ours already holds data and `--force` was not given.
+    #[error("the target database is not empty (it has providers or consumers): import into a fresh database, or pass --force to add to it")]
+    NotEmpty,
+    /// A database could not be reached.
+    #[error("{0}")]
+    Connect(String),
+}
+
+/// What was copied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// (what, how many), in the order they were copied.
+    pub counts: Vec<(&'static str, usize)>,
+    /// Whether it was rolled back.
+    pub dry_run: bool,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (what, n) in &self.counts {
+            writeln!(f, "{what:>28}: {n}")?;
+        }
+        if self.dry_run {
+            write!(
+                f,
+                "verified, then rolled back (--dry-run): nothing was written"
+            )
+        } else {
+            write!(
+                f,
+                "verified (generations, inventories, usage per provider and class) and committed"
+            )
+        }
+    }
+}
+
+fn counts(s: &source::Snapshot, incomplete: usize) -> Vec<(&'static str, usize)> {
+    vec![
+        ("custom resource classes", s.classes.len()),
+        ("traits", s.traits.len()),
+        ("resource providers", s.providers.len()),
+        ("inventories", s.inventories.len()),
+        ("aggregates", s.aggregates.len()),
+        ("provider aggregates", s.provider_aggregates.len()),
+        ("provider traits", s.provider_traits.len()),
+        ("consumers", s.consumers.len()),
+        ("incomplete consumers (made)", incomplete),
+        ("allocations", s.allocations.len()),
+    ]
+}
+
+/// Runs the import.
+pub async fn run(o: &ImportOptions) -> Result<Report, ImportError> {
+    let mut from = sqlx::PgConnection::connect(&o.from)
+        .await
+        .map_err(|e| ImportError::Connect(format!("connecting to the source: {e}")))?;
+    source::begin(&mut from).await?;
+    let snapshot = source::read(&mut from).await?;
+    source::finish(&mut from).await.map_err(SourceError::Db)?;
+    let incomplete = source::incomplete_consumers(&snapshot);
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&o.to)
+        .await
+        .map_err(|e| ImportError::Connect(format!("connecting to the target: {e}")))?;
+    crate::db::prepare(&pool).await.map_err(TargetError::Db)?;
+    let mut tx = pool.begin().await.map_err(TargetError::Db)?;
+    if !o.force && !target::is_empty(&mut tx).await.map_err(TargetError::Db)? {
+        return Err(ImportError::NotEmpty);
+    }
+    let owner = (o.incomplete_owner.0.as_str(), o.incomplete_owner.1.as_str());
+    let landing = target::write(&mut tx, &snapshot, &incomplete, owner).await?;
+    target::verify(&mut tx, &snapshot, &landing).await?;
+    if o.dry_run {
+        tx.rollback().await.map_err(TargetError::Db)?;
+    } else {
+        tx.commit().await.map_err(TargetError::Db)?;
+    }
+    Ok(Report {
+        counts: counts(&snapshot, incomplete.len()),
+        dry_run: o.dry_run,
+    })
+}
