@@ -126,4 +126,15 @@ wait_for "http://127.0.0.1:$NEW_PORT/" "${PIDS[-1]}" "$WORK/ours.log"
 echo "==> every GET, Placement against ours"
 python3 "$HERE/import_check.py" compare "http://127.0.0.1:$OLD_PORT" "http://127.0.0.1:$NEW_PORT" \
     || fail "the imported service answers differently"
+# --- 4. incomplete consumers ---------------------------------------------------------------
+echo "==> allocations without a consumer row (data from before 1.8)"
+VOL=$(q legacy "SELECT consumer_id FROM allocations a WHERE NOT EXISTS (SELECT 1 FROM allocations b WHERE b.consumer_id = a.consumer_id AND b.resource_provider_id <> a.resource_provider_id) ORDER BY id DESC LIMIT 1")
+q legacy "DELETE FROM consumers WHERE uuid = '$VOL'" >/dev/null
+"$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres ours2
+"$BIN" import --from "postgresql://$PG/legacy" --database-url "postgresql://$PG/ours2" \
+    --incomplete-consumer-project-id legacy-project --incomplete-consumer-user-id legacy-user | tee "$WORK/inc.txt"
+grep -qE "incomplete consumers \(made\): 1$" "$WORK/inc.txt" || fail "the incomplete consumer was not made"
+owner=$(q ours2 "SELECT p.external_id || '/' || u.external_id || '/' || c.generation FROM consumers c
+                 JOIN projects p ON p.id = c.project_id JOIN users u ON u.id = c.user_id WHERE c.uuid = '$VOL'")
+[ "$owner" = "legacy-project/legacy-user/0" ] || fail "incomplete consumer $VOL: $owner"
 echo "import check: passed"

@@ -72,8 +72,14 @@ impl fmt::Display for Report {
 
 fn counts(s: &source::Snapshot, incomplete: usize) -> Vec<(&'static str, usize)> {
     vec![
-        ("custom resource classes", s.classes.len()),
-        ("traits", s.traits.len()),
+        (
+            "custom resource classes",
+            s.classes
+                .iter()
+                .filter(|(id, _)| *id >= crate::db::classes::FIRST_CUSTOM_ID)
+                .count(),
+        ),
+        ("traits (standard and custom)", s.traits.len()),
         ("resource providers", s.providers.len()),
         ("inventories", s.inventories.len()),
         ("aggregates", s.aggregates.len()),
