@@ -18,6 +18,7 @@
 
 pub mod allocation;
 pub mod api;
+pub mod audit;
 pub mod auth;
 pub mod candidates;
 pub mod colocation;

@@ -1,6 +1,6 @@
 //! `placement serve`: parse config, start or connect to PostgreSQL, migrate, serve.
 
-use placement::config::{file, Cli, Command, ImportArgs, ServeArgs};
+use placement::config::{file, AuditArgs, Cli, Command, ImportArgs, ServeArgs};
 use placement::localdb::{default_data_dir, LocalDb};
 use placement::state::Security;
 use placement::{app, db, AppState};
@@ -55,6 +55,7 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Audit(args) => audit(args).await,
         Command::Serve(args) => match serve(*args).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -62,6 +63,36 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+/// Exit 0 when clean, 1 with findings, 2 when the audit cannot run.
+async fn audit(args: AuditArgs) -> ExitCode {
+    let url = match file::database_url(&args.database_url) {
+        Ok(u) => u,
+        Err(e) => {
+            eprintln!("placement audit: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match placement::audit::run(&url, &describe_database(&url)).await {
+        Ok(findings) => {
+            let report = if args.json {
+                placement::audit::json(&findings)
+            } else {
+                placement::audit::human(&findings)
+            };
+            println!("{report}");
+            if findings.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("placement audit: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 

@@ -21,6 +21,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("inventory", 2),
     ("colocation", 2),
     ("import", 2),
+    ("audit", 2),
     ("fairness", 3),
     ("state", 3),
     ("api", 4),

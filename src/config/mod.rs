@@ -30,6 +30,19 @@ pub enum Command {
     /// Copy a running OpenStack Placement's database (16.0.0's schema)
     /// into this service's, verified, in one transaction.
     Import(ImportArgs),
+    /// Check a database for problems, read-only (exit 1 when any).
+    Audit(AuditArgs),
+}
+
+/// Options of `placement audit`.
+#[derive(Debug, Clone, Args)]
+pub struct AuditArgs {
+    /// The database to check.
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: String,
+    /// One JSON object instead of lines.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `placement import`.

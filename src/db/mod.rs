@@ -3,6 +3,7 @@
 
 pub mod aggregates;
 pub mod allocations;
+pub mod audit;
 pub mod candidates;
 pub mod classes;
 pub mod colocation;
