@@ -1,6 +1,6 @@
 //! `placement serve`: parse config, start or connect to PostgreSQL, migrate, serve.
 
-use placement::config::{file, AuditArgs, Cli, Command, ImportArgs, ServeArgs};
+use placement::config::{file, AuditArgs, Cli, Command, ImportArgs, LogFormat, ServeArgs};
 use placement::localdb::{default_data_dir, LocalDb};
 use placement::state::Security;
 use placement::{app, db, AppState};
@@ -21,24 +21,12 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let level = if loaded.debug {
-        "debug,sqlx=warn,hyper=info"
-    } else {
-        "info,sqlx=warn"
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
-        )
-        .with_writer(std::io::stderr)
-        // Colour codes only for a person at a terminal, never in log files.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let cli = parse_with_defaults(&loaded);
+    let json = matches!(&cli.command, Command::Serve(a) if a.log_format == LogFormat::Json);
+    init_logging(loaded.debug, json);
     for w in &loaded.warnings {
         tracing::warn!("{w}");
     }
-    let cli = parse_with_defaults(&loaded);
     match cli.command {
         Command::Openapi => {
             let doc = placement::api::docs::openapi();
@@ -110,6 +98,34 @@ async fn import(args: ImportArgs) -> Result<placement::import::Report, String> {
     placement::import::run(&options)
         .await
         .map_err(|e| e.to_string())
+}
+
+/// Logs to standard error; `RUST_LOG` wins over `[DEFAULT] debug`.
+fn init_logging(debug: bool, json: bool) {
+    let level = if debug {
+        "debug,sqlx=warn,hyper=info"
+    } else {
+        "info,sqlx=warn"
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        // The request span's fields (request id, route, microversion,
+        // status) ride on every line logged inside it.
+        builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .init();
+    } else {
+        // Colour codes only for a person at a terminal, never in log files.
+        builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
 }
 
 /// The command line, with the config files' values as the flags'

@@ -679,3 +679,66 @@ async fn tls_to_postgresql_honours_sslmode() {
     drop(pg);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--log-format json`: every line is one JSON object, and a request's
+/// line carries its id, route, microversion, status and latency.
+#[tokio::test]
+async fn json_logs_carry_the_request() {
+    if std::env::var("DATABASE_URL").is_err() {
+        return;
+    }
+    let (admin_url, db) = common::fresh_database().await;
+    let port = cluster::free_port();
+    let log = std::env::temp_dir().join(format!("placement-json-{port}.log"));
+    let mut child = Command::new(placement_testkit::placement_bin())
+        .args([
+            "serve",
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+            "--log-format",
+            "json",
+        ])
+        .env("DATABASE_URL", common::url_with_db(&admin_url, &db))
+        .env("RUST_LOG", "info,sqlx=warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("start");
+    let b = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while reqwest::get(format!("{b}/")).await.is_err() {
+        assert!(Instant::now() < deadline, "never answered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, headers, _) = send(
+        &b,
+        reqwest::Method::GET,
+        "/resource_providers",
+        &[("x-auth-token", "admin")],
+    )
+    .await;
+    assert_eq!(status, 200);
+    let id = headers["x-openstack-request-id"]
+        .to_str()
+        .expect("id")
+        .to_string();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&log).expect("log");
+    let _ = std::fs::remove_file(&log);
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let line = lines
+        .iter()
+        .find(|l| l["span"]["request_id"] == id.as_str() && l["fields"]["message"] == "request")
+        .unwrap_or_else(|| panic!("no line for {id}: {text}"));
+    assert_eq!(line["span"]["route"], "/resource_providers");
+    assert_eq!(line["span"]["microversion"], "1.39");
+    assert_eq!(line["fields"]["status"], 200);
+    assert!(line["fields"]["ms"].as_f64().is_some(), "{line}");
+    common::drop_database(&admin_url, &db);
+}

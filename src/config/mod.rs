@@ -69,6 +69,15 @@ pub struct ImportArgs {
     pub incomplete_consumer_user_id: String,
 }
 
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
 /// How candidate generation walks the anchor trees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum GenerationStrategy {
@@ -113,6 +122,11 @@ pub struct ServeArgs {
     /// providers whose usage reports stopped (degradeTimeMinutes).
     #[arg(long, env = "PLACEMENT_COLOCATION_SWEEP_INTERVAL", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub colocation_sweep_interval: u64,
+    /// `text` (a line per event, for people) or `json` (one JSON object
+    /// per line with the request's id, route, microversion, status and
+    /// latency, for log pipelines).
+    #[arg(long, env = "PLACEMENT_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
     /// Seconds SIGTERM (or Ctrl-C) waits for requests in flight before exit.
     #[arg(long, env = "PLACEMENT_SHUTDOWN_GRACE", default_value_t = 10)]
     pub shutdown_grace: u64,
