@@ -50,12 +50,22 @@ pub async fn write_with_retry(
     writes: &[ConsumerWrite],
     put_consumer: Option<Uuid>,
 ) -> ApiResult<()> {
-    with_retries(retries, || async {
-        let mut tx = pool.begin().await?;
-        db::write(&mut tx, writes)
-            .await
-            .map_err(|e| alloc_error(e, put_consumer))?;
-        tx.commit().await.map_err(ApiError::commit_failed)
+    let metrics = crate::metrics::metrics();
+    let mut attempts = 0u64;
+    let result = with_retries(retries, || {
+        attempts += 1;
+        async {
+            let mut tx = pool.begin().await?;
+            db::write(&mut tx, writes)
+                .await
+                .map_err(|e| alloc_error(e, put_consumer))?;
+            tx.commit().await.map_err(ApiError::commit_failed)
+        }
     })
-    .await
+    .await;
+    metrics.write_retries.inc_by(attempts.saturating_sub(1));
+    if result.as_ref().is_err_and(|e| e.retryable) {
+        metrics.write_conflicts.inc();
+    }
+    result
 }

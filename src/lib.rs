@@ -30,6 +30,7 @@ pub mod fairness;
 pub mod import;
 pub mod inventory;
 pub mod localdb;
+pub mod metrics;
 pub mod policy;
 pub mod sched;
 pub mod serve;

@@ -12,6 +12,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("error", 0),
     ("config", 0),
     ("policy", 0),
+    ("metrics", 0),
     ("db", 1),
     ("sched", 1),
     ("auth", 1),

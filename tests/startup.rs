@@ -742,3 +742,128 @@ async fn json_logs_carry_the_request() {
     assert!(line["fields"]["ms"].as_f64().is_some(), "{line}");
     common::drop_database(&admin_url, &db);
 }
+
+/// `GET /metrics` without a token, parsed by a Prometheus text parser: the
+/// request counters move by route (never by uuid), candidates and the
+/// snapshot are counted, the pool is shown; `--metrics false` is a 404.
+#[tokio::test]
+async fn metrics_count_what_happened() {
+    if std::env::var("DATABASE_URL").is_err() {
+        return;
+    }
+    let (admin_url, db) = common::fresh_database().await;
+    let url = common::url_with_db(&admin_url, &db);
+    let server = cluster::start_server_with(&url, "metrics", &[]).await;
+    let b = &server.base;
+    let scrape = || async {
+        let r = reqwest::get(format!("{b}/metrics")).await.expect("scrape");
+        assert_eq!(r.status(), 200);
+        let text = r.text().await.expect("text");
+        let lines = text.lines().map(|l| Ok(l.to_string()));
+        prometheus_parse::Scrape::parse(lines).expect("Prometheus text format")
+    };
+    let value = |s: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]| -> f64 {
+        s.samples
+            .iter()
+            .filter(|x| x.metric == name && labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v)))
+            .map(|x| match x.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => 0.0,
+            })
+            .sum()
+    };
+    let before = scrape().await;
+    let admin = [
+        ("x-auth-token", "admin"),
+        ("content-type", "application/json"),
+    ];
+    let rp = uuid::Uuid::new_v4();
+    let client = reqwest::Client::new();
+    let r = client
+        .post(format!("{b}/resource_providers"))
+        .header("x-auth-token", "admin")
+        .header("openstack-api-version", "placement 1.20")
+        .json(&serde_json::json!({"name": "m1", "uuid": rp}))
+        .send()
+        .await
+        .expect("create");
+    assert!(r.status().is_success());
+    client
+        .put(format!("{b}/resource_providers/{rp}/inventories"))
+        .header("x-auth-token", "admin")
+        .json(&serde_json::json!({"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}}))
+        .send()
+        .await
+        .expect("inventory");
+    for _ in 0..3 {
+        let (s, _, _) = send(
+            b,
+            reqwest::Method::GET,
+            &format!("/resource_providers/{rp}"),
+            &admin,
+        )
+        .await;
+        assert_eq!(s, 200);
+    }
+    let (s, _, _) = send(
+        b,
+        reqwest::Method::GET,
+        "/allocation_candidates?resources=VCPU:1",
+        &admin,
+    )
+    .await;
+    assert_eq!(s, 200);
+    let (s, _, _) = send(b, reqwest::Method::GET, "/resource_providers", &[]).await;
+    assert_eq!(s, 401);
+    let after = scrape().await;
+    let shown = [
+        ("route", "/resource_providers/:uuid"),
+        ("method", "GET"),
+        ("status", "200"),
+    ];
+    let requests = "placement_http_requests_total";
+    assert_eq!(
+        value(&after, requests, &shown) - value(&before, requests, &shown),
+        3.0
+    );
+    let refused = [("route", "unmatched"), ("status", "401")];
+    assert_eq!(
+        value(&after, requests, &refused) - value(&before, requests, &refused),
+        1.0
+    );
+    assert!(
+        value(
+            &after,
+            "placement_http_request_duration_seconds_count",
+            &[("route", "/allocation_candidates")]
+        ) >= 1.0
+    );
+    assert_eq!(
+        value(&after, "placement_candidates_returned_total", &[]),
+        1.0
+    );
+    assert!(value(&after, "placement_snapshot_reloads_total", &[]) >= 1.0);
+    assert_eq!(
+        value(&after, "placement_db_pool_connections", &[("state", "max")]),
+        10.0
+    );
+    let uuid_labels = after
+        .samples
+        .iter()
+        .flat_map(|s| s.labels.values())
+        .any(|v| uuid::Uuid::parse_str(v).is_ok());
+    assert!(!uuid_labels, "no uuid in any label");
+    drop(server);
+    let off = cluster::start_server_with(&url, "metrics-off", &["--metrics", "false"]).await;
+    assert_eq!(
+        reqwest::get(format!("{}/metrics", off.base))
+            .await
+            .expect("get")
+            .status(),
+        404
+    );
+    drop(off);
+    common::drop_database(&admin_url, &db);
+}

@@ -50,5 +50,7 @@ pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Rep
         },
         retries: st.settings.allocation_conflict_retry_count,
     };
-    Ok(Reply::ok(&service::run(&st.pool, &settings, b).await?))
+    let round = service::run(&st.pool, &settings, b).await?;
+    crate::metrics::metrics().admission_rounds.inc();
+    Ok(Reply::ok(&round))
 }

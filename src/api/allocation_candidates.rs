@@ -18,6 +18,9 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
     let cap = usize::try_from(st.settings.max_allocation_candidates).ok();
     let found = candidates_find::find(&st.engine(), &q.0, (mv.major, mv.minor), cap).await?;
     let searched = started.elapsed();
+    crate::metrics::metrics()
+        .candidates_returned
+        .inc_by(u64::try_from(found.candidates.len()).unwrap_or(0));
     let shape = Shape {
         dict_form: mv.at_least(1, 12),
         traits: mv.at_least(1, 17),

@@ -174,6 +174,7 @@ pub async fn report(
     let mut tx = st.pool.begin().await?;
     let answer = reports::ingest(&mut tx, &id, &b, st.settings.colocation_sample_retention).await?;
     tx.commit().await?;
+    crate::metrics::metrics().usage_reports.inc();
     Ok(Reply::json(StatusCode::ACCEPTED, &answer))
 }
 
@@ -212,5 +213,8 @@ pub async fn record_evictions(
     let rp = find_for_update(&mut tx, &id).await?;
     let answer = advice::record(&mut tx, rp.id, &b).await?;
     tx.commit().await?;
+    crate::metrics::metrics()
+        .evictions
+        .inc_by(u64::try_from(b.consumer_uuids.len()).unwrap_or(0));
     Ok(Reply::ok(&answer))
 }

@@ -13,6 +13,7 @@ pub mod docs;
 pub mod extract;
 pub mod health;
 pub mod inventories;
+pub mod metrics;
 pub mod microversion;
 pub mod middleware;
 pub mod projects;

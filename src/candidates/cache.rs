@@ -36,12 +36,16 @@ impl SnapshotCache {
             (Delta::Providers(ids), Some((at, snap))) => {
                 let mut next = Snapshot::clone(snap);
                 load::patch(conn, &mut next, &ids).await?;
+                crate::metrics::metrics()
+                    .snapshot_providers_patched
+                    .inc_by(u64::try_from(ids.len()).unwrap_or(0));
                 *snap = Arc::new(next);
                 *at = now;
                 Ok(snap.clone())
             }
             _ => {
                 let snap = Arc::new(load::load(conn).await?);
+                crate::metrics::metrics().snapshot_reloads.inc();
                 *state = Some((now, snap.clone()));
                 Ok(snap)
             }

@@ -156,6 +156,9 @@ pub async fn find(
     };
     found.candidates =
         solve_off_the_workers(engine.cpu, found.snap.clone(), request, limits).await?;
+    crate::metrics::metrics()
+        .candidates_generated
+        .inc_by(u64::try_from(found.candidates.len()).unwrap_or(0));
     Ok(found)
 }
 

@@ -251,6 +251,10 @@ pub struct Settings {
         default_value = "00000000-0000-0000-0000-000000000000"
     )]
     pub incomplete_consumer_user_id: String,
+    /// Serve `GET /metrics` (Prometheus text format, no token);
+    /// `--metrics false` answers it 404.
+    #[arg(long, env = "PLACEMENT_METRICS", num_args = 0..=1, default_value_t = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub metrics: bool,
 }
 
 impl Default for Settings {
@@ -268,6 +272,7 @@ impl Default for Settings {
             http_body_timeout_secs: 30,
             incomplete_consumer_project_id: "00000000-0000-0000-0000-000000000000".into(),
             incomplete_consumer_user_id: "00000000-0000-0000-0000-000000000000".into(),
+            metrics: true,
         }
     }
 }

@@ -97,6 +97,19 @@ fn capacity_map(nodes: &[NodeState], req: &ResourceRequest) -> Result<CapacityMa
 
 /// `POST /deployments`.
 pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Reply> {
+    let result = deploy(&st, body).await;
+    crate::metrics::metrics().deployment(match &result {
+        Ok(_) => "placed",
+        Err(e) if e.status.as_u16() == 409 => "refused",
+        Err(e) if e.status.is_client_error() => "invalid",
+        Err(_) => "failed",
+    });
+    result
+}
+
+/// The deployment behind `create`.
+async fn deploy(st: &AppState, body: JsonBody) -> ApiResult<Reply> {
+    let st = st.clone();
     let d: DeployRequest = body.parse(&schema())?;
     if let Some(class) = d.priority_class.filter(|c| c.low()) {
         return batch::create(&st, &d, class).await;

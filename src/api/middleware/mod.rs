@@ -116,6 +116,7 @@ fn is_public(path: &str) -> bool {
     path.is_empty()
         || path == "/"
         || path == "/healthcheck"
+        || path == "/metrics"
         || path == "/openapi.json"
         || path.starts_with("/docs")
 }
@@ -239,6 +240,7 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
         status = tracing::field::Empty,
     );
     let wants_codes = microversion::negotiate(req.headers()).is_ok_and(|v| v.at_least(1, 23));
+    let method = req.method().clone();
     let cors = gate.security.cors.clone();
     let origin_headers = cors.as_ref().map(|_| req.headers().clone());
     async move {
@@ -268,6 +270,13 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
             }
         };
         stamp(&mut resp, &request_id, mv);
+        let route = resp.extensions().get::<MatchedRoute>().map(|r| r.0.clone());
+        crate::metrics::metrics().request(
+            route.as_deref().unwrap_or(""),
+            method.as_str(),
+            resp.status().as_u16(),
+            started.elapsed().as_secs_f64(),
+        );
         if let (Some(rules), Some(h)) = (&cors, &origin_headers) {
             cors::decorate(rules, h, &mut resp);
         }
@@ -299,6 +308,18 @@ pub async fn route_guard(
         .get::<MatchedPath>()
         .map(|m| m.as_str().to_string())
         .unwrap_or_default();
+    let mut resp = guarded(&security, &route, req, next).await;
+    // For the pipeline's metrics: the route pattern, never the raw path.
+    resp.extensions_mut().insert(MatchedRoute(route));
+    resp
+}
+
+/// The matched route pattern of an answer (none: no route matched).
+#[derive(Debug, Clone)]
+pub struct MatchedRoute(pub String);
+
+async fn guarded(security: &Security, route: &str, req: Request, next: Next) -> Response {
+    let route = route.to_string();
     let mv = req
         .extensions()
         .get::<Microversion>()

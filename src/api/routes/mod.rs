@@ -6,8 +6,8 @@
 use super::microversion::Microversion;
 use super::{
     aggregates as agg, allocation_candidates, allocations as alloc, deployments, health,
-    inventories as inv, reshaper, resource_classes as rc, resource_providers as rp, root, topology,
-    traits, usages,
+    inventories as inv, metrics, reshaper, resource_classes as rc, resource_providers as rp, root,
+    topology, traits, usages,
 };
 use crate::state::AppState;
 
@@ -79,6 +79,16 @@ pub const ROUTES: &[Route] = &[
         takes: None,
         answer: Some("Health"),
         handler: || get(health::check),
+    },
+    Route {
+        path: "/metrics",
+        method: Method::GET,
+        since: Microversion::new(1, 0),
+        rule: None,
+        summary: "Prometheus metrics of this process (text format, no token; off with --metrics false)",
+        takes: None,
+        answer: None,
+        handler: || get(metrics::scrape),
     },
     Route {
         path: "/resource_providers",

@@ -1,0 +1,243 @@
+//! What the service counts, for Prometheus (`GET /metrics`, text format):
+//! requests by matched route, method and status with latency histograms;
+//! the database pool; the candidate snapshot's reloads and the change-log
+//! rows applied; candidates generated and returned; allocation retries and
+//! conflicts; deployments, admission rounds, evictions and usage reports.
+//! Labels never carry uuids, so the series stay few. One process-wide set,
+//! as Prometheus scrapes one process at a time.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::sync::LazyLock;
+
+/// A request's matched route (`/resource_providers/:uuid`, or
+/// `unmatched`), method and status.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// The route pattern.
+    pub route: String,
+    /// The HTTP method.
+    pub method: String,
+    /// The status code.
+    pub status: u16,
+}
+
+/// A route and method.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    /// The route pattern.
+    pub route: String,
+    /// The HTTP method.
+    pub method: String,
+}
+
+/// A state of the database pool: `open`, `idle`, `max`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolState {
+    /// The state's name.
+    pub state: String,
+}
+
+/// How something ended: `placed`, `refused`, `invalid`, `failed`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Outcome {
+    /// The outcome's name.
+    pub outcome: String,
+}
+
+type HistogramFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
+
+/// Every series.
+pub struct Metrics {
+    /// Requests answered.
+    pub requests: Family<RequestLabels, Counter>,
+    /// Their latency.
+    pub latency: HistogramFamily,
+    /// Database connections open and idle, and the pool's cap (set at scrape).
+    pub pool: Family<PoolState, Gauge>,
+    /// Full reloads of the candidate snapshot.
+    pub snapshot_reloads: Counter,
+    /// Providers re-read from the change log into the snapshot.
+    pub snapshot_providers_patched: Counter,
+    /// Candidates the solver generated.
+    pub candidates_generated: Counter,
+    /// Allocation requests returned to clients.
+    pub candidates_returned: Counter,
+    /// Writes run again after a lost race.
+    pub write_retries: Counter,
+    /// Writes that still lost after their retries (409 concurrent update).
+    pub write_conflicts: Counter,
+    /// Deployments by outcome.
+    pub deployments: Family<Outcome, Counter>,
+    /// Admission rounds run.
+    pub admission_rounds: Counter,
+    /// Evictions recorded by node agents.
+    pub evictions: Counter,
+    /// Usage reports accepted.
+    pub usage_reports: Counter,
+    registry: Registry,
+}
+
+fn latency_histogram() -> Histogram {
+    // 0.5 ms to about 16 s.
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut m = Metrics {
+            requests: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+            pool: Family::default(),
+            snapshot_reloads: Counter::default(),
+            snapshot_providers_patched: Counter::default(),
+            candidates_generated: Counter::default(),
+            candidates_returned: Counter::default(),
+            write_retries: Counter::default(),
+            write_conflicts: Counter::default(),
+            deployments: Family::default(),
+            admission_rounds: Counter::default(),
+            evictions: Counter::default(),
+            usage_reports: Counter::default(),
+            registry: Registry::with_prefix("placement"),
+        };
+        m.register();
+        m
+    }
+
+    fn register(&mut self) {
+        let r = &mut self.registry;
+        r.register(
+            "http_requests",
+            "Requests answered, by matched route, method and status",
+            self.requests.clone(),
+        );
+        r.register(
+            "http_request_duration_seconds",
+            "Request latency by matched route and method",
+            self.latency.clone(),
+        );
+        r.register(
+            "db_pool_connections",
+            "Database connections: open, idle, max",
+            self.pool.clone(),
+        );
+        r.register(
+            "snapshot_reloads",
+            "Full reloads of the candidate snapshot",
+            self.snapshot_reloads.clone(),
+        );
+        r.register(
+            "snapshot_providers_patched",
+            "Providers re-read into the candidate snapshot from the change log",
+            self.snapshot_providers_patched.clone(),
+        );
+        r.register(
+            "candidates_generated",
+            "Allocation candidates the solver generated",
+            self.candidates_generated.clone(),
+        );
+        r.register(
+            "candidates_returned",
+            "Allocation requests returned to clients",
+            self.candidates_returned.clone(),
+        );
+        r.register(
+            "write_retries",
+            "Writes run again after a lost race",
+            self.write_retries.clone(),
+        );
+        r.register(
+            "write_conflicts",
+            "Writes that lost every retry (409 concurrent update)",
+            self.write_conflicts.clone(),
+        );
+        r.register(
+            "deployments",
+            "Deployments by outcome",
+            self.deployments.clone(),
+        );
+        r.register(
+            "admission_rounds",
+            "Admission rounds run",
+            self.admission_rounds.clone(),
+        );
+        r.register(
+            "evictions",
+            "Evictions recorded by node agents",
+            self.evictions.clone(),
+        );
+        r.register(
+            "usage_reports",
+            "Usage reports accepted",
+            self.usage_reports.clone(),
+        );
+    }
+
+    /// Counts one answered request.
+    pub fn request(&self, route: &str, method: &str, status: u16, seconds: f64) {
+        // `/resource_providers/{uuid}` is shown `/resource_providers/:uuid`:
+        // braces in label values trip up simple exposition parsers.
+        let route = if route.is_empty() {
+            "unmatched".to_string()
+        } else {
+            route.replace('{', ":").replace('}', "")
+        };
+        self.requests
+            .get_or_create(&RequestLabels {
+                route: route.to_string(),
+                method: method.to_string(),
+                status,
+            })
+            .inc();
+        self.latency
+            .get_or_create(&RouteLabels {
+                route: route.to_string(),
+                method: method.to_string(),
+            })
+            .observe(seconds);
+    }
+
+    /// Counts a deployment's outcome.
+    pub fn deployment(&self, outcome: &str) {
+        self.deployments
+            .get_or_create(&Outcome {
+                outcome: outcome.to_string(),
+            })
+            .inc();
+    }
+
+    /// Sets the pool gauges.
+    pub fn pool_state(&self, open: u32, idle: usize, max: u32) {
+        for (state, n) in [
+            ("open", i64::from(open)),
+            ("idle", i64::try_from(idle).unwrap_or(i64::MAX)),
+            ("max", i64::from(max)),
+        ] {
+            self.pool
+                .get_or_create(&PoolState {
+                    state: state.to_string(),
+                })
+                .set(n);
+        }
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+
+/// The process's metrics.
+pub fn metrics() -> &'static Metrics {
+    &METRICS
+}
