@@ -55,9 +55,15 @@ async fn main() {
     let (prefix, _) = base_url.rsplit_once('/').expect("database url with a name");
     let url = format!("{prefix}/{db}");
 
-    let ports = [free_port(), free_port()];
+    // BENCH_SERVERS (default 2): how many server processes share the load.
+    let count: usize = std::env::var("BENCH_SERVERS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(2);
+    let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
     let mut servers = Servers(Vec::new());
-    for p in ports {
+    for &p in &ports {
         let child = Command::new(env!("CARGO_BIN_EXE_placement"))
             .args(["serve", "--bind", &format!("127.0.0.1:{p}")])
             .env("DATABASE_URL", &url)
@@ -189,13 +195,16 @@ async fn phase(http: &reqwest::Client, bases: &[String], label: &str, projects: 
     let mut used_total = 0;
     let mut overcommitted = 0;
     for rp in &providers {
-        let u: Value = admin(http.get(format!("{}/resource_providers/{rp}/usages", bases[1])))
-            .send()
-            .await
-            .expect("usages")
-            .json()
-            .await
-            .expect("usages json");
+        let u: Value = admin(http.get(format!(
+            "{}/resource_providers/{rp}/usages",
+            bases[bases.len() - 1]
+        )))
+        .send()
+        .await
+        .expect("usages")
+        .json()
+        .await
+        .expect("usages json");
         let used = u["usages"]["VCPU"].as_i64().unwrap_or(0);
         used_total += used;
         if used > VCPU_PER_PROVIDER {
@@ -204,7 +213,8 @@ async fn phase(http: &reqwest::Client, bases: &[String], label: &str, projects: 
     }
     let attempts = (CLIENTS * CLAIMS_PER_CLIENT) as f64;
     println!(
-        "claims ({label}): {CLIENTS} clients over 2 servers, {} attempts in {:.2}s = {:.0} requests/s, {ok} committed ({:.0} claims/s), {conflict} answered 409, {other} other",
+        "claims ({label}): {CLIENTS} clients over {} servers, {} attempts in {:.2}s = {:.0} requests/s, {ok} committed ({:.0} claims/s), {conflict} answered 409, {other} other",
+        bases.len(),
         attempts,
         elapsed.as_secs_f64(),
         attempts / elapsed.as_secs_f64(),
