@@ -1,0 +1,200 @@
+//! The zero-config data directory in use, and TLS to PostgreSQL.
+
+use super::*;
+use placement_testkit::cluster;
+
+/// Starts a zero-configuration server on `dir`; its child and base URL.
+async fn zero_config(dir: &std::path::Path) -> (std::process::Child, String) {
+    let port = cluster::free_port();
+    let mut child = Command::new(placement_testkit::placement_bin())
+        .args([
+            "serve",
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
+        .arg(dir)
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start placement");
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while reqwest::get(format!("{base}/")).await.is_err() {
+        assert!(child.try_wait().expect("wait").is_none(), "exited");
+        assert!(Instant::now() < deadline, "never answered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (child, base)
+}
+
+/// SIGTERM, so that the server stops its PostgreSQL, then wait.
+fn terminate(mut child: std::process::Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+}
+
+#[tokio::test]
+async fn a_second_zero_config_server_names_the_first() {
+    let dir = std::env::temp_dir().join(format!("placement-data-{}", uuid::Uuid::new_v4()));
+    let (first, _) = zero_config(&dir).await;
+    let err = refused_start(&["--data-dir", &dir.display().to_string()]);
+    assert!(
+        err.contains(&format!(
+            "is in use by another placement serve (pid {})",
+            first.id()
+        )),
+        "{err}"
+    );
+    let error_lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("placement: "))
+        .collect();
+    assert_eq!(error_lines.len(), 1, "one line: {err}");
+    assert!(error_lines[0].contains("--data-dir"), "{err}");
+    terminate(first);
+    // Once the first is gone, the directory is free again.
+    let (again, base) = zero_config(&dir).await;
+    assert_eq!(
+        reqwest::get(format!("{base}/"))
+            .await
+            .map(|r| r.status().as_u16())
+            .ok(),
+        Some(200)
+    );
+    terminate(again);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A CA and a server certificate for localhost and 127.0.0.1, made with
+/// the openssl CLI in `dir`: (ca.crt path, server cert PEM, server key PEM).
+fn make_certs(dir: &std::path::Path, ca: &str) -> (std::path::PathBuf, String, String) {
+    let run = |args: &[&str]| {
+        let ok = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "openssl {args:?}");
+    };
+    let subject = format!("/CN={ca}");
+    run(&[
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+        "-days", "1", "-subj", &subject,
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    std::fs::write(
+        dir.join("san.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .expect("san");
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "1",
+        "-extfile",
+        "san.ext",
+    ]);
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).expect(f);
+    (dir.join("ca.crt"), read("server.crt"), read("server.key"))
+}
+
+/// The server against a PostgreSQL that takes TLS connections only: it
+/// connects with `require`, `verify-ca` and `verify-full`, and refuses
+/// with a clear error a certificate from another CA and a plain connection.
+#[tokio::test]
+async fn tls_to_postgresql_honours_sslmode() {
+    let dir = std::env::temp_dir().join(format!("placement-tls-{}", uuid::Uuid::new_v4()));
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).expect("dir");
+    let (ca, cert, key) = make_certs(&dir, "placement-test-ca");
+    let (wrong_ca, _, _) = make_certs(&other, "some-other-ca");
+    let pg = placement_testkit::pg::PgCluster::start_tls(&cert, &key);
+    let port = pg.port;
+    let url = |host: &str, query: &str| format!("postgres://postgres@{host}:{port}/app?{query}");
+    for (host, query) in [
+        ("127.0.0.1", "sslmode=require".to_string()),
+        (
+            "127.0.0.1",
+            format!("sslmode=verify-ca&sslrootcert={}", ca.display()),
+        ),
+        (
+            "localhost",
+            format!("sslmode=verify-full&sslrootcert={}", ca.display()),
+        ),
+    ] {
+        let server = cluster::start_server_with(&url(host, &query), "tls", &[]).await;
+        let (status, _, body) = send(
+            &server.base,
+            reqwest::Method::GET,
+            "/resource_providers",
+            &[("x-auth-token", "admin")],
+        )
+        .await;
+        assert_eq!(status, 200, "{query}: {body}");
+    }
+    let refused = |query: String| {
+        let mut child = Command::new(placement_testkit::placement_bin())
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .env("DATABASE_URL", url("localhost", &query))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while child.try_wait().expect("wait").is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{query}: still running");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = child.wait_with_output().expect("output");
+        assert!(!out.status.success(), "{query} started");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = refused(format!(
+        "sslmode=verify-full&sslrootcert={}",
+        wrong_ca.display()
+    ));
+    assert!(
+        err.contains(&format!("connecting to PostgreSQL at localhost:{port}/app")),
+        "{err}"
+    );
+    assert!(err.to_lowercase().contains("certificate"), "{err}");
+    let err = refused("sslmode=disable".into());
+    assert!(
+        err.contains("no encryption") || err.contains("pg_hba.conf"),
+        "{err}"
+    );
+    drop(pg);
+    let _ = std::fs::remove_dir_all(&dir);
+}

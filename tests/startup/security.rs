@@ -1,0 +1,268 @@
+//! Policy files, a Keystone that cannot answer, and CORS, through real processes.
+
+use super::*;
+use placement_testkit::{cluster, common};
+
+#[test]
+fn bad_policy_files_and_keystone_options_stop_start_up() {
+    for (text, says) in [
+        ("admin_api: \"role:admin or\"\n", "line 1"),
+        (
+            "admin_api: role:admin\nplacement:no:such:rule: \"@\"\n",
+            "line 2: unknown rule",
+        ),
+        (
+            "admin_api: rule:service_api\nservice_api: rule:admin_api\n",
+            "cycle",
+        ),
+        ("{\"admin_api\": \"role:admin\",}\n", "line 1"),
+        ("admin_api: [role:admin]\n", "line 1"),
+        ("admin_api: role:admin\n  nested: x\n", "line 2"),
+    ] {
+        let f = policy_file(text);
+        let err = refused_start(&["--policy-file", &f.arg()]);
+        assert!(err.contains(says), "{text:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    }
+    let err = refused_start(&["--policy-file", "/nonexistent/policy.yaml"]);
+    assert!(err.contains("/nonexistent/policy.yaml"), "{err}");
+    let err = refused_start(&["--auth-strategy", "keystone"]);
+    assert!(err.contains("--keystone-url"), "{err}");
+    let err = refused_start(&[
+        "--auth-strategy",
+        "keystone",
+        "--keystone-url",
+        "http://127.0.0.1:1/v3",
+        "--keystone-username",
+        "placement",
+        "--keystone-project",
+        "service",
+    ]);
+    assert!(err.contains("--keystone-password"), "{err}");
+}
+
+#[tokio::test]
+async fn a_policy_file_is_what_the_server_enforces() {
+    if std::env::var("DATABASE_URL").is_err() {
+        return;
+    }
+    let f = policy_file(
+        "# operators may list, nobody else\nplacement:resource_providers:list: \"role:operator\"\n\"admin_or_service_api\": 'role:admin'\n",
+    );
+    let (admin_url, db) = common::fresh_database().await;
+    let url = common::url_with_db(&admin_url, &db);
+    let server =
+        cluster::start_server_with(&url, "policy-file", &["--policy-file", &f.arg()]).await;
+    let b = &server.base;
+    let get = reqwest::Method::GET;
+    let operator = [
+        ("x-auth-token", "user"),
+        ("x-roles", "operator"),
+        ("x-project-id", "p1"),
+    ];
+    assert_eq!(
+        send(b, get.clone(), "/resource_providers", &operator)
+            .await
+            .0,
+        200
+    );
+    let (status, _, body) = send(
+        b,
+        get.clone(),
+        "/resource_providers",
+        &[("x-auth-token", "admin")],
+    )
+    .await;
+    assert_eq!(status, 403, "the file replaced the default: {body}");
+    assert_eq!(
+        body["errors"][0]["detail"].as_str().unwrap_or(""),
+        "Access was denied to this resource.\n\n Policy does not allow placement:resource_providers:list to be performed.  "
+    );
+    assert_eq!(send(b, get.clone(), "/traits", &operator).await.0, 403);
+    assert_eq!(
+        send(b, get, "/traits", &[("x-auth-token", "admin")])
+            .await
+            .0,
+        200
+    );
+    drop(server);
+    common::drop_database(&admin_url, &db);
+}
+
+#[tokio::test]
+async fn keystone_that_cannot_answer_means_503_never_a_pass() {
+    if std::env::var("DATABASE_URL").is_err() {
+        return;
+    }
+    // Nothing listens there: every validation fails to connect.
+    let dead = format!("http://127.0.0.1:{}/v3", cluster::free_port());
+    let (admin_url, db) = common::fresh_database().await;
+    let url = common::url_with_db(&admin_url, &db);
+    let server = cluster::start_server_with(
+        &url,
+        "keystone-down",
+        &[
+            "--auth-strategy",
+            "keystone",
+            "--keystone-url",
+            &dead,
+            "--keystone-username",
+            "placement",
+            "--keystone-project",
+            "service",
+            "--keystone-password",
+            "secret",
+            "--keystone-timeout",
+            "2",
+        ],
+    )
+    .await;
+    assert!(
+        !server.log().contains("secret"),
+        "the password is never logged"
+    );
+    let b = &server.base;
+    let get = reqwest::Method::GET;
+    let (status, headers, body) = send(b, get.clone(), "/resource_providers", &[]).await;
+    assert_eq!(status, 401, "{body}");
+    let challenge = headers
+        .get("www-authenticate")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    assert_eq!(
+        challenge,
+        format!("Keystone uri=\"{}\"", dead.trim_end_matches("/v3"))
+    );
+    for forged in [
+        vec![("x-auth-token", "admin")],
+        vec![
+            ("x-auth-token", "user"),
+            ("x-roles", "admin"),
+            ("x-project-id", "p1"),
+            ("x-user-id", "u1"),
+        ],
+        vec![
+            ("x-auth-token", "user"),
+            ("x-identity-status", "Confirmed"),
+            ("x-roles", "admin"),
+        ],
+    ] {
+        let (status, headers, body) = send(b, get.clone(), "/resource_providers", &forged).await;
+        assert_eq!(status, 503, "{forged:?}: {body}");
+        assert_eq!(body["errors"][0]["code"], "placement.identity.unavailable");
+        assert!(body["errors"][0]["request_id"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("req-")));
+        assert!(headers.contains_key("retry-after"));
+    }
+    // Malformed or enormous tokens are refused without asking anyone.
+    let huge = "a".repeat(9000);
+    for token in [huge.as_str(), "two words", "tab\there"] {
+        let (status, _, body) = send(
+            b,
+            get.clone(),
+            "/resource_providers",
+            &[("x-auth-token", token)],
+        )
+        .await;
+        assert_eq!(status, 401, "{body}");
+    }
+    // The version document needs no token and no Keystone.
+    assert_eq!(send(b, get, "/", &[]).await.0, 200);
+    drop(server);
+    common::drop_database(&admin_url, &db);
+}
+
+#[tokio::test]
+async fn cors_answers_bad_preflights_without_its_headers() {
+    if std::env::var("DATABASE_URL").is_err() {
+        return;
+    }
+    let (admin_url, db) = common::fresh_database().await;
+    let url = common::url_with_db(&admin_url, &db);
+    let server = cluster::start_server_with(
+        &url,
+        "cors",
+        &[
+            "--cors-allowed-origin",
+            "https://ui.example.com,https://other.example.com",
+            "--cors-max-age",
+            "600",
+        ],
+    )
+    .await;
+    let b = &server.base;
+    let opts = reqwest::Method::OPTIONS;
+    let ok = [
+        ("origin", "https://ui.example.com"),
+        ("access-control-request-method", "PUT"),
+        (
+            "access-control-request-headers",
+            "X-Auth-Token, OpenStack-API-Version, content-type",
+        ),
+    ];
+    let (status, h, _) = send(b, opts.clone(), "/resource_providers", &ok).await;
+    assert_eq!(status, 200);
+    let header = |h: &reqwest::header::HeaderMap, n: &str| {
+        h.get(n).and_then(|v| v.to_str().ok()).map(str::to_string)
+    };
+    assert_eq!(
+        header(&h, "access-control-allow-origin").as_deref(),
+        Some("https://ui.example.com")
+    );
+    assert_eq!(
+        header(&h, "access-control-allow-methods").as_deref(),
+        Some("PUT")
+    );
+    assert_eq!(header(&h, "access-control-max-age").as_deref(), Some("600"));
+    assert_eq!(
+        header(&h, "access-control-allow-headers").as_deref(),
+        Some("x-auth-token,openstack-api-version,content-type")
+    );
+    let long = format!("https://{}.example.com", "x".repeat(4000));
+    for bad in [
+        vec![
+            ("origin", "https://evil.example.com"),
+            ("access-control-request-method", "GET"),
+        ],
+        vec![("origin", "null"), ("access-control-request-method", "GET")],
+        vec![
+            ("origin", long.as_str()),
+            ("access-control-request-method", "GET"),
+        ],
+        vec![
+            ("origin", "https://ui.example.com"),
+            ("access-control-request-method", "TRACE"),
+        ],
+        vec![("origin", "https://ui.example.com")],
+        vec![
+            ("origin", "https://ui.example.com"),
+            ("access-control-request-method", "GET"),
+            ("access-control-request-headers", "x-evil"),
+        ],
+    ] {
+        let (status, h, _) = send(b, opts.clone(), "/resource_providers", &bad).await;
+        assert_eq!(status, 200, "{bad:?}");
+        assert!(h.get("access-control-allow-origin").is_none(), "{bad:?}");
+    }
+    // An actual request from an allowed origin can read the request id.
+    let (status, h, _) = send(
+        b,
+        reqwest::Method::GET,
+        "/resource_providers",
+        &[
+            ("x-auth-token", "admin"),
+            ("origin", "https://other.example.com"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        header(&h, "access-control-allow-origin").as_deref(),
+        Some("https://other.example.com")
+    );
+    assert!(header(&h, "access-control-expose-headers")
+        .is_some_and(|v| v.contains("X-Openstack-Request-Id")));
+    drop(server);
+    common::drop_database(&admin_url, &db);
+}
