@@ -64,7 +64,7 @@ impl fmt::Display for Report {
         } else {
             write!(
                 f,
-                "verified (generations, inventories, usage per provider and class) and committed"
+                "verified (counts, generations, inventories, usage per provider and class) and committed"
             )
         }
     }

@@ -446,6 +446,7 @@ pub async fn verify(
             )));
         }
     }
+    verify_counts(conn, s, &ids).await?;
     let mut want: HashMap<(i64, i32), i64> = HashMap::new();
     for a in &s.allocations {
         let key = (
@@ -476,6 +477,45 @@ pub async fn verify(
             })
             .unwrap_or_else(|| "usage on a provider the source does not use".into());
         return Err(TargetError::Mismatch(differs));
+    }
+    Ok(())
+}
+
+/// The imported providers' trait and aggregate links and the consumers:
+/// as many here as in the source.
+async fn verify_counts(
+    conn: &mut PgConnection,
+    s: &Snapshot,
+    ids: &[i64],
+) -> Result<(), TargetError> {
+    let uuids: Vec<Uuid> = s
+        .consumers
+        .iter()
+        .map(|c| parse_uuid(&c.uuid, "consumer uuid"))
+        .collect::<Result<_, _>>()?;
+    let (traits, aggs, consumers): (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT COUNT(*) FROM resource_provider_traits WHERE resource_provider_id = ANY($1)),
+                (SELECT COUNT(*) FROM resource_provider_aggregates WHERE resource_provider_id = ANY($1)),
+                (SELECT COUNT(*) FROM consumers WHERE uuid = ANY($2))",
+    )
+    .bind(ids)
+    .bind(&uuids)
+    .fetch_one(conn)
+    .await?;
+    let want = (
+        s.provider_traits.len(),
+        s.provider_aggregates.len(),
+        s.consumers.len(),
+    );
+    let have = (
+        usize::try_from(traits).unwrap_or(usize::MAX),
+        usize::try_from(aggs).unwrap_or(usize::MAX),
+        usize::try_from(consumers).unwrap_or(usize::MAX),
+    );
+    if want != have {
+        return Err(TargetError::Mismatch(format!(
+            "(provider traits, provider aggregates, consumers): source {want:?}, here {have:?}"
+        )));
     }
     Ok(())
 }
