@@ -1,5 +1,7 @@
 //! `GET /allocation_candidates` (1.10+): the query validated for the
-//! microversion, the candidate engine's answer rendered for it.
+//! microversion, the candidate engine's answer rendered for it; and the
+//! extension `GET /allocation_candidates/explain`: the same query, the same
+//! validation, and for every root provider whether it fits and if not why.
 
 use super::extract::QueryPairs;
 use super::microversion::Microversion;
@@ -46,4 +48,47 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
         "allocation candidates"
     );
     Ok(reply)
+}
+
+/// `GET /allocation_candidates/explain` (extension). `limit` bounds the
+/// providers reported, not the search: every candidate is generated (up to
+/// the step budget), so that a tree is reported fitting exactly when it
+/// anchors a candidate.
+pub async fn explain(
+    State(st): State<AppState>,
+    mv: Microversion,
+    q: QueryPairs,
+) -> ApiResult<Reply> {
+    q.validate(&schema::candidates_query(mv))?;
+    let limit: Option<usize> =
+        q.0.iter()
+            .find(|(k, _)| k == "limit")
+            .and_then(|(_, v)| v.parse().ok());
+    let pairs: Vec<(String, String)> = q.0.iter().filter(|(k, _)| k != "limit").cloned().collect();
+    let found = candidates_find::find(&st.engine(), &pairs, (mv.major, mv.minor), None).await?;
+    let verdicts = match &found.request {
+        Some(req) => crate::candidates::explain::explain(&found.snap, req, &found.candidates),
+        None => Vec::new(),
+    };
+    let mut summary = std::collections::BTreeMap::new();
+    for v in &verdicts {
+        let key = v.reason.as_ref().map_or("fits", |r| r.kind);
+        *summary.entry(key.to_string()).or_insert(0) += 1;
+    }
+    let providers = verdicts
+        .iter()
+        .take(limit.unwrap_or(usize::MAX))
+        .map(|v| schema::responses::RootExplanation {
+            root_provider_uuid: found.snap.nodes[v.root].uuid,
+            fits: v.reason.is_none(),
+            reason: v.reason.as_ref().map(|r| r.kind.to_string()),
+            group: v.reason.as_ref().and_then(|r| r.group.clone()),
+            detail: v.reason.as_ref().map(|r| r.detail.clone()),
+        })
+        .collect();
+    Ok(Reply::ok(&schema::responses::Explanation {
+        providers,
+        summary,
+        complete: !found.cut,
+    }))
 }

@@ -41,6 +41,10 @@ pub struct Candidates {
     pub suffixes: Vec<String>,
     /// Class ids requested by any group.
     pub requested: BTreeSet<i32>,
+    /// The resolved request (None: an unknown `in_tree` matches nothing).
+    pub request: Option<solve::Request>,
+    /// The search stopped at its step budget.
+    pub cut: bool,
 }
 
 /// Sets its flag when dropped: the request future that owns it is dropped
@@ -134,6 +138,8 @@ pub async fn find(
         candidates: Vec::new(),
         suffixes: parsed.groups.iter().map(|g| g.suffix.clone()).collect(),
         requested: ids.class.values().copied().collect(),
+        request: None,
+        cut: false,
     };
     let Some(request) = solver_request(&found.snap, &parsed, &ids) else {
         // An unknown in_tree matches nothing.
@@ -154,7 +160,8 @@ pub async fn find(
         max_steps: engine.settings.allocation_candidates_max_steps,
         cancel: None,
     };
-    found.candidates =
+    found.request = Some(request.clone());
+    (found.candidates, found.cut) =
         solve_off_the_workers(engine.cpu, found.snap.clone(), request, limits).await?;
     crate::metrics::metrics()
         .candidates_generated
@@ -268,7 +275,7 @@ async fn solve_off_the_workers(
     snap: Arc<Snapshot>,
     request: solve::Request,
     limits: Limits,
-) -> ApiResult<Vec<Candidate>> {
+) -> ApiResult<(Vec<Candidate>, bool)> {
     let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
     let limits = Limits {
         cancel: Some(cancel.0.clone()),
@@ -293,5 +300,8 @@ async fn solve_off_the_workers(
             "solved"
         ),
     }
-    Ok(solution.candidates)
+    Ok((
+        solution.candidates,
+        solution.stopped == Some(Stopped::Budget),
+    ))
 }

@@ -4,6 +4,7 @@
 pub mod batch;
 pub mod budget;
 pub mod cache;
+pub mod explain;
 pub mod find;
 pub mod groups;
 pub mod load;

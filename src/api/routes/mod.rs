@@ -421,6 +421,16 @@ pub const ROUTES: &[Route] = &[
         handler: || get(allocation_candidates::list),
     },
     Route {
+        path: "/allocation_candidates/explain",
+        method: Method::GET,
+        since: Microversion::new(1, 10),
+        rule: Some("placement:allocation_candidates:list"),
+        summary: "Why not (extension): the query of GET /allocation_candidates, validated alike; for every root provider (limit: the first N by uuid) whether its tree anchors a candidate and, if not, the first constraint that rules it out with its numbers, plus a count per reason",
+        takes: None,
+        answer: Some("Explanation"),
+        handler: || get(allocation_candidates::explain),
+    },
+    Route {
         path: "/resource_providers/{uuid}/cpu_topology",
         method: Method::GET,
         since: Microversion::new(1, 0),

@@ -347,6 +347,41 @@ pub struct Resized {
     pub numa_node: Option<String>,
 }
 
+/// `GET /allocation_candidates/explain` (extension): every root provider
+/// (or the first `limit`), whether its tree fits, and if not why.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Explanation {
+    /// Per root provider, in uuid order.
+    pub providers: Vec<RootExplanation>,
+    /// How many trees fit, and how many each reason ruled out.
+    pub summary: BTreeMap<String, usize>,
+    /// False when the search stopped at its step budget: trees it did not
+    /// reach are reported as not fitting.
+    pub complete: bool,
+}
+
+/// One root provider's verdict.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RootExplanation {
+    /// The root provider.
+    pub root_provider_uuid: Uuid,
+    /// Whether its tree anchors at least one candidate.
+    pub fits: bool,
+    /// The first constraint that rules it out: `root_required`, `in_tree`,
+    /// `member_of`, `forbidden_trait`, `required_trait`, `no_inventory`,
+    /// `capacity` or `combination` (null when it fits).
+    pub reason: Option<String>,
+    /// The request group the reason is about ("" for the unnumbered one).
+    pub group: Option<String>,
+    /// The reason's numbers (for `capacity`: total, reserved,
+    /// allocation_ratio, used, free, requested, min_unit, max_unit,
+    /// step_size of the roomiest provider).
+    #[schema(value_type = Option<Object>)]
+    pub detail: Option<serde_json::Value>,
+}
+
 /// Every response schema, for the OpenAPI components.
 pub fn components() -> Schemas {
     let mut out = Vec::new();
@@ -370,6 +405,8 @@ pub fn components() -> Schemas {
     register::<ConsumerShare>(&mut out);
     register::<ProviderAllocations>(&mut out);
     register::<AllocationCandidates>(&mut out);
+    register::<Explanation>(&mut out);
+    register::<RootExplanation>(&mut out);
     register::<Health>(&mut out);
     register::<CoreShares>(&mut out);
     register::<CpuTopology>(&mut out);
