@@ -3,8 +3,21 @@
 use super::*;
 use placement_testkit::cluster;
 
-/// Starts a zero-configuration server on `dir`; its child and base URL.
-async fn zero_config(dir: &std::path::Path) -> (std::process::Child, String) {
+/// A zero-config server, stopped with SIGTERM when dropped (also when an
+/// assertion fails), so that it stops its PostgreSQL.
+struct ZeroConfig(std::process::Child);
+
+impl Drop for ZeroConfig {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts a zero-configuration server on `dir`; it and its base URL.
+async fn zero_config(dir: &std::path::Path) -> (ZeroConfig, String) {
     let port = cluster::free_port();
     let mut child = Command::new(placement_testkit::placement_bin())
         .args([
@@ -27,15 +40,7 @@ async fn zero_config(dir: &std::path::Path) -> (std::process::Child, String) {
         assert!(Instant::now() < deadline, "never answered");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    (child, base)
-}
-
-/// SIGTERM, so that the server stops its PostgreSQL, then wait.
-fn terminate(mut child: std::process::Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
+    (ZeroConfig(child), base)
 }
 
 #[tokio::test]
@@ -46,7 +51,7 @@ async fn a_second_zero_config_server_names_the_first() {
     assert!(
         err.contains(&format!(
             "is in use by another placement serve (pid {})",
-            first.id()
+            first.0.id()
         )),
         "{err}"
     );
@@ -56,7 +61,7 @@ async fn a_second_zero_config_server_names_the_first() {
         .collect();
     assert_eq!(error_lines.len(), 1, "one line: {err}");
     assert!(error_lines[0].contains("--data-dir"), "{err}");
-    terminate(first);
+    drop(first);
     // Once the first is gone, the directory is free again.
     let (again, base) = zero_config(&dir).await;
     assert_eq!(
@@ -66,7 +71,7 @@ async fn a_second_zero_config_server_names_the_first() {
             .ok(),
         Some(200)
     );
-    terminate(again);
+    drop(again);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
