@@ -25,12 +25,10 @@ BIN=${1:-target/release/placement}
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 HERE=$(pwd)/scripts
 
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 VENV=${PLACEMENT_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/placement-real/venv}
-if ! "$VENV/bin/python" -c 'import placement, psycopg2, gunicorn' 2>/dev/null; then
-    echo "==> installing openstack-placement 16.0.0 into $VENV"
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check 'openstack-placement==16.0.0' psycopg2-binary gunicorn
-fi
+ensure_venv "$VENV" "placement, psycopg2, gunicorn" 'openstack-placement==16.0.0' psycopg2-binary gunicorn
 
 WORK=$(mktemp -d /tmp/import-check.XXXXXX)
 chmod 755 "$WORK"
@@ -44,15 +42,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_for() {  # url pid log
-    for _ in $(seq 600); do
-        if curl -sf -o /dev/null "$1"; then return 0; fi
-        kill -0 "$2" 2>/dev/null || { echo "FAILED: $1 exited:" >&2; tail -n 30 "$3" >&2; exit 1; }
-        sleep 0.1
-    done
-    echo "FAILED: $1 never answered" >&2; tail -n 30 "$3" >&2; exit 1
-}
 fail() { echo "FAILED: $*" >&2; exit 1; }
 
 # --- a throwaway PostgreSQL ---------------------------------------------------------

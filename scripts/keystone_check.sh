@@ -30,42 +30,21 @@ BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}
 
 # --- the venvs ------------------------------------------------------------------------
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 KVENV=${KEYSTONE_VENV:-$CACHE/placement-keystone/venv}
-if ! "$KVENV/bin/python" -c 'import keystone, gunicorn' 2>/dev/null; then
-    echo "==> installing keystone and gunicorn into $KVENV"
-    python3 -m venv "$KVENV"
-    "$KVENV/bin/pip" install -q --disable-pip-version-check keystone gunicorn
-fi
+ensure_venv "$KVENV" "keystone, gunicorn" keystone gunicorn
 OVENV=${OSC_VENV:-$CACHE/placement-osc/venv}
-if ! "$OVENV/bin/python" -c 'import osc_placement, openstackclient' 2>/dev/null; then
-    echo "==> installing python-openstackclient and osc-placement into $OVENV"
-    python3 -m venv "$OVENV"
-    "$OVENV/bin/pip" install -q --disable-pip-version-check python-openstackclient osc-placement
-fi
+ensure_venv "$OVENV" "osc_placement, openstackclient" python-openstackclient osc-placement
 
 # --- processes and clean-up -------------------------------------------------------------
 WORK=$(mktemp -d /tmp/keystone-check.XXXXXX)
 chmod 755 "$WORK"
 KS_PID=""
 SERVER_PID=""
-stop() {  # pid
-    [ -n "$1" ] || return 0
-    kill "$1" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$1" 2>/dev/null || true
-}
 cleanup() { stop "$SERVER_PID"; stop "$KS_PID"; rm -rf "$WORK"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_for() {  # url pid log
-    for _ in $(seq 600); do
-        if curl -sf -o /dev/null "$1"; then return 0; fi
-        if ! kill -0 "$2" 2>/dev/null; then echo "FAILED: process for $1 exited:" >&2; tail -n 30 "$3" >&2; exit 1; fi
-        sleep 0.1
-    done
-    echo "FAILED: $1 never answered" >&2; tail -n 30 "$3" >&2; exit 1
-}
 fail() { echo "FAILED: $*" >&2; echo "server log (last lines):" >&2; tail -n 20 "$WORK/server.log" >&2 || true; exit 1; }
 
 # --- 1. Keystone --------------------------------------------------------------------------

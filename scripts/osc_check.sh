@@ -16,12 +16,10 @@ BIN=${1:-target/release/placement}
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 
 # --- the CLI ----------------------------------------------------------------------
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 VENV=${OSC_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/placement-osc/venv}
-if ! "$VENV/bin/python" -c 'import osc_placement, openstackclient' 2>/dev/null; then
-    echo "==> installing python-openstackclient and osc-placement into $VENV"
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check python-openstackclient osc-placement
-fi
+ensure_venv "$VENV" "osc_placement, openstackclient" python-openstackclient osc-placement
 
 # --- the server ---------------------------------------------------------------------
 WORK=$(mktemp -d /tmp/osc-check.XXXXXX)
@@ -38,7 +36,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 URL=http://127.0.0.1:$PORT
 if [ -n "${DATABASE_URL:-}" ]; then
     echo "==> starting $BIN on $URL (DATABASE_URL)"

@@ -142,37 +142,25 @@ if [ "$CARGO_STATUS" = 0 ] && [ -z "${SKIP_CONFORMANCE:-}" ] && [ -f "$CONFORMAN
     fi
 fi
 
-# --- 3. the openstack CLI -------------------------------------------------------
-OSC_STATUS=0
-if [ "$CARGO_STATUS" = 0 ] && [ "${OSC_CHECK:-1}" != 0 ]; then
-    say "openstack CLI check"
-    [ -x target/release/placement ] || cargo build --release
-    set +e
-    # Zero-configuration mode: the server runs its own PostgreSQL in a temporary dir.
-    env -u DATABASE_URL bash scripts/osc_check.sh target/release/placement
-    OSC_STATUS=$?
-    set -e
-fi
-
-KEYSTONE_STATUS=0
-if [ "$CARGO_STATUS" = 0 ] && [ "${KEYSTONE_CHECK:-1}" != 0 ]; then
-    say "Keystone check"
-    [ -x target/release/placement ] || cargo build --release
-    set +e
-    env -u DATABASE_URL bash scripts/keystone_check.sh target/release/placement
-    KEYSTONE_STATUS=$?
-    set -e
-fi
-
-IMPORT_STATUS=0
-if [ "$CARGO_STATUS" = 0 ] && [ "${IMPORT_CHECK:-1}" != 0 ]; then
-    say "import check"
-    [ -x target/release/placement ] || cargo build --release
-    set +e
-    bash scripts/import_check.sh target/release/placement
-    IMPORT_STATUS=$?
-    set -e
-fi
+# --- 3. the scripted end-to-end checks -------------------------------------------
+# run_check LABEL SWITCH SCRIPT: runs scripts/SCRIPT against the release
+# build unless SWITCH (OSC_CHECK, …) is 0; sets <SWITCH>_STATUS. The servers
+# they start run their own PostgreSQL (zero-configuration mode).
+run_check() {
+    local label=$1 switch=$2 script=$3 status=0
+    if [ "$CARGO_STATUS" = 0 ] && [ "${!switch:-1}" != 0 ]; then
+        say "$label"
+        [ -x target/release/placement ] || cargo build --release
+        set +e
+        env -u DATABASE_URL bash "scripts/$script" target/release/placement
+        status=$?
+        set -e
+    fi
+    printf -v "${switch%_CHECK}_STATUS" '%s' "$status"
+}
+run_check "openstack CLI check" OSC_CHECK osc_check.sh
+run_check "Keystone check" KEYSTONE_CHECK keystone_check.sh
+run_check "import check" IMPORT_CHECK import_check.sh
 
 # --- summary --------------------------------------------------------------------
 say "summary ($((SECONDS - STARTED)) s)"
