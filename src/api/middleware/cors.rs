@@ -28,14 +28,10 @@ pub fn is_preflight(method: &Method, headers: &HeaderMap) -> bool {
     method == Method::OPTIONS && headers.contains_key(header::ORIGIN)
 }
 
-fn allowed_origin<'a>(rules: &CorsRules, headers: &'a HeaderMap) -> Option<&'a HeaderValue> {
-    let origin = headers.get(header::ORIGIN)?;
-    let text = origin.to_str().ok()?;
-    rules
-        .allowed_origins
-        .iter()
-        .any(|o| o == "*" || o == text)
-        .then_some(origin)
+fn allowed(rules: &CorsRules, origin: &HeaderValue) -> bool {
+    origin
+        .to_str()
+        .is_ok_and(|text| rules.allowed_origins.iter().any(|o| o == "*" || o == text))
 }
 
 /// The answer to a preflight.
@@ -67,7 +63,10 @@ fn admitted(
     rules: &CorsRules,
     headers: &HeaderMap,
 ) -> Option<(HeaderValue, HeaderValue, Option<HeaderValue>)> {
-    let origin = allowed_origin(rules, headers)?.clone();
+    let origin = headers
+        .get(header::ORIGIN)
+        .filter(|o| allowed(rules, o))?
+        .clone();
     let method = headers.get(header::ACCESS_CONTROL_REQUEST_METHOD)?;
     let name = method.to_str().ok()?.trim();
     if !ALLOW_METHODS.contains(&name) && name != "OPTIONS" {
@@ -96,10 +95,10 @@ fn admitted(
 }
 
 /// Adds the CORS headers of an actual request from an allowed origin.
-pub fn decorate(rules: &CorsRules, request: &HeaderMap, resp: &mut Response) {
-    let Some(origin) = allowed_origin(rules, request) else {
+pub fn decorate(rules: &CorsRules, origin: &HeaderValue, resp: &mut Response) {
+    if !allowed(rules, origin) {
         return;
-    };
+    }
     let h = resp.headers_mut();
     h.append(header::VARY, HeaderValue::from_static("Origin"));
     h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());

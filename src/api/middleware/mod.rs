@@ -242,7 +242,10 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
     let wants_codes = microversion::negotiate(req.headers()).is_ok_and(|v| v.at_least(1, 23));
     let method = req.method().clone();
     let cors = gate.security.cors.clone();
-    let origin_headers = cors.as_ref().map(|_| req.headers().clone());
+    // Only the Origin is kept for the answer's CORS headers, not every header.
+    let origin = cors
+        .as_ref()
+        .and_then(|_| req.headers().get(header::ORIGIN).cloned());
     async move {
         if let Some(rules) = &cors {
             if cors::is_preflight(req.method(), req.headers()) {
@@ -277,8 +280,8 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
             resp.status().as_u16(),
             started.elapsed().as_secs_f64(),
         );
-        if let (Some(rules), Some(h)) = (&cors, &origin_headers) {
-            cors::decorate(rules, h, &mut resp);
+        if let (Some(rules), Some(o)) = (&cors, &origin) {
+            cors::decorate(rules, o, &mut resp);
         }
         let status = resp.status().as_u16();
         tracing::Span::current().record("status", status);
