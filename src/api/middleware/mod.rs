@@ -239,7 +239,6 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
         microversion = tracing::field::Empty,
         status = tracing::field::Empty,
     );
-    let wants_codes = microversion::negotiate(req.headers()).is_ok_and(|v| v.at_least(1, 23));
     let method = req.method().clone();
     let cors = gate.security.cors.clone();
     // Only the Origin is kept for the answer's CORS headers, not every header.
@@ -255,15 +254,20 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
                 return resp;
             }
         }
+        // A refusal before routing shows its code when the request asked
+        // for 1.23+; the version is only parsed on that (rare) path.
         let admitted = match admit(&mut req, &path, &gate.security).await {
-            Ok(v) => read_body(req, gate.limits).await.map(|r| (v, r)),
-            Err(e) => Err(e),
+            Ok(v) => read_body(req, gate.limits)
+                .await
+                .map(|r| (v, r))
+                .map_err(|e| (e, false)),
+            Err(e) => {
+                let codes = microversion::negotiate(req.headers()).is_ok_and(|v| v.at_least(1, 23));
+                Err((e, codes))
+            }
         };
         let (mut resp, mv) = match admitted {
-            Err(e) => (
-                refused(&e, &request_id, accept.as_deref(), wants_codes),
-                None,
-            ),
+            Err((e, codes)) => (refused(&e, &request_id, accept.as_deref(), codes), None),
             Ok((v, req)) => {
                 tracing::Span::current().record("microversion", tracing::field::display(v));
                 (
