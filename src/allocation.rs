@@ -4,7 +4,7 @@
 
 use crate::db::allocations::{self as db, AllocError, ConsumerWrite};
 use crate::error::{codes, with_retries, ApiError, ApiResult};
-use sqlx::PgPool;
+use crate::db::Pool;
 use uuid::Uuid;
 
 /// Maps a refused write to Placement's error; `put_consumer` picks the PUT wording.
@@ -45,7 +45,7 @@ pub fn alloc_error(e: AllocError, put_consumer: Option<Uuid>) -> ApiError {
 /// writers) up to `allocation_conflict_retry_count` times, as Placement
 /// retries generation races; `put_consumer` picks the PUT wording of errors.
 pub async fn write_with_retry(
-    pool: &PgPool,
+    pool: &Pool,
     retries: u32,
     writes: &[ConsumerWrite],
     put_consumer: Option<Uuid>,

@@ -59,6 +59,8 @@ pub struct Metrics {
     pub latency: HistogramFamily,
     /// Database connections open and idle, and the pool's cap (set at scrape).
     pub pool: Family<PoolState, Gauge>,
+    /// Callers waiting for a database connection now.
+    pub pool_waiting: Gauge,
     /// Full reloads of the candidate snapshot.
     pub snapshot_reloads: Counter,
     /// Providers re-read from the change log into the snapshot.
@@ -93,6 +95,7 @@ impl Metrics {
             requests: Family::default(),
             latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
             pool: Family::default(),
+            pool_waiting: Gauge::default(),
             snapshot_reloads: Counter::default(),
             snapshot_providers_patched: Counter::default(),
             candidates_generated: Counter::default(),
@@ -125,6 +128,11 @@ impl Metrics {
             "db_pool_connections",
             "Database connections: open, idle, max",
             self.pool.clone(),
+        );
+        r.register(
+            "db_pool_waiting",
+            "Callers waiting for a database connection",
+            self.pool_waiting.clone(),
         );
         r.register(
             "snapshot_reloads",

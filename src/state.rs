@@ -65,7 +65,7 @@ impl Security {
 #[derive(Clone)]
 pub struct AppState {
     /// The database pool.
-    pub pool: sqlx::PgPool,
+    pub pool: crate::db::Pool,
     /// Behaviour settings.
     pub settings: Arc<config::Settings>,
     /// This process's snapshot of the provider data candidates need.
@@ -82,7 +82,7 @@ impl AppState {
     /// State over a pool with the given settings and an empty candidates cache.
     pub fn new(pool: sqlx::PgPool, settings: config::Settings) -> Self {
         AppState {
-            pool,
+            pool: crate::db::Pool::new(pool),
             settings: Arc::new(settings),
             candidates: Arc::default(),
             cpu: Arc::new(tokio::sync::Semaphore::new(

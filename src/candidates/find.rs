@@ -13,7 +13,7 @@ use crate::config::{GenerationStrategy, Settings};
 use crate::db::{candidates as db, classes, fairness, traits};
 use crate::error::{ApiError, ApiResult};
 use crate::sched::colocation::CpuMem;
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use tokio::sync::Semaphore;
 /// What a search needs from the process.
 pub struct Engine<'a> {
     /// The database.
-    pub pool: &'a PgPool,
+    pub pool: &'a crate::db::Pool,
     /// This process's provider snapshot.
     pub cache: &'a SnapshotCache,
     /// Limits and generation order.

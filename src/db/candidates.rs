@@ -175,7 +175,7 @@ pub async fn aggregate_ids(
 /// Starts the read-only, repeatable-read transaction a candidates request runs in.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn begin_snapshot(
-    pool: &sqlx::PgPool,
+    pool: &super::Pool,
 ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")

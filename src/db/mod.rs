@@ -12,11 +12,14 @@ pub mod deployments;
 pub mod fairness;
 pub mod import;
 pub mod inventories;
+pub mod pool;
 pub mod providers;
 pub mod traits;
 pub mod usages;
 
 use sqlx::PgPool;
+
+pub use pool::Pool;
 
 /// True when `e` is a unique violation of the named constraint.
 pub fn is_unique_violation(e: &sqlx::Error, constraint: &str) -> bool {

@@ -13,7 +13,7 @@ use crate::db::fairness as db;
 use crate::error::{with_retries, ApiError, ApiResult};
 use crate::sched::admission::{self as round, Outcome, Reason, Stage};
 use serde::{Deserialize, Serialize};
-use sqlx::PgPool;
+use crate::db::Pool;
 use std::collections::{BTreeMap, BTreeSet};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -125,7 +125,7 @@ pub struct RoundSettings {
 
 /// Runs one round and commits it (unless `dry_run`).
 pub async fn run(
-    pool: &PgPool,
+    pool: &Pool,
     settings: &RoundSettings,
     body: AdmissionPost,
 ) -> ApiResult<AdmissionAnswer> {

@@ -9,7 +9,7 @@ use crate::db::providers;
 use crate::error::{ApiError, ApiResult};
 use crate::sched::decline::filter_seconds;
 use serde::{Deserialize, Serialize};
-use sqlx::PgPool;
+use crate::db::Pool;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -48,7 +48,7 @@ pub struct DeclineView {
 }
 
 /// Installs a decline filter.
-pub async fn decline(pool: &PgPool, body: DeclinePost) -> ApiResult<DeclineView> {
+pub async fn decline(pool: &Pool, body: DeclinePost) -> ApiResult<DeclineView> {
     let mut tx = pool.begin().await?;
     let rp = providers::get(&mut tx, body.resource_provider_uuid)
         .await?
@@ -87,7 +87,7 @@ pub async fn decline(pool: &PgPool, body: DeclinePost) -> ApiResult<DeclineView>
 }
 
 /// Clears a project's filters (one user's when named); how many went.
-pub async fn revive(pool: &PgPool, project: &str, user: Option<&str>) -> ApiResult<u64> {
+pub async fn revive(pool: &Pool, project: &str, user: Option<&str>) -> ApiResult<u64> {
     let mut conn = pool.acquire().await?;
     let Some(id) = db::project_id(&mut conn, project).await? else {
         return Ok(0);

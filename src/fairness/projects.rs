@@ -7,7 +7,7 @@ use super::{class_ids, positive_minus, project_row, Amounts};
 use crate::db::fairness::{self as db, FairnessRow};
 use crate::error::{codes, ApiError, ApiResult};
 use serde::{Deserialize, Serialize};
-use sqlx::PgPool;
+use crate::db::Pool;
 use utoipa::ToSchema;
 
 /// `PUT /projects/{project_id}/fairness`, after its schema check.
@@ -88,7 +88,7 @@ pub struct QuotaView {
 }
 
 /// A project's fairness settings (defaults when never set).
-pub async fn fairness(pool: &PgPool, project: &str) -> ApiResult<FairnessView> {
+pub async fn fairness(pool: &Pool, project: &str) -> ApiResult<FairnessView> {
     let mut conn = pool.acquire().await?;
     let row = match db::project_id(&mut conn, project).await? {
         Some(id) => db::fairness(&mut conn, id).await?,
@@ -99,7 +99,7 @@ pub async fn fairness(pool: &PgPool, project: &str) -> ApiResult<FairnessView> {
 
 /// Sets a project's weight and parent.
 pub async fn set_fairness(
-    pool: &PgPool,
+    pool: &Pool,
     project: &str,
     body: FairnessPut,
 ) -> ApiResult<FairnessView> {
@@ -142,7 +142,7 @@ pub async fn set_fairness(
 }
 
 /// A project's quota and holdings.
-pub async fn quota(pool: &PgPool, project: &str) -> ApiResult<QuotaView> {
+pub async fn quota(pool: &Pool, project: &str) -> ApiResult<QuotaView> {
     let mut conn = pool.acquire().await?;
     let Some(id) = db::project_id(&mut conn, project).await? else {
         return Ok(view(project, Vec::new(), db::Holdings::default()));
@@ -171,7 +171,7 @@ fn view(project: &str, rows: Vec<db::QuotaRow>, held: db::Holdings) -> QuotaView
 }
 
 /// Replaces a project's quota.
-pub async fn set_quota(pool: &PgPool, project: &str, body: QuotaPut) -> ApiResult<QuotaView> {
+pub async fn set_quota(pool: &Pool, project: &str, body: QuotaPut) -> ApiResult<QuotaView> {
     for (class, g) in &body.guarantees {
         if let Some(l) = body.limits.get(class).filter(|l| g > *l) {
             return Err(ApiError::bad_request(format!(

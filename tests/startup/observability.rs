@@ -172,6 +172,7 @@ async fn metrics_count_what_happened() {
         value(&after, "placement_db_pool_connections", &[("state", "max")]),
         10.0
     );
+    assert_eq!(value(&after, "placement_db_pool_waiting", &[]), 0.0);
     let uuid_labels = after
         .samples
         .iter()
@@ -189,4 +190,42 @@ async fn metrics_count_what_happened() {
     );
     drop(off);
     common::drop_database(&admin_url, &db);
+}
+
+/// `placement_db_pool_waiting` counts the callers queued for a connection
+/// and drops back when they get one, or give up.
+#[tokio::test]
+async fn the_pool_counts_its_waiters() {
+    let Ok(url) = std::env::var("DATABASE_URL") else {
+        return;
+    };
+    let inner = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .expect("connect");
+    let pool = placement::db::Pool::new(inner);
+    let waiting = || placement::metrics::metrics().pool_waiting.get();
+    let held = pool.acquire().await.expect("the only connection");
+    let before = waiting();
+    let queued = tokio::spawn({
+        let pool = pool.clone();
+        async move { pool.begin().await.map(|_| ()) }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while waiting() == before {
+        assert!(Instant::now() < deadline, "the waiter was never counted");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(waiting(), before + 1);
+    drop(held);
+    queued.await.expect("join").expect("the waiter's transaction");
+    assert_eq!(waiting(), before);
+    let given_up = tokio::time::timeout(Duration::from_millis(50), async {
+        let _held = pool.acquire().await;
+        pool.acquire().await
+    })
+    .await;
+    assert!(given_up.is_err(), "the second acquire waits for the first");
+    assert_eq!(waiting(), before, "a cancelled wait is no longer counted");
 }
