@@ -3,8 +3,8 @@
 //! race, refusals mapped to Placement's errors.
 
 use crate::db::allocations::{self as db, AllocError, ConsumerWrite};
-use crate::error::{codes, with_retries, ApiError, ApiResult};
 use crate::db::Pool;
+use crate::error::{codes, with_retries, ApiError, ApiResult};
 use uuid::Uuid;
 
 /// Maps a refused write to Placement's error; `put_consumer` picks the PUT wording.

@@ -7,9 +7,10 @@ use super::extract::QueryPairs;
 use super::microversion::Microversion;
 use super::respond::Reply;
 use super::schema;
-use crate::candidates::find as candidates_find;
 use crate::candidates::render::{render, Shape};
+use crate::candidates::{explain, find as candidates_find};
 use crate::error::ApiResult;
+use crate::fairness;
 use crate::state::AppState;
 use axum::extract::State;
 
@@ -66,8 +67,24 @@ pub async fn explain(
             .and_then(|(_, v)| v.parse().ok());
     let pairs: Vec<(String, String)> = q.0.iter().filter(|(k, _)| k != "limit").cloned().collect();
     let found = candidates_find::find(&st.engine(), &pairs, (mv.major, mv.minor), None).await?;
-    let verdicts = match &found.request {
-        Some(req) => crate::candidates::explain::explain(&found.snap, req, &found.candidates),
+    let Some(request) = &found.request else {
+        // An unknown in_tree matches nothing: there is nothing to explain.
+        return Ok(Reply::ok(&schema::responses::Explanation {
+            complete: true,
+            ..Default::default()
+        }));
+    };
+    let query = explain::Query {
+        snap: &found.snap,
+        request,
+        adjusted: &found.adjusted,
+    };
+    let verdicts = explain::explain(&query, &found.candidates);
+    let quota = match pairs.iter().find(|(k, _)| k == "project_id") {
+        Some((_, project)) => {
+            let asked = explain::requested_by_class(&found.snap, request);
+            fairness::projects::quota_shortfalls(&st.pool, project, &asked).await?
+        }
         None => Vec::new(),
     };
     let mut summary = std::collections::BTreeMap::new();
@@ -90,5 +107,6 @@ pub async fn explain(
         providers,
         summary,
         complete: !found.cut,
+        quota,
     }))
 }

@@ -11,7 +11,8 @@ use super::snapshot::{Node, Report, Snapshot};
 use crate::db::classes::{MEMORY_MB_ID, VCPU_ID};
 use crate::db::colocation::{placement as db, BATCH_MEMORY_MB, BATCH_VCPU_MILLI};
 use crate::error::{codes, ApiError, ApiResult};
-use crate::sched::colocation::placement::{instances_accepted, refusal, HostLoad};
+use crate::sched::colocation::load::Resource;
+use crate::sched::colocation::placement::{instances_accepted, refusal, HostLoad, Refusal};
 use crate::sched::colocation::policy::Policy;
 use crate::sched::colocation::CpuMem;
 use crate::types::PriorityClass;
@@ -53,20 +54,46 @@ pub fn check_classes<'a>(
 
 /// The snapshot a low-priority `request` (batch CPU milli, batch memory
 /// MB, summed over its groups) sees: refused providers lose their batch
-/// inventory.
+/// inventory. Also returns why each was refused, for explanations.
 pub async fn restrict(
     conn: &mut PgConnection,
     snap: &Snapshot,
     request: CpuMem,
-) -> ApiResult<Snapshot> {
+) -> ApiResult<(Snapshot, HashMap<i64, LoadRefusal>)> {
     let judge = LoadJudge::load(conn).await?;
-    let refused: Vec<i64> = snap
+    let refused: HashMap<i64, LoadRefusal> = snap
         .nodes
         .iter()
-        .filter(|n| n.report.is_some() && !judge.accepts(n, request))
-        .map(|n| n.id)
+        .filter_map(|n| judge.refusal(n, request).map(|r| (n.id, r)))
         .collect();
-    Ok(snap.without_stock(&refused, &[BATCH_VCPU_MILLI.0, BATCH_MEMORY_MB.0]))
+    let ids: Vec<i64> = refused.keys().copied().collect();
+    let restricted = snap.without_stock(&ids, &[BATCH_VCPU_MILLI.0, BATCH_MEMORY_MB.0]);
+    Ok((restricted, refused))
+}
+
+/// Why the load filter gives a provider no low-priority work, with the
+/// numbers an operator needs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LoadRefusal {
+    /// Its policy override no longer fits the cluster's policy (fail safe
+    /// until an operator mends it).
+    InvalidPolicy,
+    /// Its last report is older than the policy allows.
+    Stale {
+        /// Seconds since the report was sampled.
+        age_seconds: i64,
+        /// `metricExpirationSeconds`.
+        expiration_seconds: i64,
+    },
+    /// Measured load plus estimates is above `forbidUsageThresholds`.
+    Overloaded {
+        /// The resource over its threshold.
+        resource: Resource,
+        /// The estimated usage percentages with the request.
+        percent: CpuMem,
+        /// The thresholds.
+        threshold: CpuMem,
+    },
 }
 
 /// The load filter as configured now: the cluster's policy, each
@@ -113,13 +140,25 @@ impl LoadJudge {
         }
     }
 
-    /// Whether `node` takes a low-priority `request` (one never reported
-    /// has no batch inventory, and is not judged).
-    pub fn accepts(&self, node: &Node, request: CpuMem) -> bool {
-        let (Some(report), Some(policy)) = (&node.report, self.policy(node.id)) else {
-            return node.report.is_none();
+    /// Why `node` refuses a low-priority `request`, if it does (one never
+    /// reported has no batch inventory, and is not judged).
+    pub fn refusal(&self, node: &Node, request: CpuMem) -> Option<LoadRefusal> {
+        let report = node.report.as_ref()?;
+        let Some(policy) = self.policy(node.id) else {
+            return Some(LoadRefusal::InvalidPolicy);
         };
-        refusal(&self.host(node, report), policy, request).is_none()
+        let host = self.host(node, report);
+        Some(match refusal(&host, policy, request)? {
+            Refusal::Stale => LoadRefusal::Stale {
+                age_seconds: host.report_age_seconds,
+                expiration_seconds: policy.metric_expiration_seconds,
+            },
+            Refusal::Overloaded(resource, percent) => LoadRefusal::Overloaded {
+                resource,
+                percent,
+                threshold: policy.forbid_usage_thresholds.as_cpumem(),
+            },
+        })
     }
 
     /// How many instances of `per` the filter takes at `node`, at most `cap`.

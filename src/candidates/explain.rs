@@ -5,12 +5,19 @@
 //! named with its numbers: root traits, `in_tree`, aggregate membership,
 //! forbidden and required traits, inventory and capacity, and otherwise
 //! the combination of groups (group policy, `same_subtree`, providers that
-//! each fit one group but not all together).
+//! each fit one group but not all together). Where the search itself took
+//! stock away for this query, the capacity shortfall is named for that
+//! cause: another project's reservation, or the load filter's stale report,
+//! load threshold or invalid policy override (see [`Adjustments`]).
 
-use super::snapshot::Snapshot;
+use super::batch::LoadRefusal;
+use super::find::Adjustments;
+use super::snapshot::{Snapshot, Stock};
 use super::solve::{Candidate, Group, Request};
+use crate::db::colocation::{BATCH_MEMORY_MB, BATCH_VCPU_MILLI};
+use crate::sched::colocation::load::Resource;
 use serde_json::{json, Value};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 /// One root provider's verdict.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,7 +32,9 @@ pub struct Verdict {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reason {
     /// `root_required`, `in_tree`, `member_of`, `forbidden_trait`,
-    /// `required_trait`, `no_inventory`, `capacity` or `combination`.
+    /// `required_trait`, `stale_report`, `load_threshold`,
+    /// `colocation_policy`, `reservation`, `no_inventory`, `capacity` or
+    /// `combination`.
     pub kind: &'static str,
     /// The request group (suffix; "" for the unnumbered one), if one.
     pub group: Option<String>,
@@ -51,8 +60,19 @@ fn anchors(snap: &Snapshot, candidates: &[Candidate]) -> HashSet<usize> {
         .collect()
 }
 
+/// What explaining one query reads.
+pub struct Query<'a> {
+    /// The providers as the search saw them.
+    pub snap: &'a Snapshot,
+    /// The resolved request.
+    pub request: &'a Request,
+    /// What the search took away for this query.
+    pub adjusted: &'a Adjustments,
+}
+
 /// Every root provider, in uuid order, with its verdict.
-pub fn explain(snap: &Snapshot, req: &Request, candidates: &[Candidate]) -> Vec<Verdict> {
+pub fn explain(q: &Query<'_>, candidates: &[Candidate]) -> Vec<Verdict> {
+    let snap = q.snap;
     let fits = anchors(snap, candidates);
     let mut roots = snap.index.roots.clone();
     roots.sort_by_key(|&r| snap.nodes[r].uuid);
@@ -60,9 +80,19 @@ pub fn explain(snap: &Snapshot, req: &Request, candidates: &[Candidate]) -> Vec<
         .into_iter()
         .map(|root| Verdict {
             root,
-            reason: (!fits.contains(&root)).then(|| why_not(snap, req, root)),
+            reason: (!fits.contains(&root)).then(|| why_not(q, root)),
         })
         .collect()
+}
+
+/// What the request asks for in all, by class name.
+pub fn requested_by_class(snap: &Snapshot, req: &Request) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for &(class, amount) in req.groups.iter().flat_map(|g| &g.resources) {
+        let n: &mut i64 = out.entry(class_name(snap, class)).or_default();
+        *n = n.saturating_add(amount);
+    }
+    out
 }
 
 fn names(snap: &Snapshot, traits: &[i32]) -> Vec<String> {
@@ -77,7 +107,8 @@ fn names(snap: &Snapshot, traits: &[i32]) -> Vec<String> {
         .collect()
 }
 
-fn why_not(snap: &Snapshot, req: &Request, root: usize) -> Reason {
+fn why_not(q: &Query<'_>, root: usize) -> Reason {
+    let (snap, req) = (q.snap, q.request);
     let node = &snap.nodes[root];
     let missing: Vec<i32> = req
         .root_required
@@ -100,7 +131,7 @@ fn why_not(snap: &Snapshot, req: &Request, root: usize) -> Reason {
     }
     req.groups
         .iter()
-        .find_map(|g| group_reason(snap, g, root))
+        .find_map(|g| group_reason(q, g, root))
         .unwrap_or_else(|| Reason {
             kind: "combination",
             group: None,
@@ -127,7 +158,8 @@ fn pool(snap: &Snapshot, root: usize) -> Vec<usize> {
     tree.iter().copied().chain(sharing).collect()
 }
 
-fn group_reason(snap: &Snapshot, g: &Group, root: usize) -> Option<Reason> {
+fn group_reason(q: &Query<'_>, g: &Group, root: usize) -> Option<Reason> {
+    let snap = q.snap;
     let reason = |kind, detail| {
         Some(Reason {
             kind,
@@ -175,8 +207,104 @@ fn group_reason(snap: &Snapshot, g: &Group, root: usize) -> Option<Reason> {
     }
     g.resources
         .iter()
-        .find_map(|&(class, amount)| capacity_reason(snap, &allowed, class, amount))
+        .find_map(|&(class, amount)| {
+            capacity_reason(snap, &allowed, class, amount)
+                .map(|plain| withheld_reason(q, &allowed, class, amount).unwrap_or(plain))
+        })
         .and_then(|(kind, detail)| reason(kind, detail))
+}
+
+/// When the search took `class` away from a usable provider for this
+/// query and that is why the amount does not fit: the load filter's
+/// refusal (for the batch classes), or stock withheld for other projects'
+/// reservations that would otherwise have room.
+fn withheld_reason(
+    q: &Query<'_>,
+    providers: &[usize],
+    class: i32,
+    amount: i64,
+) -> Option<(&'static str, Value)> {
+    let snap = q.snap;
+    let batch = [BATCH_VCPU_MILLI.0, BATCH_MEMORY_MB.0].contains(&class);
+    let refused = providers.iter().find_map(|&n| {
+        let node = &snap.nodes[n];
+        let why = q.adjusted.refused.get(&node.id).filter(|_| batch)?;
+        Some(load_reason(node.uuid, why))
+    });
+    refused.or_else(|| {
+        providers.iter().find_map(|&n| {
+            let node = &snap.nodes[n];
+            let stock = node.stock(class)?;
+            let held = *q.adjusted.withheld.get(&(node.id, class))?;
+            let unheld = Stock {
+                used: stock.used - held,
+                ..stock.clone()
+            };
+            unheld.fits(amount).then(|| {
+                let mut detail = stock_detail(snap, node.uuid, stock, class, amount);
+                detail["withheld_for_reservations"] = json!(held);
+                ("reservation", detail)
+            })
+        })
+    })
+}
+
+fn load_reason(provider: uuid::Uuid, why: &LoadRefusal) -> (&'static str, Value) {
+    match why {
+        LoadRefusal::InvalidPolicy => (
+            "colocation_policy",
+            json!({"provider": provider, "explanation": "its colocation policy override no longer fits the cluster's policy"}),
+        ),
+        LoadRefusal::Stale {
+            age_seconds,
+            expiration_seconds,
+        } => (
+            "stale_report",
+            json!({"provider": provider, "report_age_seconds": age_seconds, "metric_expiration_seconds": expiration_seconds}),
+        ),
+        LoadRefusal::Overloaded {
+            resource,
+            percent,
+            threshold,
+        } => (
+            "load_threshold",
+            json!({
+                "provider": provider,
+                "resource": match resource { Resource::Cpu => "cpu", Resource::Memory => "memory" },
+                "estimated_percent": {"cpu": percent.cpu, "memory": percent.memory},
+                "threshold_percent": {"cpu": threshold.cpu, "memory": threshold.memory}
+            }),
+        ),
+    }
+}
+
+fn stock_detail(
+    snap: &Snapshot,
+    provider: uuid::Uuid,
+    s: &Stock,
+    class: i32,
+    amount: i64,
+) -> Value {
+    json!({
+        "resource_class": class_name(snap, class),
+        "provider": provider,
+        "requested": amount,
+        "total": s.total,
+        "reserved": s.reserved,
+        "allocation_ratio": s.allocation_ratio,
+        "used": s.used,
+        "free": s.capacity_int() - s.used,
+        "min_unit": s.min_unit,
+        "max_unit": s.max_unit,
+        "step_size": s.step_size
+    })
+}
+
+fn class_name(snap: &Snapshot, class: i32) -> String {
+    snap.class_names
+        .get(&class)
+        .cloned()
+        .unwrap_or_else(|| class.to_string())
 }
 
 /// `no_inventory` when no usable provider has the class, `capacity` with
@@ -187,11 +315,6 @@ fn capacity_reason(
     class: i32,
     amount: i64,
 ) -> Option<(&'static str, Value)> {
-    let class_name = snap
-        .class_names
-        .get(&class)
-        .cloned()
-        .unwrap_or_else(|| class.to_string());
     let stocked: Vec<(usize, &super::snapshot::Stock)> = providers
         .iter()
         .filter_map(|&n| snap.nodes[n].stock(class).map(|s| (n, s)))
@@ -199,7 +322,7 @@ fn capacity_reason(
     if stocked.is_empty() {
         return Some((
             "no_inventory",
-            json!({"resource_class": class_name, "requested": amount}),
+            json!({"resource_class": class_name(snap, class), "requested": amount}),
         ));
     }
     if stocked.iter().any(|(_, s)| s.fits(amount)) {
@@ -211,18 +334,6 @@ fn capacity_reason(
         .copied()?;
     Some((
         "capacity",
-        json!({
-            "resource_class": class_name,
-            "provider": snap.nodes[n].uuid,
-            "requested": amount,
-            "total": s.total,
-            "reserved": s.reserved,
-            "allocation_ratio": s.allocation_ratio,
-            "used": s.used,
-            "free": s.capacity_int() - s.used,
-            "min_unit": s.min_unit,
-            "max_unit": s.max_unit,
-            "step_size": s.step_size
-        }),
+        stock_detail(snap, snap.nodes[n].uuid, s, class, amount),
     ))
 }

@@ -45,6 +45,19 @@ pub struct Candidates {
     pub request: Option<solve::Request>,
     /// The search stopped at its step budget.
     pub cut: bool,
+    /// How fair sharing and the load filter changed the providers' stock
+    /// for this query.
+    pub adjusted: Adjustments,
+}
+
+/// What the search withheld from the shared snapshot for this query.
+#[derive(Debug, Clone, Default)]
+pub struct Adjustments {
+    /// Stock held back for other projects' unused reservations:
+    /// (provider id, class id) → units.
+    pub withheld: HashMap<(i64, i32), i64>,
+    /// Providers the load filter gives no low-priority work, and why.
+    pub refused: HashMap<i64, batch::LoadRefusal>,
 }
 
 /// Sets its flag when dropped: the request future that owns it is dropped
@@ -127,10 +140,11 @@ pub async fn find(
     } else {
         Arc::new(snap.withholding(&withheld))
     };
-    let snap = if priority.low() {
-        Arc::new(batch::restrict(&mut tx, &snap, batch_request(&parsed)).await?)
+    let (snap, refused) = if priority.low() {
+        let (restricted, refused) = batch::restrict(&mut tx, &snap, batch_request(&parsed)).await?;
+        (Arc::new(restricted), refused)
     } else {
-        snap
+        (snap, HashMap::new())
     };
     tx.commit().await?;
     let mut found = Candidates {
@@ -140,6 +154,7 @@ pub async fn find(
         requested: ids.class.values().copied().collect(),
         request: None,
         cut: false,
+        adjusted: Adjustments { withheld, refused },
     };
     let Some(request) = solver_request(&found.snap, &parsed, &ids) else {
         // An unknown in_tree matches nothing.

@@ -6,10 +6,10 @@
 use super::{class_ids, project_row, Amounts};
 use crate::db::fairness as db;
 use crate::db::providers;
+use crate::db::Pool;
 use crate::error::{ApiError, ApiResult};
 use crate::sched::decline::filter_seconds;
 use serde::{Deserialize, Serialize};
-use crate::db::Pool;
 use utoipa::ToSchema;
 use uuid::Uuid;
 

@@ -5,9 +5,9 @@
 
 use super::{class_ids, positive_minus, project_row, Amounts};
 use crate::db::fairness::{self as db, FairnessRow};
+use crate::db::Pool;
 use crate::error::{codes, ApiError, ApiResult};
 use serde::{Deserialize, Serialize};
-use crate::db::Pool;
 use utoipa::ToSchema;
 
 /// `PUT /projects/{project_id}/fairness`, after its schema check.
@@ -168,6 +168,65 @@ fn view(project: &str, rows: Vec<db::QuotaRow>, held: db::Holdings) -> QuotaView
         reserved: held.reserved,
         allocated: held.allocated,
     }
+}
+
+/// A limit that a claim of the requested amounts by a project would go
+/// over: its own, or an ancestor's.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaShortfall {
+    /// The limited project (the claimant or an ancestor).
+    pub project_id: String,
+    /// The class.
+    pub resource_class: String,
+    /// The limit.
+    pub limit: i64,
+    /// What the limited project's subtree consumes now.
+    pub consumed: i64,
+    /// What the claim asks for in the class.
+    pub requested: i64,
+}
+
+/// The limits of `project` and its ancestors that `requested` would go
+/// over. A claim on the project's own reservations may consume less than
+/// it asks (consumption counts the larger of allocations and
+/// reservations), so a shortfall here is where the write will refuse
+/// unless the claim lands inside them.
+pub async fn quota_shortfalls(
+    pool: &Pool,
+    project: &str,
+    requested: &Amounts,
+) -> ApiResult<Vec<QuotaShortfall>> {
+    let mut conn = pool.acquire().await?;
+    let Some(id) = db::project_id(&mut conn, project).await? else {
+        return Ok(Vec::new());
+    };
+    let lineage = db::lineage(&mut conn, id).await?;
+    let held = db::holdings_of(&mut conn, &lineage).await?;
+    let mut out = Vec::new();
+    for limited in lineage {
+        for row in db::quota(&mut conn, limited).await? {
+            let (Some(limit), Some(&asked)) = (row.limit, requested.get(&row.resource_class))
+            else {
+                continue;
+            };
+            let consumed = held
+                .get(&limited)
+                .and_then(|h| h.consumed.get(&row.resource_class))
+                .copied()
+                .unwrap_or(0);
+            if consumed.saturating_add(asked) > limit {
+                out.push(QuotaShortfall {
+                    project_id: row.project_id,
+                    resource_class: row.resource_class,
+                    limit,
+                    consumed,
+                    requested: asked,
+                });
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Replaces a project's quota.

@@ -4,10 +4,10 @@
 //! unsatisfied guarantee: what Mesos exposes as role metrics.
 
 use super::{positive_minus, Amounts};
+use crate::db::Pool;
 use crate::db::{candidates as pool_db, fairness as db};
 use crate::error::ApiResult;
 use serde::{Deserialize, Serialize};
-use crate::db::Pool;
 use std::collections::{BTreeMap, BTreeSet};
 use utoipa::ToSchema;
 

@@ -12,7 +12,7 @@ const MV: &str = "1.39";
 
 /// A provider of 10 VCPU and 10,000 MB that reported a quiet node
 /// `secs_ago` (1,000 milli and 1,000 MB, all system).
-async fn host(t: &TestApp, name: &str, secs_ago: i64) -> String {
+pub(crate) async fn host(t: &TestApp, name: &str, secs_ago: i64) -> String {
     let rp = t.create_rp(name).await;
     t.set_inventories(
         &rp,
@@ -23,7 +23,13 @@ async fn host(t: &TestApp, name: &str, secs_ago: i64) -> String {
     rp
 }
 
-async fn report(t: &TestApp, rp: &str, secs_ago: i64, node: (i64, i64), consumers: Value) -> Value {
+pub(crate) async fn report(
+    t: &TestApp,
+    rp: &str,
+    secs_ago: i64,
+    node: (i64, i64),
+    consumers: Value,
+) -> Value {
     let sys = json!({"cpu_milli_used": 1000, "memory_mb_used": 1000});
     t.post(
         &format!("/resource_providers/{rp}/usage_reports"),

@@ -15,6 +15,7 @@ mod bad_input;
 mod batch_placement;
 mod colocation;
 mod explain;
+mod explain_sharing;
 mod fairness;
 mod hostile;
 mod http;

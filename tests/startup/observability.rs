@@ -219,7 +219,10 @@ async fn the_pool_counts_its_waiters() {
     }
     assert_eq!(waiting(), before + 1);
     drop(held);
-    queued.await.expect("join").expect("the waiter's transaction");
+    queued
+        .await
+        .expect("join")
+        .expect("the waiter's transaction");
     assert_eq!(waiting(), before);
     let given_up = tokio::time::timeout(Duration::from_millis(50), async {
         let _held = pool.acquire().await;

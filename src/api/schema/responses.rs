@@ -349,7 +349,7 @@ pub struct Resized {
 
 /// `GET /allocation_candidates/explain` (extension): every root provider
 /// (or the first `limit`), whether its tree fits, and if not why.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Default, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Explanation {
     /// Per root provider, in uuid order.
@@ -359,6 +359,12 @@ pub struct Explanation {
     /// False when the search stopped at its step budget: trees it did not
     /// reach are reported as not fitting.
     pub complete: bool,
+    /// With `project_id`: the limits of the project (or an ancestor) that
+    /// claiming the request would go over. Candidates are still listed, as
+    /// Placement lists them, but the allocation write will refuse the claim
+    /// (409 `placement.quota.exceeded`) unless it lands on the project's
+    /// own reservations.
+    pub quota: Vec<crate::fairness::projects::QuotaShortfall>,
 }
 
 /// One root provider's verdict.
@@ -370,8 +376,11 @@ pub struct RootExplanation {
     /// Whether its tree anchors at least one candidate.
     pub fits: bool,
     /// The first constraint that rules it out: `root_required`, `in_tree`,
-    /// `member_of`, `forbidden_trait`, `required_trait`, `no_inventory`,
-    /// `capacity` or `combination` (null when it fits).
+    /// `member_of`, `forbidden_trait`, `required_trait`, `stale_report`,
+    /// `load_threshold`, `colocation_policy` (the load filter of a
+    /// `priority_class=batch|free` query), `reservation` (room held for
+    /// other projects' reservations), `no_inventory`, `capacity` or
+    /// `combination` (null when it fits).
     pub reason: Option<String>,
     /// The request group the reason is about ("" for the unnumbered one).
     pub group: Option<String>,
@@ -415,6 +424,7 @@ pub fn components() -> Schemas {
     register::<Resized>(&mut out);
     register::<crate::fairness::projects::FairnessView>(&mut out);
     register::<crate::fairness::projects::QuotaView>(&mut out);
+    register::<crate::fairness::projects::QuotaShortfall>(&mut out);
     register::<crate::fairness::reservations::ReservationView>(&mut out);
     register::<crate::fairness::shares::Shares>(&mut out);
     register::<crate::fairness::admission::AdmissionAnswer>(&mut out);
