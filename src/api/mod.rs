@@ -28,6 +28,7 @@ pub mod schema;
 pub mod shares;
 pub mod topology;
 pub mod traits;
+pub mod ui;
 pub mod usages;
 
 use crate::error::ApiError;
@@ -66,6 +67,7 @@ pub fn router(state: AppState) -> Router {
     .fallback(not_found)
     .with_state(state)
     .merge(docs::router())
+    .merge(ui::router())
     // The pipeline reads bodies itself, with its own limit and timeout.
     .layer(axum::extract::DefaultBodyLimit::disable())
     .layer(axum::middleware::from_fn_with_state(

@@ -198,6 +198,17 @@ pub async fn instance(
     .await
 }
 
+/// Every app: its name, instances and the nodes they are on.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn apps(conn: &mut PgConnection) -> Result<Vec<(String, i64, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT app, COUNT(*)::bigint, COUNT(DISTINCT resource_provider_id)::bigint
+           FROM instances GROUP BY app ORDER BY app",
+    )
+    .fetch_all(conn)
+    .await
+}
+
 /// Instance count of an app per provider id.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn app_counts(

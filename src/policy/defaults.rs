@@ -35,6 +35,7 @@ pub const EXTENSION_RULES: &[&str] = &[
     "placement:declines:create",
     "placement:declines:delete",
     "placement:deployments:create",
+    "placement:deployments:list",
     "placement:deployments:resize",
     "placement:deployments:show",
     "placement:fairness:shares",

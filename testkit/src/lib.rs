@@ -6,6 +6,7 @@
 //! - [`cluster`]: real `placement serve` processes on one database;
 //! - [`pg`]: a private PostgreSQL that a test can stop and restart.
 
+pub mod browser;
 pub mod cluster;
 pub mod common;
 pub mod pg;

@@ -47,6 +47,10 @@ async fn deleting_allocations_frees_cores() {
         json!(consumers[1])
     );
     assert_eq!(
+        t.get("/deployments", MV).await.expect(200).json(),
+        json!({"deployments": [{"app": "f", "count": 1, "nodes": 1}]})
+    );
+    assert_eq!(
         usages(&t, &n.uuid).await,
         json!({"MEMORY_MB": 512, "CUSTOM_CPU_SHARES": 170})
     );
@@ -80,6 +84,11 @@ async fn deleting_allocations_frees_cores() {
         .expect(204);
     assert!(used_shares(&t, &n.uuid).await.values().all(|s| *s == 0));
     assert_eq!(deployment(&t, "f").await["count"], json!(0));
+    assert_eq!(
+        t.get("/deployments", MV).await.expect(200).json(),
+        json!({"deployments": []}),
+        "an app without instances is not listed"
+    );
     assert_eq!(
         usages(&t, &n.uuid).await,
         json!({"MEMORY_MB": 0, "CUSTOM_CPU_SHARES": 0})

@@ -18,6 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod config;
+mod dashboard;
 mod database;
 mod observability;
 mod security;

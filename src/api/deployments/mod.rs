@@ -8,7 +8,9 @@ mod batch;
 use super::extract::{JsonBody, PathParams};
 use super::respond::Reply;
 use super::schema::bodies::{DeployRequest, ResizeRequest};
-use super::schema::responses::{DeploymentAnswer, DeploymentView, Resized};
+use super::schema::responses::{
+    AppSummary, DeploymentAnswer, DeploymentList, DeploymentView, Resized,
+};
 use crate::allocation::alloc_error;
 use crate::candidates::find;
 use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck};
@@ -352,6 +354,17 @@ fn plan_instances(
         shown.insert(node.uuid.to_string(), json!(listed));
     }
     Ok((writes, specs, shown))
+}
+
+/// `GET /deployments`: every app with its instance and node counts.
+pub async fn list(State(st): State<AppState>) -> ApiResult<Reply> {
+    let mut conn = st.pool.acquire().await?;
+    let deployments = db::apps(&mut conn)
+        .await?
+        .into_iter()
+        .map(|(app, count, nodes)| AppSummary { app, count, nodes })
+        .collect();
+    Ok(Reply::ok(&DeploymentList { deployments }))
 }
 
 /// `GET /deployments/{app}`: instances per node with their bindings.

@@ -119,6 +119,8 @@ fn is_public(path: &str) -> bool {
         || path == "/metrics"
         || path == "/openapi.json"
         || path.starts_with("/docs")
+        || path == "/ui"
+        || path.starts_with("/ui/")
 }
 
 /// What the pipeline needs: body limits and the security settings.

@@ -452,6 +452,16 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         path: "/deployments",
+        method: Method::GET,
+        since: Microversion::new(1, 0),
+        rule: Some("placement:deployments:list"),
+        summary: "Every app with its instance and node counts (extension)",
+        takes: None,
+        answer: Some("DeploymentList"),
+        handler: || get(deployments::list),
+    },
+    Route {
+        path: "/deployments",
         method: Method::POST,
         since: Microversion::new(1, 0),
         rule: Some("placement:deployments:create"),

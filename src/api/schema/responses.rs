@@ -327,6 +327,26 @@ pub struct DeploymentView {
     pub nodes: Value,
 }
 
+/// `GET /deployments` (extension).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeploymentList {
+    /// Every app with instances, by name.
+    pub deployments: Vec<AppSummary>,
+}
+
+/// One app of [`DeploymentList`].
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AppSummary {
+    /// The app.
+    pub app: String,
+    /// Its instances.
+    pub count: i64,
+    /// The nodes they are on.
+    pub nodes: i64,
+}
+
 /// `POST .../resize` (extension).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -421,6 +441,8 @@ pub fn components() -> Schemas {
     register::<CpuTopology>(&mut out);
     register::<DeploymentAnswer>(&mut out);
     register::<DeploymentView>(&mut out);
+    register::<DeploymentList>(&mut out);
+    register::<AppSummary>(&mut out);
     register::<Resized>(&mut out);
     register::<crate::fairness::projects::FairnessView>(&mut out);
     register::<crate::fairness::projects::QuotaView>(&mut out);
