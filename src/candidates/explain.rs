@@ -33,8 +33,8 @@ pub struct Verdict {
 pub struct Reason {
     /// `root_required`, `in_tree`, `member_of`, `forbidden_trait`,
     /// `required_trait`, `stale_report`, `load_threshold`,
-    /// `colocation_policy`, `reservation`, `no_inventory`, `capacity` or
-    /// `combination`.
+    /// `colocation_policy`, `reservation`, `sharing_aggregate`,
+    /// `no_inventory`, `capacity` or `combination`.
     pub kind: &'static str,
     /// The request group (suffix; "" for the unnumbered one), if one.
     pub group: Option<String>,
@@ -208,8 +208,13 @@ fn group_reason(q: &Query<'_>, g: &Group, root: usize) -> Option<Reason> {
     g.resources
         .iter()
         .find_map(|&(class, amount)| {
-            capacity_reason(snap, &allowed, class, amount)
-                .map(|plain| withheld_reason(q, &allowed, class, amount).unwrap_or(plain))
+            let plain = capacity_reason(snap, &allowed, class, amount)?;
+            let cause = match plain.0 {
+                "no_inventory" => withheld_reason(q, &allowed, class, amount)
+                    .or_else(|| sharing_reason(snap, root, class, amount)),
+                _ => withheld_reason(q, &allowed, class, amount),
+            };
+            Some(cause.unwrap_or(plain))
         })
         .and_then(|(kind, detail)| reason(kind, detail))
 }
@@ -246,6 +251,40 @@ fn withheld_reason(
                 ("reservation", detail)
             })
         })
+    })
+}
+
+/// `sharing_aggregate` when the tree has none of `class` but sharing
+/// providers offer it in aggregates the tree is not in.
+fn sharing_reason(
+    snap: &Snapshot,
+    root: usize,
+    class: i32,
+    amount: i64,
+) -> Option<(&'static str, Value)> {
+    let tree_aggs: HashSet<i32> = snap
+        .tree(root)
+        .iter()
+        .flat_map(|&n| snap.nodes[n].aggs.iter().copied())
+        .collect();
+    let elsewhere: Vec<uuid::Uuid> = snap
+        .sharing_nodes
+        .iter()
+        .map(|&s| &snap.nodes[s])
+        .filter(|s| s.stock(class).is_some() && !s.aggs.iter().any(|a| tree_aggs.contains(a)))
+        .map(|s| s.uuid)
+        .collect();
+    (!elsewhere.is_empty()).then(|| {
+        (
+            "sharing_aggregate",
+            json!({
+                "resource_class": class_name(snap, class),
+                "requested": amount,
+                "sharing_providers": elsewhere.iter().take(10).collect::<Vec<_>>(),
+                "sharing_provider_count": elsewhere.len(),
+                "tree_aggregate_count": tree_aggs.len()
+            }),
+        )
     })
 }
 

@@ -115,6 +115,43 @@ async fn every_reason_with_its_numbers() {
     assert_eq!(v["summary"]["fits"], 3);
 }
 
+/// `same_subtree` (siblings have no ancestor among them) and a class
+/// offered only by a sharing provider in an aggregate the tree is not in.
+#[tokio::test]
+async fn same_subtree_and_sharing_aggregates() {
+    let t = TestApp::new().await;
+    let (root, left, right) = (uuid(), uuid(), uuid());
+    t.create_rp_full("root", &root, None).await;
+    t.create_rp_full("left", &left, Some(&root)).await;
+    t.create_rp_full("right", &right, Some(&root)).await;
+    for (rp, tr) in [(&left, "CUSTOM_LEFT"), (&right, "CUSTOM_RIGHT")] {
+        t.create_trait(tr).await;
+        t.set_traits(rp, &[tr]).await;
+        t.set_inventories(rp, json!({"VCPU": {"total": 4}})).await;
+    }
+    let q = "resources_A=VCPU:1&required_A=CUSTOM_LEFT&resources_B=VCPU:1&required_B=CUSTOM_RIGHT&group_policy=none";
+    assert_eq!(verdict(&explain(&t, q).await, &root)["fits"], true);
+    let v = explain(&t, &format!("{q}&same_subtree=_A,_B")).await;
+    assert_eq!(verdict(&v, &root)["reason"], "combination");
+    assert_eq!(verdict(&v, &root)["detail"]["same_subtree"], true);
+
+    let (disk, agg) = (uuid(), uuid());
+    t.create_rp_full("shared-disk", &disk, None).await;
+    t.set_inventories(&disk, json!({"DISK_GB": {"total": 1000}}))
+        .await;
+    t.set_traits(&disk, &["MISC_SHARES_VIA_AGGREGATE"]).await;
+    t.set_aggregates(&disk, &[&agg]).await;
+    let v = explain(&t, "resources=VCPU:1,DISK_GB:10&group_policy=none").await;
+    let r = verdict(&v, &root);
+    assert_eq!(r["reason"], "sharing_aggregate", "{v}");
+    assert_eq!(r["detail"]["sharing_providers"], json!([disk]));
+    assert_eq!(r["detail"]["tree_aggregate_count"], 0);
+    // Once the tree joins the aggregate, the shared disk serves it.
+    t.set_aggregates(&root, &[&agg]).await;
+    let v = explain(&t, "resources=VCPU:1,DISK_GB:10&group_policy=none").await;
+    assert_eq!(verdict(&v, &root)["fits"], true, "{v}");
+}
+
 #[tokio::test]
 async fn explain_validates_like_allocation_candidates() {
     let t = TestApp::new().await;

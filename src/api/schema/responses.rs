@@ -399,8 +399,9 @@ pub struct RootExplanation {
     /// `member_of`, `forbidden_trait`, `required_trait`, `stale_report`,
     /// `load_threshold`, `colocation_policy` (the load filter of a
     /// `priority_class=batch|free` query), `reservation` (room held for
-    /// other projects' reservations), `no_inventory`, `capacity` or
-    /// `combination` (null when it fits).
+    /// other projects' reservations), `sharing_aggregate` (only sharing
+    /// providers in aggregates the tree is not in offer the class),
+    /// `no_inventory`, `capacity` or `combination` (null when it fits).
     pub reason: Option<String>,
     /// The request group the reason is about ("" for the unnumbered one).
     pub group: Option<String>,
