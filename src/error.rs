@@ -35,6 +35,8 @@ pub mod codes {
     pub const DEPLOY_INSUFFICIENT_CAPACITY: &str = "placement.deploy.insufficient_capacity";
     /// A deployment's resources do not fit (a node's CPU, memory or volumes).
     pub const DEPLOY_INSUFFICIENT_RESOURCE: &str = "placement.deploy.insufficient_resource";
+    /// A CPU-bound deployment found no candidate node with a CPU topology.
+    pub const DEPLOY_NO_TOPOLOGY: &str = "placement.deploy.no_topology";
     /// FILL found every chosen node already at its target.
     pub const DEPLOY_ALREADY_FILLED: &str = "placement.deploy.already_filled";
     /// A deployment request the scheduler cannot take (strategy, count,
@@ -83,6 +85,9 @@ pub struct ApiError {
     /// A lost database race (deadlock, serialisation failure) that the
     /// handler may run again from the start.
     pub retryable: bool,
+    /// A deployment refusal's per-node reasons, shown as the error's
+    /// `nodes` (our extension endpoints only).
+    pub nodes: Option<Box<serde_json::Value>>,
 }
 
 /// Placement's two wordings of a provider generation conflict.
@@ -133,7 +138,14 @@ impl ApiError {
             version_bounds: false,
             retry_after: None,
             retryable: false,
+            nodes: None,
         }
+    }
+
+    /// The same error with per-node reasons.
+    pub fn with_nodes(mut self, nodes: serde_json::Value) -> Self {
+        self.nodes = Some(Box::new(nodes));
+        self
     }
 
     /// 400 Bad Request.

@@ -17,7 +17,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("sched", 1),
     ("auth", 1),
     ("candidates", 2),
-    ("deploy", 2),
+    ("deploy", 3),
     ("allocation", 2),
     ("inventory", 2),
     ("colocation", 2),

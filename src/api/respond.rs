@@ -125,6 +125,9 @@ pub fn render_error(
                 obj.insert("code".into(), e.code.into());
             }
             obj.insert("request_id".into(), request_id.into());
+            if let Some(nodes) = &e.nodes {
+                obj.insert("nodes".into(), (**nodes).clone());
+            }
             if e.version_bounds {
                 obj.insert(
                     "max_version".into(),

@@ -13,6 +13,7 @@ use crate::config::{GenerationStrategy, Settings};
 use crate::db::{candidates as db, classes, fairness, traits};
 use crate::error::{ApiError, ApiResult};
 use crate::sched::colocation::CpuMem;
+use crate::types::PriorityClass;
 use sqlx::PgConnection;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -119,7 +120,43 @@ pub async fn find(
         Some(c) => ApiError::bad_request(e.message).code(c),
         None => ApiError::bad_request(e.message),
     })?;
-    let priority = batch::priority_of(pairs)?;
+    let search = Search {
+        query: parsed,
+        priority: batch::priority_of(pairs)?,
+        project: pairs
+            .iter()
+            .find(|(k, _)| k == "project_id")
+            .map(|(_, v)| v.clone()),
+        version,
+        max_results,
+    };
+    run(engine, &search).await
+}
+
+/// A typed search: what a service (deployments) asks the engine for
+/// without going through a query string.
+#[derive(Debug, Clone)]
+pub struct Search {
+    /// The groups and their filters.
+    pub query: CandidateQuery,
+    /// prod, or a low-priority class held to the batch classes.
+    pub priority: PriorityClass,
+    /// The project whose reservations it may use.
+    pub project: Option<String>,
+    /// The microversion whose semantics apply (nesting from 1.29).
+    pub version: Version,
+    /// A cap on the results, with the query's own `limit`.
+    pub max_results: Option<usize>,
+}
+
+/// Runs a typed search.
+pub async fn run(engine: &Engine<'_>, search: &Search) -> ApiResult<Candidates> {
+    let (parsed, priority, version, max_results) = (
+        &search.query,
+        search.priority,
+        search.version,
+        search.max_results,
+    );
     batch::check_classes(
         priority,
         parsed
@@ -128,12 +165,9 @@ pub async fn find(
             .flat_map(|g| g.resources.iter().map(|(c, _)| c)),
     )?;
     let mut tx = db::begin_snapshot(engine.pool).await?;
-    let ids = resolve(&mut tx, &parsed).await?;
+    let ids = resolve(&mut tx, parsed).await?;
     let snap = engine.cache.current(&mut tx).await?;
-    let usable_by = pairs
-        .iter()
-        .find(|(k, _)| k == "project_id")
-        .map(|(_, v)| v.as_str());
+    let usable_by = search.project.as_deref();
     let withheld = fairness::unused_reservations(&mut tx, None, usable_by).await?;
     let snap = if withheld.is_empty() {
         snap
@@ -141,7 +175,7 @@ pub async fn find(
         Arc::new(snap.withholding(&withheld))
     };
     let (snap, refused) = if priority.low() {
-        let (restricted, refused) = batch::restrict(&mut tx, &snap, batch_request(&parsed)).await?;
+        let (restricted, refused) = batch::restrict(&mut tx, &snap, batch_request(parsed)).await?;
         (Arc::new(restricted), refused)
     } else {
         (snap, HashMap::new())
@@ -156,7 +190,7 @@ pub async fn find(
         cut: false,
         adjusted: Adjustments { withheld, refused },
     };
-    let Some(request) = solver_request(&found.snap, &parsed, &ids) else {
+    let Some(request) = solver_request(&found.snap, parsed, &ids) else {
         // An unknown in_tree matches nothing.
         return Ok(found);
     };

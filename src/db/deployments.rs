@@ -297,26 +297,30 @@ pub async fn lock_providers(conn: &mut PgConnection, rp_ids: &[i64]) -> Result<(
     Ok(())
 }
 
-/// (capacity MiB as `(total - reserved) * ratio`, used MiB) of MEMORY_MB per provider.
+/// (capacity as `(total - reserved) * ratio`, used) of one class per
+/// provider (MEMORY_MB in MiB, VCPU in VCPUs).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn memory(
+pub async fn class_stock(
     conn: &mut PgConnection,
     rp_ids: &[i64],
+    class: &str,
 ) -> Result<HashMap<i64, (i64, i64)>, sqlx::Error> {
-    let rows: Vec<(i64, f64, i64)> = sqlx::query_as(
-        "SELECT i.resource_provider_id, (i.total - i.reserved) * i.allocation_ratio,
+    sqlx::query_as(
+        "SELECT i.resource_provider_id, FLOOR((i.total - i.reserved) * i.allocation_ratio)::bigint,
                 COALESCE((SELECT SUM(a.used) FROM allocations a WHERE a.resource_provider_id = i.resource_provider_id
                           AND a.resource_class_id = i.resource_class_id), 0)::bigint
            FROM inventories i JOIN resource_classes c ON c.id = i.resource_class_id
-          WHERE c.name = 'MEMORY_MB' AND i.resource_provider_id = ANY($1)",
+          WHERE c.name = $2 AND i.resource_provider_id = ANY($1)",
     )
     .bind(rp_ids)
+    .bind(class)
     .fetch_all(conn)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(rp, cap, used)| (rp, (cap as i64, used)))
-        .collect())
+    .await
+    .map(|rows: Vec<(i64, i64, i64)>| {
+        rows.into_iter()
+            .map(|(rp, cap, used)| (rp, (cap, used)))
+            .collect()
+    })
 }
 
 /// Provider uuids by id.

@@ -35,7 +35,7 @@ pub use deploy::{add_usage, calculate_deploy, sub_usage, Allocation};
 pub use error::{ErrorKind, SchedError, SchedResult};
 pub use numa::{count_cpu_plans, cpu_plans};
 pub use realloc::{calculate_realloc, ReallocOutcome, ReallocRequest, ResourceDelta};
-pub use strategy::{deploy, plan_deploy, Strategy};
+pub use strategy::{deploy, plan_deploy, plan_deploy_spread, Strategy};
 pub use types::{
     CoreId, CpuMap, CpuPlan, DeployInfo, DeployMap, EngineParams, NodeName, NodeResource,
     NodeResourceInfo, NumaMap, NumaMemory, NumaNodeId, ResourceRequest, SchedConfig,

@@ -12,10 +12,11 @@ use super::error::{SchedError, SchedResult};
 use super::types::{DeployInfo, DeployMap, NodeName};
 
 /// How new instances are spread over nodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Strategy {
     /// Even out existing + new instances per node; `nodes_limit` caps each node's total.
+    #[default]
     Auto,
     /// Bring nodes up to `need` instances each; `nodes_limit` = number of nodes (0 = all).
     Fill,
@@ -98,6 +99,24 @@ pub fn plan_deploy(
     existing: &BTreeMap<NodeName, i64>,
 ) -> SchedResult<DeployMap> {
     let infos = capacities.deploy_infos(existing);
+    deploy(strategy, need, nodes_limit, &infos, capacities.total)
+}
+
+/// Like [`plan_deploy`], but ties between equally good nodes go by an
+/// order shuffled from `seed` instead of name order, so that concurrent
+/// deployments spread over equal nodes instead of all choosing the first.
+pub fn plan_deploy_spread(
+    strategy: Strategy,
+    need: i64,
+    nodes_limit: u32,
+    capacities: &CapacityMap,
+    existing: &BTreeMap<NodeName, i64>,
+    seed: u64,
+) -> SchedResult<DeployMap> {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let mut infos = capacities.deploy_infos(existing);
+    infos.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
     deploy(strategy, need, nodes_limit, &infos, capacities.total)
 }
 

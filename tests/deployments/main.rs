@@ -195,6 +195,7 @@ fn refs(nodes: &[Node]) -> Vec<&Node> {
 mod batch;
 mod cpu_binding;
 mod freeing;
+mod placement_nodes;
 mod refusals;
 mod resize;
 mod strategies;

@@ -109,9 +109,17 @@ async fn invalid_deploy_requests_are_400() {
         json!({"cpu": -1}),
         json!({"cpu": 0, "cpu_bind": true}),
         json!({"unknown": 1}),
+        json!({"count": -3}),
+        json!({"nodes_limit": 2}),
+        json!({"cpu": 4097}),
+        json!({"cpu": 1e300}),
+        json!({"required": "CUSTOM_X,"}),
+        json!({"member_of": "in:not-a-uuid"}),
+        json!({"resources": {"DISK_GB": 0}}),
     ] {
         let r = deploy(&t, "v", 1, 64, extra.clone()).await;
         assert_eq!(r.status, 400, "{extra}: {r:?}");
+        assert!(r.error()["detail"].is_string(), "Placement's error body");
     }
     assert_eq!(deployment(&t, "v").await["count"], json!(0));
 }

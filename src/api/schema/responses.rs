@@ -312,6 +312,13 @@ pub struct DeploymentAnswer {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub plans: Option<Value>,
+    /// Dry run: every candidate node with its capacity, or the first
+    /// reason it takes none (`no_topology`, `cpu`, `memory`, `vcpu`,
+    /// `cpu_shares`, `fragment_cores`) with the numbers; the same list a
+    /// refusal carries as `errors[0].nodes`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub nodes: Option<Vec<Value>>,
 }
 
 /// `GET /deployments/{app}` (extension).

@@ -1,0 +1,265 @@
+//! Batch and free deployments (§C.3): instances on the batch inventory of
+//! the providers the batch candidates search accepts, as many on each as
+//! the inventory and the load filter take (every instance placed counts,
+//! estimated, for the next). Bound to no core. The allocation write
+//! re-checks capacity under the providers' locks; a lost race plans again.
+
+use super::request::Deployment;
+use super::{deploy_code, raced, Deployed, PlannedInstance};
+use crate::allocation::alloc_error;
+use crate::candidates::batch::{self, LoadJudge};
+use crate::candidates::find::{self, Engine, Search};
+use crate::candidates::snapshot::Node;
+use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck};
+use crate::db::colocation::{
+    self as colocation_db, PriorityRow, BATCH_MEMORY_MB, BATCH_VCPU_MILLI,
+};
+use crate::db::deployments as db;
+use crate::error::{codes, with_retries, ApiError, ApiResult};
+use crate::sched::colocation::CpuMem;
+use crate::sched::{self, CapacityMap, NodeCapacity, NodeName};
+use crate::types::PriorityClass;
+use std::collections::{BTreeMap, HashSet};
+
+/// Places a low-priority deployment.
+pub async fn deploy(
+    engine: &Engine<'_>,
+    retries: u32,
+    d: &Deployment,
+    class: PriorityClass,
+) -> ApiResult<Deployed> {
+    let per = batch_instance(d, class)?;
+    with_retries(retries, || attempt(engine, d, class, per)).await
+}
+
+async fn attempt(
+    engine: &Engine<'_>,
+    d: &Deployment,
+    class: PriorityClass,
+    per: CpuMem,
+) -> ApiResult<Deployed> {
+    let (caps, nodes) = batch_capacity(engine, d, per).await?;
+    let mut conn = engine.pool.acquire().await?;
+    let counts = db::app_counts(&mut conn, d.app.as_str()).await?;
+    drop(conn);
+    let existing: BTreeMap<NodeName, i64> = nodes
+        .iter()
+        .map(|(name, (rp_id, _))| (name.clone(), counts.get(rp_id).copied().unwrap_or(0)))
+        .collect();
+    let deploy_map = sched::plan_deploy(d.strategy, d.count, d.nodes_limit, &caps, &existing)
+        .map_err(|e| {
+            ApiError::conflict(format!("Unable to schedule: {e}.")).code(deploy_code(&e))
+        })?;
+    let mut instances = Vec::new();
+    let mut rows = Vec::new();
+    for (name, &count) in &deploy_map {
+        let Some(&(rp_id, rp)) = nodes.get(name) else {
+            continue;
+        };
+        for _ in 0..count {
+            let consumer_uuid = uuid::Uuid::new_v4();
+            instances.push(PlannedInstance {
+                consumer_uuid,
+                node: rp,
+                cpu_map: Vec::new(),
+                numa_node: None,
+            });
+            rows.push(rp_id);
+        }
+    }
+    let by_uuid = |name: &NodeName| uuid::Uuid::parse_str(&name.0).unwrap_or_default();
+    let answer = Deployed {
+        capacity: caps
+            .nodes
+            .iter()
+            .map(|(n, c)| (by_uuid(n), c.capacity))
+            .collect(),
+        total_capacity: caps.total,
+        deploy_map: deploy_map.iter().map(|(n, c)| (by_uuid(n), *c)).collect(),
+        instances,
+        verdicts: Vec::new(),
+    };
+    if !d.dry_run {
+        commit(engine.pool, d, class, per, &answer.instances, &rows).await?;
+    }
+    Ok(answer)
+}
+
+/// One batch instance in batch units, after the request's checks.
+fn batch_instance(d: &Deployment, class: PriorityClass) -> ApiResult<CpuMem> {
+    if d.shape.cpu_bind {
+        return Err(ApiError::bad_request(
+            "Batch and free instances are not bound to cores: cpu_bind must be false.",
+        )
+        .code(codes::DEPLOY_INVALID_REQUEST));
+    }
+    if let Some(p) = d.priority.filter(|p| !class.range().contains(p)) {
+        let r = class.range();
+        return Err(ApiError::bad_request(format!(
+            "Priority {p} is outside the {} class's range {}–{}.",
+            class.name(),
+            r.start(),
+            r.end()
+        )));
+    }
+    batch::check_classes(class, d.shape.resources.keys())?;
+    let milli = d.shape.cpu.milli();
+    if milli < 1 {
+        return Err(ApiError::bad_request(
+            "Batch and free instances need cpu of at least 0.001 cores.",
+        )
+        .code(codes::DEPLOY_INVALID_REQUEST));
+    }
+    Ok(CpuMem::new(milli, d.shape.memory_mb))
+}
+
+/// Providers that take at least one instance, with how many each takes;
+/// by node name: (provider id, uuid).
+async fn batch_capacity(
+    engine: &Engine<'_>,
+    d: &Deployment,
+    per: CpuMem,
+) -> ApiResult<(CapacityMap, BTreeMap<NodeName, (i64, uuid::Uuid)>)> {
+    let mut query = d.node_query();
+    if let Some(group) = query.groups.first_mut() {
+        group.resources.retain(|(c, _)| c != "MEMORY_MB");
+        group
+            .resources
+            .insert(0, (BATCH_VCPU_MILLI.1.to_string(), per.cpu));
+        group
+            .resources
+            .insert(1, (BATCH_MEMORY_MB.1.to_string(), per.memory));
+    }
+    let search = Search {
+        query,
+        priority: PriorityClass::Batch,
+        project: Some(d.owner.project_id.clone()),
+        version: (1, 39),
+        max_results: None,
+    };
+    let found = find::run(engine, &search).await?;
+    let mut conn = engine.pool.acquire().await?;
+    let judge = LoadJudge::load(&mut conn).await?;
+    drop(conn);
+    let snap = &found.snap;
+    let wanted: Vec<(i32, i64)> = [
+        (BATCH_VCPU_MILLI.0, per.cpu),
+        (BATCH_MEMORY_MB.0, per.memory),
+    ]
+    .into_iter()
+    .chain(d.shape.resources.iter().filter_map(|(rc, n)| {
+        let id = snap.class_names.iter().find(|(_, name)| *name == rc)?.0;
+        Some((*id, *n))
+    }))
+    .collect();
+    let hosts: HashSet<usize> = found
+        .candidates
+        .iter()
+        .flat_map(|c| {
+            c.allocations
+                .iter()
+                .filter(|a| a.1 == BATCH_VCPU_MILLI.0)
+                .map(|a| a.0)
+        })
+        .collect();
+    let mut caps = Vec::new();
+    let mut nodes = BTreeMap::new();
+    for i in hosts {
+        let node = &snap.nodes[i];
+        let name = NodeName(node.uuid.to_string());
+        caps.push((name.clone(), node_capacity(node, &wanted, &judge, per)));
+        nodes.insert(name, (node.id, node.uuid));
+    }
+    Ok((CapacityMap::from_nodes(caps), nodes))
+}
+
+/// How many instances a provider takes: what its free inventory of each
+/// wanted class (class id, units per instance) holds, then what the load
+/// filter accepts of that.
+fn node_capacity(
+    node: &Node,
+    wanted: &[(i32, i64)],
+    judge: &LoadJudge,
+    per: CpuMem,
+) -> NodeCapacity {
+    let fit = wanted
+        .iter()
+        .map(|&(class, n)| {
+            node.stock(class)
+                .map_or(0, |s| (s.capacity_int() - s.used).max(0) / n.max(1))
+        })
+        .min()
+        .unwrap_or(0);
+    let batch_cpu = node
+        .stock(BATCH_VCPU_MILLI.0)
+        .map_or(0, |s| s.capacity_int());
+    let ratio = |part: i64| {
+        if batch_cpu <= 0 {
+            0.0
+        } else {
+            part as f64 / batch_cpu as f64
+        }
+    };
+    NodeCapacity {
+        capacity: judge.instances(node, per, fit),
+        usage: ratio(node.stock(BATCH_VCPU_MILLI.0).map_or(0, |s| s.used)),
+        rate: ratio(per.cpu),
+        weight: 1,
+    }
+}
+
+/// Writes the instances in one transaction: their priority, their
+/// allocations (capacity re-checked under lock) and their rows.
+async fn commit(
+    pool: &crate::db::Pool,
+    d: &Deployment,
+    class: PriorityClass,
+    per: CpuMem,
+    instances: &[PlannedInstance],
+    rp_ids: &[i64],
+) -> ApiResult<()> {
+    let mut resources = d.shape.resources.clone();
+    resources.insert(BATCH_VCPU_MILLI.1.to_string(), per.cpu);
+    resources.insert(BATCH_MEMORY_MB.1.to_string(), per.memory);
+    let writes: Vec<ConsumerWrite> = instances
+        .iter()
+        .map(|i| ConsumerWrite {
+            consumer: i.consumer_uuid,
+            project_id: d.owner.project_id.clone(),
+            user_id: d.owner.user_id.clone(),
+            consumer_type: Some(d.owner.consumer_type.clone()),
+            generation: GenerationCheck::New,
+            allocations: BTreeMap::from([(i.node, resources.clone())]),
+        })
+        .collect();
+    let specs: Vec<db::NewInstance> = instances
+        .iter()
+        .zip(rp_ids)
+        .map(|(i, rp)| (i.consumer_uuid, *rp, None, Vec::new()))
+        .collect();
+    let consumers: Vec<uuid::Uuid> = instances.iter().map(|i| i.consumer_uuid).collect();
+    let mut tx = pool.begin().await?;
+    let row = PriorityRow {
+        priority_class: class.code(),
+        priority: d.priority,
+        eviction_enabled: false,
+    };
+    colocation_db::set_priorities(&mut tx, &consumers, &row).await?;
+    match alloc_db::write(&mut tx, &writes).await {
+        Ok(()) => {}
+        Err(e @ alloc_db::AllocError::Capacity(..)) => return Err(raced(alloc_error(e, None))),
+        Err(e) => return Err(alloc_error(e, None)),
+    }
+    let s = &d.shape;
+    db::insert_instances(
+        &mut tx,
+        d.app.as_str(),
+        s.cpu.get(),
+        false,
+        s.memory_mb,
+        &specs,
+    )
+    .await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
+    Ok(())
+}

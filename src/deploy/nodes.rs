@@ -1,0 +1,206 @@
+//! The nodes a deployment plans over, in the scheduler's plain data: a
+//! node with a CPU topology (Eru's cores and shares), or a node registered
+//! the Placement way (VCPU and MEMORY_MB inventory, no topology), whose CPU
+//! capacity is its VCPU inventory, as Eru's non-bind mode counts CPU quota.
+
+use crate::db::deployments::{self as db, InstanceRow, Topology};
+use crate::sched::{
+    CoreId, CpuMap, NodeResource, NodeResourceInfo, NumaNodeId, SchedConfig, WorkloadResource,
+};
+use sqlx::PgConnection;
+use std::collections::{BTreeMap, HashMap};
+use std::num::NonZeroU32;
+
+/// The resource class that carries bound CPU shares in Placement.
+pub use crate::types::CPU_SHARES;
+/// Bytes in a MiB: Placement counts MEMORY_MB, the scheduler bytes.
+pub const MIB: i64 = 1024 * 1024;
+
+/// One schedulable node: its provider, scheduler settings and state.
+#[derive(Debug, Clone)]
+pub struct NodeState {
+    /// Provider id.
+    pub rp_id: i64,
+    /// Provider uuid (the scheduler's node name).
+    pub uuid: uuid::Uuid,
+    /// Share base and fragment-core limit (defaults without a topology).
+    pub cfg: SchedConfig,
+    /// How its CPU is counted.
+    pub cpu: CpuModel,
+    /// Capacity and usage.
+    pub info: NodeResourceInfo,
+}
+
+/// How a node's CPU is counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuModel {
+    /// Cores and shares of a CPU topology.
+    Topology,
+    /// No topology: whole VCPUs of its inventory, (capacity, used).
+    Vcpu(i64, i64),
+}
+
+impl NodeState {
+    /// Whether the node has a CPU topology (bound instances need one).
+    pub fn has_topology(&self) -> bool {
+        self.cpu == CpuModel::Topology
+    }
+}
+
+/// Scheduler settings of a topology.
+pub fn sched_config(t: &Topology) -> SchedConfig {
+    SchedConfig {
+        share_base: NonZeroU32::new(t.share_base.max(1) as u32).unwrap_or(NonZeroU32::MIN),
+        max_fragment_cores: u32::try_from(t.max_fragment_cores).ok(),
+    }
+}
+
+/// What an instance holds, in the scheduler's terms.
+pub fn workload(inst: &InstanceRow) -> WorkloadResource {
+    let cpu_map: CpuMap = inst
+        .cpu_map
+        .0
+        .iter()
+        .map(|(c, s)| (CoreId(c.clone()), *s))
+        .collect();
+    let numa_node = inst.numa_node.clone().map(NumaNodeId);
+    let numa_memory = match (&numa_node, inst.cpu_bind) {
+        (Some(n), true) => BTreeMap::from([(n.clone(), inst.memory_mb * MIB)]),
+        _ => BTreeMap::new(),
+    };
+    WorkloadResource {
+        cpu_request: inst.cpu,
+        cpu_limit: inst.cpu,
+        memory_request: inst.memory_mb * MIB,
+        memory_limit: inst.memory_mb * MIB,
+        cpu_map,
+        numa_memory,
+        numa_node,
+    }
+}
+
+/// Loads the nodes among `rp_ids`: those with a CPU topology, and those
+/// without one but with VCPU inventory. Others are left out.
+pub async fn load_nodes(
+    conn: &mut PgConnection,
+    rp_ids: &[i64],
+) -> Result<Vec<NodeState>, sqlx::Error> {
+    let topologies = db::topologies(conn, rp_ids).await?;
+    let uuids = db::provider_uuids(conn, rp_ids).await?;
+    let memory = db::class_stock(conn, rp_ids, "MEMORY_MB").await?;
+    let vcpus = db::class_stock(conn, rp_ids, "VCPU").await?;
+    let ids: Vec<i64> = topologies.keys().copied().collect();
+    let bound = by_provider(db::bound_shares(conn, &ids).await?, |b| b.0);
+    let instances = by_provider(db::instance_usage(conn, &ids).await?, |i| i.0);
+    let none = (Vec::new(), Vec::new());
+    let mut out = Vec::new();
+    for &rp in rp_ids {
+        let (mem_cap, mem_used) = memory.get(&rp).copied().unwrap_or((0, 0));
+        let uuid = uuids.get(&rp).copied().unwrap_or_default();
+        let node = match (topologies.get(&rp), vcpus.get(&rp)) {
+            (Some(t), _) => {
+                let held = (
+                    bound.get(&rp).unwrap_or(&none.0).as_slice(),
+                    instances.get(&rp).unwrap_or(&none.1).as_slice(),
+                );
+                topology_node(rp, uuid, t, (mem_cap, mem_used), held)
+            }
+            (None, Some(&(cap, used))) => NodeState {
+                rp_id: rp,
+                uuid,
+                cfg: SchedConfig::default(),
+                cpu: CpuModel::Vcpu(cap, used),
+                info: NodeResourceInfo {
+                    capacity: NodeResource {
+                        cpu: f64::from(i32::try_from(cap).unwrap_or(i32::MAX)),
+                        memory: mem_cap * MIB,
+                        ..Default::default()
+                    },
+                    usage: NodeResource {
+                        cpu: f64::from(i32::try_from(used).unwrap_or(i32::MAX)),
+                        memory: mem_used * MIB,
+                        ..Default::default()
+                    },
+                },
+            },
+            (None, None) => continue,
+        };
+        out.push(node);
+    }
+    out.sort_by_key(|n| n.rp_id);
+    out.dedup_by_key(|n| n.rp_id);
+    Ok(out)
+}
+
+/// Rows grouped by their provider id.
+fn by_provider<T>(rows: Vec<T>, rp: impl Fn(&T) -> i64) -> HashMap<i64, Vec<T>> {
+    let mut out: HashMap<i64, Vec<T>> = HashMap::new();
+    for row in rows {
+        out.entry(rp(&row)).or_default().push(row);
+    }
+    out
+}
+
+fn topology_node(
+    rp: i64,
+    uuid: uuid::Uuid,
+    t: &Topology,
+    (mem_cap, mem_used): (i64, i64),
+    (bound, instances): (&[(i64, String, i64)], &[db::InstanceUsage]),
+) -> NodeState {
+    let capacity = NodeResource {
+        cpu: f64::from(u32::try_from(t.cores.len()).unwrap_or(u32::MAX)),
+        cpu_map: t
+            .cores
+            .iter()
+            .map(|(c, _)| (CoreId(c.clone()), i64::from(t.share_base)))
+            .collect(),
+        memory: mem_cap * MIB,
+        numa: t
+            .cores
+            .iter()
+            .filter_map(|(c, n)| Some((CoreId(c.clone()), NumaNodeId(n.clone()?))))
+            .collect(),
+        numa_memory: t
+            .numa_memory_mb
+            .iter()
+            .map(|(n, mb)| (NumaNodeId(n.clone()), mb * MIB))
+            .collect(),
+    };
+    let mut usage = NodeResource {
+        memory: mem_used * MIB,
+        cpu_map: bound.iter().map(|b| (CoreId(b.1.clone()), b.2)).collect(),
+        ..Default::default()
+    };
+    for (_, numa, cpu, bound_mb) in instances {
+        usage.cpu += cpu;
+        if let (Some(n), true) = (numa, *bound_mb > 0) {
+            *usage.numa_memory.entry(NumaNodeId(n.clone())).or_default() += bound_mb * MIB;
+        }
+    }
+    NodeState {
+        rp_id: rp,
+        uuid,
+        cfg: sched_config(t),
+        cpu: CpuModel::Topology,
+        info: NodeResourceInfo { capacity, usage },
+    }
+}
+
+/// The Placement allocation of one instance on its node: memory, bound
+/// shares (the sum of its binding), and any extra resources.
+pub fn instance_resources(
+    memory_mb: i64,
+    cpu_map: &CpuMap,
+    extra: &BTreeMap<String, i64>,
+) -> BTreeMap<String, i64> {
+    let mut r = extra.clone();
+    if memory_mb > 0 {
+        r.insert("MEMORY_MB".into(), memory_mb);
+    }
+    let shares: i64 = cpu_map.values().sum();
+    if shares > 0 {
+        r.insert(CPU_SHARES.into(), shares);
+    }
+    r
+}

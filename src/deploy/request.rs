@@ -1,0 +1,347 @@
+//! A deployment request as the service uses it: the body's fields checked
+//! once and turned into newtypes and enums, so that nothing downstream
+//! re-validates a number or re-parses a filter string.
+
+use crate::candidates::groups::{CandidateQuery, GroupSpec};
+use crate::candidates::request::{parse_member_of, parse_required, TraitFilter};
+use crate::error::{ApiError, ApiResult};
+use crate::sched::Strategy;
+use crate::types::{AggFilter, PriorityClass};
+use std::collections::BTreeMap;
+
+/// Most CPUs one instance may ask for (the schema's bound, and far above
+/// any node).
+pub const MAX_CPU: f64 = 4096.0;
+
+/// An app's name: 1 to 255 characters.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AppName(String);
+
+impl AppName {
+    /// A checked name.
+    pub fn new(name: &str) -> ApiResult<Self> {
+        if name.is_empty() || name.chars().count() > 255 {
+            return Err(ApiError::bad_request(
+                "An app name has 1 to 255 characters.",
+            ));
+        }
+        Ok(AppName(name.to_string()))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// CPUs per instance: finite, 0 to [`MAX_CPU`] (0: no CPU asked).
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct Cpus(f64);
+
+impl Cpus {
+    /// Checked CPUs.
+    pub fn new(cpu: f64) -> ApiResult<Self> {
+        if !cpu.is_finite() || !(0.0..=MAX_CPU).contains(&cpu) {
+            return Err(ApiError::bad_request(format!(
+                "cpu must be a number from 0 to {MAX_CPU}, not {cpu}."
+            )));
+        }
+        Ok(Cpus(cpu))
+    }
+
+    /// The value.
+    pub fn get(self) -> f64 {
+        self.0
+    }
+
+    /// Whole VCPUs a non-bound instance takes on a node without a CPU
+    /// topology (a fraction of a VCPU is a whole one in Placement).
+    pub fn whole_vcpus(self) -> i64 {
+        // `new` bounds the value to [0, MAX_CPU]: exact in i64.
+        self.0.ceil() as i64
+    }
+
+    /// Milli-CPUs, rounded (the batch classes' unit).
+    pub fn milli(self) -> i64 {
+        // `new` bounds the value to [0, MAX_CPU]: exact in i64.
+        (self.0 * 1000.0).round() as i64
+    }
+}
+
+/// Who owns the instances: project, user and consumer type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// Project id.
+    pub project_id: String,
+    /// User id.
+    pub user_id: String,
+    /// Consumer type (INSTANCE unless given).
+    pub consumer_type: String,
+}
+
+/// What each instance asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceShape {
+    /// CPUs.
+    pub cpu: Cpus,
+    /// Bound to cores (needs a CPU topology).
+    pub cpu_bind: bool,
+    /// Memory, MiB (at least 1).
+    pub memory_mb: i64,
+    /// Other Placement classes on the node, by name.
+    pub resources: BTreeMap<String, i64>,
+}
+
+/// A checked `POST /deployments`.
+#[derive(Debug, Clone)]
+pub struct Deployment {
+    /// The app.
+    pub app: AppName,
+    /// Instances to add (at least 1).
+    pub count: i64,
+    /// How they spread.
+    pub strategy: Strategy,
+    /// The strategy's node limit (0: none).
+    pub nodes_limit: u32,
+    /// Each instance.
+    pub shape: InstanceShape,
+    /// Required and forbidden traits of the nodes.
+    pub required: TraitFilter,
+    /// Aggregate membership of the nodes.
+    pub member_of: AggFilter,
+    /// The owner of the instances.
+    pub owner: Owner,
+    /// Plan and answer, write nothing.
+    pub dry_run: bool,
+    /// prod (default) or a low-priority class.
+    pub priority_class: Option<PriorityClass>,
+    /// The instances' integer priority.
+    pub priority: Option<i32>,
+}
+
+/// The body's fields as received (after the JSON schema).
+#[derive(Debug, Clone, Default)]
+pub struct Fields<'a> {
+    /// `app`.
+    pub app: &'a str,
+    /// `count`.
+    pub count: i64,
+    /// `strategy`.
+    pub strategy: Strategy,
+    /// `nodes_limit`.
+    pub nodes_limit: u32,
+    /// `cpu`.
+    pub cpu: f64,
+    /// `cpu_bind`.
+    pub cpu_bind: bool,
+    /// `memory_mb`.
+    pub memory_mb: i64,
+    /// `resources`.
+    pub resources: BTreeMap<String, i64>,
+    /// `required`.
+    pub required: Option<&'a str>,
+    /// `member_of`.
+    pub member_of: Option<&'a str>,
+    /// `project_id`, `user_id`, `consumer_type`.
+    pub owner: (&'a str, &'a str, Option<&'a str>),
+    /// `dry_run`.
+    pub dry_run: bool,
+    /// `priority_class`.
+    pub priority_class: Option<PriorityClass>,
+    /// `priority`.
+    pub priority: Option<i32>,
+}
+
+impl Deployment {
+    /// Checks the fields; 400 with the reason for the first that is wrong.
+    pub fn check(f: Fields<'_>) -> ApiResult<Self> {
+        if f.count < 1 {
+            return Err(ApiError::bad_request(format!(
+                "count must be at least 1, not {}.",
+                f.count
+            )));
+        }
+        if i64::from(f.nodes_limit) > f.count {
+            return Err(ApiError::bad_request(format!(
+                "nodes_limit ({}) is above count ({}).",
+                f.nodes_limit, f.count
+            )));
+        }
+        if f.memory_mb < 1 {
+            return Err(ApiError::bad_request("memory_mb must be at least 1."));
+        }
+        if let Some((rc, n)) = f.resources.iter().find(|(_, n)| **n < 1) {
+            return Err(ApiError::bad_request(format!(
+                "resources: {rc} must be at least 1, not {n}."
+            )));
+        }
+        let version = (1, 39);
+        let required = match f.required {
+            Some(r) => parse_required(&[r], version).map_err(ApiError::bad_request)?,
+            None => TraitFilter::default(),
+        };
+        let member_of = match f.member_of {
+            Some(m) => parse_member_of(&[m], version, "").map_err(ApiError::bad_request)?,
+            None => AggFilter::default(),
+        };
+        let cpu = Cpus::new(f.cpu)?;
+        // The scheduler's own request checks (a bound request of 0 CPUs).
+        crate::sched::ResourceRequest {
+            cpu_request: cpu.get(),
+            cpu_limit: cpu.get(),
+            memory_request: f.memory_mb,
+            memory_limit: f.memory_mb,
+            bind: f.cpu_bind,
+        }
+        .normalise()
+        .map_err(|e| {
+            ApiError::bad_request(format!("Invalid request: {e}."))
+                .code(crate::error::codes::DEPLOY_INVALID_REQUEST)
+        })?;
+        Ok(Deployment {
+            app: AppName::new(f.app)?,
+            count: f.count,
+            strategy: f.strategy,
+            nodes_limit: f.nodes_limit,
+            shape: InstanceShape {
+                cpu,
+                cpu_bind: f.cpu_bind,
+                memory_mb: f.memory_mb,
+                resources: f.resources,
+            },
+            required,
+            member_of,
+            owner: Owner {
+                project_id: f.owner.0.to_string(),
+                user_id: f.owner.1.to_string(),
+                consumer_type: f.owner.2.unwrap_or("INSTANCE").to_string(),
+            },
+            dry_run: f.dry_run,
+            priority_class: f.priority_class,
+            priority: f.priority,
+        })
+    }
+
+    /// The candidate query for one instance's node: its memory and other
+    /// classes with the trait and aggregate filters, as one group.
+    pub fn node_query(&self) -> CandidateQuery {
+        let mut resources = vec![("MEMORY_MB".to_string(), self.shape.memory_mb)];
+        resources.extend(self.shape.resources.iter().map(|(c, n)| (c.clone(), *n)));
+        CandidateQuery {
+            groups: vec![GroupSpec {
+                suffix: String::new(),
+                resources,
+                traits: self.required.clone(),
+                member_of: self.member_of.clone(),
+                in_tree: None,
+            }],
+            ..CandidateQuery::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields() -> Fields<'static> {
+        Fields {
+            app: "web",
+            count: 3,
+            memory_mb: 512,
+            owner: ("p", "u", None),
+            ..Fields::default()
+        }
+    }
+
+    #[test]
+    fn a_plain_request_is_accepted() {
+        let d = Deployment::check(fields()).expect("valid");
+        assert_eq!(d.owner.consumer_type, "INSTANCE");
+        assert_eq!(
+            d.node_query().groups[0].resources,
+            [("MEMORY_MB".to_string(), 512)]
+        );
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        let cases: Vec<(Fields<'static>, &str)> = vec![
+            (
+                Fields {
+                    count: 0,
+                    ..fields()
+                },
+                "count",
+            ),
+            (
+                Fields {
+                    count: -1,
+                    ..fields()
+                },
+                "count",
+            ),
+            (
+                Fields {
+                    nodes_limit: 4,
+                    ..fields()
+                },
+                "nodes_limit",
+            ),
+            (
+                Fields {
+                    cpu: f64::NAN,
+                    ..fields()
+                },
+                "cpu",
+            ),
+            (
+                Fields {
+                    cpu: -0.5,
+                    ..fields()
+                },
+                "cpu",
+            ),
+            (
+                Fields {
+                    cpu: 4096.5,
+                    ..fields()
+                },
+                "cpu",
+            ),
+            (
+                Fields {
+                    memory_mb: 0,
+                    ..fields()
+                },
+                "memory_mb",
+            ),
+            (
+                Fields {
+                    app: "",
+                    ..fields()
+                },
+                "app name",
+            ),
+            (
+                Fields {
+                    required: Some("!!"),
+                    ..fields()
+                },
+                "",
+            ),
+        ];
+        for (f, what) in cases {
+            let e = Deployment::check(f).expect_err(what);
+            assert_eq!(e.status.as_u16(), 400);
+            assert!(e.detail.contains(what), "{}", e.detail);
+        }
+    }
+
+    #[test]
+    fn whole_vcpus_round_up() {
+        assert_eq!(Cpus::new(1.5).expect("cpu").whole_vcpus(), 2);
+        assert_eq!(Cpus::new(2.0).expect("cpu").whole_vcpus(), 2);
+        assert_eq!(Cpus::new(0.0).expect("cpu").whole_vcpus(), 0);
+    }
+}
