@@ -7,10 +7,11 @@
 //! 2. `db` (all SQL), `sched` (pure scheduling algorithms) and `auth`
 //!    (noauth2, Keystone token validation);
 //! 3. services: `candidates` (the candidate engine, entry point
-//!    `candidates::find`), `deploy`, `allocation` (allocation writes with
-//!    retries), `inventory` (inventory rules and writes); above them
-//!    `fairness` (quotas, reservations, DRF admission rounds), which
-//!    commits through `allocation`;
+//!    `candidates::find`), `allocation` (allocation writes with retries),
+//!    `inventory` (inventory rules and writes); above them `fairness`
+//!    (quotas, reservations, DRF admission rounds), which commits through
+//!    `allocation`, and `deploy` (the deployment service over the engine,
+//!    the scheduler and `allocation`);
 //! 4. `state`: what every handler shares, with the security settings;
 //! 5. `api`: thin handlers, one file per resource; a handler never imports
 //!    another handler, only the plumbing (`extract`, `respond`, `schema`, …);

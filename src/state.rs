@@ -76,6 +76,8 @@ pub struct AppState {
     pub cpu: Arc<tokio::sync::Semaphore>,
     /// Authentication, policy and CORS.
     pub security: Arc<Security>,
+    /// This process's copy of the deployment nodes' state.
+    pub nodes: Arc<crate::deploy::cache::NodeCache>,
 }
 
 impl AppState {
@@ -89,6 +91,7 @@ impl AppState {
                 std::thread::available_parallelism().map_or(2, usize::from),
             )),
             security: Arc::new(Security::noauth()),
+            nodes: Arc::default(),
         }
     }
 

@@ -119,6 +119,7 @@ fn build(rows: Vec<Row>) -> Snapshot {
             traits,
             aggs,
             report: None,
+            stamp: 0,
             stock: stock
                 .into_iter()
                 .map(|(class, total, max_unit, step_size, used)| Stock {

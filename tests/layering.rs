@@ -24,10 +24,10 @@ const LAYERS: &[(&str, u8)] = &[
     ("import", 2),
     ("audit", 2),
     ("fairness", 3),
-    ("state", 3),
-    ("api", 4),
-    ("serve", 5),
-    ("localdb", 5),
+    ("state", 4),
+    ("api", 5),
+    ("serve", 6),
+    ("localdb", 6),
 ];
 
 /// Modules of `src/api/` that are plumbing, not handlers: any handler may use them.

@@ -83,6 +83,7 @@ pub async fn load(conn: &mut PgConnection) -> Result<Snapshot, sqlx::Error> {
             aggs: Vec::new(),
             stock: Vec::new(),
             report: None,
+            stamp: super::snapshot::next_stamp(),
         })
         .map(std::sync::Arc::new)
         .collect();
@@ -122,6 +123,7 @@ pub async fn patch(
         n.traits.clear();
         n.aggs.clear();
         n.report = None;
+        n.stamp = super::snapshot::next_stamp();
     }
     let data = db::node_data(conn, Some(ids)).await?;
     fill(snap, &index, data);

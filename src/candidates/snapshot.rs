@@ -75,6 +75,16 @@ pub struct Node {
     pub stock: Vec<Stock>,
     /// Its last usage report, if it ever reported.
     pub report: Option<Report>,
+    /// A number this process gives the node's data each time it is
+    /// (re)loaded: caches of other data about the provider (deployment
+    /// node states) are current while it is unchanged.
+    pub stamp: u64,
+}
+
+/// A fresh [`Node::stamp`], never given before in this process.
+pub fn next_stamp() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Node {
@@ -191,6 +201,11 @@ impl Snapshot {
                 .retain(|s| !classes.contains(&s.class));
         }
         out
+    }
+
+    /// The stamp of a provider's data, by database id.
+    pub fn stamp_of(&self, id: i64) -> Option<u64> {
+        self.index.by_id.get(&id).map(|&i| self.nodes[i].stamp)
     }
 
     /// The node of a provider uuid.

@@ -43,6 +43,7 @@ fn snap(rows: Vec<Row>) -> Snapshot {
             root,
             traits,
             aggs,
+            stamp: 0,
             stock,
             report: None,
         }));

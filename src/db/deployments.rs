@@ -323,17 +323,52 @@ pub async fn class_stock(
     })
 }
 
-/// Provider uuids by id.
+/// Provider uuids and generations by id (`lock`: locked `FOR UPDATE`
+/// first, waiting for other writers).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn provider_uuids(
+pub async fn provider_heads(
     conn: &mut PgConnection,
     rp_ids: &[i64],
-) -> Result<HashMap<i64, uuid::Uuid>, sqlx::Error> {
-    let rows: Vec<(i64, uuid::Uuid)> =
-        sqlx::query_as("SELECT id, uuid FROM resource_providers WHERE id = ANY($1)")
+) -> Result<HashMap<i64, (uuid::Uuid, i32)>, sqlx::Error> {
+    let rows: Vec<(i64, uuid::Uuid, i32)> =
+        sqlx::query_as("SELECT id, uuid, generation FROM resource_providers WHERE id = ANY($1)")
             .bind(rp_ids)
             .fetch_all(conn)
             .await?;
+    Ok(rows.into_iter().map(|(id, u, g)| (id, (u, g))).collect())
+}
+
+/// Locks those of `rp_ids` no other transaction holds, in id order, and
+/// returns their current generations; a provider another writer holds is
+/// skipped, not waited for (the caller plans again without it).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn lock_free_providers(
+    conn: &mut PgConnection,
+    rp_ids: &[i64],
+) -> Result<HashMap<i64, i32>, sqlx::Error> {
+    let rows: Vec<(i64, i32)> = sqlx::query_as(
+        "SELECT id, generation FROM resource_providers WHERE id = ANY($1)
+          ORDER BY id FOR UPDATE SKIP LOCKED",
+    )
+    .bind(rp_ids)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().collect())
+}
+
+/// Locks `rp_ids` in id order, waiting for other writers, and returns
+/// their current generations.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn lock_providers_waiting(
+    conn: &mut PgConnection,
+    rp_ids: &[i64],
+) -> Result<HashMap<i64, i32>, sqlx::Error> {
+    let rows: Vec<(i64, i32)> = sqlx::query_as(
+        "SELECT id, generation FROM resource_providers WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+    )
+    .bind(rp_ids)
+    .fetch_all(conn)
+    .await?;
     Ok(rows.into_iter().collect())
 }
 

@@ -6,6 +6,7 @@
 //! and render.
 
 pub mod batch;
+pub mod cache;
 pub mod nodes;
 pub mod plan;
 pub mod request;
@@ -18,11 +19,12 @@ use crate::db::deployments as db;
 use crate::error::{codes, with_retries, ApiError, ApiResult};
 use crate::sched::{self, CapacityMap, NodeName, SchedError};
 use crate::types::PriorityClass;
+use cache::NodeCache;
 pub use nodes::{instance_resources, CpuModel, NodeState, CPU_SHARES, MIB};
 use plan::NodeVerdict;
 pub use request::Deployment;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// One new instance as planned.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,10 +55,16 @@ pub struct Deployed {
 }
 
 /// Places `d`: its nodes from the candidate engine, the plan from the
-/// scheduler, everything written in one transaction. A node that filled
-/// up between planning and locking makes the attempt start again, under
-/// the retry policy every write shares ([`with_retries`]).
-pub async fn deploy(engine: &Engine<'_>, retries: u32, d: &Deployment) -> ApiResult<Deployed> {
+/// scheduler over this process's node states, everything written in one
+/// transaction. A node that filled up between planning and locking makes
+/// the attempt start again, under the retry policy every write shares
+/// ([`with_retries`]).
+pub async fn deploy(
+    engine: &Engine<'_>,
+    cache: &NodeCache,
+    retries: u32,
+    d: &Deployment,
+) -> ApiResult<Deployed> {
     let search = Search {
         query: d.node_query(),
         priority: PriorityClass::Prod,
@@ -64,20 +72,61 @@ pub async fn deploy(engine: &Engine<'_>, retries: u32, d: &Deployment) -> ApiRes
         version: (1, 39),
         max_results: None,
     };
+    let searched = std::time::Instant::now();
     let found = find::run(engine, &search).await?;
     let node_ids = candidate_nodes(&found);
-    let ruled_out = engine_refusals(&found, &node_ids);
+    tracing::debug!(
+        search_ms = searched.elapsed().as_secs_f64() * 1e3,
+        nodes = node_ids.len(),
+        "deployment candidates"
+    );
+    let wanted: Vec<(i64, u64)> = node_ids
+        .iter()
+        .map(|&id| (id, found.snap.stamp_of(id).unwrap_or(0)))
+        .collect();
+    let ctx = Context {
+        pool: engine.pool,
+        cache,
+        d,
+        wanted: &wanted,
+    };
     let mut attempts = 0u64;
     let result = with_retries(retries, || {
         attempts += 1;
-        attempt(engine.pool, d, &node_ids, &ruled_out)
+        attempt(&ctx)
     })
     .await;
     crate::metrics::metrics()
         .write_retries
         .inc_by(attempts.saturating_sub(1));
-    result
+    match result? {
+        Outcome::Done(done) => Ok(done),
+        Outcome::Refused(e, verdicts) => {
+            Err(refusal(&e, &verdicts, &engine_refusals(&found, &node_ids)))
+        }
+    }
 }
+
+/// What one attempt works with.
+struct Context<'a> {
+    pool: &'a crate::db::Pool,
+    cache: &'a NodeCache,
+    d: &'a Deployment,
+    /// Candidate nodes with their snapshot stamps.
+    wanted: &'a [(i64, u64)],
+}
+
+/// How an attempt ended, short of an error.
+enum Outcome {
+    /// Placed (or planned, for a dry run).
+    Done(Deployed),
+    /// The scheduler cannot place it: its reason and every node's verdict.
+    Refused(SchedError, Vec<NodeVerdict>),
+}
+
+/// Plans around nodes other writers hold at most this many times before
+/// waiting for them.
+const SKIPS: usize = 4;
 
 /// Nodes that fit one instance's memory, extra resources and filters, by
 /// provider id: the providers of MEMORY_MB in the candidates.
@@ -194,72 +243,188 @@ fn raced(e: ApiError) -> ApiError {
     }
 }
 
-/// One attempt: capacity and deploy map on an unlocked view, then the
-/// chosen nodes locked, their instances planned on fresh state, and every
-/// allocation and binding committed in one transaction.
-async fn attempt(
-    pool: &crate::db::Pool,
-    d: &Deployment,
-    node_ids: &[i64],
-    ruled_out: &[Value],
-) -> ApiResult<Deployed> {
-    let mut conn = pool.acquire().await?;
-    let nodes = nodes::load_nodes(&mut conn, node_ids).await?;
-    let counts = db::app_counts(&mut conn, d.app.as_str()).await?;
-    drop(conn);
-    let (caps, verdicts) = plan::capacity_map(&nodes, &d.shape);
-    let existing: BTreeMap<NodeName, i64> = nodes
+/// One attempt: capacity and deploy map from this process's node states,
+/// then the chosen nodes locked (skipping, and planning around, nodes
+/// other writers hold: nobody waits on a hot node while holding a
+/// connection), re-read where their generation moved, their instances
+/// planned on that exact state, and everything committed at once.
+async fn attempt(c: &Context<'_>) -> ApiResult<Outcome> {
+    let d = c.d;
+    let started = std::time::Instant::now();
+    let cached = c.cache.current(c.pool, c.wanted).await?;
+    let loaded = started.elapsed();
+    let existing = app_counts(c, &cached).await?;
+    let (judged, verdicts) = judge(&cached, &d.shape);
+    let name = |n: &NodeState| NodeName(n.uuid.to_string());
+    let mut busy: HashSet<i64> = HashSet::new();
+    let mut waiting = d.dry_run;
+    for round in 1.. {
+        let caps = CapacityMap::from_nodes(cached.iter().zip(&judged).filter_map(|(n, j)| {
+            let cap = *j.as_ref().ok()?;
+            (!busy.contains(&n.node.rp_id)).then(|| (name(&n.node), cap))
+        }));
+        let seed = rand::random();
+        let deploy_map = match sched::plan_deploy_spread(
+            d.strategy,
+            d.count,
+            d.nodes_limit,
+            &caps,
+            &existing,
+            seed,
+        ) {
+            Ok(m) => m,
+            Err(e) if busy.is_empty() => return Ok(Outcome::Refused(e, verdicts)),
+            Err(_) => {
+                // Only with the busy nodes does it fit: wait for them.
+                (busy, waiting) = (HashSet::new(), true);
+                continue;
+            }
+        };
+        let chosen: Vec<&NodeState> = cached
+            .iter()
+            .map(|n| &n.node)
+            .filter(|n| deploy_map.contains_key(&name(n)))
+            .collect();
+        let ids: Vec<i64> = chosen.iter().map(|n| n.rp_id).collect();
+        let mut tx = c.pool.begin().await?;
+        let generations = lock(&mut tx, d.dry_run, waiting, &chosen).await?;
+        if generations.len() < ids.len() {
+            if waiting {
+                return Err(raced(ApiError::conflict("A chosen node was deleted.")));
+            }
+            // The transaction ends here, holding nothing.
+            busy.extend(ids.iter().filter(|i| !generations.contains_key(i)));
+            waiting = round >= SKIPS;
+            continue;
+        }
+        let mut fresh = exact_states(&mut tx, &chosen, &generations).await?;
+        let planned = match plan_instances(&mut fresh, &deploy_map, &d.shape) {
+            Ok(p) => p,
+            Err(e) => return Err(raced(refusal(&e, &verdicts, &[]))),
+        };
+        let answer = deployed(&caps, &deploy_map, &planned, verdicts);
+        let planned_in = started.elapsed();
+        if !d.dry_run {
+            write(&mut tx, d, &planned, &answer.instances).await?;
+            tx.commit().await.map_err(ApiError::commit_failed)?;
+        }
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let (plan_ms, write_ms) = (ms(planned_in - loaded), ms(started.elapsed() - planned_in));
+        let instances = planned.len();
+        tracing::debug!(
+            instances,
+            round,
+            states_ms = ms(loaded),
+            plan_ms,
+            write_ms,
+            "deployment placed"
+        );
+        return Ok(Outcome::Done(answer));
+    }
+    Err(ApiError::internal("the planning loop ended"))
+}
+
+/// The app's instances on each cached node, by node name.
+async fn app_counts(
+    c: &Context<'_>,
+    cached: &[std::sync::Arc<cache::Cached>],
+) -> ApiResult<BTreeMap<NodeName, i64>> {
+    let mut conn = c.pool.acquire().await?;
+    let counts = db::app_counts(&mut conn, c.d.app.as_str()).await?;
+    Ok(cached
         .iter()
         .map(|n| {
-            (
-                NodeName(n.uuid.to_string()),
-                counts.get(&n.rp_id).copied().unwrap_or(0),
-            )
+            let count = counts.get(&n.node.rp_id).copied().unwrap_or(0);
+            (NodeName(n.node.uuid.to_string()), count)
+        })
+        .collect())
+}
+
+/// Every node's capacity for `shape` (or why it has none), and the
+/// verdicts an answer shows.
+fn judge(
+    cached: &[std::sync::Arc<cache::Cached>],
+    shape: &request::InstanceShape,
+) -> (
+    Vec<Result<sched::NodeCapacity, plan::Shortfall>>,
+    Vec<NodeVerdict>,
+) {
+    let judged: Vec<_> = cached.iter().map(|n| n.capacity(shape)).collect();
+    let verdicts = cached
+        .iter()
+        .zip(&judged)
+        .map(|(n, j)| NodeVerdict {
+            uuid: n.node.uuid,
+            capacity: j.as_ref().map_or(0, |c| c.capacity),
+            short: j.as_ref().err().cloned(),
         })
         .collect();
-    let deploy_map = sched::plan_deploy_spread(
-        d.strategy,
-        d.count,
-        d.nodes_limit,
-        &caps,
-        &existing,
-        rand::random(),
-    )
-    .map_err(|e| refusal(&e, &verdicts, ruled_out))?;
-    let chosen: Vec<&NodeState> = nodes
+    (judged, verdicts)
+}
+
+/// The chosen nodes' generations: as cached for a dry run (nothing is
+/// locked), else under their locks, waiting for other writers or skipping
+/// the nodes they hold.
+async fn lock(
+    tx: &mut sqlx::PgConnection,
+    dry_run: bool,
+    waiting: bool,
+    chosen: &[&NodeState],
+) -> ApiResult<HashMap<i64, i32>> {
+    let ids: Vec<i64> = chosen.iter().map(|n| n.rp_id).collect();
+    Ok(match (dry_run, waiting) {
+        (true, _) => chosen.iter().map(|n| (n.rp_id, n.generation)).collect(),
+        (false, true) => db::lock_providers_waiting(tx, &ids).await?,
+        (false, false) => db::lock_free_providers(tx, &ids).await?,
+    })
+}
+
+/// The chosen nodes as they are under their locks: this process's copy
+/// where the generation has not moved, the database's otherwise.
+async fn exact_states(
+    tx: &mut sqlx::PgConnection,
+    chosen: &[&NodeState],
+    generations: &HashMap<i64, i32>,
+) -> ApiResult<Vec<NodeState>> {
+    let current = |n: &&&NodeState| generations.get(&n.rp_id) == Some(&n.generation);
+    let mut fresh: Vec<NodeState> = chosen
         .iter()
-        .filter(|n| deploy_map.contains_key(&NodeName(n.uuid.to_string())))
+        .filter(current)
+        .map(|n| (*n).clone())
         .collect();
-    let chosen_ids: Vec<i64> = chosen.iter().map(|n| n.rp_id).collect();
-    let mut tx = pool.begin().await?;
-    if !d.dry_run {
-        db::lock_providers(&mut tx, &chosen_ids).await?;
+    let moved: Vec<i64> = chosen
+        .iter()
+        .filter(|n| !current(n))
+        .map(|n| n.rp_id)
+        .collect();
+    if !moved.is_empty() {
+        fresh.extend(nodes::load_nodes(tx, &moved).await?);
     }
-    let mut fresh = nodes::load_nodes(&mut tx, &chosen_ids).await?;
-    let per_node: Vec<(usize, i64)> = fresh
-        .iter()
-        .enumerate()
-        .filter_map(|(i, n)| Some((i, *deploy_map.get(&NodeName(n.uuid.to_string()))?)))
-        .collect();
+    fresh.sort_by_key(|n| n.rp_id);
+    Ok(fresh)
+}
+
+/// The instances of a deploy map on each node, each node's usage updated
+/// as they are placed.
+fn plan_instances(
+    fresh: &mut [NodeState],
+    deploy_map: &BTreeMap<NodeName, i64>,
+    shape: &request::InstanceShape,
+) -> Result<Vec<Planned>, SchedError> {
     let mut planned = Vec::new();
-    for (i, count) in per_node {
-        let node = &mut fresh[i];
+    for node in fresh.iter_mut() {
+        let Some(&count) = deploy_map.get(&NodeName(node.uuid.to_string())) else {
+            continue;
+        };
         let n = usize::try_from(count).unwrap_or(0);
-        let allocations = plan::instances(node, n, &d.shape)
-            .map_err(|e| raced(refusal(&e, &verdicts, ruled_out)))?;
+        let allocations = plan::instances(node, n, shape)?;
         planned.extend(
             allocations
                 .into_iter()
                 .map(|a| (node.uuid, node.cpu, node.rp_id, a)),
         );
     }
-    let answer = deployed(&caps, &deploy_map, &planned, verdicts);
-    if d.dry_run {
-        return Ok(answer);
-    }
-    write(&mut tx, d, &planned, &answer.instances).await?;
-    tx.commit().await.map_err(ApiError::commit_failed)?;
-    Ok(answer)
+    Ok(planned)
 }
 
 /// A planned allocation with its node's uuid, CPU model and provider id.

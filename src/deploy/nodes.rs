@@ -23,6 +23,9 @@ pub struct NodeState {
     pub rp_id: i64,
     /// Provider uuid (the scheduler's node name).
     pub uuid: uuid::Uuid,
+    /// The provider's generation when this state was read (every change
+    /// to it, allocations and topology included, bumps it).
+    pub generation: i32,
     /// Share base and fragment-core limit (defaults without a topology).
     pub cfg: SchedConfig,
     /// How its CPU is counted.
@@ -85,8 +88,9 @@ pub async fn load_nodes(
     conn: &mut PgConnection,
     rp_ids: &[i64],
 ) -> Result<Vec<NodeState>, sqlx::Error> {
+    // Generations first: the state read after them is at least as new.
+    let heads = db::provider_heads(conn, rp_ids).await?;
     let topologies = db::topologies(conn, rp_ids).await?;
-    let uuids = db::provider_uuids(conn, rp_ids).await?;
     let memory = db::class_stock(conn, rp_ids, "MEMORY_MB").await?;
     let vcpus = db::class_stock(conn, rp_ids, "VCPU").await?;
     let ids: Vec<i64> = topologies.keys().copied().collect();
@@ -96,18 +100,21 @@ pub async fn load_nodes(
     let mut out = Vec::new();
     for &rp in rp_ids {
         let (mem_cap, mem_used) = memory.get(&rp).copied().unwrap_or((0, 0));
-        let uuid = uuids.get(&rp).copied().unwrap_or_default();
+        let Some(&(uuid, generation)) = heads.get(&rp) else {
+            continue;
+        };
         let node = match (topologies.get(&rp), vcpus.get(&rp)) {
             (Some(t), _) => {
                 let held = (
                     bound.get(&rp).unwrap_or(&none.0).as_slice(),
                     instances.get(&rp).unwrap_or(&none.1).as_slice(),
                 );
-                topology_node(rp, uuid, t, (mem_cap, mem_used), held)
+                topology_node((rp, uuid, generation), t, (mem_cap, mem_used), held)
             }
             (None, Some(&(cap, used))) => NodeState {
                 rp_id: rp,
                 uuid,
+                generation,
                 cfg: SchedConfig::default(),
                 cpu: CpuModel::Vcpu(cap, used),
                 info: NodeResourceInfo {
@@ -142,8 +149,7 @@ fn by_provider<T>(rows: Vec<T>, rp: impl Fn(&T) -> i64) -> HashMap<i64, Vec<T>> 
 }
 
 fn topology_node(
-    rp: i64,
-    uuid: uuid::Uuid,
+    (rp, uuid, generation): (i64, uuid::Uuid, i32),
     t: &Topology,
     (mem_cap, mem_used): (i64, i64),
     (bound, instances): (&[(i64, String, i64)], &[db::InstanceUsage]),
@@ -181,6 +187,7 @@ fn topology_node(
     NodeState {
         rp_id: rp,
         uuid,
+        generation,
         cfg: sched_config(t),
         cpu: CpuModel::Topology,
         info: NodeResourceInfo { capacity, usage },

@@ -72,7 +72,28 @@ pub async fn resize(
         CpuModel::Topology => on_topology(&node, &inst, deltas)?,
         CpuModel::Vcpu(..) => on_vcpus(&inst, deltas)?,
     };
-    let current = alloc_db::of_consumer(&mut tx, consumer).await?;
+    let cpu_map = write(&mut tx, &node, &inst, &after).await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
+    Ok(Resized {
+        node: node.uuid,
+        cpu: after.cpu,
+        cpu_bind: !cpu_map.is_empty(),
+        memory_mb: after.memory_mb,
+        cpu_map,
+        numa_node: after.numa_node,
+    })
+}
+
+/// Writes the resized instance: its binding, then its allocations (the
+/// write checks shares against the binding); returns the binding.
+async fn write(
+    tx: &mut sqlx::PgConnection,
+    node: &NodeState,
+    inst: &db::InstanceRow,
+    after: &After,
+) -> ApiResult<Vec<(String, i64)>> {
+    let consumer = inst.consumer_uuid;
+    let current = alloc_db::of_consumer(tx, consumer).await?;
     let mut allocations = resized_allocations(&current, node.uuid, after.memory_mb, &after.cpu_map);
     if let (CpuModel::Vcpu(..), Some(mine)) = (node.cpu, allocations.get_mut(&node.uuid)) {
         mine.remove("VCPU");
@@ -81,9 +102,9 @@ pub async fn resize(
             mine.insert("VCPU".into(), whole);
         }
     }
-    let owner = crate::db::consumers::get(&mut tx, consumer)
+    let owner = crate::db::consumers::get(tx, consumer)
         .await?
-        .ok_or_else(not_found)?;
+        .ok_or_else(|| ApiError::not_found(format!("No instance {consumer}")))?;
     let write = ConsumerWrite {
         consumer,
         project_id: owner.project_id,
@@ -98,7 +119,7 @@ pub async fn resize(
         .map(|(c, s)| (c.0.clone(), *s))
         .collect();
     let spec = InstanceSpec {
-        app,
+        app: &inst.app,
         rp_id: inst.resource_provider_id,
         cpu: after.cpu,
         cpu_bind: !cpu_map.is_empty(),
@@ -106,27 +127,16 @@ pub async fn resize(
         numa_node: after.numa_node.as_deref(),
         cpu_map: &cpu_map,
     };
-    // The binding first: the allocation write checks shares against it.
-    db::put_instance(&mut tx, consumer, &spec).await?;
-    alloc_db::write(&mut tx, &[write])
-        .await
-        .map_err(|e| match e {
-            // Only a node without a topology leaves its capacity check to the
-            // write; the refusal is a deployment's like any other.
-            alloc_db::AllocError::Capacity(..) => {
-                alloc_error(e, None).code(codes::DEPLOY_INSUFFICIENT_RESOURCE)
-            }
-            e => alloc_error(e, None),
-        })?;
-    tx.commit().await.map_err(ApiError::commit_failed)?;
-    Ok(Resized {
-        node: node.uuid,
-        cpu: after.cpu,
-        cpu_bind: !cpu_map.is_empty(),
-        memory_mb: after.memory_mb,
-        cpu_map,
-        numa_node: after.numa_node,
-    })
+    db::put_instance(tx, consumer, &spec).await?;
+    alloc_db::write(tx, &[write]).await.map_err(|e| match e {
+        // Only a node without a topology leaves its capacity check to the
+        // write; the refusal is a deployment's like any other.
+        alloc_db::AllocError::Capacity(..) => {
+            alloc_error(e, None).code(codes::DEPLOY_INSUFFICIENT_RESOURCE)
+        }
+        e => alloc_error(e, None),
+    })?;
+    Ok(cpu_map)
 }
 
 /// The instance's new shape.

@@ -81,7 +81,7 @@ async fn place(st: &AppState, body: JsonBody) -> ApiResult<Reply> {
     let retries = st.settings.allocation_conflict_retry_count;
     let done = match d.priority_class.filter(|c| c.low()) {
         Some(class) => deploy::batch::deploy(&st.engine(), retries, &d, class).await?,
-        None => deploy::deploy(&st.engine(), retries, &d).await?,
+        None => deploy::deploy(&st.engine(), &st.nodes, retries, &d).await?,
     };
     let answer = render(&d, done);
     Ok(match d.dry_run {
