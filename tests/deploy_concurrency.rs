@@ -1,10 +1,13 @@
-//! Deployments racing across two real `placement serve` processes on one
-//! database: two apps deployed at once onto the same nodes (and resized and
-//! deleted while others deploy). Afterwards no core holds more than its
-//! share base, no inventory is overcommitted, Placement's CUSTOM_CPU_SHARES
-//! usage equals the bound shares, every instance a 201 reported exists in
-//! `GET /deployments/{app}` and `GET /allocations/{consumer}` exactly as
-//! reported, and every refusal was a 409 (never a 5xx).
+//! Deployments racing across real `placement serve` processes on one
+//! database: two apps deployed at once onto the same nodes by two
+//! processes, resizes and deletes racing deploys on one node, and three apps
+//! (bound, fractional and non-bound, on nodes with and without a CPU
+//! topology) deploying, resizing and deleting through four processes.
+//! Afterwards no core holds more than its share base, no inventory is
+//! overcommitted, Placement's CUSTOM_CPU_SHARES usage equals the bound
+//! shares, every instance a 201 reported exists in `GET /deployments/{app}`
+//! and `GET /allocations/{consumer}` exactly as reported (no phantom), and
+//! every refusal was a 409 (never a 5xx).
 //!
 //! Needs `DATABASE_URL` (a server where the role may `CREATE DATABASE`).
 
@@ -27,6 +30,7 @@ async fn answer(r: reqwest::Response) -> (u16, Value) {
 struct Created {
     app: String,
     node: String,
+    cpu: f64,
     memory_mb: i64,
     cpu_map: BTreeMap<String, i64>,
 }
@@ -42,8 +46,7 @@ fn cpu_map(v: &Value) -> BTreeMap<String, i64> {
 /// Records a 201's instances; checks they add up to the requested count.
 fn record(
     created: &mut BTreeMap<String, Created>,
-    app: &str,
-    memory_mb: i64,
+    (app, cpu, memory_mb): (&str, f64, i64),
     count: i64,
     body: &Value,
 ) {
@@ -63,6 +66,7 @@ fn record(
                 Created {
                     app: app.to_string(),
                     node: node.clone(),
+                    cpu,
                     memory_mb,
                     cpu_map: cpu_map(&i["cpu_map"]),
                 },
@@ -80,8 +84,46 @@ fn record(
 /// The invariants after a race: per-core and per-inventory limits, Placement
 /// usage equal to bound shares, and every live instance as last reported.
 async fn check_state(c: &Cluster, nodes: &[String], live: &BTreeMap<String, Created>) {
-    // Cores and inventories, seen from both servers.
-    for s in 0..2 {
+    check_state_with(c, nodes, &[], live).await;
+}
+
+/// Whole VCPUs an instance holds on a node without a topology.
+fn vcpus(cpu: f64) -> i64 {
+    cpu.ceil() as i64
+}
+
+/// Nodes without a topology: VCPU and memory within capacity and equal to
+/// what the live instances there hold.
+async fn check_placement_nodes(c: &Cluster, nodes: &[String], live: &BTreeMap<String, Created>) {
+    for s in 0..c.servers.len() {
+        for rp in nodes {
+            let inv = c.json(s, &format!("/resource_providers/{rp}/inventories")).await;
+            let usages = c.json(s, &format!("/resource_providers/{rp}/usages")).await;
+            let here = || live.values().filter(|i| i.node == *rp);
+            let want = [
+                ("VCPU", here().map(|i| vcpus(i.cpu)).sum::<i64>()),
+                ("MEMORY_MB", here().map(|i| i.memory_mb).sum::<i64>()),
+            ];
+            for (rc, held) in want {
+                let total = inv["inventories"][rc]["total"].as_i64().unwrap();
+                let used = usages["usages"][rc].as_i64().unwrap_or(0);
+                assert!(used <= total, "{rp} {rc}: {used} > {total}");
+                assert_eq!(used, held, "{rp} {rc} on server {s}");
+            }
+        }
+    }
+}
+
+/// [`check_state`] over nodes with a topology and nodes without one.
+async fn check_state_with(
+    c: &Cluster,
+    nodes: &[String],
+    placement_nodes: &[String],
+    live: &BTreeMap<String, Created>,
+) {
+    check_placement_nodes(c, placement_nodes, live).await;
+    // Cores and inventories, seen from every server.
+    for s in 0..c.servers.len() {
         for rp in nodes {
             let top = c
                 .json(s, &format!("/resource_providers/{rp}/cpu_topology"))
@@ -138,10 +180,10 @@ async fn check_state(c: &Cluster, nodes: &[String], live: &BTreeMap<String, Crea
     let apps: BTreeSet<&str> = live
         .values()
         .map(|i| i.app.as_str())
-        .chain(["alpha", "beta"])
+        .chain(["alpha", "beta", "gamma"])
         .collect();
     for app in apps {
-        for s in 0..2 {
+        for s in 0..c.servers.len() {
             let d = c.json(s, &format!("/deployments/{app}")).await;
             let mut shown = BTreeMap::new();
             for (node, entry) in d["nodes"].as_object().unwrap() {
@@ -153,6 +195,7 @@ async fn check_state(c: &Cluster, nodes: &[String], live: &BTreeMap<String, Crea
                         Created {
                             app: app.to_string(),
                             node: node.clone(),
+                            cpu: i["cpu"].as_f64().unwrap(),
                             memory_mb: i["memory_mb"].as_i64().unwrap(),
                             cpu_map: cpu_map(&i["cpu_map"]),
                         },
@@ -183,6 +226,9 @@ async fn check_state(c: &Cluster, nodes: &[String], live: &BTreeMap<String, Crea
         if shares > 0 {
             want["CUSTOM_CPU_SHARES"] = json!(shares);
         }
+        if placement_nodes.contains(&inst.node) && vcpus(inst.cpu) > 0 {
+            want["VCPU"] = json!(vcpus(inst.cpu));
+        }
         assert_eq!(allocs[&inst.node]["resources"], want, "{consumer}");
     }
 }
@@ -193,6 +239,7 @@ struct Ask {
     app: &'static str,
     count: i64,
     cpu: f64,
+    bind: bool,
     memory_mb: i64,
     strategy: &'static str,
 }
@@ -204,6 +251,7 @@ fn ask(i: usize) -> Ask {
             app: "alpha",
             count: 1 + (i as i64 / 2) % 3,
             cpu: 1.7,
+            bind: true,
             memory_mb: 512,
             strategy: STRATEGIES[(i / 2) % 4],
         }
@@ -212,6 +260,7 @@ fn ask(i: usize) -> Ask {
             app: "beta",
             count: 1 + (i as i64 / 2) % 2,
             cpu: 0.5,
+            bind: true,
             memory_mb: 256,
             strategy: STRATEGIES[(i / 2 + 1) % 4],
         }
@@ -219,7 +268,7 @@ fn ask(i: usize) -> Ask {
 }
 
 fn deploy_body(a: &Ask) -> Value {
-    json!({"app": a.app, "count": a.count, "cpu": a.cpu, "cpu_bind": true,
+    json!({"app": a.app, "count": a.count, "cpu": a.cpu, "cpu_bind": a.bind,
            "memory_mb": a.memory_mb, "strategy": a.strategy,
            "project_id": "p", "user_id": "u"})
 }
@@ -270,7 +319,7 @@ async fn two_apps_deploying_at_once_on_two_servers() {
     let mut other = Vec::new();
     for (a, (status, body)) in asks.iter().zip(&answers) {
         match status {
-            201 => record(&mut created, a.app, a.memory_mb, a.count, body),
+            201 => record(&mut created, (a.app, a.cpu, a.memory_mb), a.count, body),
             409 => {
                 refused += 1;
                 let d = body["errors"][0]["detail"].as_str().unwrap_or_default();
@@ -314,7 +363,7 @@ async fn two_apps_deploying_at_once_on_two_servers() {
                 .unwrap();
             let (status, body) = answer(r).await;
             match status {
-                201 => record(&mut created, a.app, a.memory_mb, 1, &body),
+                201 => record(&mut created, (a.app, a.cpu, a.memory_mb), 1, &body),
                 409 => break,
                 s => panic!("{s}: {body}"),
             }
@@ -340,7 +389,7 @@ async fn resizes_deletes_and_deploys_racing_on_one_node() {
     let (status, body) = answer(r).await;
     assert_eq!(status, 201, "{body}");
     let mut created = BTreeMap::new();
-    record(&mut created, "alpha", 512, 6, &body);
+    record(&mut created, ("alpha", 1.0, 512), 6, &body);
     let first: Vec<String> = created.keys().cloned().collect();
 
     // At once: grow four instances by 0.6 CPU (2 free cores: not all fit),
@@ -394,6 +443,7 @@ async fn resizes_deletes_and_deploys_racing_on_one_node() {
                 assert_eq!(body["memory_mb"], json!(640), "{body}");
                 let inst = created.get_mut(consumer).unwrap();
                 inst.memory_mb = 640;
+                inst.cpu = 1.6;
                 inst.cpu_map = cpu_map(&body["cpu_map"]);
                 assert_eq!(inst.cpu_map.values().sum::<i64>(), 160, "{body}");
                 grown += 1;
@@ -402,7 +452,7 @@ async fn resizes_deletes_and_deploys_racing_on_one_node() {
                 created.remove(consumer);
             }
             (Op::Deploy, 201) => {
-                record(&mut created, "beta", 256, 1, body);
+                record(&mut created, ("beta", 0.5, 256), 1, body);
                 deployed += 1;
             }
             (_, 409) => {}
@@ -421,4 +471,135 @@ async fn resizes_deletes_and_deploys_racing_on_one_node() {
     let alphas = created.values().filter(|i| i.app == "alpha").count() as i64;
     assert_eq!(alphas, 4, "both deletes answered 204");
     assert_eq!(total, alphas * 100 + grown * 60 + deployed * 50);
+}
+
+/// The third app of the four-server race: 1 CPU, not bound, so it also
+/// lands on the node without a topology.
+fn ask3(i: usize) -> Ask {
+    match i % 3 {
+        0 | 1 => Ask {
+            count: 1 + (i as i64 / 3) % 3,
+            ..ask(i % 3)
+        },
+        _ => Ask {
+            app: "gamma",
+            count: 1 + (i as i64 / 3) % 2,
+            cpu: 1.0,
+            bind: false,
+            memory_mb: 256,
+            strategy: ["auto", "global", "drained"][(i / 3) % 3],
+        },
+    }
+}
+
+/// One step of the mixed burst.
+enum Step {
+    Deploy(Ask),
+    Resize(String, &'static str, Value),
+    Delete(String),
+}
+
+fn request(c: &Cluster, i: usize, step: &Step) -> reqwest::RequestBuilder {
+    match step {
+        Step::Deploy(a) => c
+            .request(i, reqwest::Method::POST, "/deployments")
+            .json(&deploy_body(a)),
+        Step::Resize(consumer, app, delta) => c
+            .request(
+                i,
+                reqwest::Method::POST,
+                &format!("/deployments/{app}/instances/{consumer}/resize"),
+            )
+            .json(delta),
+        Step::Delete(consumer) => c
+            .request(i, reqwest::Method::DELETE, &format!("/allocations/{consumer}"))
+            .header("openstack-api-version", "placement 1.28"),
+    }
+}
+
+/// Applies a burst's answers to the live instances; returns the answers
+/// that were neither a success nor a 409.
+fn apply(steps: &[Step], answers: &[(u16, Value)], live: &mut BTreeMap<String, Created>) -> Vec<String> {
+    let mut other = Vec::new();
+    for (step, (status, body)) in steps.iter().zip(answers) {
+        match (step, status) {
+            (Step::Deploy(a), 201) => record(live, (a.app, a.cpu, a.memory_mb), a.count, body),
+            (Step::Resize(consumer, ..), 200) => {
+                let inst = live.get_mut(consumer).expect("a live instance");
+                inst.cpu = body["cpu"].as_f64().expect("cpu");
+                inst.memory_mb = body["memory_mb"].as_i64().expect("memory");
+                inst.cpu_map = cpu_map(&body["cpu_map"]);
+            }
+            (Step::Delete(consumer), 204) => {
+                live.remove(consumer);
+            }
+            (_, 409) => {}
+            (_, s) => other.push(format!("{s}: {body}")),
+        }
+    }
+    other
+}
+
+/// Three apps through four processes: alpha (1.7 CPUs bound), beta (0.5
+/// bound) and gamma (1 CPU, not bound, also placed on a node registered the
+/// Placement way) deploy at once; then, at once again, more deploys,
+/// resizes of a third of the live instances and deletes of another third.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn four_servers_three_apps_deploy_resize_and_delete_at_once() {
+    let c = Cluster::with_servers("deploy-race4", "1.39", 4).await;
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        nodes.push(c.node(&format!("cn{i}"), 4096, 8).await);
+    }
+    let nova = c
+        .provider(
+            "nova",
+            json!({"VCPU": {"total": 8, "allocation_ratio": 1.0},
+                   "MEMORY_MB": {"total": 4096, "allocation_ratio": 1.0}}),
+        )
+        .await;
+    let placement_nodes = [nova];
+
+    let steps: Vec<Step> = (0..48).map(|i| Step::Deploy(ask3(i))).collect();
+    let answers = burst(steps.iter().enumerate().map(|(i, s)| request(&c, i, s)).collect()).await;
+    let mut live = BTreeMap::new();
+    let other = apply(&steps, &answers, &mut live);
+    assert!(other.is_empty(), "answers other than 201/409: {other:#?}");
+    let apps: BTreeSet<&str> = live.values().map(|i| i.app.as_str()).collect();
+    assert_eq!(apps.len(), 3, "every app placed something: {apps:?}");
+    assert!(
+        live.values().any(|i| i.node == placement_nodes[0]),
+        "the Placement node took gamma instances"
+    );
+    check_state_with(&c, &nodes, &placement_nodes, &live).await;
+
+    let mut steps: Vec<Step> = Vec::new();
+    for (k, (consumer, inst)) in live.iter().enumerate() {
+        let app: &'static str = match inst.app.as_str() {
+            "alpha" => "alpha",
+            "beta" => "beta",
+            _ => "gamma",
+        };
+        match k % 3 {
+            0 if app == "gamma" => steps.push(Step::Resize(
+                consumer.clone(),
+                app,
+                json!({"cpu": 1.0, "memory_mb": 128}),
+            )),
+            0 => steps.push(Step::Resize(consumer.clone(), app, json!({"cpu": 0.3}))),
+            1 => steps.push(Step::Delete(consumer.clone())),
+            _ => {}
+        }
+    }
+    steps.extend((48..72).map(|i| Step::Deploy(ask3(i))));
+    let answers = burst(steps.iter().enumerate().map(|(i, s)| request(&c, i, s)).collect()).await;
+    let other = apply(&steps, &answers, &mut live);
+    assert!(other.is_empty(), "answers other than success/409: {other:#?}");
+    let succeeded = answers.iter().filter(|(s, _)| *s < 300).count();
+    eprintln!(
+        "four servers: {} steps, {succeeded} succeeded, {} instances live",
+        steps.len(),
+        live.len()
+    );
+    check_state_with(&c, &nodes, &placement_nodes, &live).await;
 }

@@ -114,11 +114,24 @@ impl Drop for Cluster {
 impl Cluster {
     /// Two servers on a fresh database; requests carry `microversion`.
     pub async fn new(label: &str, microversion: &str) -> Cluster {
+        Self::with_servers(label, microversion, 2).await
+    }
+
+    /// `n` servers (started at once) on a fresh database.
+    pub async fn with_servers(label: &str, microversion: &str, n: usize) -> Cluster {
         let (admin_url, db) = common::fresh_database().await;
         let url = common::url_with_db(&admin_url, &db);
-        let (a, b) = tokio::join!(start_server(&url, label), start_server(&url, label));
+        let mut starting = Vec::new();
+        for _ in 0..n {
+            let (url, label) = (url.clone(), label.to_string());
+            starting.push(tokio::spawn(async move { start_server(&url, &label).await }));
+        }
+        let mut servers = Vec::new();
+        for s in starting {
+            servers.push(s.await.expect("server start"));
+        }
         Cluster {
-            servers: vec![a, b],
+            servers,
             client: reqwest::Client::builder()
                 .timeout(Duration::from_secs(120))
                 .build()
