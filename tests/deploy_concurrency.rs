@@ -97,7 +97,9 @@ fn vcpus(cpu: f64) -> i64 {
 async fn check_placement_nodes(c: &Cluster, nodes: &[String], live: &BTreeMap<String, Created>) {
     for s in 0..c.servers.len() {
         for rp in nodes {
-            let inv = c.json(s, &format!("/resource_providers/{rp}/inventories")).await;
+            let inv = c
+                .json(s, &format!("/resource_providers/{rp}/inventories"))
+                .await;
             let usages = c.json(s, &format!("/resource_providers/{rp}/usages")).await;
             let here = || live.values().filter(|i| i.node == *rp);
             let want = [
@@ -512,14 +514,22 @@ fn request(c: &Cluster, i: usize, step: &Step) -> reqwest::RequestBuilder {
             )
             .json(delta),
         Step::Delete(consumer) => c
-            .request(i, reqwest::Method::DELETE, &format!("/allocations/{consumer}"))
+            .request(
+                i,
+                reqwest::Method::DELETE,
+                &format!("/allocations/{consumer}"),
+            )
             .header("openstack-api-version", "placement 1.28"),
     }
 }
 
 /// Applies a burst's answers to the live instances; returns the answers
 /// that were neither a success nor a 409.
-fn apply(steps: &[Step], answers: &[(u16, Value)], live: &mut BTreeMap<String, Created>) -> Vec<String> {
+fn apply(
+    steps: &[Step],
+    answers: &[(u16, Value)],
+    live: &mut BTreeMap<String, Created>,
+) -> Vec<String> {
     let mut other = Vec::new();
     for (step, (status, body)) in steps.iter().zip(answers) {
         match (step, status) {
@@ -561,7 +571,14 @@ async fn four_servers_three_apps_deploy_resize_and_delete_at_once() {
     let placement_nodes = [nova];
 
     let steps: Vec<Step> = (0..48).map(|i| Step::Deploy(ask3(i))).collect();
-    let answers = burst(steps.iter().enumerate().map(|(i, s)| request(&c, i, s)).collect()).await;
+    let answers = burst(
+        steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| request(&c, i, s))
+            .collect(),
+    )
+    .await;
     let mut live = BTreeMap::new();
     let other = apply(&steps, &answers, &mut live);
     assert!(other.is_empty(), "answers other than 201/409: {other:#?}");
@@ -592,9 +609,19 @@ async fn four_servers_three_apps_deploy_resize_and_delete_at_once() {
         }
     }
     steps.extend((48..72).map(|i| Step::Deploy(ask3(i))));
-    let answers = burst(steps.iter().enumerate().map(|(i, s)| request(&c, i, s)).collect()).await;
+    let answers = burst(
+        steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| request(&c, i, s))
+            .collect(),
+    )
+    .await;
     let other = apply(&steps, &answers, &mut live);
-    assert!(other.is_empty(), "answers other than success/409: {other:#?}");
+    assert!(
+        other.is_empty(),
+        "answers other than success/409: {other:#?}"
+    );
     let succeeded = answers.iter().filter(|(s, _)| *s < 300).count();
     eprintln!(
         "four servers: {} steps, {succeeded} succeeded, {} instances live",

@@ -30,6 +30,7 @@ pub mod topology;
 pub mod traits;
 pub mod ui;
 pub mod usages;
+pub mod volumes;
 
 use crate::error::ApiError;
 use crate::state::AppState;

@@ -16,6 +16,7 @@ pub mod pool;
 pub mod providers;
 pub mod traits;
 pub mod usages;
+pub mod volumes;
 
 use sqlx::PgPool;
 

@@ -63,6 +63,7 @@ async fn attempt(
                 node: rp,
                 cpu_map: Vec::new(),
                 numa_node: None,
+                volumes: Default::default(),
             });
             rows.push(rp_id);
         }
@@ -103,6 +104,12 @@ fn batch_instance(d: &Deployment, class: PriorityClass) -> ApiResult<CpuMem> {
         )));
     }
     batch::check_classes(class, d.shape.resources.keys())?;
+    if !d.shape.volumes.is_empty() {
+        return Err(ApiError::bad_request(
+            "Batch and free instances take no volumes: only production deployments do.",
+        )
+        .code(codes::DEPLOY_INVALID_REQUEST));
+    }
     let milli = d.shape.cpu.milli();
     if milli < 1 {
         return Err(ApiError::bad_request(

@@ -21,10 +21,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 const SHAPES_PER_NODE: usize = 8;
 
 /// The shape of an instance, as a key.
-type ShapeKey = (u64, bool, i64);
+type ShapeKey = (u64, bool, i64, Vec<String>);
 
 fn key(shape: &InstanceShape) -> ShapeKey {
-    (shape.cpu.get().to_bits(), shape.cpu_bind, shape.memory_mb)
+    let volumes = shape.volumes.iter().map(ToString::to_string).collect();
+    (
+        shape.cpu.get().to_bits(),
+        shape.cpu_bind,
+        shape.memory_mb,
+        volumes,
+    )
 }
 
 /// One node's state as of a snapshot stamp, with the capacities computed

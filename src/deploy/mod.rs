@@ -37,6 +37,8 @@ pub struct PlannedInstance {
     pub cpu_map: Vec<(String, i64)>,
     /// The NUMA node it is pinned to.
     pub numa_node: Option<String>,
+    /// Its volumes: binding → {disk: bytes}.
+    pub volumes: sched::VolumePlan,
 }
 
 /// What a deployment did (or, for a dry run, would do).
@@ -421,14 +423,21 @@ fn plan_instances(
         planned.extend(
             allocations
                 .into_iter()
-                .map(|a| (node.uuid, node.cpu, node.rp_id, a)),
+                .map(|(a, v)| (node.uuid, node.cpu, node.rp_id, a, v)),
         );
     }
     Ok(planned)
 }
 
-/// A planned allocation with its node's uuid, CPU model and provider id.
-type Planned = (uuid::Uuid, CpuModel, i64, sched::Allocation);
+/// A planned allocation with its node's uuid, CPU model and provider id,
+/// and its volume plan.
+type Planned = (
+    uuid::Uuid,
+    CpuModel,
+    i64,
+    sched::Allocation,
+    sched::VolumePlan,
+);
 
 fn deployed(
     caps: &CapacityMap,
@@ -447,8 +456,9 @@ fn deployed(
         deploy_map: deploy_map.iter().map(|(n, c)| (by_uuid(n), *c)).collect(),
         instances: planned
             .iter()
-            .map(|(node, _, _, a)| PlannedInstance {
+            .map(|(node, _, _, a, volumes)| PlannedInstance {
                 consumer_uuid: uuid::Uuid::new_v4(),
+                volumes: volumes.clone(),
                 node: *node,
                 cpu_map: a
                     .workload
@@ -472,7 +482,11 @@ async fn write(
 ) -> ApiResult<()> {
     let mut writes = Vec::with_capacity(planned.len());
     let mut specs = Vec::with_capacity(planned.len());
-    for ((node, cpu, rp_id, a), inst) in planned.iter().zip(instances) {
+    let mut volumes = Vec::new();
+    for ((node, cpu, rp_id, a, plan), inst) in planned.iter().zip(instances) {
+        if !plan.is_empty() {
+            volumes.push((inst.consumer_uuid, *rp_id, plan.clone()));
+        }
         let mut resources =
             instance_resources(d.shape.memory_mb, &a.workload.cpu_map, &d.shape.resources);
         if let (CpuModel::Vcpu(..), w @ 1..) = (cpu, d.shape.cpu.whole_vcpus()) {
@@ -508,5 +522,6 @@ async fn write(
         &specs,
     )
     .await?;
+    crate::db::volumes::insert_bindings(tx, &volumes).await?;
     Ok(())
 }

@@ -5,7 +5,8 @@
 
 use crate::db::deployments::{self as db, InstanceRow, Topology};
 use crate::sched::{
-    CoreId, CpuMap, NodeResource, NodeResourceInfo, NumaNodeId, SchedConfig, WorkloadResource,
+    CoreId, CpuMap, NodeResource, NodeResourceInfo, NodeVolumes, NumaNodeId, SchedConfig,
+    WorkloadResource,
 };
 use sqlx::PgConnection;
 use std::collections::{BTreeMap, HashMap};
@@ -32,6 +33,8 @@ pub struct NodeState {
     pub cpu: CpuModel,
     /// Capacity and usage.
     pub info: NodeResourceInfo,
+    /// Its disks and the bytes bound on them (Eru's volumes).
+    pub volumes: NodeVolumes,
 }
 
 /// How a node's CPU is counted.
@@ -94,6 +97,7 @@ pub async fn load_nodes(
     let memory = db::class_stock(conn, rp_ids, "MEMORY_MB").await?;
     let vcpus = db::class_stock(conn, rp_ids, "VCPU").await?;
     let ids: Vec<i64> = topologies.keys().copied().collect();
+    let mut volumes = crate::db::volumes::volumes(conn, rp_ids).await?;
     let bound = by_provider(db::bound_shares(conn, &ids).await?, |b| b.0);
     let instances = by_provider(db::instance_usage(conn, &ids).await?, |i| i.0);
     let none = (Vec::new(), Vec::new());
@@ -129,10 +133,18 @@ pub async fn load_nodes(
                         ..Default::default()
                     },
                 },
+                volumes: NodeVolumes::default(),
             },
             (None, None) => continue,
         };
-        out.push(node);
+        let disks = volumes.remove(&rp).unwrap_or_default();
+        out.push(NodeState {
+            volumes: NodeVolumes {
+                capacity: disks.capacity,
+                usage: disks.usage,
+            },
+            ..node
+        });
     }
     out.sort_by_key(|n| n.rp_id);
     out.dedup_by_key(|n| n.rp_id);
@@ -191,6 +203,7 @@ fn topology_node(
         cfg: sched_config(t),
         cpu: CpuModel::Topology,
         info: NodeResourceInfo { capacity, usage },
+        volumes: NodeVolumes::default(),
     }
 }
 

@@ -6,7 +6,7 @@
 use super::nodes::{CpuModel, NodeState, MIB};
 use super::request::InstanceShape;
 use crate::sched::{
-    self, Allocation, CapacityMap, NodeCapacity, NodeName, ResourceRequest, SchedError,
+    self, Allocation, CapacityMap, NodeCapacity, NodeName, ResourceRequest, SchedError, VolumePlan,
     WorkloadResource, UNLIMITED,
 };
 use serde_json::{json, Value};
@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 /// Why a node takes no instance of a shape, with the numbers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Shortfall {
-    /// `no_topology`, `cpu`, `memory`, `vcpu`, `cpu_shares` or
-    /// `fragment_cores` (the candidate engine's own reasons for nodes it
+    /// `no_topology`, `cpu`, `memory`, `vcpu`, `cpu_shares`,
+    /// `fragment_cores` or `volume` (the candidate engine's own reasons for nodes it
     /// ruled out are added by the caller).
     pub reason: &'static str,
     /// The numbers.
@@ -57,8 +57,36 @@ fn free_mb(node: &NodeState) -> i64 {
         / MIB
 }
 
-/// A node's capacity for `shape`, or why it has none.
+/// A node's capacity for `shape` (CPU and memory, then volumes), or why
+/// it has none.
 pub fn node_capacity(node: &NodeState, shape: &InstanceShape) -> Result<NodeCapacity, Shortfall> {
+    let cap = cpu_memory_capacity(node, shape)?;
+    if shape.volumes.is_empty() {
+        return Ok(cap);
+    }
+    // Volume plans are counted one by one: no more than the rest allows.
+    let most = usize::try_from(cap.capacity.min(MOST_VOLUME_PLANS)).unwrap_or(0);
+    let volumes = sched::volume_capacity(&node.volumes, &shape.volumes, most)
+        .map_err(|e| short("volume", json!({"explanation": e.to_string()})))?;
+    if volumes.capacity == 0 {
+        return Err(short(
+            "volume",
+            json!({
+                "requested": shape.volumes.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "disks": node.volumes.capacity,
+                "used": node.volumes.usage
+            }),
+        ));
+    }
+    let one = |c: NodeCapacity| CapacityMap::from_nodes([(NodeName(String::new()), c)]);
+    let merged = sched::merge_capacity(&[one(cap), one(volumes)]);
+    Ok(merged.nodes.into_values().next().unwrap_or(volumes))
+}
+
+/// The most instances volume plans are counted for on one node.
+const MOST_VOLUME_PLANS: i64 = 100_000;
+
+fn cpu_memory_capacity(node: &NodeState, shape: &InstanceShape) -> Result<NodeCapacity, Shortfall> {
     let cap = match node.cpu {
         CpuModel::Vcpu(total, used) => vcpu_capacity(node, shape, total, used)?,
         CpuModel::Topology => sched::node_capacity(&node.info, &resource_request(shape), &node.cfg)
@@ -188,17 +216,18 @@ pub fn capacity_map(nodes: &[NodeState], shape: &InstanceShape) -> (CapacityMap,
     (CapacityMap::from_nodes(caps), verdicts)
 }
 
-/// `count` instances of `shape` on `node`, its usage updated.
+/// `count` instances of `shape` on `node` with their volume plans, the
+/// node's usage updated.
 pub fn instances(
     node: &mut NodeState,
     count: usize,
     shape: &InstanceShape,
-) -> Result<Vec<Allocation>, SchedError> {
+) -> Result<Vec<(Allocation, VolumePlan)>, SchedError> {
     let req = resource_request(shape);
     let allocations = match node.cpu {
         CpuModel::Topology => sched::calculate_deploy(&node.info, count, &req, &node.cfg)?,
         CpuModel::Vcpu(..) => {
-            let fits = node_capacity(node, shape).map_or(0, |c| c.capacity);
+            let fits = cpu_memory_capacity(node, shape).map_or(0, |c| c.capacity);
             let wanted = i64::try_from(count).unwrap_or(i64::MAX);
             if fits < wanted {
                 return Err(SchedError::NodeInsufficient {
@@ -220,11 +249,36 @@ pub fn instances(
             vec![one; count]
         }
     };
-    for a in &allocations {
+    let volumes = volume_plans(node, count, shape)?;
+    for (a, plan) in allocations.iter().zip(&volumes) {
         sched::add_usage(&mut node.info, &a.workload);
         if let CpuModel::Vcpu(total, used) = node.cpu {
             node.cpu = CpuModel::Vcpu(total, used + shape.cpu.whole_vcpus());
         }
+        for (device, bytes) in plan.values().flatten() {
+            *node.volumes.usage.entry(device.clone()).or_default() += bytes;
+        }
     }
-    Ok(allocations)
+    Ok(allocations.into_iter().zip(volumes).collect())
+}
+
+/// A volume plan for each of `count` instances (empty plans without
+/// volumes asked for).
+fn volume_plans(
+    node: &NodeState,
+    count: usize,
+    shape: &InstanceShape,
+) -> Result<Vec<VolumePlan>, SchedError> {
+    if shape.volumes.is_empty() {
+        return Ok(vec![VolumePlan::new(); count]);
+    }
+    let plans = sched::volume_plans(&node.volumes, &shape.volumes, count)?;
+    if plans.len() < count {
+        return Err(SchedError::NodeInsufficient {
+            resource: "volume",
+            need: count as f64,
+            available: plans.len() as f64,
+        });
+    }
+    Ok(plans)
 }

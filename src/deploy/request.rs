@@ -5,7 +5,7 @@
 use crate::candidates::groups::{CandidateQuery, GroupSpec};
 use crate::candidates::request::{parse_member_of, parse_required, TraitFilter};
 use crate::error::{ApiError, ApiResult};
-use crate::sched::Strategy;
+use crate::sched::{Strategy, VolumeBinding};
 use crate::types::{AggFilter, PriorityClass};
 use std::collections::BTreeMap;
 
@@ -90,6 +90,8 @@ pub struct InstanceShape {
     pub memory_mb: i64,
     /// Other Placement classes on the node, by name.
     pub resources: BTreeMap<String, i64>,
+    /// Eru volume bindings (`AUTO:/data:rw:100`, `/host:/dst:ro`).
+    pub volumes: Vec<VolumeBinding>,
 }
 
 /// A checked `POST /deployments`.
@@ -138,6 +140,8 @@ pub struct Fields<'a> {
     pub memory_mb: i64,
     /// `resources`.
     pub resources: BTreeMap<String, i64>,
+    /// `volumes`.
+    pub volumes: &'a [String],
     /// `required`.
     pub required: Option<&'a str>,
     /// `member_of`.
@@ -150,6 +154,30 @@ pub struct Fields<'a> {
     pub priority_class: Option<PriorityClass>,
     /// `priority`.
     pub priority: Option<i32>,
+}
+
+/// The parsed volume bindings: 400 for one that does not parse, an
+/// explicit size of 0 (leave the size out for an unlimited volume), a size
+/// of 2^63 bytes or more, or a destination given twice.
+fn volume_bindings(specs: &[String]) -> ApiResult<Vec<VolumeBinding>> {
+    let bad = |spec: &str, why: String| {
+        ApiError::bad_request(format!("Invalid volume {spec:?}: {why}."))
+            .code(crate::error::codes::DEPLOY_INVALID_REQUEST)
+    };
+    let mut out: Vec<VolumeBinding> = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let vb: VolumeBinding = spec
+            .parse()
+            .map_err(|e: crate::sched::SchedError| bad(spec, e.to_string()))?;
+        if spec.split(':').count() == 4 && vb.size == 0 {
+            return Err(bad(spec, "a size must be at least 1 byte".into()));
+        }
+        if out.iter().any(|o| o.destination == vb.destination) {
+            return Err(bad(spec, "its destination is given twice".into()));
+        }
+        out.push(vb);
+    }
+    Ok(out)
 }
 
 impl Deployment {
@@ -208,6 +236,7 @@ impl Deployment {
                 cpu_bind: f.cpu_bind,
                 memory_mb: f.memory_mb,
                 resources: f.resources,
+                volumes: volume_bindings(f.volumes)?,
             },
             required,
             member_of,

@@ -55,6 +55,8 @@ pub const EXTENSION_RULES: &[&str] = &[
     "placement:resource_providers:project_reservations:update",
     "placement:resource_providers:suppression:show",
     "placement:resource_providers:usage_reports:create",
+    "placement:resource_providers:volumes:show",
+    "placement:resource_providers:volumes:update",
 ];
 
 /// Every rule Placement registers, in its order.

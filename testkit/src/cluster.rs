@@ -124,7 +124,9 @@ impl Cluster {
         let mut starting = Vec::new();
         for _ in 0..n {
             let (url, label) = (url.clone(), label.to_string());
-            starting.push(tokio::spawn(async move { start_server(&url, &label).await }));
+            starting.push(tokio::spawn(
+                async move { start_server(&url, &label).await },
+            ));
         }
         let mut servers = Vec::new();
         for s in starting {

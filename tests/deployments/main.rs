@@ -199,3 +199,4 @@ mod placement_nodes;
 mod refusals;
 mod resize;
 mod strategies;
+mod volumes;

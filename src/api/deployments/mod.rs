@@ -30,6 +30,7 @@ fn schema() -> Value {
             "cpu_bind": {"type": "boolean"},
             "memory_mb": {"type": "integer", "minimum": 1, "maximum": 1073741824},
             "resources": {"type": "object", "patternProperties": {"^[A-Z0-9_]+$": {"type": "integer", "minimum": 1, "maximum": 2147483647}}, "additionalProperties": false},
+            "volumes": {"type": "array", "maxItems": 64, "items": {"type": "string", "minLength": 1, "maxLength": 1024}},
             "required": {"type": "string"},
             "member_of": {"type": "string"},
             "project_id": name,
@@ -55,6 +56,7 @@ fn deployment(r: &DeployRequest) -> ApiResult<Deployment> {
         cpu_bind: r.cpu_bind,
         memory_mb: r.memory_mb,
         resources: r.resources.clone(),
+        volumes: &r.volumes,
         required: r.required.as_deref(),
         member_of: r.member_of.as_deref(),
         owner: (&r.project_id, &r.user_id, r.consumer_type.as_deref()),
@@ -104,6 +106,11 @@ fn render(d: &Deployment, done: Deployed) -> DeploymentAnswer {
                 "cpu_map": i.cpu_map.iter().map(|(c, s)| (c.clone(), json!(s))).collect::<Map<String, Value>>(),
                 "numa_node": i.numa_node,
             }));
+            if !i.volumes.is_empty() {
+                if let Some(last) = list.last_mut() {
+                    last["volume_plan"] = json!(i.volumes);
+                }
+            }
         }
     }
     let by_name = |m: &std::collections::BTreeMap<uuid::Uuid, i64>| {

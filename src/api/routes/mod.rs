@@ -7,7 +7,7 @@ use super::microversion::Microversion;
 use super::{
     aggregates as agg, allocation_candidates, allocations as alloc, deployments, health,
     inventories as inv, metrics, reshaper, resource_classes as rc, resource_providers as rp, root,
-    topology, traits, usages,
+    topology, traits, usages, volumes,
 };
 use crate::state::AppState;
 
@@ -449,6 +449,26 @@ pub const ROUTES: &[Route] = &[
         takes: Some("TopologyBody"),
         answer: Some("CpuTopology"),
         handler: || put(topology::replace),
+    },
+    Route {
+        path: "/resource_providers/{uuid}/volumes",
+        method: Method::GET,
+        since: Microversion::new(1, 0),
+        rule: Some("placement:resource_providers:volumes:show"),
+        summary: "The disks a deployment node offers Eru's volume scheduling, bytes, with what instances hold (extension)",
+        takes: None,
+        answer: Some("Volumes"),
+        handler: || get(volumes::show),
+    },
+    Route {
+        path: "/resource_providers/{uuid}/volumes",
+        method: Method::PUT,
+        since: Microversion::new(1, 0),
+        rule: Some("placement:resource_providers:volumes:update"),
+        summary: "Replace a node's disks; removing or shrinking held ones needs force (extension). Example: {\"volumes\": {\"/sda0\": 1000, \"/sda1\": 200}}",
+        takes: Some("VolumesBody"),
+        answer: Some("Volumes"),
+        handler: || put(volumes::replace),
     },
     Route {
         path: "/deployments",

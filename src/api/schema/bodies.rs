@@ -321,6 +321,7 @@ pub fn components() -> Schemas {
     register::<DeployRequest>(&mut out);
     register::<ResizeRequest>(&mut out);
     register::<TopologyBody>(&mut out);
+    register::<VolumesBody>(&mut out);
     register::<crate::fairness::projects::FairnessPut>(&mut out);
     register::<crate::fairness::projects::QuotaPut>(&mut out);
     register::<crate::fairness::reservations::ReservationPut>(&mut out);
@@ -352,6 +353,11 @@ pub struct DeployRequest {
     pub memory_mb: i64,
     #[serde(default)]
     pub resources: BTreeMap<String, i64>,
+    /// Eru volume bindings: `AUTO:/data:rw:100` (a scheduled share of a
+    /// disk, bytes or 1G-style sizes), `AUTO:/data:rwm:1G` (a whole disk),
+    /// `/host:/dst:ro` (a fixed path).
+    #[serde(default)]
+    pub volumes: Vec<String>,
     #[serde(default)]
     pub required: Option<String>,
     #[serde(default)]
@@ -396,6 +402,16 @@ pub struct ResizeRequest {
     /// Absent keeps the instance's binding mode.
     #[serde(default)]
     pub cpu_bind: Option<bool>,
+}
+
+/// `PUT /resource_providers/{uuid}/volumes`, after its schema check.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct VolumesBody {
+    /// Disk → size in bytes.
+    pub volumes: BTreeMap<String, i64>,
+    /// Remove or shrink disks instances hold.
+    #[serde(default)]
+    pub force: bool,
 }
 
 /// A topology body, after its schema check.

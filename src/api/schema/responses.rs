@@ -288,6 +288,28 @@ pub struct CpuTopology {
     pub resource_provider_generation: i32,
 }
 
+/// `GET|PUT /resource_providers/{uuid}/volumes` (extension).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Volumes {
+    /// Each disk.
+    pub volumes: BTreeMap<String, VolumeUse>,
+    /// The provider's generation.
+    pub resource_provider_generation: i32,
+}
+
+/// One disk of [`Volumes`], bytes.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeUse {
+    /// Its size.
+    pub size: i64,
+    /// What instances hold.
+    pub used: i64,
+    /// What is left.
+    pub free: i64,
+}
+
 /// `POST /deployments` and its dry run (extension).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -450,6 +472,8 @@ pub fn components() -> Schemas {
     register::<DeploymentAnswer>(&mut out);
     register::<DeploymentView>(&mut out);
     register::<DeploymentList>(&mut out);
+    register::<Volumes>(&mut out);
+    register::<VolumeUse>(&mut out);
     register::<AppSummary>(&mut out);
     register::<Resized>(&mut out);
     register::<crate::fairness::projects::FairnessView>(&mut out);
