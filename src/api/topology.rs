@@ -7,12 +7,13 @@ use super::extract::{find, find_for_update};
 use super::extract::{JsonBody, PathParams};
 use super::respond::Reply;
 use super::schema::bodies::TopologyBody;
-use super::schema::responses::{CoreShares, CpuTopology};
+use super::schema::responses::{CoreShares, CpuTopology, SharedPool};
 use crate::db::deployments::{self as db, Topology};
 use crate::db::inventories::{self, Inventory};
 use crate::db::{classes, providers};
 use crate::deploy::CPU_SHARES;
 use crate::error::{codes, ApiError, ApiResult};
+use crate::sched;
 use crate::state::AppState;
 use axum::extract::State;
 use serde_json::{json, Value};
@@ -68,10 +69,44 @@ async fn render(conn: &mut PgConnection, rp: &providers::ProviderRow) -> ApiResu
     Ok(CpuTopology {
         share_base: t.share_base,
         max_fragment_cores: t.max_fragment_cores,
+        shared_pool: SharedPool {
+            cores: pool(t, &bound),
+            instances: db::unbound_instances(conn, rp.id).await?,
+        },
         cores,
         numa_memory_mb: t.numa_memory_mb.iter().cloned().collect(),
         resource_provider_generation: providers::generation(conn, rp.id).await?,
     })
+}
+
+/// Eru's remap pool of a topology with these bound shares, in topology order.
+fn pool(t: &Topology, bound: &HashMap<String, i64>) -> Vec<String> {
+    let base = i64::from(t.share_base);
+    let map = |f: &dyn Fn(&str) -> i64| -> sched::CpuMap {
+        t.cores
+            .iter()
+            .map(|(id, _)| (sched::CoreId(id.clone()), f(id)))
+            .collect()
+    };
+    let node = sched::NodeResourceInfo {
+        capacity: sched::NodeResource {
+            cpu_map: map(&|_| base),
+            ..Default::default()
+        },
+        usage: sched::NodeResource {
+            cpu_map: map(&|id| bound.get(id).copied().unwrap_or(0)),
+            ..Default::default()
+        },
+    };
+    let shared: std::collections::HashSet<String> = sched::shared_pool(&node, base)
+        .into_iter()
+        .map(|c| c.0)
+        .collect();
+    t.cores
+        .iter()
+        .filter(|(id, _)| shared.contains(id))
+        .map(|(id, _)| id.clone())
+        .collect()
 }
 
 /// `GET /resource_providers/{uuid}/cpu_topology`: cores with used and free shares.

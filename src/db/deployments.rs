@@ -209,6 +209,21 @@ pub async fn apps(conn: &mut PgConnection) -> Result<Vec<(String, i64, i64)>, sq
     .await
 }
 
+/// The non-bound deployment instances on a provider.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn unbound_instances(
+    conn: &mut PgConnection,
+    rp_id: i64,
+) -> Result<Vec<uuid::Uuid>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT c.uuid FROM instances i JOIN consumers c ON c.id = i.consumer_id
+          WHERE i.resource_provider_id = $1 AND NOT i.cpu_bind ORDER BY c.uuid",
+    )
+    .bind(rp_id)
+    .fetch_all(conn)
+    .await
+}
+
 /// Instance count of an app per provider id.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn app_counts(

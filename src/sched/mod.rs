@@ -25,6 +25,7 @@ pub mod mesos;
 pub mod numa;
 pub mod quota;
 pub mod realloc;
+pub mod remap;
 pub mod request;
 pub mod strategy;
 pub mod types;
@@ -35,6 +36,7 @@ pub use deploy::{add_usage, calculate_deploy, sub_usage, Allocation};
 pub use error::{ErrorKind, SchedError, SchedResult};
 pub use numa::{count_cpu_plans, cpu_plans};
 pub use realloc::{calculate_realloc, ReallocOutcome, ReallocRequest, ResourceDelta};
+pub use remap::shared_pool;
 pub use strategy::{deploy, plan_deploy, plan_deploy_spread, Strategy};
 pub use types::{
     CoreId, CpuMap, CpuPlan, DeployInfo, DeployMap, EngineParams, NodeName, NodeResource,

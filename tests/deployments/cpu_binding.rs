@@ -155,3 +155,52 @@ async fn numa_two_by_two_gives_three() {
     numas.sort();
     assert_eq!(numas, vec!["\"0\"", "\"1\"", "null"]);
 }
+
+/// Eru's remap: non-bound instances share the cores no bound instance
+/// holds, and the pool follows bound instances as they come and go.
+#[tokio::test]
+async fn non_bound_instances_share_the_cores_bound_ones_leave() {
+    let t = TestApp::new().await;
+    let n = node(&t, "cn", 8192, 4).await;
+    let pool = |v: Value| v["shared_pool"].clone();
+    let plain = deploy(&t, "plain", 2, 256, json!({"cpu": 1.0}))
+        .await
+        .expect(201);
+    let mut plain_ids: Vec<String> = plain.json()["instances"][&n.uuid]
+        .as_array()
+        .expect("instances")
+        .iter()
+        .map(|i| i["consumer_uuid"].as_str().expect("uuid").to_string())
+        .collect();
+    plain_ids.sort();
+    assert_eq!(
+        pool(topology(&t, &n.uuid).await),
+        json!({"cores": ["0", "1", "2", "3"], "instances": plain_ids})
+    );
+    // One 1.7-CPU bound instance: a whole core and a fragment of another.
+    let bound = deploy(&t, "bound", 1, 256, json!({"cpu": 1.7, "cpu_bind": true}))
+        .await
+        .expect(201);
+    let held = bound.json()["instances"][&n.uuid][0].clone();
+    let touched: Vec<String> = held["cpu_map"]
+        .as_object()
+        .expect("cpu map")
+        .keys()
+        .cloned()
+        .collect();
+    let left: Vec<String> = ["0", "1", "2", "3"]
+        .iter()
+        .map(|c| c.to_string())
+        .filter(|c| !touched.contains(c))
+        .collect();
+    assert_eq!(pool(topology(&t, &n.uuid).await)["cores"], json!(left));
+    // The bound instance goes: the pool is every core again.
+    let consumer = held["consumer_uuid"].as_str().expect("uuid");
+    t.delete(&format!("/allocations/{consumer}"), "1.28")
+        .await
+        .expect(204);
+    assert_eq!(
+        pool(topology(&t, &n.uuid).await)["cores"],
+        json!(["0", "1", "2", "3"])
+    );
+}

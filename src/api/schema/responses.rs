@@ -284,8 +284,22 @@ pub struct CpuTopology {
     pub cores: Vec<CoreShares>,
     /// Memory per NUMA node, MiB.
     pub numa_memory_mb: BTreeMap<String, i64>,
+    /// What the node's non-bound instances share (Eru's remap).
+    pub shared_pool: SharedPool,
     /// The provider's generation.
     pub resource_provider_generation: i32,
+}
+
+/// The cores a node's non-bound instances share: every core no bound
+/// instance holds a share of, or every core when bound instances touch
+/// them all (Eru's remap). Current as bound instances come and go.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SharedPool {
+    /// The cores, in topology order.
+    pub cores: Vec<String>,
+    /// The non-bound deployment instances on the node.
+    pub instances: Vec<Uuid>,
 }
 
 /// `GET|PUT /resource_providers/{uuid}/volumes` (extension).
@@ -473,6 +487,7 @@ pub fn components() -> Schemas {
     register::<DeploymentView>(&mut out);
     register::<DeploymentList>(&mut out);
     register::<Volumes>(&mut out);
+    register::<SharedPool>(&mut out);
     register::<VolumeUse>(&mut out);
     register::<AppSummary>(&mut out);
     register::<Resized>(&mut out);
