@@ -41,8 +41,19 @@ pub struct Resized {
 }
 
 /// Resizes instance `consumer` of `app`; 404 when it is not one, 409
-/// (nothing changed) when the node has no room.
+/// (nothing changed) when the node has no room. A lost database race runs
+/// it again under the retry policy every write shares.
 pub async fn resize(
+    pool: &crate::db::Pool,
+    retries: u32,
+    app: &str,
+    consumer: uuid::Uuid,
+    deltas: Deltas,
+) -> ApiResult<Resized> {
+    crate::error::with_retries(retries, || resize_once(pool, app, consumer, deltas)).await
+}
+
+async fn resize_once(
     pool: &crate::db::Pool,
     app: &str,
     consumer: uuid::Uuid,

@@ -197,7 +197,8 @@ pub async fn resize(
         memory_mb: b.memory_mb,
         cpu_bind: b.cpu_bind,
     };
-    let r = deploy::resize::resize(&st.pool, &app, consumer_uuid, deltas).await?;
+    let retries = st.settings.allocation_conflict_retry_count;
+    let r = deploy::resize::resize(&st.pool, retries, &app, consumer_uuid, deltas).await?;
     Ok(Reply::ok(&Resized {
         consumer_uuid,
         resource_provider_uuid: r.node,

@@ -485,7 +485,7 @@ pub const ROUTES: &[Route] = &[
         method: Method::POST,
         since: Microversion::new(1, 0),
         rule: Some("placement:deployments:create"),
-        summary: "Deploy N instances of an app: candidates, Eru capacity and strategy, allocations and core bindings in one transaction (extension). Example: {\"app\": \"web\", \"count\": 11, \"strategy\": \"auto\", \"cpu\": 1.7, \"cpu_bind\": true, \"memory_mb\": 512, \"project_id\": \"p\", \"user_id\": \"u\"}",
+        summary: "Deploy N instances of an app: candidates, Eru capacity and strategy, allocations and core bindings in one transaction (extension). Example: {\"app\": \"web\", \"count\": 11, \"strategy\": \"auto\", \"cpu\": 1.7, \"cpu_bind\": true, \"memory_mb\": 512, \"volumes\": [\"AUTO:/data:rw:100\"], \"project_id\": \"p\", \"user_id\": \"u\"}. A refusal is a 409 whose errors[0].nodes gives every candidate node's capacity or first reason",
         takes: Some("DeployRequest"),
         answer: Some("DeploymentAnswer"),
         handler: || post(deployments::create),
