@@ -219,7 +219,11 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
     .bind(&existing_ids)
     .fetch_all(&mut *conn)
     .await?;
-    let after_delete = usage(conn, &locked.providers).await?;
+    // Nothing removed (new consumers only): the usage is as it was.
+    let after_delete = match cleared.is_empty() {
+        true => before.clone(),
+        false => usage(conn, &locked.providers).await?,
+    };
     check_capacity(conn, writes, &locked, &before, &after_delete).await?;
     let new_ids = write_consumers(conn, writes, &locked.existing).await?;
     insert_allocations(conn, writes, &locked, &new_ids).await?;
