@@ -110,10 +110,17 @@ async fn audit_finds_each_kind_of_problem() {
     .await;
     call(
         b,
+        reqwest::Method::PUT,
+        &format!("/resource_providers/{node}/volumes"),
+        json!({"volumes": {"/sda0": 1000}}),
+    )
+    .await;
+    call(
+        b,
         post,
         "/deployments",
         json!({"app": "web", "count": 1, "memory_mb": 512, "cpu": 1.5,
-        "cpu_bind": true, "project_id": "p1", "user_id": "u1"}),
+        "cpu_bind": true, "volumes": ["AUTO:/data:rw:600"], "project_id": "p1", "user_id": "u1"}),
     )
     .await;
     drop(server);
@@ -138,6 +145,11 @@ async fn audit_finds_each_kind_of_problem() {
             "consumer_without_allocations",
         ),
         ("UPDATE core_bindings SET shares = shares - 10 WHERE shares > 10", "cpu_shares_mismatch"),
+        ("UPDATE node_volumes SET size = 500", "volumes_over_size"),
+        (
+            "DELETE FROM allocations WHERE consumer_id IN (SELECT consumer_id FROM instances)",
+            "instance_without_allocation",
+        ),
         ("UPDATE project_allocations SET used = used + 1", "project_totals_drift"),
         ("ALTER TABLE allocations DISABLE TRIGGER allocations_log_ins", "change_log"),
     ] {

@@ -29,6 +29,11 @@ const TRIGGERS: &[(&str, &str)] = &[
     ("allocations", "allocations_project_delete"),
     ("provider_colocation", "provider_colocation_log_ins"),
     ("provider_colocation", "provider_colocation_log_upd"),
+    ("node_volumes", "node_volumes_log_ins"),
+    ("node_volumes", "node_volumes_log_upd"),
+    ("node_volumes", "node_volumes_log_del"),
+    ("volume_bindings", "volume_bindings_log_ins"),
+    ("volume_bindings", "volume_bindings_log_del"),
 ];
 
 /// Whether the database holds this service's schema (its migrations table
@@ -108,6 +113,33 @@ const CPU_SHARES: &str = "
      WHERE COALESCE(bound.shares, 0) <> COALESCE(allocated.shares, 0)
      ORDER BY 1";
 
+/// Volume bindings above a disk's size, or on a disk the node no longer
+/// declares.
+const VOLUMES_OVER: &str = "
+    SELECT format('provider %s volume %s: %s bytes bound, size %s', rp.uuid, b.device, SUM(b.size),
+                  COALESCE(MAX(v.size)::text, 'not declared'))
+      FROM volume_bindings b
+      JOIN resource_providers rp ON rp.id = b.resource_provider_id
+      LEFT JOIN node_volumes v ON v.resource_provider_id = b.resource_provider_id AND v.device = b.device
+     GROUP BY rp.uuid, b.device
+    HAVING MAX(v.size) IS NULL OR SUM(b.size) > MAX(v.size)
+     ORDER BY 1";
+
+/// Bindings (cores or volumes) of consumers without an allocation on that
+/// provider: an instance the allocations do not know of.
+const PHANTOM_BINDINGS: &str = "
+    WITH bound AS (SELECT consumer_id, resource_provider_id FROM core_bindings
+                   UNION SELECT consumer_id, resource_provider_id FROM volume_bindings
+                   UNION SELECT consumer_id, resource_provider_id FROM instances)
+    SELECT format('consumer %s holds an instance or bindings on provider %s without an allocation there',
+                  c.uuid, rp.uuid)
+      FROM bound
+      JOIN consumers c ON c.id = bound.consumer_id
+      JOIN resource_providers rp ON rp.id = bound.resource_provider_id
+     WHERE NOT EXISTS (SELECT 1 FROM allocations a
+                        WHERE a.consumer_id = bound.consumer_id AND a.resource_provider_id = bound.resource_provider_id)
+     ORDER BY 1";
+
 /// The per-project totals the allocation triggers keep, against the rows.
 const PROJECT_TOTALS: &str = "
     WITH actual AS (SELECT c.project_id, a.resource_provider_id, a.resource_class_id, SUM(a.used)::bigint AS used
@@ -129,6 +161,8 @@ pub async fn run(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
         ("allocation_without_inventory", WITHOUT_INVENTORY),
         ("consumer_without_allocations", EMPTY_CONSUMERS),
         ("cpu_shares_mismatch", CPU_SHARES),
+        ("volumes_over_size", VOLUMES_OVER),
+        ("instance_without_allocation", PHANTOM_BINDINGS),
         ("project_totals_drift", PROJECT_TOTALS),
     ] {
         out.extend(lines(conn, check, sql).await?);
