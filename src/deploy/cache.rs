@@ -20,6 +20,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// Capacities kept per entry (one per instance shape asked for lately).
 const SHAPES_PER_NODE: usize = 8;
 
+/// Entries kept at most: beyond it, every entry but the nodes just read is
+/// dropped (deleted providers among them); the rest are read again when
+/// next asked for.
+const MOST_ENTRIES: usize = 100_000;
+
 /// The shape of an instance, as a key.
 type ShapeKey = (u64, bool, i64, Vec<String>);
 
@@ -124,6 +129,9 @@ impl NodeCache {
         let loaded = nodes::load_nodes(&mut tx, &ids).await?;
         tx.commit().await?;
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        if entries.len() + loaded.len() > MOST_ENTRIES {
+            entries.retain(|id, _| stamps.contains_key(id));
+        }
         let mut out = Vec::with_capacity(loaded.len());
         for node in loaded {
             let stamp = stamps.get(&node.rp_id).copied().unwrap_or(0);
