@@ -11,6 +11,9 @@ const MAX_PROVIDERS = 500;
 const MAX_APPS = 20;
 const PARALLEL = 8;
 
+/** Provider names by uuid, from the last refresh (the explain table shows them). */
+let providerNames = new Map();
+
 class ApiError extends Error {
   constructor(status, detail) {
     super(`${status}: ${detail}`);
@@ -254,7 +257,7 @@ async function refresh() {
   for (const id of ["providers-note", "deployments-note", "sharing-note"]) byId(id).classList.remove("error");
   const providers = (await section("providers-note", loadProviders)) || [];
   const names = new Map(providers.map((p) => [p.uuid, p.name]));
-  window.providerNames = names;
+  providerNames = names;
   await Promise.all([
     section("deployments-note", () => loadDeployments(names)),
     section("sharing-note", loadSharing),
@@ -274,7 +277,7 @@ document.addEventListener("DOMContentLoaded", () => {
   byId("explain-form").addEventListener("submit", (e) => {
     e.preventDefault();
     const query = byId("explain-query").value.trim().replace(/^\?/, "");
-    explain(query, window.providerNames || new Map()).then(() => {
+    explain(query, providerNames).then(() => {
       byId("explain-result").dataset.done = String(Date.now());
     });
   });
