@@ -6,8 +6,8 @@
 use super::nodes::{CpuModel, NodeState, MIB};
 use super::request::InstanceShape;
 use crate::sched::{
-    self, Allocation, CapacityMap, NodeCapacity, NodeName, ResourceRequest, SchedError, VolumePlan,
-    WorkloadResource, UNLIMITED,
+    self, Allocation, CapacityMap, NodeCapacity, NodeName, ResourceRequest, SchedError,
+    VolumeBinding, VolumePlan, WorkloadResource, UNLIMITED,
 };
 use serde_json::{json, Value};
 
@@ -61,7 +61,8 @@ fn free_mb(node: &NodeState) -> i64 {
 /// it has none.
 pub fn node_capacity(node: &NodeState, shape: &InstanceShape) -> Result<NodeCapacity, Shortfall> {
     let cap = cpu_memory_capacity(node, shape)?;
-    if shape.volumes.is_empty() {
+    // Fixed host paths are not scheduled: only AUTO volumes limit a node.
+    if !shape.volumes.iter().any(VolumeBinding::requires_schedule) {
         return Ok(cap);
     }
     // Volume plans are counted one by one: no more than the rest allows.
