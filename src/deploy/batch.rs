@@ -68,18 +68,7 @@ async fn attempt(
             rows.push(rp_id);
         }
     }
-    let by_uuid = |name: &NodeName| uuid::Uuid::parse_str(&name.0).unwrap_or_default();
-    let answer = Deployed {
-        capacity: caps
-            .nodes
-            .iter()
-            .map(|(n, c)| (by_uuid(n), c.capacity))
-            .collect(),
-        total_capacity: caps.total,
-        deploy_map: deploy_map.iter().map(|(n, c)| (by_uuid(n), *c)).collect(),
-        instances,
-        verdicts: Vec::new(),
-    };
+    let answer = Deployed::new(&caps, &deploy_map, instances, Vec::new());
     if !d.dry_run {
         commit(engine.pool, d, class, per, &answer.instances, &rows).await?;
     }

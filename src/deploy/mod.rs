@@ -56,6 +56,30 @@ pub struct Deployed {
     pub verdicts: Vec<NodeVerdict>,
 }
 
+impl Deployed {
+    /// The answer of a plan: the capacity map and deploy map by node uuid
+    /// (the scheduler names nodes by their uuid), and the instances.
+    pub fn new(
+        caps: &CapacityMap,
+        deploy_map: &BTreeMap<NodeName, i64>,
+        instances: Vec<PlannedInstance>,
+        verdicts: Vec<NodeVerdict>,
+    ) -> Deployed {
+        let by_uuid = |name: &NodeName| uuid::Uuid::parse_str(&name.0).unwrap_or_default();
+        Deployed {
+            capacity: caps
+                .nodes
+                .iter()
+                .map(|(n, c)| (by_uuid(n), c.capacity))
+                .collect(),
+            total_capacity: caps.total,
+            deploy_map: deploy_map.iter().map(|(n, c)| (by_uuid(n), *c)).collect(),
+            instances,
+            verdicts,
+        }
+    }
+}
+
 /// Places `d`: its nodes from the candidate engine, the plan from the
 /// scheduler over this process's node states, everything written in one
 /// transaction. A node that filled up between planning and locking makes
@@ -445,32 +469,22 @@ fn deployed(
     planned: &[Planned],
     verdicts: Vec<NodeVerdict>,
 ) -> Deployed {
-    let by_uuid = |name: &NodeName| uuid::Uuid::parse_str(&name.0).unwrap_or_default();
-    Deployed {
-        capacity: caps
-            .nodes
-            .iter()
-            .map(|(n, c)| (by_uuid(n), c.capacity))
-            .collect(),
-        total_capacity: caps.total,
-        deploy_map: deploy_map.iter().map(|(n, c)| (by_uuid(n), *c)).collect(),
-        instances: planned
-            .iter()
-            .map(|(node, _, _, a, volumes)| PlannedInstance {
-                consumer_uuid: uuid::Uuid::new_v4(),
-                volumes: volumes.clone(),
-                node: *node,
-                cpu_map: a
-                    .workload
-                    .cpu_map
-                    .iter()
-                    .map(|(c, s)| (c.0.clone(), *s))
-                    .collect(),
-                numa_node: a.workload.numa_node.as_ref().map(|n| n.0.clone()),
-            })
-            .collect(),
-        verdicts,
-    }
+    let instances = planned
+        .iter()
+        .map(|(node, _, _, a, volumes)| PlannedInstance {
+            consumer_uuid: uuid::Uuid::new_v4(),
+            volumes: volumes.clone(),
+            node: *node,
+            cpu_map: a
+                .workload
+                .cpu_map
+                .iter()
+                .map(|(c, s)| (c.0.clone(), *s))
+                .collect(),
+            numa_node: a.workload.numa_node.as_ref().map(|n| n.0.clone()),
+        })
+        .collect();
+    Deployed::new(caps, deploy_map, instances, verdicts)
 }
 
 /// The allocations, instances and bindings of the planned instances.
