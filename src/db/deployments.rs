@@ -302,16 +302,6 @@ pub async fn put_instance(
     Ok(())
 }
 
-/// Locks providers in id order for the rest of the transaction.
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn lock_providers(conn: &mut PgConnection, rp_ids: &[i64]) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT id FROM resource_providers WHERE id = ANY($1) ORDER BY id FOR UPDATE")
-        .bind(rp_ids)
-        .fetch_all(conn)
-        .await?;
-    Ok(())
-}
-
 /// (capacity as `(total - reserved) * ratio`, used) of one class per
 /// provider (MEMORY_MB in MiB, VCPU in VCPUs).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]

@@ -65,7 +65,7 @@ async fn resize_once(
         .await?
         .filter(|i| i.app == app)
         .ok_or_else(not_found)?;
-    db::lock_providers(&mut tx, &[inst.resource_provider_id]).await?;
+    db::lock_providers_waiting(&mut tx, &[inst.resource_provider_id]).await?;
     // Re-read under the lock: a concurrent resize may have changed it.
     let inst = db::instance(&mut tx, consumer)
         .await?
