@@ -116,16 +116,10 @@ async fn batch_capacity(
     d: &Deployment,
     per: CpuMem,
 ) -> ApiResult<(CapacityMap, BTreeMap<NodeName, (i64, uuid::Uuid)>)> {
-    let mut query = d.node_query();
-    if let Some(group) = query.groups.first_mut() {
-        group.resources.retain(|(c, _)| c != "MEMORY_MB");
-        group
-            .resources
-            .insert(0, (BATCH_VCPU_MILLI.1.to_string(), per.cpu));
-        group
-            .resources
-            .insert(1, (BATCH_MEMORY_MB.1.to_string(), per.memory));
-    }
+    let query = d.query_with(vec![
+        (BATCH_VCPU_MILLI.1.to_string(), per.cpu),
+        (BATCH_MEMORY_MB.1.to_string(), per.memory),
+    ]);
     let search = Search {
         query,
         priority: PriorityClass::Batch,

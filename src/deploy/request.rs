@@ -254,12 +254,17 @@ impl Deployment {
     /// The candidate query for one instance's node: its memory and other
     /// classes with the trait and aggregate filters, as one group.
     pub fn node_query(&self) -> CandidateQuery {
-        let mut resources = vec![("MEMORY_MB".to_string(), self.shape.memory_mb)];
-        resources.extend(self.shape.resources.iter().map(|(c, n)| (c.clone(), *n)));
+        self.query_with(vec![("MEMORY_MB".to_string(), self.shape.memory_mb)])
+    }
+
+    /// The candidate query for one instance taking `own` (class, amount)
+    /// beside its other classes, with the trait and aggregate filters.
+    pub fn query_with(&self, mut own: Vec<(String, i64)>) -> CandidateQuery {
+        own.extend(self.shape.resources.iter().map(|(c, n)| (c.clone(), *n)));
         CandidateQuery {
             groups: vec![GroupSpec {
                 suffix: String::new(),
-                resources,
+                resources: own,
                 traits: self.required.clone(),
                 member_of: self.member_of.clone(),
                 in_tree: None,
