@@ -283,7 +283,7 @@ fn ask3(i: usize) -> Ask {
 /// One step of the mixed burst.
 enum Step {
     Deploy(Ask),
-    Resize(String, &'static str, Value),
+    Resize(String, String, Value),
     Delete(String),
 }
 
@@ -307,6 +307,23 @@ fn request(c: &Cluster, i: usize, step: &Step) -> reqwest::RequestBuilder {
             )
             .header("openstack-api-version", "placement 1.28"),
     }
+}
+
+/// Sends the steps at once through every server, then applies the answers
+/// to the live instances; returns the unexpected answers and the successes.
+async fn run(
+    c: &Cluster,
+    steps: &[Step],
+    live: &mut BTreeMap<String, Created>,
+) -> (Vec<String>, usize) {
+    let reqs = steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| request(c, i, s))
+        .collect();
+    let answers = burst(reqs).await;
+    let succeeded = answers.iter().filter(|(s, _)| *s < 300).count();
+    (apply(steps, &answers, live), succeeded)
 }
 
 /// Applies a burst's answers to the live instances; returns the answers
@@ -357,16 +374,8 @@ async fn four_servers_three_apps_deploy_resize_and_delete_at_once() {
     let placement_nodes = [nova];
 
     let steps: Vec<Step> = (0..48).map(|i| Step::Deploy(ask3(i))).collect();
-    let answers = burst(
-        steps
-            .iter()
-            .enumerate()
-            .map(|(i, s)| request(&c, i, s))
-            .collect(),
-    )
-    .await;
     let mut live = BTreeMap::new();
-    let other = apply(&steps, &answers, &mut live);
+    let (other, _) = run(&c, &steps, &mut live).await;
     assert!(other.is_empty(), "answers other than 201/409: {other:#?}");
     let apps: BTreeSet<&str> = live.values().map(|i| i.app.as_str()).collect();
     assert_eq!(apps.len(), 3, "every app placed something: {apps:?}");
@@ -378,37 +387,22 @@ async fn four_servers_three_apps_deploy_resize_and_delete_at_once() {
 
     let mut steps: Vec<Step> = Vec::new();
     for (k, (consumer, inst)) in live.iter().enumerate() {
-        let app: &'static str = match inst.app.as_str() {
-            "alpha" => "alpha",
-            "beta" => "beta",
-            _ => "gamma",
+        let delta = match inst.app.as_str() {
+            "gamma" => json!({"cpu": 1.0, "memory_mb": 128}),
+            _ => json!({"cpu": 0.3}),
         };
         match k % 3 {
-            0 if app == "gamma" => steps.push(Step::Resize(
-                consumer.clone(),
-                app,
-                json!({"cpu": 1.0, "memory_mb": 128}),
-            )),
-            0 => steps.push(Step::Resize(consumer.clone(), app, json!({"cpu": 0.3}))),
+            0 => steps.push(Step::Resize(consumer.clone(), inst.app.clone(), delta)),
             1 => steps.push(Step::Delete(consumer.clone())),
             _ => {}
         }
     }
     steps.extend((48..72).map(|i| Step::Deploy(ask3(i))));
-    let answers = burst(
-        steps
-            .iter()
-            .enumerate()
-            .map(|(i, s)| request(&c, i, s))
-            .collect(),
-    )
-    .await;
-    let other = apply(&steps, &answers, &mut live);
+    let (other, succeeded) = run(&c, &steps, &mut live).await;
     assert!(
         other.is_empty(),
         "answers other than success/409: {other:#?}"
     );
-    let succeeded = answers.iter().filter(|(s, _)| *s < 300).count();
     eprintln!(
         "four servers: {} steps, {succeeded} succeeded, {} instances live",
         steps.len(),
