@@ -87,11 +87,7 @@ pub async fn explain(
         }
         None => Vec::new(),
     };
-    let mut summary = std::collections::BTreeMap::new();
-    for v in &verdicts {
-        let key = v.reason.as_ref().map_or("fits", |r| r.kind);
-        *summary.entry(key.to_string()).or_insert(0) += 1;
-    }
+    let summary = explain::summary(&verdicts);
     let providers = verdicts
         .iter()
         .take(limit.unwrap_or(usize::MAX))

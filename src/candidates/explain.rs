@@ -85,6 +85,16 @@ pub fn explain(q: &Query<'_>, candidates: &[Candidate]) -> Vec<Verdict> {
         .collect()
 }
 
+/// How many trees fit, and how many each reason ruled out.
+pub fn summary(verdicts: &[Verdict]) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for v in verdicts {
+        let key = v.reason.as_ref().map_or("fits", |r| r.kind);
+        *out.entry(key.to_string()).or_insert(0) += 1;
+    }
+    out
+}
+
 /// What the request asks for in all, by class name.
 pub fn requested_by_class(snap: &Snapshot, req: &Request) -> BTreeMap<String, i64> {
     let mut out = BTreeMap::new();
