@@ -7,6 +7,8 @@
 //!      processes, wall time and p50/p95/p99 (`BENCH_SINGLES_ROUNDS`
 //!      rounds, default 3, each of a new app).
 //!
+//! `BENCH_KEEP_DB=1` keeps the database afterwards, to study its queries.
+//!
 //! Afterwards it checks that no core holds more than its share base and no
 //! inventory is overcommitted on a sample of nodes.
 //!
@@ -321,11 +323,15 @@ async fn main() {
     drop(servers);
     admin_pool.close().await;
     let admin_pool = sqlx::PgPool::connect(&base_url).await.expect("connect");
-    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {db} WITH (FORCE)"
-    )))
-    .execute(&admin_pool)
-    .await;
+    if std::env::var_os("BENCH_KEEP_DB").is_some() {
+        println!("deploy bench: kept database {db}");
+    } else {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {db} WITH (FORCE)"
+        )))
+        .execute(&admin_pool)
+        .await;
+    }
     if failed == 0 && bad.is_empty() && std::env::var_os("BENCH_SERVER_LOG").is_none() {
         for (_, log) in &bases {
             let _ = std::fs::remove_file(log);

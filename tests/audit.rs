@@ -144,13 +144,20 @@ async fn audit_finds_each_kind_of_problem() {
             "INSERT INTO consumers (uuid, project_id, user_id) SELECT gen_random_uuid(), project_id, user_id FROM consumers LIMIT 1",
             "consumer_without_allocations",
         ),
-        ("UPDATE core_bindings SET shares = shares - 10 WHERE shares > 10", "cpu_shares_mismatch"),
+        (
+            "UPDATE instances SET core_shares = ARRAY(SELECT s - 10 FROM UNNEST(core_shares) s) WHERE 10 < ALL (core_shares)",
+            "cpu_shares_mismatch",
+        ),
         ("UPDATE node_volumes SET size = 500", "volumes_over_size"),
         (
             "DELETE FROM allocations WHERE consumer_id IN (SELECT consumer_id FROM instances)",
             "instance_without_allocation",
         ),
         ("UPDATE project_allocations SET used = used + 1", "project_totals_drift"),
+        (
+            "UPDATE allocations SET resource_class_id = 99999 WHERE id = (SELECT MIN(id) FROM allocations)",
+            "dangling_reference",
+        ),
         ("ALTER TABLE allocations DISABLE TRIGGER allocations_log_ins", "change_log"),
     ] {
         sql(corruption).execute(&pool).await.expect(corruption);

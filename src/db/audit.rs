@@ -98,8 +98,9 @@ const EMPTY_CONSUMERS: &str = "
 
 /// Bound instances whose core shares differ from their CPU_SHARES allocation.
 const CPU_SHARES: &str = "
-    WITH bound AS (SELECT b.consumer_id, b.resource_provider_id, SUM(b.shares)::bigint AS shares
-                     FROM core_bindings b GROUP BY 1, 2),
+    WITH bound AS (SELECT i.consumer_id, i.resource_provider_id,
+                          (SELECT SUM(s) FROM UNNEST(i.core_shares) AS s)::bigint AS shares
+                     FROM instances i WHERE cardinality(i.core_shares) > 0),
          allocated AS (SELECT a.consumer_id, a.resource_provider_id, SUM(a.used)::bigint AS shares
                          FROM allocations a JOIN resource_classes rc ON rc.id = a.resource_class_id
                         WHERE rc.name = 'CUSTOM_CPU_SHARES'
@@ -128,8 +129,7 @@ const VOLUMES_OVER: &str = "
 /// Bindings (cores or volumes) of consumers without an allocation on that
 /// provider: an instance the allocations do not know of.
 const PHANTOM_BINDINGS: &str = "
-    WITH bound AS (SELECT consumer_id, resource_provider_id FROM core_bindings
-                   UNION SELECT consumer_id, resource_provider_id FROM volume_bindings
+    WITH bound AS (SELECT consumer_id, resource_provider_id FROM volume_bindings
                    UNION SELECT consumer_id, resource_provider_id FROM instances)
     SELECT format('consumer %s holds an instance or bindings on provider %s without an allocation there',
                   c.uuid, rp.uuid)
@@ -138,6 +138,35 @@ const PHANTOM_BINDINGS: &str = "
       JOIN resource_providers rp ON rp.id = bound.resource_provider_id
      WHERE NOT EXISTS (SELECT 1 FROM allocations a
                         WHERE a.consumer_id = bound.consumer_id AND a.resource_provider_id = bound.resource_provider_id)
+     ORDER BY 1";
+
+/// Rows naming a provider, consumer, class, project or user that is gone.
+/// These references have no foreign keys (Placement's schema has none
+/// either, and a key is checked row by row on every bulk write); the write
+/// paths keep them, and this check is their net.
+const DANGLING: &str = "
+    SELECT format('allocation %s: %s', a.id, concat_ws(', ',
+                  CASE WHEN c.id IS NULL THEN format('consumer id %s is missing', a.consumer_id) END,
+                  CASE WHEN rp.id IS NULL THEN format('provider id %s is missing', a.resource_provider_id) END,
+                  CASE WHEN rc.id IS NULL THEN format('class id %s is missing', a.resource_class_id) END))
+      FROM allocations a
+      LEFT JOIN consumers c ON c.id = a.consumer_id
+      LEFT JOIN resource_providers rp ON rp.id = a.resource_provider_id
+      LEFT JOIN resource_classes rc ON rc.id = a.resource_class_id
+     WHERE c.id IS NULL OR rp.id IS NULL OR rc.id IS NULL
+    UNION ALL
+    SELECT format('consumer %s: %s', c.uuid, concat_ws(', ',
+                  CASE WHEN p.id IS NULL THEN format('project id %s is missing', c.project_id) END,
+                  CASE WHEN u.id IS NULL THEN format('user id %s is missing', c.user_id) END))
+      FROM consumers c
+      LEFT JOIN projects p ON p.id = c.project_id
+      LEFT JOIN users u ON u.id = c.user_id
+     WHERE p.id IS NULL OR u.id IS NULL
+    UNION ALL
+    SELECT format('instance of consumer id %s (app %s): provider id %s is missing',
+                  i.consumer_id, i.app, i.resource_provider_id)
+      FROM instances i
+     WHERE NOT EXISTS (SELECT 1 FROM resource_providers rp WHERE rp.id = i.resource_provider_id)
      ORDER BY 1";
 
 /// The per-project totals the allocation triggers keep, against the rows.
@@ -164,6 +193,7 @@ pub async fn run(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
         ("volumes_over_size", VOLUMES_OVER),
         ("instance_without_allocation", PHANTOM_BINDINGS),
         ("project_totals_drift", PROJECT_TOTALS),
+        ("dangling_reference", DANGLING),
     ] {
         out.extend(lines(conn, check, sql).await?);
     }

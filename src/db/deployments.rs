@@ -101,15 +101,16 @@ pub async fn set_topology(
     Ok(())
 }
 
-/// Bound shares per (provider, core).
+/// Bound shares per (provider, core), in that order.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn bound_shares(
     conn: &mut PgConnection,
     rp_ids: &[i64],
 ) -> Result<Vec<(i64, String, i64)>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT resource_provider_id, core_id, SUM(shares)::bigint FROM core_bindings
-          WHERE resource_provider_id = ANY($1) GROUP BY 1, 2",
+        "SELECT i.resource_provider_id, b.core_id, SUM(b.shares)::bigint
+           FROM instances i, UNNEST(i.core_ids, i.core_shares) AS b(core_id, shares)
+          WHERE i.resource_provider_id = ANY($1) GROUP BY 1, 2 ORDER BY 1, 2",
     )
     .bind(rp_ids)
     .fetch_all(conn)
@@ -145,8 +146,8 @@ pub struct InstanceRow {
 
 const INSTANCES: &str = "SELECT i.consumer_id, c.uuid AS consumer_uuid, c.generation, i.app, i.resource_provider_id,
         rp.uuid AS provider_uuid, i.cpu, i.cpu_bind, i.memory_mb, i.numa_node,
-        COALESCE((SELECT jsonb_object_agg(b.core_id, b.shares) FROM core_bindings b WHERE b.consumer_id = i.consumer_id),
-                 '{}'::jsonb) AS cpu_map
+        COALESCE((SELECT jsonb_object_agg(b.core_id, b.shares)
+                    FROM UNNEST(i.core_ids, i.core_shares) AS b(core_id, shares)), '{}'::jsonb) AS cpu_map
     FROM instances i JOIN consumers c ON c.id = i.consumer_id
     JOIN resource_providers rp ON rp.id = i.resource_provider_id";
 
@@ -268,11 +269,14 @@ pub async fn put_instance(
         .bind(consumer_uuid)
         .fetch_one(&mut *conn)
         .await?;
+    let (cores, shares) = binding_arrays(s.cpu_map);
     sqlx::query(
-        "INSERT INTO instances (consumer_id, app, resource_provider_id, cpu, cpu_bind, memory_mb, numa_node)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)
+        "INSERT INTO instances (consumer_id, app, resource_provider_id, cpu, cpu_bind, memory_mb, numa_node,
+                                core_ids, core_shares)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
          ON CONFLICT (consumer_id) DO UPDATE SET cpu = EXCLUDED.cpu, cpu_bind = EXCLUDED.cpu_bind,
-            memory_mb = EXCLUDED.memory_mb, numa_node = EXCLUDED.numa_node",
+            memory_mb = EXCLUDED.memory_mb, numa_node = EXCLUDED.numa_node,
+            core_ids = EXCLUDED.core_ids, core_shares = EXCLUDED.core_shares",
     )
     .bind(consumer_id)
     .bind(s.app)
@@ -281,20 +285,6 @@ pub async fn put_instance(
     .bind(s.cpu_bind)
     .bind(s.memory_mb)
     .bind(s.numa_node)
-    .execute(&mut *conn)
-    .await?;
-    sqlx::query("DELETE FROM core_bindings WHERE consumer_id = $1")
-        .bind(consumer_id)
-        .execute(&mut *conn)
-        .await?;
-    let cores: Vec<&str> = s.cpu_map.iter().map(|c| c.0.as_str()).collect();
-    let shares: Vec<i32> = s.cpu_map.iter().map(|c| c.1 as i32).collect();
-    sqlx::query(
-        "INSERT INTO core_bindings (consumer_id, resource_provider_id, core_id, shares)
-         SELECT $1, $2, c, s FROM UNNEST($3::text[], $4::int[]) AS t(c, s) WHERE s > 0",
-    )
-    .bind(consumer_id)
-    .bind(s.rp_id)
     .bind(&cores)
     .bind(&shares)
     .execute(conn)
@@ -380,8 +370,8 @@ pub async fn lock_providers_waiting(
 /// A new instance: consumer, provider id, NUMA node, cpu map.
 pub type NewInstance = (uuid::Uuid, i64, Option<String>, Vec<(String, i64)>);
 
-/// Records new instances of one deployment (same app and sizes) and their
-/// bindings in two statements: (consumer, provider id, NUMA node, cpu map).
+/// Records new instances of one deployment (same app and sizes) with their
+/// core bindings in one statement: (consumer, provider id, NUMA node, cpu map).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn insert_instances(
     conn: &mut PgConnection,
@@ -394,10 +384,25 @@ pub async fn insert_instances(
     let consumers: Vec<uuid::Uuid> = instances.iter().map(|i| i.0).collect();
     let rps: Vec<i64> = instances.iter().map(|i| i.1).collect();
     let numas: Vec<Option<String>> = instances.iter().map(|i| i.2.clone()).collect();
+    // The bindings travel flat, each tagged with its instance's position
+    // (1-based, as WITH ORDINALITY counts), and are folded back per instance.
+    let (mut owner, mut core, mut shares) = (Vec::new(), Vec::new(), Vec::new());
+    for (n, (_, _, _, map)) in (1i64..).zip(instances) {
+        for (c, s) in map.iter().filter(|(_, s)| *s > 0) {
+            owner.push(n);
+            core.push(c.as_str());
+            shares.push(i32::try_from(*s).unwrap_or(i32::MAX));
+        }
+    }
     sqlx::query(
-        "INSERT INTO instances (consumer_id, app, resource_provider_id, cpu, cpu_bind, memory_mb, numa_node)
-         SELECT c.id, $1, t.rp, $2, $3, $4, t.numa
-           FROM UNNEST($5::uuid[], $6::bigint[], $7::text[]) AS t(u, rp, numa) JOIN consumers c ON c.uuid = t.u",
+        "INSERT INTO instances (consumer_id, app, resource_provider_id, cpu, cpu_bind, memory_mb, numa_node,
+                                core_ids, core_shares)
+         SELECT c.id, $1, t.rp, $2, $3, $4, t.numa, COALESCE(b.ids, '{}'), COALESCE(b.shares, '{}')
+           FROM UNNEST($5::uuid[], $6::bigint[], $7::text[]) WITH ORDINALITY AS t(u, rp, numa, n)
+           JOIN consumers c ON c.uuid = t.u
+           LEFT JOIN (SELECT n, array_agg(core ORDER BY k) AS ids, array_agg(s ORDER BY k) AS shares
+                        FROM UNNEST($8::bigint[], $9::text[], $10::int[]) WITH ORDINALITY AS f(n, core, s, k)
+                       GROUP BY n) b ON b.n = t.n",
     )
     .bind(app)
     .bind(cpu)
@@ -406,27 +411,19 @@ pub async fn insert_instances(
     .bind(&consumers)
     .bind(&rps)
     .bind(&numas)
-    .execute(&mut *conn)
-    .await?;
-    let (mut bc, mut brp, mut core, mut shares) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for (u, rp, _, map) in instances {
-        for (c, s) in map.iter().filter(|(_, s)| *s > 0) {
-            bc.push(*u);
-            brp.push(*rp);
-            core.push(c.clone());
-            shares.push(*s as i32);
-        }
-    }
-    sqlx::query(
-        "INSERT INTO core_bindings (consumer_id, resource_provider_id, core_id, shares)
-         SELECT c.id, t.rp, t.core, t.s
-           FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::int[]) AS t(u, rp, core, s) JOIN consumers c ON c.uuid = t.u",
-    )
-    .bind(&bc)
-    .bind(&brp)
+    .bind(&owner)
     .bind(&core)
     .bind(&shares)
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// A binding as the two arrays an instance row keeps (cores holding no
+/// share are left out).
+fn binding_arrays(map: &[(String, i64)]) -> (Vec<&str>, Vec<i32>) {
+    map.iter()
+        .filter(|(_, s)| *s > 0)
+        .map(|(c, s)| (c.as_str(), i32::try_from(*s).unwrap_or(i32::MAX)))
+        .unzip()
 }

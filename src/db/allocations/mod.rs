@@ -561,9 +561,9 @@ async fn check_bound_shares(
         return Ok(());
     }
     let bound: Vec<(i64, Uuid, i64)> = sqlx::query_as(
-        "SELECT b.consumer_id, rp.uuid, SUM(b.shares)::bigint FROM core_bindings b
-           JOIN resource_providers rp ON rp.id = b.resource_provider_id
-          WHERE b.consumer_id = ANY($1) GROUP BY 1, 2",
+        "SELECT i.consumer_id, rp.uuid, (SELECT SUM(s) FROM UNNEST(i.core_shares) AS s)::bigint
+           FROM instances i JOIN resource_providers rp ON rp.id = i.resource_provider_id
+          WHERE i.consumer_id = ANY($1) AND cardinality(i.core_shares) > 0",
     )
     .bind(&ids)
     .fetch_all(&mut *conn)
