@@ -12,7 +12,8 @@ pub struct Finding {
     pub detail: String,
 }
 
-/// The triggers that keep the change log and the per-project totals.
+/// The triggers that keep the change log and the per-project totals, and
+/// free a deleted consumer's instance.
 const TRIGGERS: &[(&str, &str)] = &[
     ("resource_providers", "resource_providers_structure"),
     ("inventories", "inventories_log_ins"),
@@ -34,6 +35,7 @@ const TRIGGERS: &[(&str, &str)] = &[
     ("node_volumes", "node_volumes_log_del"),
     ("volume_bindings", "volume_bindings_log_ins"),
     ("volume_bindings", "volume_bindings_log_del"),
+    ("consumers", "consumers_free_instances"),
 ];
 
 /// Whether the database holds this service's schema (its migrations table
@@ -140,7 +142,8 @@ const PHANTOM_BINDINGS: &str = "
                         WHERE a.consumer_id = bound.consumer_id AND a.resource_provider_id = bound.resource_provider_id)
      ORDER BY 1";
 
-/// Rows naming a provider, consumer, class, project or user that is gone.
+/// Rows naming a provider, consumer, class, project, user or consumer type
+/// that is gone.
 /// These references have no foreign keys (Placement's schema has none
 /// either, and a key is checked row by row on every bulk write); the write
 /// paths keep them, and this check is their net.
@@ -157,16 +160,24 @@ const DANGLING: &str = "
     UNION ALL
     SELECT format('consumer %s: %s', c.uuid, concat_ws(', ',
                   CASE WHEN p.id IS NULL THEN format('project id %s is missing', c.project_id) END,
-                  CASE WHEN u.id IS NULL THEN format('user id %s is missing', c.user_id) END))
+                  CASE WHEN u.id IS NULL THEN format('user id %s is missing', c.user_id) END,
+                  CASE WHEN c.consumer_type_id IS NOT NULL AND t.id IS NULL
+                       THEN format('consumer type id %s is missing', c.consumer_type_id) END))
       FROM consumers c
       LEFT JOIN projects p ON p.id = c.project_id
       LEFT JOIN users u ON u.id = c.user_id
-     WHERE p.id IS NULL OR u.id IS NULL
+      LEFT JOIN consumer_types t ON t.id = c.consumer_type_id
+     WHERE p.id IS NULL OR u.id IS NULL OR (c.consumer_type_id IS NOT NULL AND t.id IS NULL)
     UNION ALL
-    SELECT format('instance of consumer id %s (app %s): provider id %s is missing',
-                  i.consumer_id, i.app, i.resource_provider_id)
-      FROM instances i
-     WHERE NOT EXISTS (SELECT 1 FROM resource_providers rp WHERE rp.id = i.resource_provider_id)
+    SELECT format('%s of consumer id %s on provider id %s: %s', what, held.consumer_id, held.resource_provider_id,
+                  concat_ws(', ',
+                  CASE WHEN c.id IS NULL THEN 'the consumer is missing' END,
+                  CASE WHEN rp.id IS NULL THEN 'the provider is missing' END))
+      FROM (SELECT 'instance' AS what, consumer_id, resource_provider_id FROM instances
+            UNION ALL SELECT 'volume binding', consumer_id, resource_provider_id FROM volume_bindings) held
+      LEFT JOIN consumers c ON c.id = held.consumer_id
+      LEFT JOIN resource_providers rp ON rp.id = held.resource_provider_id
+     WHERE c.id IS NULL OR rp.id IS NULL
      ORDER BY 1";
 
 /// The per-project totals the allocation triggers keep, against the rows.

@@ -367,8 +367,8 @@ pub async fn lock_providers_waiting(
     Ok(rows.into_iter().collect())
 }
 
-/// A new instance: consumer, provider id, NUMA node, cpu map.
-pub type NewInstance = (uuid::Uuid, i64, Option<String>, Vec<(String, i64)>);
+/// A new instance: consumer id, provider id, NUMA node, cpu map.
+pub type NewInstance = (i64, i64, Option<String>, Vec<(String, i64)>);
 
 /// Records new instances of one deployment (same app and sizes) with their
 /// core bindings in one statement: (consumer, provider id, NUMA node, cpu map).
@@ -381,7 +381,7 @@ pub async fn insert_instances(
     memory_mb: i64,
     instances: &[NewInstance],
 ) -> Result<(), sqlx::Error> {
-    let consumers: Vec<uuid::Uuid> = instances.iter().map(|i| i.0).collect();
+    let consumers: Vec<i64> = instances.iter().map(|i| i.0).collect();
     let rps: Vec<i64> = instances.iter().map(|i| i.1).collect();
     let numas: Vec<Option<String>> = instances.iter().map(|i| i.2.clone()).collect();
     // The bindings travel flat, each tagged with its instance's position
@@ -397,9 +397,8 @@ pub async fn insert_instances(
     sqlx::query(
         "INSERT INTO instances (consumer_id, app, resource_provider_id, cpu, cpu_bind, memory_mb, numa_node,
                                 core_ids, core_shares)
-         SELECT c.id, $1, t.rp, $2, $3, $4, t.numa, COALESCE(b.ids, '{}'), COALESCE(b.shares, '{}')
-           FROM UNNEST($5::uuid[], $6::bigint[], $7::text[]) WITH ORDINALITY AS t(u, rp, numa, n)
-           JOIN consumers c ON c.uuid = t.u
+         SELECT t.c, $1, t.rp, $2, $3, $4, t.numa, COALESCE(b.ids, '{}'), COALESCE(b.shares, '{}')
+           FROM UNNEST($5::bigint[], $6::bigint[], $7::text[]) WITH ORDINALITY AS t(c, rp, numa, n)
            LEFT JOIN (SELECT n, array_agg(core ORDER BY k) AS ids, array_agg(s ORDER BY k) AS shares
                         FROM UNNEST($8::bigint[], $9::text[], $10::int[]) WITH ORDINALITY AS f(n, core, s, k)
                        GROUP BY n) b ON b.n = t.n",

@@ -71,8 +71,8 @@ pub async fn set_volumes(
     Ok(())
 }
 
-/// One instance's volume plan, by consumer uuid, on a provider.
-pub type NewBindings = (uuid::Uuid, i64, Plan);
+/// One instance's volume plan, by consumer id, on a provider.
+pub type NewBindings = (i64, i64, Plan);
 
 /// Records the volume plans of new instances in one statement.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
@@ -98,9 +98,7 @@ pub async fn insert_bindings(
     }
     sqlx::query(
         "INSERT INTO volume_bindings (consumer_id, resource_provider_id, binding, device, size)
-         SELECT c.id, t.rp, t.b, t.d, t.s
-           FROM UNNEST($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::bigint[]) AS t(u, rp, b, d, s)
-           JOIN consumers c ON c.uuid = t.u",
+         SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[])",
     )
     .bind(&consumers)
     .bind(&rps)

@@ -222,11 +222,6 @@ async fn commit(
             allocations: BTreeMap::from([(i.node, resources.clone())]),
         })
         .collect();
-    let specs: Vec<db::NewInstance> = instances
-        .iter()
-        .zip(rp_ids)
-        .map(|(i, rp)| (i.consumer_uuid, *rp, None, Vec::new()))
-        .collect();
     let consumers: Vec<uuid::Uuid> = instances.iter().map(|i| i.consumer_uuid).collect();
     let mut tx = pool.begin().await?;
     let row = PriorityRow {
@@ -235,11 +230,23 @@ async fn commit(
         eviction_enabled: false,
     };
     colocation_db::set_priorities(&mut tx, &consumers, &row).await?;
-    match alloc_db::write(&mut tx, &writes).await {
-        Ok(()) => {}
+    let ids = match alloc_db::write(&mut tx, &writes).await {
+        Ok(ids) => ids,
         Err(e @ alloc_db::AllocError::Capacity(..)) => return Err(raced(alloc_error(e, None))),
         Err(e) => return Err(alloc_error(e, None)),
-    }
+    };
+    let specs: Vec<db::NewInstance> = instances
+        .iter()
+        .zip(rp_ids)
+        .map(|(i, rp)| {
+            Ok((
+                super::consumer_id(&ids, i.consumer_uuid)?,
+                *rp,
+                None,
+                Vec::new(),
+            ))
+        })
+        .collect::<ApiResult<_>>()?;
     let s = &d.shape;
     db::insert_instances(
         &mut tx,

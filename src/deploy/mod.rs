@@ -494,37 +494,38 @@ async fn write(
     planned: &[Planned],
     instances: &[PlannedInstance],
 ) -> ApiResult<()> {
-    let mut writes = Vec::with_capacity(planned.len());
-    let mut specs = Vec::with_capacity(planned.len());
-    let mut volumes = Vec::new();
-    for ((node, cpu, rp_id, a, plan), inst) in planned.iter().zip(instances) {
-        if !plan.is_empty() {
-            volumes.push((inst.consumer_uuid, *rp_id, plan.clone()));
-        }
-        let mut resources =
-            instance_resources(d.shape.memory_mb, &a.workload.cpu_map, &d.shape.resources);
-        if let (CpuModel::Vcpu(..), w @ 1..) = (cpu, d.shape.cpu.whole_vcpus()) {
-            resources.insert("VCPU".into(), w);
-        }
-        writes.push(ConsumerWrite {
-            consumer: inst.consumer_uuid,
-            project_id: d.owner.project_id.clone(),
-            user_id: d.owner.user_id.clone(),
-            consumer_type: Some(d.owner.consumer_type.clone()),
-            generation: GenerationCheck::New,
-            allocations: BTreeMap::from([(*node, resources)]),
-        });
-        specs.push((
-            inst.consumer_uuid,
-            *rp_id,
-            inst.numa_node.clone(),
-            inst.cpu_map.clone(),
-        ));
-    }
-    match alloc_db::write(tx, &writes).await {
-        Ok(()) => {}
+    let writes: Vec<ConsumerWrite> = planned
+        .iter()
+        .zip(instances)
+        .map(|((node, cpu, _, a, _), inst)| {
+            let mut resources =
+                instance_resources(d.shape.memory_mb, &a.workload.cpu_map, &d.shape.resources);
+            if let (CpuModel::Vcpu(..), w @ 1..) = (cpu, d.shape.cpu.whole_vcpus()) {
+                resources.insert("VCPU".into(), w);
+            }
+            ConsumerWrite {
+                consumer: inst.consumer_uuid,
+                project_id: d.owner.project_id.clone(),
+                user_id: d.owner.user_id.clone(),
+                consumer_type: Some(d.owner.consumer_type.clone()),
+                generation: GenerationCheck::New,
+                allocations: BTreeMap::from([(*node, resources)]),
+            }
+        })
+        .collect();
+    let ids = match alloc_db::write(tx, &writes).await {
+        Ok(ids) => ids,
         Err(e @ alloc_db::AllocError::Capacity(..)) => return Err(raced(alloc_error(e, None))),
         Err(e) => return Err(alloc_error(e, None)),
+    };
+    let mut specs = Vec::with_capacity(planned.len());
+    let mut volumes = Vec::new();
+    for ((_, _, rp_id, _, plan), inst) in planned.iter().zip(instances) {
+        let id = consumer_id(&ids, inst.consumer_uuid)?;
+        if !plan.is_empty() {
+            volumes.push((id, *rp_id, plan.clone()));
+        }
+        specs.push((id, *rp_id, inst.numa_node.clone(), inst.cpu_map.clone()));
     }
     let shape = &d.shape;
     db::insert_instances(
@@ -538,4 +539,11 @@ async fn write(
     .await?;
     crate::db::volumes::insert_bindings(tx, &volumes).await?;
     Ok(())
+}
+
+/// The id the allocation write gave a new instance's consumer.
+fn consumer_id(ids: &alloc_db::ConsumerIds, consumer: uuid::Uuid) -> ApiResult<i64> {
+    ids.get(&consumer)
+        .copied()
+        .ok_or_else(|| ApiError::internal(format!("consumer {consumer} was not written")))
 }

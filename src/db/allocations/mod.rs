@@ -187,10 +187,17 @@ struct Locked {
     existing: HashMap<Uuid, ConsumerRow>,
 }
 
+/// Consumer uuid → id.
+pub type ConsumerIds = HashMap<Uuid, i64>;
+
 /// Writes the allocations of several consumers atomically inside the
-/// caller's transaction: lock, check, replace, bump.
+/// caller's transaction: lock, check, replace, bump. Returns the ids of
+/// the consumers that hold allocations afterwards.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<(), AllocError> {
+pub async fn write(
+    conn: &mut PgConnection,
+    writes: &[ConsumerWrite],
+) -> Result<ConsumerIds, AllocError> {
     let locked = lock_and_resolve(conn, writes).await?;
     check_consumer_generations(writes, &locked.existing)?;
     check_bound_shares(conn, writes, &locked.existing).await?;
@@ -232,10 +239,26 @@ pub async fn write(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<
     }
     let bump = providers_to_bump(writes, &locked, &cleared);
     if needed.limits {
-        bump_and_check_limits(conn, writes, &locked, &cleared, needed.flat, &bump).await
+        bump_and_check_limits(conn, writes, &locked, &cleared, needed.flat, &bump).await?;
     } else {
-        Ok(super::providers::bump_locked(conn, &bump).await?)
+        super::providers::bump_locked(conn, &bump).await?;
     }
+    Ok(holding_ids(writes, &locked.existing, new_ids))
+}
+
+/// The consumers of `writes` left holding allocations: the existing ones
+/// not emptied, and the new ones.
+fn holding_ids(
+    writes: &[ConsumerWrite],
+    existing: &HashMap<Uuid, ConsumerRow>,
+    mut ids: ConsumerIds,
+) -> ConsumerIds {
+    for w in writes.iter().filter(|w| !w.allocations.is_empty()) {
+        if let Some(c) = existing.get(&w.consumer) {
+            ids.insert(w.consumer, c.id);
+        }
+    }
+    ids
 }
 
 /// A removed allocation row: (consumer id, provider id, class id, units).
