@@ -219,13 +219,18 @@ pub async fn write(
     // consumers' current allocations (Placement's shrink rule needs both).
     let before = usage(conn, &locked.providers).await?;
     let existing_ids: Vec<i64> = locked.existing.values().map(|c| c.id).collect();
-    let cleared: Vec<Cleared> = sqlx::query_as(
-        "DELETE FROM allocations WHERE consumer_id = ANY($1)
-         RETURNING consumer_id, resource_provider_id, resource_class_id, used",
-    )
-    .bind(&existing_ids)
-    .fetch_all(&mut *conn)
-    .await?;
+    let cleared: Vec<Cleared> = match existing_ids.is_empty() {
+        true => Vec::new(),
+        false => {
+            sqlx::query_as(
+                "DELETE FROM allocations WHERE consumer_id = ANY($1)
+                 RETURNING consumer_id, resource_provider_id, resource_class_id, used",
+            )
+            .bind(&existing_ids)
+            .fetch_all(&mut *conn)
+            .await?
+        }
+    };
     // Nothing removed (new consumers only): the usage is as it was.
     let after_delete = match cleared.is_empty() {
         true => before.clone(),
