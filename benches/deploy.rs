@@ -1,11 +1,15 @@
 //! Deployments at scale: two release `placement serve` processes on a fresh
 //! database, 1,000 nodes of 64 cores (share base 100) and 256 GiB MEMORY_MB
-//! created through the API, then
+//! created through the API, one dry-run deployment answered by each process
+//! (a running service's processes are past their first read of every node),
+//! then
 //!   1. one `POST /deployments` of 10,000 instances (1.7 CPU bound,
 //!      2048 MiB, strategy auto), timed;
 //!   2. 100 concurrent single-instance deployments spread over both
-//!      processes, wall time and p50/p95/p99 (`BENCH_SINGLES_ROUNDS`
-//!      rounds, default 3, each of a new app).
+//!      processes, wall time, p50/p95/p99 and the CPU seconds of the servers
+//!      and of their database backends (`BENCH_SINGLES_ROUNDS` rounds,
+//!      default 3, each of a new app). Round 0 follows the big deployment,
+//!      which changed every node: each process re-reads all 1,000 first.
 //!
 //! `BENCH_KEEP_DB=1` keeps the database afterwards, to study its queries.
 //!
@@ -35,6 +39,36 @@ impl Drop for Server {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// CPU seconds (user + system) the given local processes have used, from
+/// /proc; 0 for any that cannot be read (a remote database, another OS).
+fn cpu_seconds(pids: &[u32]) -> f64 {
+    let ticks: u64 = pids
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok())
+        .filter_map(|stat| {
+            // Fields after the command name (which may hold spaces): utime
+            // and stime are the 12th and 13th.
+            let rest = stat.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .sum();
+    ticks as f64 / 100.0
+}
+
+/// The database backends serving this bench's database.
+async fn backend_pids(pool: &sqlx::PgPool) -> Vec<u32> {
+    sqlx::query_scalar::<_, i32>(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap_or_default()
+    .into_iter()
+    .filter_map(|p| u32::try_from(p).ok())
+    .collect()
 }
 
 fn free_port() -> u16 {
@@ -185,6 +219,15 @@ async fn main() {
         (NODES * 3) as f64 / setup.as_secs_f64()
     );
 
+    // Every server has answered a deployment before the timed parts, as the
+    // processes of a running service have (a process's first request reads
+    // every node; that cold start is not what is measured here).
+    for (b, _) in &bases {
+        let mut warm = deploy_body("bench-warm-up", 1);
+        warm["dry_run"] = json!(true);
+        must(http.post(format!("{b}/deployments")).json(&warm), "warm-up").await;
+    }
+
     // --- 1. one deployment of 10,000 ------------------------------------------------
     let t = Instant::now();
     let r = admin(http.post(format!("{base}/deployments")))
@@ -228,8 +271,12 @@ async fn main() {
         .unwrap_or(3);
     let mut ok = 0;
     let mut failed = 0;
+    let server_pids: Vec<u32> = servers.iter().map(|s| s.0.id()).collect();
+    let watcher = sqlx::PgPool::connect(&url).await.expect("connect");
     for round in 0..rounds {
         let app = format!("bench-single-{round}");
+        let backends = backend_pids(&watcher).await;
+        let cpu_before = (cpu_seconds(&server_pids), cpu_seconds(&backends));
         let barrier = Arc::new(tokio::sync::Barrier::new(SINGLES));
         let t = Instant::now();
         let mut tasks = Vec::new();
@@ -255,6 +302,10 @@ async fn main() {
             lat.push(d);
         }
         let wall = t.elapsed();
+        let cpu = (
+            cpu_seconds(&server_pids) - cpu_before.0,
+            cpu_seconds(&backends) - cpu_before.1,
+        );
         lat.sort();
         let created = statuses.get(&201).copied().unwrap_or(0);
         ok += created;
@@ -265,15 +316,19 @@ async fn main() {
             .sum();
         failed += others;
         println!(
-            "deploy singles round {round}: {SINGLES} concurrent POST /deployments of 1 instance over 2 servers in {:.2}s wall ({:.1} deploys/s): {created} created, statuses {statuses:?}; latency ms p50 {:.1}, p95 {:.1}, p99 {:.1}, max {:.1}",
+            "deploy singles round {round}: {SINGLES} concurrent POST /deployments of 1 instance over 2 servers in {:.2}s wall ({:.1} deploys/s): {created} created, statuses {statuses:?}; latency ms p50 {:.1}, p95 {:.1}, p99 {:.1}, max {:.1}; cpu s: servers {:.2}, database {:.2}",
             wall.as_secs_f64(),
             SINGLES as f64 / wall.as_secs_f64(),
             pct(&lat, 0.50),
             pct(&lat, 0.95),
             pct(&lat, 0.99),
-            pct(&lat, 1.0)
+            pct(&lat, 1.0),
+            cpu.0,
+            cpu.1
         );
     }
+
+    watcher.close().await;
 
     // --- checks on a sample of nodes ---------------------------------------------
     let mut bad = Vec::new();
