@@ -195,6 +195,13 @@ async fn run(
         .map_err(|e| format!("connecting to {}: {e}", describe_database(url)))?;
     db::prepare(&pool).await?;
     let state = AppState::new(pool.clone(), args.settings.clone()).with_security(security);
+    tokio::spawn(placement::deploy::refresh::run(
+        placement::deploy::refresh::Caches {
+            pool: state.pool.clone(),
+            snapshot: state.candidates.clone(),
+            nodes: state.nodes.clone(),
+        },
+    ));
     tokio::spawn(prune_change_log(pool.clone()));
     tokio::spawn(degrade_stale_batch(
         pool,

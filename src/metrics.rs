@@ -65,6 +65,8 @@ pub struct Metrics {
     pub snapshot_reloads: Counter,
     /// Providers re-read from the change log into the snapshot.
     pub snapshot_providers_patched: Counter,
+    /// Refreshes of the node states on a large deployment's announcement.
+    pub node_refreshes: Counter,
     /// Candidates the solver generated.
     pub candidates_generated: Counter,
     /// Allocation requests returned to clients.
@@ -98,6 +100,7 @@ impl Metrics {
             pool_waiting: Gauge::default(),
             snapshot_reloads: Counter::default(),
             snapshot_providers_patched: Counter::default(),
+            node_refreshes: Counter::default(),
             candidates_generated: Counter::default(),
             candidates_returned: Counter::default(),
             write_retries: Counter::default(),
@@ -143,6 +146,11 @@ impl Metrics {
             "snapshot_providers_patched",
             "Providers re-read into the candidate snapshot from the change log",
             self.snapshot_providers_patched.clone(),
+        );
+        r.register(
+            "node_refreshes",
+            "Refreshes of the snapshot and deployment node states when another deployment announced it changed many nodes",
+            self.node_refreshes.clone(),
         );
         r.register(
             "candidates_generated",

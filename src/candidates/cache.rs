@@ -34,8 +34,14 @@ impl SnapshotCache {
         match (delta, state.as_mut()) {
             (Delta::None, Some((_, snap))) => Ok(snap.clone()),
             (Delta::Providers(ids), Some((at, snap))) => {
+                let started = std::time::Instant::now();
                 let mut next = Snapshot::clone(snap);
                 load::patch(conn, &mut next, &ids).await?;
+                tracing::debug!(
+                    providers = ids.len(),
+                    ms = started.elapsed().as_secs_f64() * 1e3,
+                    "candidate snapshot patched"
+                );
                 crate::metrics::metrics()
                     .snapshot_providers_patched
                     .inc_by(u64::try_from(ids.len()).unwrap_or(0));

@@ -60,7 +60,23 @@ pub async fn topologies(
     Ok(out)
 }
 
-/// Replaces a provider's topology.
+/// The versions of the given providers' topologies (providers without
+/// one are left out).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn topology_versions(
+    conn: &mut PgConnection,
+    rp_ids: &[i64],
+) -> Result<HashMap<i64, i64>, sqlx::Error> {
+    let rows: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT resource_provider_id, version FROM cpu_topologies WHERE resource_provider_id = ANY($1)",
+    )
+    .bind(rp_ids)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().collect())
+}
+
+/// Replaces a provider's topology (raising its version).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn set_topology(
     conn: &mut PgConnection,
@@ -74,7 +90,8 @@ pub async fn set_topology(
          VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (resource_provider_id) DO UPDATE SET share_base = EXCLUDED.share_base,
             max_fragment_cores = EXCLUDED.max_fragment_cores, core_ids = EXCLUDED.core_ids,
-            core_numa_nodes = EXCLUDED.core_numa_nodes, updated_at = now()",
+            core_numa_nodes = EXCLUDED.core_numa_nodes, updated_at = now(),
+            version = cpu_topologies.version + 1",
     )
     .bind(rp_id)
     .bind(t.share_base)
@@ -101,20 +118,28 @@ pub async fn set_topology(
     Ok(())
 }
 
-/// Bound shares per (provider, core), in that order.
+/// Bound shares per (provider, core), in that order. The instances'
+/// bindings are summed here rather than in SQL: unnesting and grouping
+/// them there costs several times the transfer.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn bound_shares(
     conn: &mut PgConnection,
     rp_ids: &[i64],
 ) -> Result<Vec<(i64, String, i64)>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT i.resource_provider_id, b.core_id, SUM(b.shares)::bigint
-           FROM instances i, UNNEST(i.core_ids, i.core_shares) AS b(core_id, shares)
-          WHERE i.resource_provider_id = ANY($1) GROUP BY 1, 2 ORDER BY 1, 2",
+    let rows: Vec<(i64, Vec<String>, Vec<i32>)> = sqlx::query_as(
+        "SELECT resource_provider_id, core_ids, core_shares FROM instances
+          WHERE resource_provider_id = ANY($1) AND cardinality(core_ids) > 0",
     )
     .bind(rp_ids)
     .fetch_all(conn)
-    .await
+    .await?;
+    let mut sums: std::collections::BTreeMap<(i64, String), i64> = Default::default();
+    for (rp, cores, shares) in rows {
+        for (core, n) in cores.into_iter().zip(shares) {
+            *sums.entry((rp, core)).or_default() += i64::from(n);
+        }
+    }
+    Ok(sums.into_iter().map(|((rp, c), n)| (rp, c, n)).collect())
 }
 
 /// A deployed instance with its binding.
@@ -292,30 +317,33 @@ pub async fn put_instance(
     Ok(())
 }
 
-/// (capacity as `(total - reserved) * ratio`, used) of one class per
-/// provider (MEMORY_MB in MiB, VCPU in VCPUs).
+/// (capacity as `(total - reserved) * ratio`, used) of a class on a
+/// provider, by (provider id, class name).
+pub type ClassStock = HashMap<(i64, String), (i64, i64)>;
+
+/// The [`ClassStock`] of the given classes on the given providers
+/// (MEMORY_MB in MiB, VCPU in VCPUs).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn class_stock(
     conn: &mut PgConnection,
     rp_ids: &[i64],
-    class: &str,
-) -> Result<HashMap<i64, (i64, i64)>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT i.resource_provider_id, FLOOR((i.total - i.reserved) * i.allocation_ratio)::bigint,
+    classes: &[&str],
+) -> Result<ClassStock, sqlx::Error> {
+    let rows: Vec<(i64, String, i64, i64)> = sqlx::query_as(
+        "SELECT i.resource_provider_id, c.name, FLOOR((i.total - i.reserved) * i.allocation_ratio)::bigint,
                 COALESCE((SELECT SUM(a.used) FROM allocations a WHERE a.resource_provider_id = i.resource_provider_id
                           AND a.resource_class_id = i.resource_class_id), 0)::bigint
            FROM inventories i JOIN resource_classes c ON c.id = i.resource_class_id
-          WHERE c.name = $2 AND i.resource_provider_id = ANY($1)",
+          WHERE c.name = ANY($2) AND i.resource_provider_id = ANY($1)",
     )
     .bind(rp_ids)
-    .bind(class)
+    .bind(classes)
     .fetch_all(conn)
-    .await
-    .map(|rows: Vec<(i64, i64, i64)>| {
-        rows.into_iter()
-            .map(|(rp, cap, used)| (rp, (cap, used)))
-            .collect()
-    })
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(rp, class, cap, used)| ((rp, class), (cap, used)))
+        .collect())
 }
 
 /// Provider uuids and generations by id (`lock`: locked `FOR UPDATE`
@@ -425,4 +453,24 @@ fn binding_arrays(map: &[(String, i64)]) -> (Vec<&str>, Vec<i32>) {
         .filter(|(_, s)| *s > 0)
         .map(|(c, s)| (c.as_str(), i32::try_from(*s).unwrap_or(i32::MAX)))
         .unzip()
+}
+
+/// Notifies `channel` when the caller's transaction commits.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn notify(conn: &mut PgConnection, channel: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_notify($1, '')")
+        .bind(channel)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// A connection of its own (outside the pool) listening on `channel`.
+pub async fn listen(
+    pool: &super::Pool,
+    channel: &str,
+) -> Result<sqlx::postgres::PgListener, sqlx::Error> {
+    let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
+    listener.listen(channel).await?;
+    Ok(listener)
 }

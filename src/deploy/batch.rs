@@ -257,6 +257,8 @@ async fn commit(
         &specs,
     )
     .await?;
+    let nodes: std::collections::HashSet<&i64> = rp_ids.iter().collect();
+    super::refresh::announce(&mut tx, nodes.len()).await?;
     tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(())
 }

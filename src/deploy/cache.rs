@@ -103,6 +103,12 @@ impl NodeCache {
         Ok(sorted(have))
     }
 
+    /// The providers it holds a state of.
+    pub fn ids(&self) -> Vec<i64> {
+        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.keys().copied().collect()
+    }
+
     /// The current entries among `wanted`, and the rest.
     fn lookup(&self, wanted: &[(i64, u64)]) -> (Vec<Arc<Cached>>, Vec<(i64, u64)>) {
         let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
@@ -125,9 +131,23 @@ impl NodeCache {
     ) -> Result<Vec<Arc<Cached>>, sqlx::Error> {
         let ids: Vec<i64> = missing.iter().map(|m| m.0).collect();
         let stamps: HashMap<i64, u64> = missing.into_iter().collect();
+        let started = std::time::Instant::now();
+        // The entries being replaced lend their topologies where unchanged.
+        let held: Vec<Arc<Cached>> = {
+            let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+            ids.iter()
+                .filter_map(|id| entries.get(id).cloned())
+                .collect()
+        };
+        let known: nodes::Known = held.iter().map(|c| (c.node.rp_id, &c.node)).collect();
         let mut tx = crate::db::candidates::begin_snapshot(pool).await?;
-        let loaded = nodes::load_nodes(&mut tx, &ids).await?;
+        let loaded = nodes::load_nodes(&mut tx, &ids, &known).await?;
         tx.commit().await?;
+        tracing::debug!(
+            nodes = ids.len(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "deployment node states read"
+        );
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         if entries.len() + loaded.len() > MOST_ENTRIES {
             entries.retain(|id, _| stamps.contains_key(id));

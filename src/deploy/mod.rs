@@ -9,6 +9,7 @@ pub mod batch;
 pub mod cache;
 pub mod nodes;
 pub mod plan;
+pub mod refresh;
 pub mod request;
 pub mod resize;
 
@@ -424,7 +425,8 @@ async fn exact_states(
         .map(|n| n.rp_id)
         .collect();
     if !moved.is_empty() {
-        fresh.extend(nodes::load_nodes(tx, &moved).await?);
+        let known: nodes::Known = chosen.iter().map(|n| (n.rp_id, *n)).collect();
+        fresh.extend(nodes::load_nodes(tx, &moved, &known).await?);
     }
     fresh.sort_by_key(|n| n.rp_id);
     Ok(fresh)
@@ -538,6 +540,8 @@ async fn write(
     )
     .await?;
     crate::db::volumes::insert_bindings(tx, &volumes).await?;
+    let nodes: HashSet<i64> = planned.iter().map(|p| p.2).collect();
+    refresh::announce(tx, nodes.len()).await?;
     Ok(())
 }
 

@@ -29,6 +29,8 @@ pub struct NodeState {
     pub generation: i32,
     /// Share base and fragment-core limit (defaults without a topology).
     pub cfg: SchedConfig,
+    /// The version of its CPU topology (None: it has none).
+    pub topology_version: Option<i64>,
     /// How its CPU is counted.
     pub cpu: CpuModel,
     /// Capacity and usage.
@@ -85,56 +87,53 @@ pub fn workload(inst: &InstanceRow) -> WorkloadResource {
     }
 }
 
+/// States already held, by provider id: their cores, NUMA layout and
+/// share base are reused where the topology's version is unchanged.
+pub type Known<'a> = HashMap<i64, &'a NodeState>;
+
 /// Loads the nodes among `rp_ids`: those with a CPU topology, and those
 /// without one but with VCPU inventory. Others are left out.
 pub async fn load_nodes(
     conn: &mut PgConnection,
     rp_ids: &[i64],
+    known: &Known<'_>,
 ) -> Result<Vec<NodeState>, sqlx::Error> {
     // Generations first: the state read after them is at least as new.
     let heads = db::provider_heads(conn, rp_ids).await?;
-    let topologies = db::topologies(conn, rp_ids).await?;
-    let memory = db::class_stock(conn, rp_ids, "MEMORY_MB").await?;
-    let vcpus = db::class_stock(conn, rp_ids, "VCPU").await?;
-    let ids: Vec<i64> = topologies.keys().copied().collect();
+    let versions = db::topology_versions(conn, rp_ids).await?;
+    let unknown: Vec<i64> = versions
+        .iter()
+        .filter(|(rp, v)| known.get(rp).and_then(|n| n.topology_version) != Some(**v))
+        .map(|(rp, _)| *rp)
+        .collect();
+    let topologies = db::topologies(conn, &unknown).await?;
+    let stock = db::class_stock(conn, rp_ids, &["MEMORY_MB", "VCPU"]).await?;
+    let stock_of = |rp: i64, class: &str| stock.get(&(rp, class.to_string())).copied();
+    let ids: Vec<i64> = versions.keys().copied().collect();
     let mut volumes = crate::db::volumes::volumes(conn, rp_ids).await?;
     let bound = by_provider(db::bound_shares(conn, &ids).await?, |b| b.0);
     let instances = by_provider(db::instance_usage(conn, &ids).await?, |i| i.0);
     let none = (Vec::new(), Vec::new());
     let mut out = Vec::new();
     for &rp in rp_ids {
-        let (mem_cap, mem_used) = memory.get(&rp).copied().unwrap_or((0, 0));
+        let memory = stock_of(rp, "MEMORY_MB").unwrap_or((0, 0));
         let Some(&(uuid, generation)) = heads.get(&rp) else {
             continue;
         };
-        let node = match (topologies.get(&rp), vcpus.get(&rp)) {
-            (Some(t), _) => {
+        let node = match (versions.get(&rp), stock_of(rp, "VCPU")) {
+            (Some(&version), _) => {
+                let cores = match (topologies.get(&rp), known.get(&rp)) {
+                    (Some(t), _) => topology_cores(t),
+                    (None, Some(k)) => (k.cfg, k.info.capacity.clone()),
+                    (None, None) => continue,
+                };
                 let held = (
                     bound.get(&rp).unwrap_or(&none.0).as_slice(),
                     instances.get(&rp).unwrap_or(&none.1).as_slice(),
                 );
-                topology_node((rp, uuid, generation), t, (mem_cap, mem_used), held)
+                topology_node((rp, uuid, generation, version), cores, memory, held)
             }
-            (None, Some(&(cap, used))) => NodeState {
-                rp_id: rp,
-                uuid,
-                generation,
-                cfg: SchedConfig::default(),
-                cpu: CpuModel::Vcpu(cap, used),
-                info: NodeResourceInfo {
-                    capacity: NodeResource {
-                        cpu: f64::from(i32::try_from(cap).unwrap_or(i32::MAX)),
-                        memory: mem_cap * MIB,
-                        ..Default::default()
-                    },
-                    usage: NodeResource {
-                        cpu: f64::from(i32::try_from(used).unwrap_or(i32::MAX)),
-                        memory: mem_used * MIB,
-                        ..Default::default()
-                    },
-                },
-                volumes: NodeVolumes::default(),
-            },
+            (None, Some(vcpus)) => vcpu_node((rp, uuid, generation), vcpus, memory),
             (None, None) => continue,
         };
         let disks = volumes.remove(&rp).unwrap_or_default();
@@ -151,6 +150,35 @@ pub async fn load_nodes(
     Ok(out)
 }
 
+/// A node without a topology: its CPU is whole VCPUs, (capacity, used).
+fn vcpu_node(
+    (rp, uuid, generation): (i64, uuid::Uuid, i32),
+    (cap, used): (i64, i64),
+    (mem_cap, mem_used): (i64, i64),
+) -> NodeState {
+    NodeState {
+        rp_id: rp,
+        uuid,
+        generation,
+        cfg: SchedConfig::default(),
+        topology_version: None,
+        cpu: CpuModel::Vcpu(cap, used),
+        info: NodeResourceInfo {
+            capacity: NodeResource {
+                cpu: f64::from(i32::try_from(cap).unwrap_or(i32::MAX)),
+                memory: mem_cap * MIB,
+                ..Default::default()
+            },
+            usage: NodeResource {
+                cpu: f64::from(i32::try_from(used).unwrap_or(i32::MAX)),
+                memory: mem_used * MIB,
+                ..Default::default()
+            },
+        },
+        volumes: NodeVolumes::default(),
+    }
+}
+
 /// Rows grouped by their provider id.
 fn by_provider<T>(rows: Vec<T>, rp: impl Fn(&T) -> i64) -> HashMap<i64, Vec<T>> {
     let mut out: HashMap<i64, Vec<T>> = HashMap::new();
@@ -160,12 +188,10 @@ fn by_provider<T>(rows: Vec<T>, rp: impl Fn(&T) -> i64) -> HashMap<i64, Vec<T>> 
     out
 }
 
-fn topology_node(
-    (rp, uuid, generation): (i64, uuid::Uuid, i32),
-    t: &Topology,
-    (mem_cap, mem_used): (i64, i64),
-    (bound, instances): (&[(i64, String, i64)], &[db::InstanceUsage]),
-) -> NodeState {
+/// What a topology gives the scheduler: its settings, and its cores, NUMA
+/// layout and NUMA memory as capacity (memory is the inventory's, set by
+/// [`topology_node`]).
+fn topology_cores(t: &Topology) -> (SchedConfig, NodeResource) {
     let capacity = NodeResource {
         cpu: f64::from(u32::try_from(t.cores.len()).unwrap_or(u32::MAX)),
         cpu_map: t
@@ -173,7 +199,7 @@ fn topology_node(
             .iter()
             .map(|(c, _)| (CoreId(c.clone()), i64::from(t.share_base)))
             .collect(),
-        memory: mem_cap * MIB,
+        memory: 0,
         numa: t
             .cores
             .iter()
@@ -184,6 +210,19 @@ fn topology_node(
             .iter()
             .map(|(n, mb)| (NumaNodeId(n.clone()), mb * MIB))
             .collect(),
+    };
+    (sched_config(t), capacity)
+}
+
+fn topology_node(
+    (rp, uuid, generation, version): (i64, uuid::Uuid, i32, i64),
+    (cfg, capacity): (SchedConfig, NodeResource),
+    (mem_cap, mem_used): (i64, i64),
+    (bound, instances): (&[(i64, String, i64)], &[db::InstanceUsage]),
+) -> NodeState {
+    let capacity = NodeResource {
+        memory: mem_cap * MIB,
+        ..capacity
     };
     let mut usage = NodeResource {
         memory: mem_used * MIB,
@@ -200,7 +239,8 @@ fn topology_node(
         rp_id: rp,
         uuid,
         generation,
-        cfg: sched_config(t),
+        cfg,
+        topology_version: Some(version),
         cpu: CpuModel::Topology,
         info: NodeResourceInfo { capacity, usage },
         volumes: NodeVolumes::default(),

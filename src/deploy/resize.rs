@@ -70,7 +70,7 @@ async fn resize_once(
     let inst = db::instance(&mut tx, consumer)
         .await?
         .ok_or_else(not_found)?;
-    let node = nodes::load_nodes(&mut tx, &[inst.resource_provider_id])
+    let node = nodes::load_nodes(&mut tx, &[inst.resource_provider_id], &Default::default())
         .await?
         .into_iter()
         .next()

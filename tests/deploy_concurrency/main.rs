@@ -11,6 +11,7 @@
 //!
 //! Needs `DATABASE_URL` (a server where the role may `CREATE DATABASE`).
 
+mod refresh;
 mod state;
 
 use placement_testkit::cluster;
