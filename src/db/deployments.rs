@@ -76,6 +76,25 @@ pub async fn topology_versions(
     Ok(rows.into_iter().collect())
 }
 
+/// The size of the largest deployment node, in CPUs: cores of a CPU
+/// topology, or (unless `bound`) VCPUs of a node's inventory. None when
+/// there is no such node.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn largest_node_cpus(
+    conn: &mut PgConnection,
+    bound: bool,
+) -> Result<Option<i64>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT GREATEST(
+                (SELECT MAX(cardinality(core_ids)) FROM cpu_topologies),
+                (SELECT MAX(i.total) FROM inventories i JOIN resource_classes c ON c.id = i.resource_class_id
+                  WHERE c.name = 'VCPU' AND NOT $1))::bigint",
+    )
+    .bind(bound)
+    .fetch_one(conn)
+    .await
+}
+
 /// Replaces a provider's topology (raising its version).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn set_topology(

@@ -279,6 +279,9 @@ async fn attempt(c: &Context<'_>) -> ApiResult<Outcome> {
     let d = c.d;
     let started = std::time::Instant::now();
     let cached = c.cache.current(c.pool, c.wanted).await?;
+    if beyond_every_candidate(&cached, &d.shape) {
+        refuse_beyond_every_node(c).await?;
+    }
     let loaded = started.elapsed();
     let existing = app_counts(c, &cached).await?;
     let (judged, verdicts) = judge(&cached, &d.shape);
@@ -349,6 +352,45 @@ async fn attempt(c: &Context<'_>) -> ApiResult<Outcome> {
         return Ok(Outcome::Done(answer));
     }
     Err(ApiError::internal("the planning loop ended"))
+}
+
+/// Whether one instance's CPUs exceed the size of every candidate node
+/// (cores of a topology; a node without one counts for non-bound requests
+/// only, by its VCPUs).
+fn beyond_every_candidate(
+    cached: &[std::sync::Arc<cache::Cached>],
+    shape: &request::InstanceShape,
+) -> bool {
+    let cpu = shape.cpu.get();
+    cached.iter().all(|n| {
+        let fits = n.node.has_topology() || !shape.cpu_bind;
+        !fits || cpu > n.node.info.capacity.cpu
+    })
+}
+
+/// A 400 when the instance's CPUs exceed the size of every deployment node,
+/// candidate or not (no node could ever hold it: the request is wrong, not
+/// the moment). A node that is merely busy or excluded now leaves the
+/// ordinary refusal to say why.
+async fn refuse_beyond_every_node(c: &Context<'_>) -> ApiResult<()> {
+    let shape = &c.d.shape;
+    let mut conn = c.pool.acquire().await?;
+    let Some(largest) = db::largest_node_cpus(&mut conn, shape.cpu_bind).await? else {
+        return Ok(());
+    };
+    let cpu = shape.cpu.get();
+    if cpu > f64::from(i32::try_from(largest).unwrap_or(i32::MAX)) {
+        let what = if shape.cpu_bind {
+            "cores of a CPU topology"
+        } else {
+            "CPUs"
+        };
+        return Err(ApiError::bad_request(format!(
+            "cpu {cpu} is more than any deployment node has: the largest has {largest} {what}."
+        ))
+        .code(codes::DEPLOY_INVALID_REQUEST));
+    }
+    Ok(())
 }
 
 /// The app's instances on each cached node, by node name.

@@ -113,6 +113,10 @@ async fn invalid_deploy_requests_are_400() {
         json!({"nodes_limit": 2}),
         json!({"cpu": 4097}),
         json!({"cpu": 1e300}),
+        // Over the size of every node (4 cores), bound or not.
+        json!({"cpu": 4.5, "cpu_bind": true}),
+        json!({"cpu": 5}),
+        json!({"cpu": 5, "dry_run": true}),
         json!({"required": "CUSTOM_X,"}),
         json!({"member_of": "in:not-a-uuid"}),
         json!({"resources": {"DISK_GB": 0}}),
@@ -121,7 +125,20 @@ async fn invalid_deploy_requests_are_400() {
         assert_eq!(r.status, 400, "{extra}: {r:?}");
         assert!(r.error()["detail"].is_string(), "Placement's error body");
     }
-    assert_eq!(deployment(&t, "v").await["count"], json!(0));
+    let r = deploy(&t, "v", 1, 64, json!({"cpu": 5})).await;
+    r.expect_error(
+        400,
+        Some("placement.deploy.invalid_request"),
+        "the largest has 4 CPUs",
+    );
+    // The whole node is a valid size; while it is busy, a 409 says why.
+    deploy(&t, "v", 1, 64, json!({"cpu": 4, "cpu_bind": true}))
+        .await
+        .expect(201);
+    deploy(&t, "w", 1, 64, json!({"cpu": 4, "cpu_bind": true}))
+        .await
+        .expect(409);
+    assert_eq!(deployment(&t, "v").await["count"], json!(1));
 }
 
 /// A project's quota limit holds for deployments too: the deploy that
