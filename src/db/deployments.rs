@@ -186,12 +186,17 @@ pub struct InstanceRow {
     pub numa_node: Option<String>,
     /// Core → shares, as JSON object.
     pub cpu_map: sqlx::types::Json<HashMap<String, i64>>,
+    /// Its volumes: binding → {disk: bytes} (empty without volumes).
+    pub volume_plan: sqlx::types::Json<crate::db::volumes::Plan>,
 }
 
 const INSTANCES: &str = "SELECT i.consumer_id, c.uuid AS consumer_uuid, c.generation, i.app, i.resource_provider_id,
         rp.uuid AS provider_uuid, i.cpu, i.cpu_bind, i.memory_mb, i.numa_node,
         COALESCE((SELECT jsonb_object_agg(b.core_id, b.shares)
-                    FROM UNNEST(i.core_ids, i.core_shares) AS b(core_id, shares)), '{}'::jsonb) AS cpu_map
+                    FROM UNNEST(i.core_ids, i.core_shares) AS b(core_id, shares)), '{}'::jsonb) AS cpu_map,
+        COALESCE((SELECT jsonb_object_agg(v.binding, v.disks)
+                    FROM (SELECT binding, jsonb_object_agg(device, size) AS disks FROM volume_bindings
+                           WHERE consumer_id = i.consumer_id GROUP BY binding) v), '{}'::jsonb) AS volume_plan
     FROM instances i JOIN consumers c ON c.id = i.consumer_id
     JOIN resource_providers rp ON rp.id = i.resource_provider_id";
 

@@ -56,6 +56,17 @@ async fn the_seed_example_gives_twelve_and_bindings_come_and_go() {
             .count()
     };
     assert_eq!((on("/sda0"), on("/sda1")), (10, 2));
+    // GET /deployments/{app} shows each instance's plan as the answer did.
+    let shown = deployment(&t, "v").await["nodes"][&n.uuid]["instances"].clone();
+    for i in &made {
+        let same = shown
+            .as_array()
+            .expect("instances")
+            .iter()
+            .find(|s| s["consumer_uuid"] == i["consumer_uuid"])
+            .expect("listed");
+        assert_eq!(same["volume_plan"], i["volume_plan"], "{shown}");
+    }
     assert_eq!(
         volumes(&t, &n.uuid).await,
         json!({"/sda0": {"size": 1000, "used": 1000, "free": 0},

@@ -156,10 +156,15 @@ pub async fn show(
             .or_insert_with(|| json!({"count": 0, "instances": []}));
         entry["count"] = json!(entry["count"].as_i64().unwrap_or(0) + 1);
         if let Some(list) = entry["instances"].as_array_mut() {
-            list.push(json!({
+            let mut shown = json!({
                 "consumer_uuid": r.consumer_uuid, "cpu": r.cpu, "cpu_bind": r.cpu_bind, "memory_mb": r.memory_mb,
                 "cpu_map": r.cpu_map.0, "numa_node": r.numa_node
-            }));
+            });
+            // As in the deployment's answer: only instances with volumes.
+            if !r.volume_plan.0.is_empty() {
+                shown["volume_plan"] = json!(r.volume_plan.0);
+            }
+            list.push(shown);
         }
     }
     Ok(Reply::ok(&DeploymentView {

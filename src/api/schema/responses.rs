@@ -365,7 +365,9 @@ pub struct DeploymentView {
     pub app: String,
     /// Instances in all.
     pub count: usize,
-    /// Per node: count and instances with their bindings.
+    /// Per node: count and instances with their bindings (`cpu_map`,
+    /// `numa_node`, and `volume_plan`, binding → {disk: bytes}, for
+    /// instances with volumes).
     #[schema(value_type = Object)]
     pub nodes: Value,
 }
