@@ -95,7 +95,7 @@ pub async fn largest_node_cpus(
     .await
 }
 
-/// Replaces a provider's topology (raising its version).
+/// Replaces a provider's topology (with a new version).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn set_topology(
     conn: &mut PgConnection,
@@ -110,7 +110,7 @@ pub async fn set_topology(
          ON CONFLICT (resource_provider_id) DO UPDATE SET share_base = EXCLUDED.share_base,
             max_fragment_cores = EXCLUDED.max_fragment_cores, core_ids = EXCLUDED.core_ids,
             core_numa_nodes = EXCLUDED.core_numa_nodes, updated_at = now(),
-            version = cpu_topologies.version + 1",
+            version = nextval('cpu_topology_versions')",
     )
     .bind(rp_id)
     .bind(t.share_base)

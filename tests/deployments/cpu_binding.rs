@@ -204,3 +204,21 @@ async fn non_bound_instances_share_the_cores_bound_ones_leave() {
         json!(["0", "1", "2", "3"])
     );
 }
+
+/// A replaced topology is what the next deployment plans on, though the
+/// process held the node's state (the new version makes it re-read).
+#[tokio::test]
+async fn a_replaced_topology_is_planned_on_at_once() {
+    let t = TestApp::new().await;
+    let n = node(&t, "cn", 8192, 4).await;
+    let one = json!({"cpu": 1.0, "cpu_bind": true});
+    deploy(&t, "d", 1, 64, one.clone()).await.expect(201);
+    let cores: Vec<Value> = (0..8).map(|i| json!({"id": i.to_string()})).collect();
+    put_topology(&t, &n.uuid, json!({"share_base": 100, "cores": cores}))
+        .await
+        .expect(200);
+    let mut dry = one;
+    dry["dry_run"] = json!(true);
+    let v = deploy(&t, "d", 1, 64, dry).await.expect(200).json();
+    assert_eq!(v["capacity_map"], json!({&n.uuid: 7}), "{v}");
+}
