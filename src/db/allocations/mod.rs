@@ -10,10 +10,12 @@
 use super::consumers::{self, ConsumerRow};
 use super::fairness;
 
+mod bound_shares;
 mod fairness_checks;
 mod priority_classes;
 use super::inventories::Inventory;
 use crate::types::GivenGeneration;
+use bound_shares::check_bound_shares;
 use chrono::{DateTime, Utc};
 use fairness_checks::{bump_and_check_limits, check_reservations, writer_projects};
 use priority_classes::check_priority_classes;
@@ -574,47 +576,4 @@ pub async fn delete_consumer(conn: &mut PgConnection, consumer: Uuid) -> Result<
         .rows_affected();
     consumers::delete(conn, c.id).await?;
     Ok(n > 0)
-}
-
-/// Refuses writes that would make a deployment instance's CUSTOM_CPU_SHARES
-/// allocation differ from its core binding (emptying it is allowed: that
-/// frees the cores).
-async fn check_bound_shares(
-    conn: &mut PgConnection,
-    writes: &[ConsumerWrite],
-    existing: &HashMap<Uuid, ConsumerRow>,
-) -> Result<(), AllocError> {
-    let ids: Vec<i64> = existing.values().map(|c| c.id).collect();
-    if ids.is_empty() {
-        return Ok(());
-    }
-    let bound: Vec<(i64, Uuid, i64)> = sqlx::query_as(
-        "SELECT i.consumer_id, rp.uuid, (SELECT SUM(s) FROM UNNEST(i.core_shares) AS s)::bigint
-           FROM instances i JOIN resource_providers rp ON rp.id = i.resource_provider_id
-          WHERE i.consumer_id = ANY($1) AND cardinality(i.core_shares) > 0",
-    )
-    .bind(&ids)
-    .fetch_all(&mut *conn)
-    .await?;
-    for (cid, rp, shares) in bound {
-        let Some(w) = writes
-            .iter()
-            .find(|w| existing.get(&w.consumer).is_some_and(|c| c.id == cid))
-        else {
-            continue;
-        };
-        if w.allocations.is_empty() {
-            continue;
-        }
-        let asked = w
-            .allocations
-            .get(&rp)
-            .and_then(|m| m.get(crate::types::CPU_SHARES))
-            .copied()
-            .unwrap_or(0);
-        if asked != shares {
-            return Err(AllocError::BoundShares(w.consumer, shares, rp));
-        }
-    }
-    Ok(())
 }
