@@ -26,6 +26,17 @@ fn web(count: i64, dry_run: bool) -> Value {
            "strategy": "auto", "dry_run": dry_run, "project_id": "p", "user_id": "u"})
 }
 
+/// `POST /deployments` of `web` on one server: (status, body).
+async fn post_web(c: &Cluster, server: usize, count: i64, dry_run: bool) -> (u16, Value) {
+    let r = c
+        .request(server, reqwest::Method::POST, "/deployments")
+        .json(&web(count, dry_run))
+        .send()
+        .await
+        .expect("deploy");
+    answer(r).await
+}
+
 #[tokio::test]
 async fn a_large_deployment_refreshes_the_other_process() {
     let c = Cluster::new("deploy-refresh", "1.39").await;
@@ -34,15 +45,7 @@ async fn a_large_deployment_refreshes_the_other_process() {
         nodes.push(c.node(&format!("rn{i}"), 4096, 4).await);
     }
     // Server 1 holds every node's state, as a running process does.
-    let post = reqwest::Method::POST;
-    let (status, dry) = answer(
-        c.request(1, post.clone(), "/deployments")
-            .json(&web(1, true))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, dry) = post_web(&c, 1, 1, true).await;
     assert_eq!(status, 200, "{dry}");
     let refreshes = "placement_node_refreshes_total";
     let patched = "placement_snapshot_providers_patched_total";
@@ -52,14 +55,7 @@ async fn a_large_deployment_refreshes_the_other_process() {
     );
 
     // One instance on each of the 32 nodes, through server 0.
-    let (status, big) = answer(
-        c.request(0, post.clone(), "/deployments")
-            .json(&web(32, false))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, big) = post_web(&c, 0, 32, false).await;
     assert_eq!(status, 201, "{big}");
     assert!(
         big["deploy_map"]
@@ -93,14 +89,7 @@ async fn a_large_deployment_refreshes_the_other_process() {
     );
 
     // What it plans on is the state after the deployment: 3 free cores a node.
-    let (status, dry) = answer(
-        c.request(1, post, "/deployments")
-            .json(&web(1, true))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, dry) = post_web(&c, 1, 1, true).await;
     assert_eq!(status, 200, "{dry}");
     let caps: Vec<i64> = dry["capacity_map"]
         .as_object()
