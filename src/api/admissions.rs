@@ -1,5 +1,6 @@
 //! `POST /admissions` (our extension): one DRF admission round.
 
+use super::authorize::{project_target, Authorize};
 use super::extract::JsonBody;
 use super::respond::Reply;
 use super::schema::extensions::{amounts_schema, project_id_schema};
@@ -8,6 +9,7 @@ use crate::fairness::admission::{self as service, AdmissionPost, RoundSettings};
 use crate::state::AppState;
 use axum::extract::State;
 use serde_json::{json, Value};
+use std::collections::BTreeSet;
 
 fn schema() -> Value {
     let mut resources = amounts_schema(1);
@@ -39,9 +41,24 @@ fn schema() -> Value {
     })
 }
 
-/// `POST /admissions`.
-pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Reply> {
+/// `POST /admissions`: checked against every project and user whose
+/// requests it holds.
+pub async fn create(
+    State(st): State<AppState>,
+    auth: Authorize,
+    body: JsonBody,
+) -> ApiResult<Reply> {
     let b: AdmissionPost = body.parse(&schema())?;
+    let owners: BTreeSet<(&str, &str)> = b
+        .requests
+        .iter()
+        .map(|r| (r.project_id.as_str(), r.user_id.as_str()))
+        .collect();
+    auth.check(
+        owners
+            .into_iter()
+            .map(|(p, u)| project_target(Some(p), Some(u))),
+    )?;
     let settings = RoundSettings {
         excluded: st.settings.fairness_excluded_resource_classes.clone(),
         max_steps: match st.settings.admission_max_steps {

@@ -61,10 +61,8 @@ pub async fn explain(
     q: QueryPairs,
 ) -> ApiResult<Reply> {
     q.validate(&schema::candidates_query(mv))?;
-    let limit: Option<usize> =
-        q.0.iter()
-            .find(|(k, _)| k == "limit")
-            .and_then(|(_, v)| v.parse().ok());
+    // The first `limit`, as the candidates query reads it.
+    let limit: Option<usize> = q.all("limit").first().and_then(|v| v.parse().ok());
     let pairs: Vec<(String, String)> = q.0.iter().filter(|(k, _)| k != "limit").cloned().collect();
     let found = candidates_find::find(&st.engine(), &pairs, (mv.major, mv.minor), None).await?;
     let Some(request) = &found.request else {
@@ -80,8 +78,9 @@ pub async fn explain(
         adjusted: &found.adjusted,
     };
     let verdicts = explain::explain(&query, &found.candidates);
-    let quota = match pairs.iter().find(|(k, _)| k == "project_id") {
-        Some((_, project)) => {
+    // The project the policy target named (the same parsed query).
+    let quota = match q.last("project_id") {
+        Some(project) => {
             let asked = explain::requested_by_class(&found.snap, request);
             fairness::projects::quota_shortfalls(&st.pool, project, &asked).await?
         }

@@ -3,6 +3,7 @@
 //! reports, and the node agent's advice. Thin: each reads its typed
 //! request and calls `crate::colocation`.
 
+use super::authorize::{owner_target, Authorize};
 use super::extract::{find, find_for_update, JsonBody, PathParams};
 use super::respond::Reply;
 use crate::colocation::advice::{self, EvictionsPost};
@@ -85,24 +86,41 @@ fn consumer(raw: &str) -> ApiResult<uuid::Uuid> {
         .ok_or_else(|| ApiError::bad_request(format!("Malformed consumer_uuid: {raw}")))
 }
 
+/// Checks the priority rule against the consumer's stored project and user
+/// (read under the caller's transaction, so it cannot change before use).
+async fn authorize_consumer(
+    conn: &mut sqlx::PgConnection,
+    auth: &Authorize,
+    consumer: uuid::Uuid,
+) -> ApiResult<()> {
+    let owner = crate::db::consumers::get(conn, consumer).await?;
+    auth.check([owner_target(owner.as_ref())])
+}
+
 /// `GET /consumers/{consumer_uuid}/priority`.
 pub async fn show_priority(
     State(st): State<AppState>,
+    auth: Authorize,
     PathParams(id): PathParams<String>,
 ) -> ApiResult<Reply> {
+    let consumer = consumer(&id)?;
     let mut conn = st.pool.acquire().await?;
-    Ok(Reply::ok(&priority::show(&mut conn, consumer(&id)?).await?))
+    authorize_consumer(&mut conn, &auth, consumer).await?;
+    Ok(Reply::ok(&priority::show(&mut conn, consumer).await?))
 }
 
 /// `PUT /consumers/{consumer_uuid}/priority`.
 pub async fn set_priority(
     State(st): State<AppState>,
+    auth: Authorize,
     PathParams(id): PathParams<String>,
     body: JsonBody,
 ) -> ApiResult<Reply> {
     let b: PriorityPut = body.parse(&priority_schema())?;
+    let consumer = consumer(&id)?;
     let mut tx = st.pool.begin().await?;
-    let view = priority::put(&mut tx, consumer(&id)?, b).await?;
+    authorize_consumer(&mut tx, &auth, consumer).await?;
+    let view = priority::put(&mut tx, consumer, b).await?;
     tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(Reply::ok(&view))
 }

@@ -1,14 +1,16 @@
 //! `POST /declines` and `DELETE /declines?project_id=…` (our extension):
 //! Mesos' decline filters and revive.
 
+use super::authorize::{project_target, Authorize};
 use super::extract::{JsonBody, QueryPairs};
 use super::respond::Reply;
 use super::schema::extensions::{amounts_schema, project_id_schema};
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::fairness::declines::{self as service, DeclinePost};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 fn schema() -> Value {
@@ -37,27 +39,32 @@ fn query_schema() -> Value {
     })
 }
 
-/// `POST /declines`: 201 with the filter installed.
-pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Reply> {
+/// `POST /declines`: 201 with the filter installed; checked against the
+/// project (and user) declining.
+pub async fn create(
+    State(st): State<AppState>,
+    auth: Authorize,
+    body: JsonBody,
+) -> ApiResult<Reply> {
     let b: DeclinePost = body.parse(&schema())?;
+    auth.check([project_target(Some(&b.project_id), b.user_id.as_deref())])?;
     Ok(Reply::json(
         StatusCode::CREATED,
         &service::decline(&st.pool, b).await?,
     ))
 }
 
-/// `DELETE /declines?project_id=…[&user_id=…]`: revive; 204.
+/// The query of `DELETE /declines`.
+#[derive(Debug, Deserialize)]
+struct Revival {
+    project_id: String,
+    user_id: Option<String>,
+}
+
+/// `DELETE /declines?project_id=…[&user_id=…]`: revive; 204. The policy
+/// target is the query's project and user, read from the same parsed query.
 pub async fn revive(State(st): State<AppState>, query: QueryPairs) -> ApiResult<Reply> {
-    query.validate(&query_schema())?;
-    let get = |k: &str| {
-        query
-            .0
-            .iter()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.clone())
-    };
-    let project =
-        get("project_id").ok_or_else(|| ApiError::bad_request("project_id is required"))?;
-    service::revive(&st.pool, &project, get("user_id").as_deref()).await?;
+    let r: Revival = query.typed(&query_schema())?;
+    service::revive(&st.pool, &r.project_id, r.user_id.as_deref()).await?;
     Ok(Reply::empty(StatusCode::NO_CONTENT))
 }

@@ -72,7 +72,10 @@ fn has_nul(v: &Value) -> bool {
     }
 }
 
-/// The query string as ordered (key, value) pairs; repeats preserved.
+/// The query string as ordered (key, value) pairs, repeats kept. It is
+/// parsed once per request, by the route guard (whose policy target reads
+/// it) and left in the request's extensions, where this extractor takes
+/// the same value for the handler.
 #[derive(Debug, Clone, Default)]
 pub struct QueryPairs(pub Vec<(String, String)>);
 
@@ -80,11 +83,12 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let q = parts.uri.query().unwrap_or("");
-        let pairs: Vec<(String, String)> = form_urlencoded::parse(q.as_bytes())
-            .map(|(k, v)| (k.into_owned(), v.into_owned()))
-            .collect();
+        let pairs = match parts.extensions.get::<QueryPairs>() {
+            Some(q) => q.clone(),
+            None => QueryPairs::parse(parts.uri.query()),
+        };
         if pairs
+            .0
             .iter()
             .any(|(k, v)| k.contains('\0') || v.contains('\0'))
         {
@@ -92,12 +96,32 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
                 "Invalid query string parameters: values may not contain NUL characters",
             ));
         }
-        Ok(QueryPairs(pairs))
+        Ok(pairs)
     }
 }
 
+/// Keys that may be given several times, each value counting (the request
+/// group filters and their suffixed forms). Every other key is
+/// single-valued: its last value is the one used, as WebOb's `GET.get`
+/// reads it, and every value must be valid.
+fn repeatable(key: &str) -> bool {
+    key.starts_with("required")
+        || key.starts_with("member_of")
+        || key == "root_required"
+        || key == "same_subtree"
+}
+
 impl QueryPairs {
-    /// The last value of `key`, as Placement's flat schema view sees it.
+    /// Splits a raw query string (percent-decoded, `+` as space).
+    pub fn parse(query: Option<&str>) -> Self {
+        QueryPairs(
+            form_urlencoded::parse(query.unwrap_or("").as_bytes())
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect(),
+        )
+    }
+
+    /// The last value of `key`: the value of a single-valued parameter.
     pub fn last(&self, key: &str) -> Option<&str> {
         self.0
             .iter()
@@ -124,11 +148,33 @@ impl QueryPairs {
         Value::Object(m)
     }
 
-    /// Validates the flat view (400 `Invalid query string parameters: ...`).
+    /// Validates the flat view (400 `Invalid query string parameters: ...`)
+    /// and, for a single-valued key given more than once, each of its other
+    /// values too: whichever value is used, it was validated.
     pub fn validate(&self, schema: &Value) -> Result<(), ApiError> {
-        validate(schema, &self.flat()).map_err(|e| {
+        let invalid = |e: Box<super::schema::validate::SchemaError>| {
             ApiError::bad_request(format!("Invalid query string parameters: {}", e.render()))
-        })
+        };
+        let flat = self.flat();
+        validate(schema, &flat).map_err(invalid)?;
+        for (i, (key, value)) in self.0.iter().enumerate() {
+            let is_last = !self.0[i + 1..].iter().any(|(k, _)| k == key);
+            if is_last || repeatable(key) {
+                continue;
+            }
+            let mut other = flat.clone();
+            other[key.as_str()] = Value::String(value.clone());
+            validate(schema, &other).map_err(invalid)?;
+        }
+        Ok(())
+    }
+
+    /// Validates (as [`Self::validate`]) and reads the parameters into `T`,
+    /// from the same flat view the schema checked.
+    pub fn typed<T: DeserializeOwned>(&self, schema: &Value) -> Result<T, ApiError> {
+        self.validate(schema)?;
+        serde_json::from_value(self.flat())
+            .map_err(|e| ApiError::bad_request(format!("Invalid query string parameters: {e}")))
     }
 }
 

@@ -6,6 +6,7 @@ pub mod admissions;
 pub mod aggregates;
 pub mod allocation_candidates;
 pub mod allocations;
+pub mod authorize;
 pub mod colocation;
 pub mod declines;
 pub mod deployments;

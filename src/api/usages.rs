@@ -10,6 +10,7 @@ use crate::db::usages as db;
 use crate::error::ApiResult;
 use crate::state::AppState;
 use axum::extract::State;
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 /// `GET /resource_providers/{uuid}/usages`.
@@ -28,15 +29,24 @@ pub async fn provider(
     Ok(Reply::ok(&body).cache(mv, None))
 }
 
+/// The query of `GET /usages`: the same values the policy target was
+/// built from (the last of each, from the one parse of the query).
+#[derive(Debug, Deserialize)]
+struct UsagesQuery {
+    project_id: String,
+    user_id: Option<String>,
+    consumer_type: Option<String>,
+}
+
 /// `GET /usages?project_id=&user_id=[&consumer_type=]`.
 pub async fn project(
     State(st): State<AppState>,
     mv: Microversion,
     q: QueryPairs,
 ) -> ApiResult<Reply> {
-    q.validate(&schema::usages_query(mv))?;
-    let project = q.last("project_id").unwrap_or_default();
-    let user = q.last("user_id");
+    let q: UsagesQuery = q.typed(&schema::usages_query(mv))?;
+    let project = q.project_id.as_str();
+    let user = q.user_id.as_deref();
     let mut conn = st.pool.acquire().await?;
     let rows = db::of_project(&mut conn, project, user).await?;
     if !mv.at_least(1, 38) {
@@ -51,7 +61,7 @@ pub async fn project(
         .cache(mv, None));
     }
     let counts = db::consumer_counts(&mut conn, project, user).await?;
-    let filter = q.last("consumer_type");
+    let filter = q.consumer_type.as_deref();
     // Which group a consumer type falls in, or None when filtered out.
     let group = |t: &Option<String>| -> Option<String> {
         let name = t.clone().unwrap_or_else(|| "unknown".to_string());

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 /// The query's `priority_class` (prod without one; the schema has
 /// already checked the value).
 pub fn priority_of(pairs: &[(String, String)]) -> ApiResult<PriorityClass> {
-    match pairs.iter().find(|(k, _)| k == "priority_class") {
+    match pairs.iter().rev().find(|(k, _)| k == "priority_class") {
         None => Ok(PriorityClass::Prod),
         Some((_, v)) => PriorityClass::ALL
             .into_iter()

@@ -125,6 +125,7 @@ pub async fn find(
         priority: batch::priority_of(pairs)?,
         project: pairs
             .iter()
+            .rev()
             .find(|(k, _)| k == "project_id")
             .map(|(_, v)| v.clone()),
         version,

@@ -62,7 +62,7 @@ pub struct CandidateQuery {
     pub groups: Vec<GroupSpec>,
     /// `group_policy`.
     pub group_policy: Option<GroupPolicy>,
-    /// `limit` (first value).
+    /// `limit` (its first value, as Placement reads it).
     pub limit: Option<usize>,
     /// `root_required`.
     pub root_required: TraitFilter,
@@ -100,6 +100,9 @@ fn group_key(key: &str, v: Version) -> Option<(&'static str, &str)> {
 /// Parses the query pairs (already schema-validated) into groups.
 pub fn parse(pairs: &[(String, String)], v: Version) -> Result<CandidateQuery, QueryError> {
     let by_suffix = parse_groups(pairs, v)?;
+    // Placement reads these two with `getall(...)[0]`: a repeated one
+    // counts by its first value (its own gabbits pin this). Every value
+    // was validated (`QueryPairs::validate`), so the one used is valid.
     let first = |key: &str| {
         pairs
             .iter()
@@ -108,7 +111,6 @@ pub fn parse(pairs: &[(String, String)], v: Version) -> Result<CandidateQuery, Q
     };
     let mut q = CandidateQuery {
         limit: first("limit").and_then(|l| l.parse().ok()),
-        // Like `limit`, a repeated group_policy takes its first value.
         group_policy: match first("group_policy") {
             Some("isolate") => Some(GroupPolicy::Isolate),
             Some(_) => Some(GroupPolicy::None),

@@ -172,6 +172,8 @@ pub struct InstanceRow {
     pub generation: i32,
     /// App name.
     pub app: String,
+    /// The project (external id) the instance's consumer belongs to.
+    pub project_id: String,
     /// Provider id.
     pub resource_provider_id: i64,
     /// Provider uuid.
@@ -190,7 +192,8 @@ pub struct InstanceRow {
     pub volume_plan: sqlx::types::Json<crate::db::volumes::Plan>,
 }
 
-const INSTANCES: &str = "SELECT i.consumer_id, c.uuid AS consumer_uuid, c.generation, i.app, i.resource_provider_id,
+const INSTANCES: &str = "SELECT i.consumer_id, c.uuid AS consumer_uuid, c.generation, i.app,
+        (SELECT p.external_id FROM projects p WHERE p.id = c.project_id) AS project_id, i.resource_provider_id,
         rp.uuid AS provider_uuid, i.cpu, i.cpu_bind, i.memory_mb, i.numa_node,
         COALESCE((SELECT jsonb_object_agg(b.core_id, b.shares)
                     FROM UNNEST(i.core_ids, i.core_shares) AS b(core_id, shares)), '{}'::jsonb) AS cpu_map,

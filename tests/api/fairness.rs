@@ -408,6 +408,21 @@ async fn a_decline_hides_a_provider_until_revive() {
         decisions(&a),
         [("A2".to_string(), "deferred:declined".to_string())]
     );
+    // Every value of a single-valued parameter is validated, and the last
+    // is used: an over-long first value is a 400, and a revive naming B
+    // last revives B, not A.
+    let long = "x".repeat(300);
+    t.delete(&format!("/declines?project_id={long}&project_id=B"), MV)
+        .await
+        .expect_error(400, None, "Invalid query string parameters");
+    t.delete("/declines?project_id=A&project_id=B", MV)
+        .await
+        .expect(204);
+    let a = admit(&t, vec![ask("A2b", "A", one.clone())], json!({})).await;
+    assert_eq!(
+        decisions(&a),
+        [("A2b".to_string(), "deferred:declined".to_string())]
+    );
     // Another project is not affected; revive clears A's filter.
     t.delete("/declines?project_id=A", MV).await.expect(204);
     let a = admit(&t, vec![ask("A3", "A", one)], json!({})).await;

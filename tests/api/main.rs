@@ -14,6 +14,7 @@ mod allocations_post;
 mod bad_input;
 mod batch_placement;
 mod colocation;
+mod divergences;
 mod explain;
 mod explain_sharing;
 mod fairness;

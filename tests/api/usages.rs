@@ -250,3 +250,40 @@ async fn changing_a_consumers_owner_moves_its_usage() {
     // One bump for the write, none for the owner change.
     assert_eq!(b["consumer_generation"], json!(2));
 }
+
+/// The policy target and the handler read the same `project_id`: its last
+/// value, however the key is spelled. A reader of p1 asking for p2 behind
+/// a first `project_id=p1` is refused, never answered with p2's usages.
+#[tokio::test]
+async fn a_reader_sees_only_its_own_project_whatever_the_query_repeats() {
+    let t = TestApp::new().await;
+    let rp = t.create_rp("cn").await;
+    t.set_inventories(&rp, json!({"VCPU": {"total": 64}})).await;
+    t.allocate(&uuid(), "p1", "u", json!({ &rp: {"VCPU": 1} }))
+        .await;
+    t.allocate(&uuid(), "p2", "u", json!({ &rp: {"VCPU": 7} }))
+        .await;
+    let as_reader_of_p1 = |query: &str| {
+        t.req("GET", &format!("/usages?{query}"))
+            .mv("1.9")
+            .token(Some("u:p1"))
+            .header("x-roles", "reader")
+            .header("x-project-id", "p1")
+    };
+    for query in [
+        "project_id=p2",
+        "project_id=p1&project_id=p2",
+        "project%5Fid=p1&project_id=p2",
+        "project_id=p1&project%5fid=p2",
+    ] {
+        as_reader_of_p1(query).send().await.expect_error(
+            403,
+            None,
+            "Policy does not allow placement:usages",
+        );
+    }
+    for query in ["project_id=p1", "project_id=p2&project_id=p1"] {
+        let r = as_reader_of_p1(query).send().await.expect(200);
+        assert_eq!(r.json(), json!({"usages": {"VCPU": 1}}), "{query}");
+    }
+}

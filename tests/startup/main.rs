@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 mod config;
 mod dashboard;
 mod database;
+mod isolation;
 mod observability;
 mod security;
 

@@ -2,6 +2,7 @@
 //! (`crate::deploy`). Each handler reads its request, calls the service and
 //! renders the answer.
 
+use super::authorize::{owner_target, project_target, Authorize};
 use super::extract::{JsonBody, PathParams};
 use super::respond::Reply;
 use super::schema::bodies::{DeployRequest, ResizeRequest};
@@ -16,6 +17,7 @@ use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
+use std::collections::BTreeSet;
 
 fn schema() -> Value {
     let name = json!({"type": "string", "minLength": 1, "maxLength": 255});
@@ -66,9 +68,13 @@ fn deployment(r: &DeployRequest) -> ApiResult<Deployment> {
     })
 }
 
-/// `POST /deployments`.
-pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Reply> {
-    let result = place(&st, body).await;
+/// `POST /deployments`: checked against the project and user it places for.
+pub async fn create(
+    State(st): State<AppState>,
+    auth: Authorize,
+    body: JsonBody,
+) -> ApiResult<Reply> {
+    let result = place(&st, &auth, body).await;
     crate::metrics::metrics().deployment(match &result {
         Ok(_) => "placed",
         Err(e) if e.status.as_u16() == 409 => "refused",
@@ -78,8 +84,13 @@ pub async fn create(State(st): State<AppState>, body: JsonBody) -> ApiResult<Rep
     result
 }
 
-async fn place(st: &AppState, body: JsonBody) -> ApiResult<Reply> {
-    let d = deployment(&body.parse(&schema())?)?;
+async fn place(st: &AppState, auth: &Authorize, body: JsonBody) -> ApiResult<Reply> {
+    let request: DeployRequest = body.parse(&schema())?;
+    auth.check([project_target(
+        Some(&request.project_id),
+        Some(&request.user_id),
+    )])?;
+    let d = deployment(&request)?;
     let retries = st.settings.allocation_conflict_retry_count;
     let done = match d.priority_class.filter(|c| c.low()) {
         Some(class) => deploy::batch::deploy(&st.engine(), retries, &d, class).await?,
@@ -142,13 +153,17 @@ pub async fn list(State(st): State<AppState>) -> ApiResult<Reply> {
     Ok(Reply::ok(&DeploymentList { deployments }))
 }
 
-/// `GET /deployments/{app}`: instances per node with their bindings.
+/// `GET /deployments/{app}`: instances per node with their bindings;
+/// checked against every project that owns an instance of the app.
 pub async fn show(
     State(st): State<AppState>,
+    auth: Authorize,
     PathParams(app): PathParams<String>,
 ) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
     let rows = db::instances_of(&mut conn, &app).await?;
+    let owners: BTreeSet<&str> = rows.iter().map(|r| r.project_id.as_str()).collect();
+    auth.check(owners.into_iter().map(|p| project_target(Some(p), None)))?;
     let mut nodes: Map<String, Value> = Map::new();
     for r in &rows {
         let entry = nodes
@@ -191,11 +206,18 @@ fn resize_schema() -> Value {
 /// when it does not fit.
 pub async fn resize(
     State(st): State<AppState>,
+    auth: Authorize,
     PathParams((app, consumer)): PathParams<(String, String)>,
     body: JsonBody,
 ) -> ApiResult<Reply> {
     let b: ResizeRequest = body.parse(&resize_schema())?;
-    let consumer_uuid = crate::types::parse_uuid_like(&consumer)
+    let consumer_uuid = crate::types::parse_uuid_like(&consumer);
+    let owner = match consumer_uuid {
+        Some(u) => crate::db::consumers::get(&mut *st.pool.acquire().await?, u).await?,
+        None => None,
+    };
+    auth.check([owner_target(owner.as_ref())])?;
+    let consumer_uuid = consumer_uuid
         .ok_or_else(|| ApiError::not_found(format!("No instance {consumer} of app {app}")))?;
     let deltas = Deltas {
         cpu: b.cpu,

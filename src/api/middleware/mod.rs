@@ -6,12 +6,15 @@
 
 pub mod cors;
 
+use super::authorize::{target_of, Authorize};
+use super::extract::QueryPairs;
 use super::microversion::{self, Microversion};
+use super::routes::Subject;
 use crate::error::{ApiError, PendingError};
-use crate::policy::{Credentials, Decision, Target};
+use crate::policy::{Credentials, Decision};
 use crate::state::Security;
 use axum::body::Body;
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{FromRequestParts, MatchedPath, RawPathParams, Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -327,7 +330,7 @@ pub async fn route_guard(
 #[derive(Debug, Clone)]
 pub struct MatchedRoute(pub String);
 
-async fn guarded(security: &Security, route: &str, req: Request, next: Next) -> Response {
+async fn guarded(security: &Arc<Security>, route: &str, req: Request, next: Next) -> Response {
     let route = route.to_string();
     let mv = req
         .extensions()
@@ -363,36 +366,58 @@ async fn guarded(security: &Security, route: &str, req: Request, next: Next) -> 
             }
         }
     }
-    if let Some(rule) = declared.and_then(|r| r.rule) {
-        let allowed = req.extensions().get::<Credentials>().is_some_and(|c| {
-            let target = target_of(rule, c, req.uri().query());
-            security.policy.enforce(rule, c, &target) == Decision::Allowed
-        });
-        if !allowed {
-            return ApiError::forbidden(rule).into_response();
-        }
+    match declared.and_then(|r| r.rule.map(|rule| (rule, r.target))) {
+        None => next.run(req).await,
+        Some((rule, subject)) => authorized(security, rule, subject, req, next).await,
     }
-    next.run(req).await
 }
 
-/// What a rule is checked against, as Placement's handlers pass it:
-/// `GET /usages` the project it asks about, every other rule the caller's
-/// own project and user.
-fn target_of(rule: &str, caller: &Credentials, query: Option<&str>) -> Target {
-    let mut target = Target::new();
-    if rule == "placement:usages" {
-        if let Some((_, v)) =
-            form_urlencoded::parse(query.unwrap_or("").as_bytes()).find(|(k, _)| k == "project_id")
-        {
-            target.insert("project_id", v.into_owned());
+/// Checks the route's rule against its target and runs the handler. The
+/// query is parsed here, once: the target and the handler read the same
+/// [`QueryPairs`]. A route whose target only the handler can read gets an
+/// [`Authorize`] to call, and answers 500 instead of a success if it did
+/// not (fail closed).
+async fn authorized(
+    security: &Arc<Security>,
+    rule: &'static str,
+    subject: Subject,
+    req: Request,
+    next: Next,
+) -> Response {
+    let (mut parts, body) = req.into_parts();
+    let query = QueryPairs::parse(parts.uri.query());
+    let path_project = match RawPathParams::from_request_parts(&mut parts, &()).await {
+        Ok(params) => params
+            .iter()
+            .find(|(k, _)| *k == "project_id")
+            .map(|(_, v)| v.to_string()),
+        Err(_) => None,
+    };
+    let Some(caller) = parts.extensions.get::<Credentials>().cloned() else {
+        return ApiError::forbidden(rule).into_response();
+    };
+    let deferred = match target_of(subject, &caller, &query, path_project.as_deref()) {
+        Some(target) => {
+            if security.policy.enforce(rule, &caller, &target) != Decision::Allowed {
+                return ApiError::forbidden(rule).into_response();
+            }
+            None
         }
-        return target;
+        None => {
+            let check = Authorize::new(rule, caller, security.clone());
+            parts.extensions.insert(check.clone());
+            Some(check)
+        }
+    };
+    parts.extensions.insert(query);
+    let resp = next.run(Request::from_parts(parts, body)).await;
+    match deferred {
+        Some(check) if resp.status().is_success() && !check.was_checked() => ApiError::internal(
+            format!("{rule}: the handler answered without its policy check"),
+        )
+        .into_response(),
+        _ => resp,
     }
-    if let Some(p) = &caller.project_id {
-        target.insert("project_id", p.clone());
-    }
-    target.insert("user_id", caller.user_id.clone());
-    target
 }
 
 /// A handler answering 405 with the route's `Allow` list.
