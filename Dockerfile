@@ -2,8 +2,19 @@
 # image, then only the binary on Debian slim. The image has no PostgreSQL:
 # set DATABASE_URL (docker-compose.yml runs postgres:15 beside it).
 #
+# The container listens on all its interfaces, so it authenticates every
+# caller with Keystone; its settings come from the environment:
+#
 #   docker build -t placement .
-#   docker run -e DATABASE_URL=postgres://user:pass@host:5432/placement -p 8778:8778 placement
+#   docker run -p 8778:8778 \
+#     -e DATABASE_URL=postgres://user:pass@host:5432/placement \
+#     -e PLACEMENT_KEYSTONE_URL=http://keystone:5000/v3 \
+#     -e PLACEMENT_KEYSTONE_USERNAME=placement -e PLACEMENT_KEYSTONE_PASSWORD=... \
+#     -e PLACEMENT_KEYSTONE_PROJECT=service placement
+#
+# For a throwaway test without Keystone, choose noauth2 explicitly
+# (-e PLACEMENT_AUTH_STRATEGY=noauth2): anyone reaching the port is then
+# admin, and the server says so at every start.
 
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
@@ -25,6 +36,7 @@ RUN useradd --system --uid 10001 --no-create-home placement
 COPY --from=build /usr/local/bin/placement /usr/local/bin/placement
 USER placement
 ENV PLACEMENT_BIND=0.0.0.0:8778 \
+    PLACEMENT_AUTH_STRATEGY=keystone \
     RUST_LOG=info
 EXPOSE 8778
 ENTRYPOINT ["placement"]

@@ -144,13 +144,30 @@ fn parse_with_defaults(loaded: &file::Loaded) -> Cli {
             })
         });
     let matches = cmd.get_matches();
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let (Command::Serve(args), Some(serve)) =
+        (&mut cli.command, matches.subcommand_matches("serve"))
+    {
+        let from_user = serve
+            .value_source("auth_strategy")
+            .is_some_and(|s| s != clap::parser::ValueSource::DefaultValue);
+        args.security.auth_strategy_chosen = from_user || loaded.auth_strategy_chosen;
+    }
+    cli
 }
 
 async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     // A bad policy file or a missing Keystone option stops start-up before
     // anything else starts.
     let security = Security::from_args(&args.security)?;
+    let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host(&args.bind)
+        .await
+        .map_err(|e| format!("--bind {}: {e}", args.bind))?
+        .collect();
+    match args.security.exposure(&args.bind, &addrs)? {
+        placement::config::security::Exposure::Fine => {}
+        placement::config::security::Exposure::Warn(w) => tracing::warn!("{w}"),
+    }
     tracing::info!(
         auth = ?args.security.auth_strategy,
         enforce_new_defaults = args.security.enforce_new_defaults,

@@ -164,6 +164,9 @@ pub struct Loaded {
     pub debug: bool,
     /// One line per option not used, to log once logging is up.
     pub warnings: Vec<String>,
+    /// A file chose `[api] auth_strategy` itself (without one, a file
+    /// means Keystone, as in Placement).
+    pub auth_strategy_chosen: bool,
 }
 
 /// The `--config-file` paths on the command line (`--config-file X`,
@@ -200,6 +203,13 @@ pub fn load(paths: &[PathBuf]) -> Result<Loaded, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("config file {}: {e}", path.display()))?;
         read_into(&mut loaded, path, &text)?;
+    }
+    loaded.auth_strategy_chosen = loaded.defaults.iter().any(|(f, _)| *f == "auth_strategy");
+    if !paths.is_empty() && !loaded.auth_strategy_chosen {
+        // Placement's own default: noauth2 "is designed for testing only".
+        loaded
+            .defaults
+            .push(("auth_strategy", "keystone".to_string()));
     }
     Ok(loaded)
 }
@@ -299,9 +309,11 @@ fn convert(kind: Kind, value: &str, file: &Path) -> Result<String, String> {
 
 /// `postgresql+psycopg2://…` (SQLAlchemy's form) → `postgresql://…`.
 pub fn database_url(v: &str) -> Result<String, String> {
-    let (scheme, rest) = v
-        .split_once("://")
-        .ok_or_else(|| format!("\"{v}\" is not a database URL"))?;
+    // Never echo the value: it may hold a password.
+    let (scheme, rest) = v.split_once("://").ok_or_else(|| {
+        "the value is not a database URL (expected postgresql://user:password@host/database)"
+            .to_string()
+    })?;
     let dialect = scheme.split('+').next().unwrap_or("");
     match dialect {
         "postgresql" | "postgres" => Ok(format!("postgresql://{rest}")),

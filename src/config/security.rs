@@ -46,7 +46,11 @@ impl FromStr for Secret {
 /// Authentication, policy and CORS options.
 #[derive(Debug, Clone, Args)]
 pub struct SecurityArgs {
-    /// `noauth2` (the default) or `keystone`.
+    /// `keystone`, or `noauth2`: no authentication, every caller may be
+    /// admin (Placement's test mode). The default is noauth2 only without
+    /// a config file (a `placement.conf` means keystone, as in Placement),
+    /// and noauth2 serves a non-loopback address only when chosen
+    /// explicitly (this flag, its variable or `[api] auth_strategy`).
     #[arg(
         long,
         env = "PLACEMENT_AUTH_STRATEGY",
@@ -54,6 +58,10 @@ pub struct SecurityArgs {
         default_value = "noauth2"
     )]
     pub auth_strategy: AuthStrategy,
+    /// Whether the strategy was chosen (flag, environment or config file)
+    /// rather than defaulted; set after parsing.
+    #[arg(skip)]
+    pub auth_strategy_chosen: bool,
     /// Keystone's v3 endpoint, e.g. `http://keystone:5000/v3`.
     #[arg(long, env = "PLACEMENT_KEYSTONE_URL")]
     pub keystone_url: Option<String>,
@@ -139,7 +147,32 @@ pub struct CorsRules {
     pub max_age: u64,
 }
 
+/// How exposed a listener is without authentication.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exposure {
+    /// Authenticated, or noauth2 on loopback only.
+    Fine,
+    /// noauth2, chosen explicitly, on an address others can reach: served,
+    /// with this warning at every start.
+    Warn(String),
+}
+
 impl SecurityArgs {
+    /// Refuses noauth2 on a non-loopback listener unless it was chosen
+    /// explicitly: whoever reaches such a port would be admin.
+    pub fn exposure(&self, bind: &str, addrs: &[std::net::SocketAddr]) -> Result<Exposure, String> {
+        let open = addrs.iter().any(|a| !a.ip().is_loopback());
+        match (self.auth_strategy, open, self.auth_strategy_chosen) {
+            (AuthStrategy::Keystone, _, _) | (_, false, _) => Ok(Exposure::Fine),
+            (AuthStrategy::Noauth2, true, true) => Ok(Exposure::Warn(format!(
+                "noauth2 on {bind}, which is not loopback: anyone who reaches it is admin (noauth2 is for testing only; use --auth-strategy keystone)"
+            ))),
+            (AuthStrategy::Noauth2, true, false) => Err(format!(
+                "refusing to serve {bind} without authentication: it is not a loopback address, and in noauth2 (the default without a config file) anyone who reaches it is admin. Run behind Keystone (--auth-strategy keystone with --keystone-url …), bind to 127.0.0.1, or choose --auth-strategy noauth2 explicitly for a test setup"
+            )),
+        }
+    }
+
     /// The CORS rules; None when no origin is allowed (CORS off).
     pub fn cors(&self) -> Option<CorsRules> {
         let clean = |v: &[String]| -> Vec<String> {

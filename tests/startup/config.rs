@@ -125,12 +125,94 @@ fn a_malformed_placement_conf_stops_start_up() {
             "[placement_database]\nconnection = mysql+pymysql://p:p@db/placement\n",
             "mysql is not supported",
         ),
+        // A value without a scheme is not echoed: it may hold a password.
+        (
+            "[placement_database]\nconnection = placement:s3cret@db/placement\n",
+            "is not a database URL",
+        ),
     ] {
         let conf = std::env::temp_dir().join(format!("placement-{}.conf", uuid::Uuid::new_v4()));
         std::fs::write(&conf, text).expect("write");
         let err = refused_start(&["--config-file", &conf.display().to_string()]);
         let _ = std::fs::remove_file(&conf);
         assert!(err.contains(says), "{text:?}: {err}");
+        assert!(!err.contains("s3cret"), "{err}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
+}
+
+/// A `placement.conf` that does not choose `[api] auth_strategy` means
+/// Keystone, as in Placement: `admin` is no token there, and with nobody
+/// to validate it the answer is 503, never a pass.
+#[tokio::test]
+async fn a_placement_conf_without_auth_strategy_means_keystone() {
+    let (admin_url, db) = common::fresh_database().await;
+    let url = common::url_with_db(&admin_url, &db);
+    let dead = format!("http://127.0.0.1:{}", cluster::free_port());
+    let conf = std::env::temp_dir().join(format!("placement-{}.conf", uuid::Uuid::new_v4()));
+    std::fs::write(
+        &conf,
+        format!(
+            "[placement_database]\nconnection = {url}\n\n[keystone_authtoken]\nauth_url = {dead}\n\
+             username = placement\npassword = secret\nproject_name = service\nhttp_connect_timeout = 1\n"
+        ),
+    )
+    .expect("write placement.conf");
+    let server = cluster::start_server_with(
+        &url,
+        "conf-keystone",
+        &["--config-file", &conf.display().to_string()],
+    )
+    .await;
+    let (status, _, body) = send(
+        &server.base,
+        reqwest::Method::GET,
+        "/resource_providers",
+        &[("x-auth-token", "admin")],
+    )
+    .await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["errors"][0]["code"], "placement.identity.unavailable");
+    drop(server);
+    let _ = std::fs::remove_file(&conf);
+    common::drop_database(&admin_url, &db);
+}
+
+/// noauth2 (the default without a config file) does not serve an address
+/// other hosts can reach unless it was chosen explicitly, and then says so.
+#[tokio::test]
+async fn noauth2_serves_beyond_loopback_only_when_chosen() {
+    let err = refused_start(&["--bind", "0.0.0.0:0"]);
+    assert!(
+        err.contains("refusing to serve 0.0.0.0:0 without authentication"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let (admin_url, db) = common::fresh_database().await;
+    let url = common::url_with_db(&admin_url, &db);
+    let port = cluster::free_port();
+    let log = std::env::temp_dir().join(format!("placement-open-{port}.log"));
+    let mut child = Command::new(placement_testkit::placement_bin())
+        .args(["serve", "--bind", &format!("0.0.0.0:{port}")])
+        .args(["--auth-strategy", "noauth2"])
+        .env("DATABASE_URL", &url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("start placement");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while reqwest::get(format!("http://127.0.0.1:{port}/"))
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "never answered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    assert!(text.contains("anyone who reaches it is admin"), "{text}");
+    common::drop_database(&admin_url, &db);
 }

@@ -56,8 +56,11 @@ pub(crate) fn refused_start(args: &[&str]) -> String {
     } else {
         cmd.env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none");
     }
+    cmd.arg("serve");
+    if !args.contains(&"--bind") {
+        cmd.args(["--bind", "127.0.0.1:0"]);
+    }
     let mut child = cmd
-        .args(["serve", "--bind", "127.0.0.1:0"])
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
