@@ -1,15 +1,33 @@
 //! The zero-configuration database: without `DATABASE_URL`, the service
 //! runs its own PostgreSQL from the system install (`/usr/lib/postgresql/*/bin`)
-//! in a data directory, on a free loopback port, and stops it on shutdown.
+//! in a data directory, and stops it on shutdown.
+//!
+//! It is sealed from other local users: no TCP listener at all, only a
+//! Unix socket in a directory only the cluster's owner may enter (mode
+//! 0700); the data directory's top level belongs to the service's user,
+//! so nobody else can plant a file or a link where the service writes;
+//! `initdb`, `pg_ctl` and `psql` run with a cleared environment, so the
+//! server never inherits the service's secrets.
 //!
 //! PostgreSQL refuses to run as root, so when we are root the cluster is
-//! owned by and run as the `postgres` system user. Only std is used: the
+//! owned by and run as the `postgres` system user (root, which connects,
+//! passes the 0700 directory as root does). Only std is used: the
 //! embedded-PostgreSQL crates download binaries, which this must not need.
+//!
+//! Layout of the data directory: `pgdata/` (the cluster), `run/` (its
+//! socket), `log/postgresql.log`, and `placement.pid` (who started it).
 
-use std::net::TcpListener;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+/// The socket's port number (its file is `run/.s.PGSQL.5432`): nothing
+/// listens on it, it only names the socket.
+const SOCKET_PORT: u16 = 5432;
+
+/// Unix socket paths are limited to 107 bytes on Linux.
+const MAX_SOCKET_PATH: usize = 107;
 
 /// Why the local database could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -137,8 +155,42 @@ pub fn default_data_dir() -> PathBuf {
     home.join(".local/share/placement")
 }
 
-fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+/// Creates `dir` (mode 0700) if missing, owned by `owner` when given,
+/// and makes sure of its mode and owner if it exists.
+fn private_dir(dir: &Path, owner: Option<(u32, u32)>) -> std::io::Result<()> {
+    if !dir.is_dir() {
+        std::fs::DirBuilder::new().mode(0o700).create(dir)?;
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::chown(dir, Some(uid), Some(gid))?;
+    }
+    Ok(())
+}
+
+/// Writes `name` in `dir` afresh: an existing file or link there is
+/// removed, never followed, and the new file is created exclusively
+/// (O_CREAT|O_EXCL, which also refuses a link planted in between).
+fn write_fresh(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let path = dir.join(name);
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)?
+        .write_all(text.as_bytes())
+}
+
+/// A connection URL for the socket directory `run` (percent-encoded, as a
+/// `host` parameter libpq and sqlx both read).
+fn socket_url(run: &Path, database: &str) -> String {
+    let host: String =
+        form_urlencoded::byte_serialize(run.display().to_string().as_bytes()).collect();
+    format!("postgres://postgres@localhost:{SOCKET_PORT}/{database}?host={host}")
 }
 
 impl LocalDb {
@@ -147,7 +199,12 @@ impl LocalDb {
         if let Some((uid, gid)) = self.user {
             c.uid(uid).gid(gid);
         }
-        c.env_remove("PGDATA").stdin(Stdio::null());
+        // Nothing of the service's environment (its passwords among it)
+        // reaches PostgreSQL: only what the tools need to run.
+        c.env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("LANG", "C")
+            .stdin(Stdio::null());
         c
     }
 
@@ -167,6 +224,39 @@ impl LocalDb {
         }
     }
 
+    /// The directories of `root_dir`: the top level the service's user
+    /// owns (0700, or 0711 as root so the cluster's owner may pass
+    /// through), and the cluster's own `pgdata`, `run` and `log`.
+    fn prepare_dirs(root_dir: &Path, user: Option<(u32, u32)>) -> Result<(), LocalDbError> {
+        std::fs::create_dir_all(root_dir)?;
+        if let Some((postgres_uid, _)) = user {
+            // Older versions gave this directory to the cluster's owner;
+            // root takes it back (it writes placement.pid here). Anyone
+            // else's directory is refused: its owner could plant links.
+            use std::os::unix::fs::MetadataExt;
+            match std::fs::metadata(root_dir)?.uid() {
+                0 => {}
+                uid if uid == postgres_uid => std::os::unix::fs::chown(root_dir, Some(0), Some(0))?,
+                uid => {
+                    return Err(LocalDbError::Step {
+                        step: "the data directory",
+                        detail: format!(
+                            "{} belongs to uid {uid}; as root it must belong to root",
+                            root_dir.display()
+                        ),
+                    })
+                }
+            }
+            std::fs::set_permissions(root_dir, std::fs::Permissions::from_mode(0o711))?;
+        } else {
+            std::fs::set_permissions(root_dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+        for sub in ["pgdata", "run", "log"] {
+            private_dir(&root_dir.join(sub), user)?;
+        }
+        Ok(())
+    }
+
     /// Initialises (first time) and starts the cluster in `root_dir`, and
     /// creates the `placement` database.
     pub fn start(root_dir: &Path) -> Result<LocalDb, LocalDbError> {
@@ -176,72 +266,69 @@ impl LocalDb {
         } else {
             None
         };
-        std::fs::create_dir_all(root_dir)?;
         let data = root_dir.join("pgdata");
+        let run = root_dir.join("run");
+        let socket = run.join(format!(".s.PGSQL.{SOCKET_PORT}"));
+        if socket.as_os_str().len() > MAX_SOCKET_PATH {
+            return Err(LocalDbError::Step {
+                step: "the socket path",
+                detail: format!(
+                    "{} is longer than a Unix socket path may be ({MAX_SOCKET_PATH} bytes): choose a shorter --data-dir",
+                    socket.display()
+                ),
+            });
+        }
         let mut db = LocalDb {
             bin,
             data: data.clone(),
             user,
             url: String::new(),
         };
-        if let Some((uid, gid)) = user {
-            std::os::unix::fs::chown(root_dir, Some(uid), Some(gid))?;
+        if let Some(busy) = in_use(root_dir, &data) {
+            return Err(busy);
         }
+        Self::prepare_dirs(root_dir, user)?;
         if !data.join("PG_VERSION").exists() {
             let mut c = db.cmd("initdb");
             c.arg("-D").arg(&data).args([
                 "-U",
                 "postgres",
-                "--auth=trust",
+                "--auth-local=trust",
+                "--auth-host=reject",
                 "-E",
                 "UTF8",
                 "--no-locale",
             ]);
             db.run("initdb", c)?;
         }
-        if let Some(busy) = in_use(root_dir, &data) {
-            return Err(busy);
-        }
-        let port = free_port()?;
         let mut c = db.cmd("pg_ctl");
         c.arg("-D")
             .arg(&data)
             .arg("-l")
-            .arg(root_dir.join("postgresql.log"))
+            .arg(root_dir.join("log/postgresql.log"))
             .args(["-w", "-t", "60", "-o"])
             .arg(format!(
-                "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c max_connections=200"
+                "-p {SOCKET_PORT} -c listen_addresses='' -c unix_socket_directories='{}' -c unix_socket_permissions=0700 -c max_connections=200",
+                run.display()
             ))
             .arg("start");
         db.run("pg_ctl start", c)?;
-        std::fs::write(root_dir.join(OWNER_FILE), std::process::id().to_string())?;
+        write_fresh(root_dir, OWNER_FILE, &std::process::id().to_string())?;
+        let port = SOCKET_PORT.to_string();
+        let psql_args = |c: &mut Command| {
+            c.arg("-h").arg(&run).args(["-p", &port, "-U", "postgres"]);
+        };
         let mut c = db.cmd("psql");
-        c.args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "-tAc",
-        ])
-        .arg("SELECT 1 FROM pg_database WHERE datname = 'placement'");
+        psql_args(&mut c);
+        c.args(["-d", "postgres", "-tAc"])
+            .arg("SELECT 1 FROM pg_database WHERE datname = 'placement'");
         if db.run("psql", c)?.trim() != "1" {
             let mut c = db.cmd("createdb");
-            c.args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-                "-U",
-                "postgres",
-                "placement",
-            ]);
+            psql_args(&mut c);
+            c.arg("placement");
             db.run("createdb", c)?;
         }
-        db.url = format!("postgres://postgres@127.0.0.1:{port}/placement");
+        db.url = socket_url(&run, "placement");
         Ok(db)
     }
 

@@ -240,13 +240,20 @@ async fn run(
 /// never the password.
 fn describe_database(url: &str) -> String {
     match url.parse::<sqlx::postgres::PgConnectOptions>() {
-        Ok(o) => format!(
-            "PostgreSQL at {}:{}/{} (sslmode {:?})",
-            o.get_host(),
-            o.get_port(),
-            o.get_database().unwrap_or(""),
-            o.get_ssl_mode()
-        ),
+        Ok(o) => match o.get_socket() {
+            Some(dir) => format!(
+                "PostgreSQL on the socket in {}/{}",
+                dir.display(),
+                o.get_database().unwrap_or("")
+            ),
+            None => format!(
+                "PostgreSQL at {}:{}/{} (sslmode {:?})",
+                o.get_host(),
+                o.get_port(),
+                o.get_database().unwrap_or(""),
+                o.get_ssl_mode()
+            ),
+        },
         Err(_) => "the database (its URL does not parse)".to_string(),
     }
 }

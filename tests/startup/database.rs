@@ -5,7 +5,7 @@ use placement_testkit::cluster;
 
 /// A zero-config server, stopped with SIGTERM when dropped (also when an
 /// assertion fails), so that it stops its PostgreSQL.
-struct ZeroConfig(std::process::Child);
+pub(crate) struct ZeroConfig(pub(crate) std::process::Child);
 
 impl Drop for ZeroConfig {
     fn drop(&mut self) {
@@ -17,7 +17,15 @@ impl Drop for ZeroConfig {
 }
 
 /// Starts a zero-configuration server on `dir`; it and its base URL.
-async fn zero_config(dir: &std::path::Path) -> (ZeroConfig, String) {
+pub(crate) async fn zero_config(dir: &std::path::Path) -> (ZeroConfig, String) {
+    zero_config_with(dir, &[]).await
+}
+
+/// Like [`zero_config`], with extra environment variables.
+pub(crate) async fn zero_config_with(
+    dir: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (ZeroConfig, String) {
     let port = cluster::free_port();
     let mut child = Command::new(placement_testkit::placement_bin())
         .args([
@@ -28,6 +36,7 @@ async fn zero_config(dir: &std::path::Path) -> (ZeroConfig, String) {
         ])
         .arg(dir)
         .env_remove("DATABASE_URL")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -22,6 +22,7 @@ mod dashboard;
 mod database;
 mod isolation;
 mod observability;
+mod sealed;
 mod security;
 
 pub(crate) fn policy_file(text: &str) -> tempfile_path::TempFile {
