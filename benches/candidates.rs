@@ -9,6 +9,10 @@
 //!   100 roots; granular request with same_subtree and isolate, limit 100.
 //! - W3: one root with 8 children of CUSTOM_X 6; 6 groups of CUSTOM_X:1,
 //!   group_policy none, limit 1000.
+//! - E1/E2: `GET /allocation_candidates/explain` with three isolated
+//!   groups of VCPU:1 (no limit) over one root with 100 children (E1) and
+//!   over a chain of 3,001 nested providers (E2), each with VCPU 4: the
+//!   time of one answer and the server's peak memory, on a fresh process.
 //!
 //! Prints p50/p95/p99 per workload and the server's resident memory.
 //! Needs DATABASE_URL. `BENCH_W1_SIZES=1000,10000,100000` chooses W1 sizes
@@ -391,6 +395,64 @@ async fn w3(base_url: &str, runs: usize) {
     measure(&api, &server, "W3 8 children x 6 groups", &q, runs).await;
 }
 
+/// One explain request on a fresh server process over `server`'s
+/// database: its time and the process's peak resident memory.
+async fn explain_once(server: &Server, label: &str, query: &str) {
+    let fresh = start_server(&server.db_url, &[], &[]).await;
+    let http = reqwest::Client::new();
+    let (before, _) = fresh.rss_kb();
+    let t = Instant::now();
+    let r = http
+        .get(format!(
+            "{}/allocation_candidates/explain?{query}",
+            fresh.base
+        ))
+        .header("x-auth-token", "admin")
+        .header("openstack-api-version", "placement 1.39")
+        .send()
+        .await
+        .expect("request");
+    assert!(r.status().is_success(), "{label}: {}", r.status());
+    let body: Value = r.json().await.expect("body");
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    let (_, peak) = fresh.rss_kb();
+    let fits = body["summary"]["fits"].as_i64().unwrap_or(-1);
+    println!(
+        "{label}: explain in {ms:.0} ms, complete {}, fits {fits}; server RSS {} MiB before, peak {} MiB",
+        body["complete"],
+        before / 1024,
+        peak / 1024
+    );
+}
+
+async fn explain_workloads(base_url: &str) {
+    let query = "resources1=VCPU:1&resources2=VCPU:1&resources3=VCPU:1&group_policy=isolate";
+    let server = fresh_server(base_url).await;
+    let api = Api {
+        http: reqwest::Client::new(),
+        base: server.base.clone(),
+    };
+    let root = api.provider("e1-root", None).await;
+    for c in 0..100 {
+        let child = api.provider(&format!("e1-child-{c}"), Some(root)).await;
+        api.inventory(child, 0, json!({"VCPU": {"total": 4}})).await;
+    }
+    explain_once(&server, "E1 one root, 100 children", query).await;
+    drop(server);
+    let server = fresh_server(base_url).await;
+    let api = Api {
+        http: reqwest::Client::new(),
+        base: server.base.clone(),
+    };
+    let mut parent = None;
+    for c in 0..3001 {
+        let p = api.provider(&format!("e2-{c}"), parent).await;
+        api.inventory(p, 0, json!({"VCPU": {"total": 4}})).await;
+        parent = Some(p);
+    }
+    explain_once(&server, "E2 a chain of 3,001 providers", query).await;
+}
+
 /// W1 through a server that validates Keystone tokens (a cached token)
 /// against the noauth2 server, requests interleaved so that both see the
 /// same machine. Runs when `scripts/keystone_check.sh --bench` has a real
@@ -515,6 +577,9 @@ async fn main() {
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     if only.is_empty() || only.contains("w3") {
         w3(&base_url, runs).await;
+    }
+    if only.is_empty() || only.contains("explain") {
+        explain_workloads(&base_url).await;
     }
     if only.is_empty() || only.contains("w2") {
         w2(&base_url, runs).await;

@@ -4,7 +4,9 @@
 //!   aggregates and random groups, gives exactly the answers a brute-force
 //!   oracle gives (every combination of providers, checked one by one);
 //! - it never takes more steps than its budget, and what a budget or a
-//!   `limit` cuts short is still a subset of the true answer.
+//!   `limit` cuts short is still a subset of the true answer;
+//! - stopping each tree at its first candidate (explain's search) finds
+//!   exactly the trees that anchor a candidate, with true candidates only.
 //!
 //! The oracle applies Placement's per-provider rules (capacity, units,
 //! traits over the contributing providers, member_of through the root for
@@ -13,7 +15,7 @@
 
 use placement::candidates::groups;
 use placement::candidates::snapshot::{Node, Snapshot, Stock};
-use placement::candidates::solve::{solve, Candidate, Group, Limits, Request, Stopped};
+use placement::candidates::solve::{anchor_of, solve, Candidate, Group, Limits, Request, Stopped};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -409,5 +411,28 @@ proptest! {
         let limited = solve(&s, &req, &Limits { max_results: Some(limit), ..unbounded() });
         prop_assert_eq!(limited.candidates.len(), want.len().min(limit));
         prop_assert!(limited.candidates.iter().all(|c| want.contains(c)));
+    }
+
+    #[test]
+    fn one_per_anchor_finds_every_anchoring_tree(
+        s in snapshot(),
+        req in request(),
+        seed in any::<u64>(),
+        breadth_first in any::<bool>(),
+    ) {
+        let want = oracle(&s, &req);
+        let trees = |cs: &mut dyn Iterator<Item = &Candidate>| -> HashSet<usize> {
+            cs.filter_map(|c| anchor_of(&s, c)).collect()
+        };
+        let limits = Limits {
+            one_per_anchor: true,
+            breadth_first,
+            shuffle_seed: Some(seed),
+            ..unbounded()
+        };
+        let first = solve(&s, &req, &limits);
+        prop_assert_eq!(first.stopped, None);
+        prop_assert!(first.candidates.iter().all(|c| want.contains(c)));
+        prop_assert_eq!(trees(&mut first.candidates.iter()), trees(&mut want.iter()));
     }
 }

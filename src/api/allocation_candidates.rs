@@ -52,9 +52,10 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
 }
 
 /// `GET /allocation_candidates/explain` (extension). `limit` bounds the
-/// providers reported, not the search: every candidate is generated (up to
-/// the step budget), so that a tree is reported fitting exactly when it
-/// anchors a candidate.
+/// providers reported, not the search: every tree is searched (up to the
+/// step budget) until it anchors one candidate, so that a tree is reported
+/// fitting exactly when it anchors a candidate, in memory bounded by the
+/// number of trees.
 pub async fn explain(
     State(st): State<AppState>,
     mv: Microversion,
@@ -64,7 +65,9 @@ pub async fn explain(
     // The first `limit`, as the candidates query reads it.
     let limit: Option<usize> = q.all("limit").first().and_then(|v| v.parse().ok());
     let pairs: Vec<(String, String)> = q.0.iter().filter(|(k, _)| k != "limit").cloned().collect();
-    let found = candidates_find::find(&st.engine(), &pairs, (mv.major, mv.minor), None).await?;
+    let mut search = candidates_find::search_of(&pairs, (mv.major, mv.minor), None)?;
+    search.one_per_anchor = true;
+    let found = candidates_find::run(&st.engine(), &search).await?;
     let Some(request) = &found.request else {
         // An unknown in_tree matches nothing: there is nothing to explain.
         return Ok(Reply::ok(&schema::responses::Explanation {

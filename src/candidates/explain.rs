@@ -42,21 +42,11 @@ pub struct Reason {
     pub detail: Value,
 }
 
-/// The trees that anchor a candidate: the root of its first provider that
-/// is not a sharing one (or of its first provider).
+/// The trees that anchor a candidate ([`super::solve::anchor_of`]).
 fn anchors(snap: &Snapshot, candidates: &[Candidate]) -> HashSet<usize> {
     candidates
         .iter()
-        .filter_map(|c| {
-            let first = c.allocations.first()?.0;
-            let own = c
-                .allocations
-                .iter()
-                .map(|a| a.0)
-                .find(|&n| !snap.is_sharing(n))
-                .unwrap_or(first);
-            Some(snap.nodes[own].root)
-        })
+        .filter_map(|c| super::solve::anchor_of(snap, c))
         .collect()
 }
 

@@ -116,11 +116,21 @@ pub async fn find(
     version: Version,
     max_results: Option<usize>,
 ) -> ApiResult<Candidates> {
+    run(engine, &search_of(pairs, version, max_results)?).await
+}
+
+/// The typed search of a query's pairs (single-valued parameters by their
+/// last value, the one the policy target read).
+pub fn search_of(
+    pairs: &[(String, String)],
+    version: Version,
+    max_results: Option<usize>,
+) -> ApiResult<Search> {
     let parsed = groups::parse(pairs, version).map_err(|e| match e.code {
         Some(c) => ApiError::bad_request(e.message).code(c),
         None => ApiError::bad_request(e.message),
     })?;
-    let search = Search {
+    Ok(Search {
         query: parsed,
         priority: batch::priority_of(pairs)?,
         project: pairs
@@ -130,8 +140,8 @@ pub async fn find(
             .map(|(_, v)| v.clone()),
         version,
         max_results,
-    };
-    run(engine, &search).await
+        one_per_anchor: false,
+    })
 }
 
 /// A typed search: what a service (deployments) asks the engine for
@@ -148,6 +158,9 @@ pub struct Search {
     pub version: Version,
     /// A cap on the results, with the query's own `limit`.
     pub max_results: Option<usize>,
+    /// Leave each tree at its first candidate (explain's question: which
+    /// trees fit, not every way they do).
+    pub one_per_anchor: bool,
 }
 
 /// Runs a typed search.
@@ -209,6 +222,7 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> ApiResult<Candidates> 
             .then(rand::random),
         max_steps: engine.settings.allocation_candidates_max_steps,
         cancel: None,
+        one_per_anchor: search.one_per_anchor,
     };
     found.request = Some(request.clone());
     (found.candidates, found.cut) =

@@ -71,6 +71,10 @@ pub struct Limits {
     pub max_steps: u64,
     /// Set by the caller to stop the search (the client went away).
     pub cancel: Option<Arc<AtomicBool>>,
+    /// Leave a tree as soon as it anchors one candidate (see
+    /// [`anchor_of`]): what explain needs, in memory bounded by the number
+    /// of trees however many candidates each could anchor.
+    pub one_per_anchor: bool,
 }
 
 /// The answer of [`solve`].
@@ -469,6 +473,25 @@ impl<'a> Anchors<'a> {
     }
 }
 
+/// The tree a candidate is counted for: the root of its first provider
+/// that is not a sharing one (or of its first provider, when all are).
+pub fn anchor_of(snap: &Snapshot, c: &Candidate) -> Option<usize> {
+    let first = c.allocations.first()?.0;
+    let own = c
+        .allocations
+        .iter()
+        .map(|a| a.0)
+        .find(|&n| !snap.is_sharing(n))
+        .unwrap_or(first);
+    Some(snap.nodes[own].root)
+}
+
+/// Whether the search is done with `anchor` after keeping `c` (only with
+/// [`Limits::one_per_anchor`]).
+fn anchored(out: &Output, anchor: usize, kept: bool, c: &Candidate) -> bool {
+    out.one_per_anchor && kept && anchor_of(out.snap, c) == Some(anchor)
+}
+
 /// Every result of one tree before the next.
 fn depth_first(anchors: &mut Anchors, out: &mut Output, budget: &mut Budget) {
     let order = anchors.order.clone();
@@ -480,9 +503,12 @@ fn depth_first(anchors: &mut Anchors, out: &mut Output, budget: &mut Budget) {
             continue;
         };
         while let Some(c) = p.next(anchors.snap, anchors.req, budget) {
-            out.push(c);
+            let kept = out.push(c.clone());
             if out.full() {
                 return;
+            }
+            if anchored(out, a, kept, &c) {
+                break;
             }
         }
     }
@@ -491,22 +517,21 @@ fn depth_first(anchors: &mut Anchors, out: &mut Output, budget: &mut Budget) {
 /// One result of each tree in turn.
 fn breadth_first(anchors: &mut Anchors, out: &mut Output, budget: &mut Budget) {
     let order = anchors.order.clone();
-    let mut products: Vec<AnchorProduct> = Vec::new();
+    let mut products: Vec<(usize, AnchorProduct)> = Vec::new();
     for a in order {
         if budget.stopped().is_some() {
             break;
         }
-        products.extend(anchors.product_at(a, budget));
+        products.extend(anchors.product_at(a, budget).map(|p| (a, p)));
     }
     let (snap, req) = (anchors.snap, anchors.req);
     while !products.is_empty() && !out.full() && budget.stopped().is_none() {
-        products.retain_mut(|p| match p.next(snap, req, budget) {
-            Some(c) => {
-                if !out.full() {
-                    out.push(c);
-                }
-                true
+        products.retain_mut(|(a, p)| match p.next(snap, req, budget) {
+            Some(c) if !out.full() => {
+                let kept = out.push(c.clone());
+                !anchored(out, *a, kept, &c)
             }
+            Some(_) => true,
             None => false,
         });
     }
@@ -517,6 +542,7 @@ fn breadth_first(anchors: &mut Anchors, out: &mut Output, budget: &mut Budget) {
 struct Output<'a> {
     snap: &'a Snapshot,
     single_tree_only: bool,
+    one_per_anchor: bool,
     max: usize,
     seen: HashSet<Candidate>,
     found: Vec<Candidate>,
@@ -527,6 +553,7 @@ impl<'a> Output<'a> {
         Output {
             snap,
             single_tree_only: !limits.nested_aware && snap.any_nested,
+            one_per_anchor: limits.one_per_anchor,
             max: limits.max_results.unwrap_or(usize::MAX),
             seen: HashSet::new(),
             found: Vec::new(),
@@ -537,13 +564,17 @@ impl<'a> Output<'a> {
         self.found.len() >= self.max
     }
 
-    fn push(&mut self, c: Candidate) {
+    /// Keeps `c` unless it is a duplicate or spans a tree before 1.29;
+    /// whether it was kept.
+    fn push(&mut self, c: Candidate) -> bool {
         if self.single_tree_only && self.spans_a_tree(&c) {
-            return;
+            return false;
         }
         if self.seen.insert(c.clone()) {
             self.found.push(c);
+            return true;
         }
+        false
     }
 
     /// True when two different providers of one tree contribute (not

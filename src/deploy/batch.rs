@@ -126,6 +126,7 @@ async fn batch_capacity(
         project: Some(d.owner.project_id.clone()),
         version: (1, 39),
         max_results: None,
+        one_per_anchor: false,
     };
     let found = find::run(engine, &search).await?;
     let mut conn = engine.pool.acquire().await?;

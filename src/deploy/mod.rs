@@ -98,6 +98,7 @@ pub async fn deploy(
         project: Some(d.owner.project_id.clone()),
         version: (1, 39),
         max_results: None,
+        one_per_anchor: false,
     };
     let searched = std::time::Instant::now();
     let found = find::run(engine, &search).await?;
