@@ -194,8 +194,18 @@ impl Metrics {
         );
     }
 
-    /// Counts one answered request.
+    /// Counts one answered request. The labels come from fixed sets, so no
+    /// caller can add series: the route is a pattern of the route table
+    /// (`unmatched` otherwise) and the method a standard one (`other`
+    /// otherwise, such as an extension method of any length).
     pub fn request(&self, route: &str, method: &str, status: u16, seconds: f64) {
+        const METHODS: [&str; 9] = [
+            "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE",
+        ];
+        let method = METHODS
+            .into_iter()
+            .find(|m| *m == method)
+            .unwrap_or("other");
         // `/resource_providers/{uuid}` is shown `/resource_providers/:uuid`:
         // braces in label values trip up simple exposition parsers.
         let route = if route.is_empty() {

@@ -134,18 +134,40 @@ async fn metrics_count_what_happened() {
     assert_eq!(s, 200);
     let (s, _, _) = send(b, reqwest::Method::GET, "/resource_providers", &[]).await;
     assert_eq!(s, 401);
+    // Extension methods, each new and long, add no series.
+    let series = before.samples.len();
+    for i in 0..50 {
+        let name = format!("X{i}{}", "M".repeat(10_000));
+        let m = reqwest::Method::from_bytes(name.as_bytes()).expect("method");
+        let r = client
+            .request(m, format!("{b}/resource_providers"))
+            .send()
+            .await;
+        assert!(r.is_ok_and(|r| r.status().is_client_error()));
+    }
     let after = scrape().await;
+    let other = [("method", "other")];
+    assert_eq!(value(&after, requests_total(), &other), 50.0);
+    assert!(
+        after.samples.len() < series + 40,
+        "{} series after, {series} before",
+        after.samples.len()
+    );
+    assert!(after
+        .samples
+        .iter()
+        .all(|s| s.labels.values().all(|v| v.len() < 100)));
     let shown = [
         ("route", "/resource_providers/:uuid"),
         ("method", "GET"),
         ("status", "200"),
     ];
-    let requests = "placement_http_requests_total";
+    let requests = requests_total();
     assert_eq!(
         value(&after, requests, &shown) - value(&before, requests, &shown),
         3.0
     );
-    let refused = [("route", "unmatched"), ("status", "401")];
+    let refused = [("route", "unmatched"), ("method", "GET"), ("status", "401")];
     assert_eq!(
         value(&after, requests, &refused) - value(&before, requests, &refused),
         1.0
@@ -184,6 +206,10 @@ async fn metrics_count_what_happened() {
     );
     drop(off);
     common::drop_database(&admin_url, &db);
+}
+
+fn requests_total() -> &'static str {
+    "placement_http_requests_total"
 }
 
 /// `placement_db_pool_waiting` counts the callers queued for a connection
