@@ -327,11 +327,19 @@ pub fn classify(e: &sqlx::Error) -> DbFailure {
         E::Database(d) => match d.code().as_deref() {
             Some("40P01" | "40001") => DbFailure::LostRace,
             // connection_exception, admin/crash shutdown, cannot connect
-            // now, too many connections, read-only standby after failover.
+            // now, database dropped, insufficient resources (too many
+            // connections, disk full, out of memory), read-only standby
+            // after failover, the database gone or refusing this role.
             Some(c)
                 if c.starts_with("08")
-                    || matches!(c, "57P01" | "57P02" | "57P03" | "53300" | "25006") =>
+                    || c.starts_with("53")
+                    || c.starts_with("57P")
+                    || matches!(c, "25006" | "3D000" | "28000" | "28P01") =>
             {
+                DbFailure::Unavailable
+            }
+            // `database "X" is not currently accepting connections`.
+            Some("55000") if d.message().contains("accepting connections") => {
                 DbFailure::Unavailable
             }
             _ => DbFailure::Other,

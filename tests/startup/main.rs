@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 mod config;
 mod dashboard;
 mod database;
+mod health;
 mod isolation;
 mod observability;
 mod sealed;
