@@ -219,7 +219,7 @@ async fn run(
             nodes: state.nodes.clone(),
         },
     ));
-    tokio::spawn(prune_change_log(pool.clone()));
+    tokio::spawn(housekeeping(pool.clone(), args.admission_round_retention));
     tokio::spawn(degrade_stale_batch(
         pool,
         std::time::Duration::from_secs(args.colocation_sweep_interval),
@@ -279,18 +279,29 @@ async fn shutdown() {
     let _ = ctrl_c.await;
 }
 
-/// Keeps the candidates change log short: entries older than ten minutes go
-/// (a cache that far behind reloads in full).
-async fn prune_change_log(pool: sqlx::PgPool) {
+/// Every minute (and at start): keeps the candidates change log short
+/// (entries older than ten minutes go; a cache that far behind reloads in
+/// full), and drops admission rounds past their retention (0: kept).
+async fn housekeeping(pool: sqlx::PgPool, round_retention: u64) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
     loop {
         tick.tick().await;
-        let pruned = match pool.acquire().await {
-            Ok(mut conn) => db::candidates::prune_change_log(&mut conn, 600.0).await,
-            Err(e) => Err(e),
+        let mut conn = match pool.acquire().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "housekeeping: no database connection");
+                continue;
+            }
         };
-        if let Err(e) = pruned {
+        if let Err(e) = db::candidates::prune_change_log(&mut conn, 600.0).await {
             tracing::warn!(error = %e, "pruning the change log failed");
+        }
+        if round_retention > 0 {
+            match db::fairness::prune_rounds(&mut conn, round_retention).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(rounds = n, "admission rounds past their retention pruned"),
+                Err(e) => tracing::warn!(error = %e, "pruning admission rounds failed"),
+            }
         }
     }
 }

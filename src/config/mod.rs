@@ -127,6 +127,11 @@ pub struct ServeArgs {
     /// latency, for log pipelines).
     #[arg(long, env = "PLACEMENT_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Seconds committed admission rounds are kept for audit and replay
+    /// (default 7 days; 0 keeps them forever). Older ones are pruned every
+    /// minute.
+    #[arg(long, env = "PLACEMENT_ADMISSION_ROUND_RETENTION", default_value_t = 7 * 86_400)]
+    pub admission_round_retention: u64,
     /// Seconds SIGTERM (or Ctrl-C) waits for requests in flight before exit.
     #[arg(long, env = "PLACEMENT_SHUTDOWN_GRACE", default_value_t = 10)]
     pub shutdown_grace: u64,

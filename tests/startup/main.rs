@@ -23,6 +23,7 @@ mod database;
 mod health;
 mod isolation;
 mod observability;
+mod retention;
 mod sealed;
 mod security;
 

@@ -79,3 +79,16 @@ pub async fn record_round(
         .await?;
     Ok(())
 }
+
+/// Deletes rounds started more than `keep_secs` ago; how many went.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn prune_rounds(conn: &mut PgConnection, keep_secs: u64) -> Result<u64, sqlx::Error> {
+    let keep = i64::try_from(keep_secs).unwrap_or(i64::MAX);
+    Ok(sqlx::query(
+        "DELETE FROM admission_rounds WHERE started_at < now() - make_interval(secs => $1::double precision)",
+    )
+    .bind(keep)
+    .execute(conn)
+    .await?
+    .rows_affected())
+}
