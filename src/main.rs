@@ -254,7 +254,10 @@ fn describe_database(url: &str) -> String {
                 o.get_ssl_mode()
             ),
         },
-        Err(_) => "the database (its URL does not parse)".to_string(),
+        Err(_) => format!(
+            "the database {} (its URL does not parse)",
+            placement::config::redact_url(url)
+        ),
     }
 }
 

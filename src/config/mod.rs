@@ -38,7 +38,7 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct AuditArgs {
     /// The database to check.
-    #[arg(long, env = "DATABASE_URL")]
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
     /// One JSON object instead of lines.
     #[arg(long)]
@@ -49,11 +49,13 @@ pub struct AuditArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ImportArgs {
     /// The Placement database (PostgreSQL URL; SQLAlchemy's
-    /// `postgresql+psycopg2://` form is accepted). Only read.
-    #[arg(long)]
+    /// `postgresql+psycopg2://` form is accepted). Only read. Prefer the
+    /// environment variable (or a password in ~/.pgpass) to the flag: a
+    /// flag is visible to every local user in the process list.
+    #[arg(long, env = "PLACEMENT_IMPORT_FROM", hide_env_values = true)]
     pub from: String,
     /// This service's database.
-    #[arg(long, env = "DATABASE_URL")]
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
     /// Add to a database that already holds providers or consumers.
     #[arg(long)]
@@ -95,7 +97,7 @@ pub struct ServeArgs {
     pub bind: String,
     /// PostgreSQL URL. Without it, a local PostgreSQL is started from the
     /// system install in --data-dir and stopped on shutdown.
-    #[arg(long, env = "DATABASE_URL")]
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
     /// Data directory of the local PostgreSQL (only without DATABASE_URL).
     /// Defaults to $XDG_DATA_HOME/placement (or ~/.local/share/placement).
@@ -145,6 +147,64 @@ pub struct ServeArgs {
     /// files win; flags and environment variables win over any file.
     #[arg(long, env = "PLACEMENT_CONFIG_FILE", value_delimiter = ',')]
     pub config_file: Vec<PathBuf>,
+}
+
+/// `url` with any password replaced by `***`, for errors and logs: the
+/// userinfo's (`postgres://user:***@host/db`) and a `password=` parameter
+/// (URL query or key/value form).
+pub fn redact_url(url: &str) -> String {
+    let mut out = url.to_string();
+    if let Some(scheme_end) = out.find("://").map(|i| i + 3) {
+        let rest = &out[scheme_end..];
+        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        if let Some(at) = rest[..authority_end].rfind('@') {
+            if let Some(colon) = rest[..at].find(':') {
+                out.replace_range(scheme_end + colon + 1..scheme_end + at, "***");
+            }
+        }
+    }
+    let mut redacted = String::with_capacity(out.len());
+    let mut rest = out.as_str();
+    while let Some(i) = rest.find("password=") {
+        let start = i + "password=".len();
+        let boundary = i == 0 || rest[..i].ends_with(['?', '&', ' ']);
+        redacted.push_str(&rest[..start]);
+        rest = &rest[start..];
+        if boundary {
+            let end = rest.find(['&', ' ']).unwrap_or(rest.len());
+            redacted.push_str("***");
+            rest = &rest[end..];
+        }
+    }
+    redacted.push_str(rest);
+    redacted
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_never_survive() {
+        for (url, shown) in [
+            ("postgres://u:pw@h:5432/db", "postgres://u:***@h:5432/db"),
+            ("postgres://u@h/db", "postgres://u@h/db"),
+            (
+                "postgres://u:p@ss@h/db?sslmode=require",
+                "postgres://u:***@h/db?sslmode=require",
+            ),
+            (
+                "postgres://h/db?user=u&password=pw&x=1",
+                "postgres://h/db?user=u&password=***&x=1",
+            ),
+            (
+                "host=h user=u password=pw dbname=d",
+                "host=h user=u password=*** dbname=d",
+            ),
+        ] {
+            assert_eq!(redact_url(url), shown);
+        }
+    }
 }
 
 /// Default body limit: a POST /allocations of 10,000 consumers is ~3 MB.

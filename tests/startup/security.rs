@@ -257,3 +257,50 @@ async fn cors_answers_bad_preflights_without_its_headers() {
     drop(server);
     common::drop_database(&admin_url, &db);
 }
+
+/// No secret reaches `--help`, an error or the process list: database URLs
+/// and the Keystone password are hidden in help, and errors name the
+/// database without its password.
+#[test]
+fn secrets_are_never_shown() {
+    let secrets = [
+        ("DATABASE_URL", "postgres://u:s3cret-db@127.0.0.1:1/db"),
+        (
+            "PLACEMENT_IMPORT_FROM",
+            "postgres://u:s3cret-src@127.0.0.1:1/db",
+        ),
+        ("PLACEMENT_KEYSTONE_PASSWORD", "s3cret-ks"),
+    ];
+    let run = |args: &[&str]| -> String {
+        let out = Command::new(placement_testkit::placement_bin())
+            .args(args)
+            .envs(secrets)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run placement");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    for args in [
+        &["serve", "--help"][..],
+        &["audit", "--help"],
+        &["import", "--help"],
+        &["audit"],
+        &["import"],
+        &[
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--db-acquire-timeout",
+            "1",
+        ],
+    ] {
+        let out = run(args);
+        assert!(!out.contains("s3cret"), "{args:?} showed a secret: {out}");
+        assert!(!out.trim().is_empty(), "{args:?} said nothing");
+    }
+    assert!(run(&["import", "--help"]).contains("PLACEMENT_IMPORT_FROM"));
+}
