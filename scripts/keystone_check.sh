@@ -15,7 +15,8 @@
 #    project's usages; a revoked token is refused once the token cache
 #    (5 s here) lets go of it.
 # 4. Keystone stopped: a token not seen before gets 503; Keystone back: 200.
-# 5. Forged identity headers change nothing.
+# 5. Forged identity headers change nothing; a refused token is asked
+#    about once, not on every request (Keystone's access log counts).
 #
 # Venvs (created once): ${KEYSTONE_VENV:-~/.cache/placement-keystone/venv}
 # and the openstack CLI's ${OSC_VENV:-~/.cache/placement-osc/venv}.
@@ -78,7 +79,7 @@ $KM bootstrap --bootstrap-password secret \
     --bootstrap-internal-url "$KS/v3" --bootstrap-region-id RegionOne >/dev/null 2>&1
 start_keystone() {
     OS_KEYSTONE_CONFIG_DIR=$WORK "$KVENV/bin/gunicorn" --chdir "$WORK" --bind "127.0.0.1:$KS_PORT" \
-        --workers 1 ks_app:application >>"$WORK/gunicorn.log" 2>&1 &
+        --workers 1 --access-logfile "$WORK/access.log" ks_app:application >>"$WORK/gunicorn.log" 2>&1 &
     KS_PID=$!
     wait_for "$KS/v3" "$KS_PID" "$WORK/gunicorn.log"
 }
@@ -187,6 +188,16 @@ done
 [ "$(code "$B" "/usages?project_id=$DEMO" -H "x-project-id: $OTHER")" = 200 ] || fail "bob's own usages"
 [ "$(code "$B" "/usages?project_id=$OTHER" -H "x-project-id: $OTHER")" = 403 ] || fail "bob faked his project"
 [ "$(code "not-a-token" /resource_providers)" = 401 ] || fail "a made-up token"
+
+step "a refused token is not sent to Keystone again"
+validations() { grep -c 'GET /v3/auth/tokens' "$WORK/access.log" || true; }
+BAD="gAAAAABmade-up-$$"
+before=$(validations)
+for _ in $(seq 20); do
+    [ "$(code "$BAD" /resource_providers)" = 401 ] || fail "a made-up token: $(cat "$WORK/body")"
+done
+asked=$(( $(validations) - before ))
+[ "$asked" = 1 ] || fail "20 requests with one refused token asked Keystone $asked times"
 grep -q 'Keystone uri=' <(curl -s -D - -o /dev/null "$PL/resource_providers") || fail "no WWW-Authenticate"
 
 # --- 4. Keystone stopped and back -------------------------------------------------------------

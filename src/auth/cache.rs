@@ -1,5 +1,7 @@
-//! Validated tokens kept for a bounded time in bounded memory. An entry
-//! lives until the earlier of its token's expiry and the cache lifetime;
+//! Tokens kept for a bounded time in bounded memory: validated ones with
+//! their caller, refused ones with nothing (so a bad token repeated is not
+//! sent to Keystone each time). An entry lives until the earlier of its
+//! token's expiry and the cache lifetime;
 //! a full cache first drops what has expired, then the entries closest to
 //! expiring, so that memory stays bounded under a flood of distinct tokens.
 
@@ -8,15 +10,15 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Token → who it is, until when.
+/// Token → what is known of it (`T`), until when.
 #[derive(Debug)]
-pub struct TokenCache {
-    entries: Mutex<HashMap<String, (Credentials, Instant)>>,
+pub struct TokenCache<T = Credentials> {
+    entries: Mutex<HashMap<String, (T, Instant)>>,
     capacity: usize,
     lifetime: Duration,
 }
 
-impl TokenCache {
+impl<T: Clone> TokenCache<T> {
     /// A cache of at most `capacity` tokens, each kept at most `lifetime`.
     pub fn new(capacity: usize, lifetime: Duration) -> Self {
         TokenCache {
@@ -26,8 +28,8 @@ impl TokenCache {
         }
     }
 
-    /// The credentials of a token still fresh in the cache.
-    pub fn get(&self, token: &str) -> Option<Credentials> {
+    /// What is known of a token still fresh in the cache.
+    pub fn get(&self, token: &str) -> Option<T> {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         match entries.get(token) {
             Some((c, until)) if Instant::now() < *until => Some(c.clone()),
@@ -39,8 +41,8 @@ impl TokenCache {
         }
     }
 
-    /// Keeps a validated token until `expires` or the cache lifetime.
-    pub fn put(&self, token: &str, creds: Credentials, expires: Instant) {
+    /// Keeps a token until `expires` or the cache lifetime.
+    pub fn put(&self, token: &str, creds: T, expires: Instant) {
         if self.lifetime.is_zero() {
             return;
         }
@@ -67,7 +69,7 @@ impl TokenCache {
     }
 }
 
-fn evict_soonest(entries: &mut HashMap<String, (Credentials, Instant)>, n: usize) {
+fn evict_soonest<T>(entries: &mut HashMap<String, (T, Instant)>, n: usize) {
     let mut by_expiry: Vec<(Instant, String)> =
         entries.iter().map(|(k, (_, u))| (*u, k.clone())).collect();
     by_expiry.sort();
@@ -98,6 +100,15 @@ mod tests {
         let off = TokenCache::new(10, Duration::ZERO);
         off.put("a", who("a"), now + Duration::from_secs(600));
         assert!(off.get("a").is_none(), "a lifetime of 0 caches nothing");
+    }
+
+    #[test]
+    fn refused_tokens_are_kept_for_their_own_lifetime() {
+        let refused: TokenCache<()> = TokenCache::new(10, Duration::from_millis(50));
+        refused.put("bad", (), Instant::now() + Duration::from_secs(3600));
+        assert_eq!(refused.get("bad"), Some(()));
+        std::thread::sleep(Duration::from_millis(80));
+        assert_eq!(refused.get("bad"), None, "asked again after the lifetime");
     }
 
     #[test]

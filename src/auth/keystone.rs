@@ -57,6 +57,9 @@ pub struct Keystone {
     user: ServiceUser,
     service_token: tokio::sync::Mutex<Option<ServiceToken>>,
     cache: TokenCache,
+    /// Tokens Keystone refused, not asked about again for a while (as
+    /// keystonemiddleware caches invalid tokens).
+    refused: TokenCache<()>,
 }
 
 impl Keystone {
@@ -98,6 +101,10 @@ impl Keystone {
             user,
             service_token: tokio::sync::Mutex::new(None),
             cache: TokenCache::new(size, Duration::from_secs(a.keystone_token_cache_seconds)),
+            refused: TokenCache::new(
+                size,
+                Duration::from_secs(a.keystone_invalid_token_cache_seconds),
+            ),
         })
     }
 
@@ -112,6 +119,21 @@ impl Keystone {
         if let Some(c) = self.cache.get(token) {
             return Ok(c);
         }
+        if self.refused.get(token).is_some() {
+            return Err(Rejection::Invalid);
+        }
+        let answer = self.ask(token).await;
+        if matches!(answer, Err(Rejection::Invalid)) {
+            // A refusal is final for the token: keep it (never past the
+            // lifetime, which the expiry below does not shorten).
+            let far = Instant::now() + Duration::from_secs(86_400);
+            self.refused.put(token, (), far);
+        }
+        answer
+    }
+
+    /// Keystone's answer for `token` (cached when valid).
+    async fn ask(&self, token: &str) -> Result<Credentials, Rejection> {
         let mut renewed = false;
         loop {
             let service = self.service_token(renewed).await?;

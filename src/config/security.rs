@@ -97,7 +97,15 @@ pub struct SecurityArgs {
         default_value_t = 300
     )]
     pub keystone_token_cache_seconds: u64,
-    /// Validated tokens kept in memory at most.
+    /// Seconds a token Keystone refused (unknown, expired, revoked) is
+    /// refused again without asking Keystone (0: ask every time).
+    #[arg(
+        long,
+        env = "PLACEMENT_KEYSTONE_INVALID_TOKEN_CACHE_SECONDS",
+        default_value_t = 30
+    )]
+    pub keystone_invalid_token_cache_seconds: u64,
+    /// Validated tokens kept in memory at most (and as many refused ones).
     #[arg(long, env = "PLACEMENT_KEYSTONE_TOKEN_CACHE_SIZE", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub keystone_token_cache_size: u64,
     /// Seconds a call to Keystone may take before the request gets 503.
