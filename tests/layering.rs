@@ -40,6 +40,7 @@ const API_PLUMBING: &[&str] = &[
     "schema",
     "docs",
     "routes",
+    "policy",
 ];
 
 fn layer(area: &str) -> Option<u8> {

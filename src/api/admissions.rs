@@ -1,7 +1,7 @@
 //! `POST /admissions` (our extension): one DRF admission round.
 
-use super::authorize::{project_target, Authorize};
 use super::extract::JsonBody;
+use super::policy::{project_target, Authorize};
 use super::respond::Reply;
 use super::schema::extensions::{amounts_schema, project_id_schema};
 use crate::error::ApiResult;

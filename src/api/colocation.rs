@@ -3,8 +3,8 @@
 //! reports, and the node agent's advice. Thin: each reads its typed
 //! request and calls `crate::colocation`.
 
-use super::authorize::{owner_target, Authorize};
 use super::extract::{find, find_for_update, JsonBody, PathParams};
+use super::policy::{owner_target, Authorize};
 use super::respond::Reply;
 use crate::colocation::advice::{self, EvictionsPost};
 use crate::colocation::policy;

@@ -1,8 +1,8 @@
 //! `POST /declines` and `DELETE /declines?project_id=…` (our extension):
 //! Mesos' decline filters and revive.
 
-use super::authorize::{project_target, Authorize};
 use super::extract::{JsonBody, QueryPairs};
+use super::policy::{project_target, Authorize};
 use super::respond::Reply;
 use super::schema::extensions::{amounts_schema, project_id_schema};
 use crate::error::ApiResult;

@@ -2,8 +2,8 @@
 //! (`crate::deploy`). Each handler reads its request, calls the service and
 //! renders the answer.
 
-use super::authorize::{owner_target, project_target, Authorize};
 use super::extract::{JsonBody, PathParams};
+use super::policy::{owner_target, project_target, Authorize};
 use super::respond::Reply;
 use super::schema::bodies::{DeployRequest, ResizeRequest};
 use super::schema::responses::{

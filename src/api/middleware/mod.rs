@@ -6,9 +6,9 @@
 
 pub mod cors;
 
-use super::authorize::{target_of, Authorize};
 use super::extract::QueryPairs;
 use super::microversion::{self, Microversion};
+use super::policy::{target_of, Authorize};
 use super::routes::Subject;
 use crate::error::{ApiError, PendingError};
 use crate::policy::{Credentials, Decision};

@@ -11,6 +11,8 @@ use super::{
 };
 use crate::state::AppState;
 
+pub use super::policy::Subject;
+
 mod extensions;
 use axum::http::Method;
 use axum::routing::{delete, get, post, put, MethodRouter};
@@ -35,31 +37,6 @@ pub struct Route {
     pub answer: Option<&'static str>,
     /// The handler, as a method router for this method alone.
     pub handler: fn() -> MethodRouter<AppState>,
-}
-
-/// What a route's policy rule is checked against (oslo.policy's target,
-/// read by `%(project_id)s` and `%(user_id)s` in a check string): the thing
-/// the request addresses, read from the very value the handler uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Subject {
-    /// Nothing owned by a project is addressed (providers, classes,
-    /// traits, a consumer's allocations as Placement treats them): the
-    /// caller's own project and user, which is what Placement's handlers
-    /// pass (`context.can(rule)` without a target).
-    Caller,
-    /// The query's `project_id` and `user_id` (their last values, as the
-    /// handler reads them); without them the target holds neither.
-    QueryProject,
-    /// The query's `project_id` and `user_id` when it names a project (an
-    /// extension parameter of a Placement route); otherwise, as Placement,
-    /// the caller.
-    QueryProjectOrCaller,
-    /// The path's `{project_id}`.
-    PathProject,
-    /// Named in the body, or stored with what the path names (a
-    /// consumer's or an app's project): the handler reads it and asks
-    /// [`crate::api::authorize::Authorize`] before doing anything else.
-    Handler,
 }
 
 /// Every route: Placement's (with the scheduling extensions), then the

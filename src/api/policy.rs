@@ -1,12 +1,11 @@
-//! Authorization against a route's policy rule. The target a rule is
-//! checked against is the thing the request addresses (see
-//! [`Subject`]), built from the very values the handler uses: the query
+//! A request's policy check (the rules engine is `crate::policy`). The
+//! target a rule is checked against is the thing the request addresses
+//! ([`Subject`]), built from the very values the handler uses: the query
 //! the route guard parsed once for both, the path the router matched, or,
 //! for routes whose target is in the body or in the database, whatever the
 //! handler read, handed to [`Authorize::check`].
 
 use super::extract::QueryPairs;
-use super::routes::Subject;
 use crate::db::consumers::ConsumerRow;
 use crate::error::{ApiError, ApiResult};
 use crate::policy::{Credentials, Decision, Target};
@@ -15,6 +14,31 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+/// What a route's policy rule is checked against (oslo.policy's target,
+/// read by `%(project_id)s` and `%(user_id)s` in a check string): the thing
+/// the request addresses, read from the very value the handler uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subject {
+    /// Nothing owned by a project is addressed (providers, classes,
+    /// traits, a consumer's allocations as Placement treats them): the
+    /// caller's own project and user, which is what Placement's handlers
+    /// pass (`context.can(rule)` without a target).
+    Caller,
+    /// The query's `project_id` and `user_id` (their last values, as the
+    /// handler reads them); without them the target holds neither.
+    QueryProject,
+    /// The query's `project_id` and `user_id` when it names a project (an
+    /// extension parameter of a Placement route); otherwise, as Placement,
+    /// the caller.
+    QueryProjectOrCaller,
+    /// The path's `{project_id}`.
+    PathProject,
+    /// Named in the body, or stored with what the path names (a
+    /// consumer's or an app's project): the handler reads it and asks
+    /// [`Authorize`] before doing anything else.
+    Handler,
+}
 
 /// The target naming a project (and a user), either of which may be absent.
 pub fn project_target(project_id: Option<&str>, user_id: Option<&str>) -> Target {
