@@ -123,7 +123,9 @@ impl ApiError {
     }
 
     fn with_prefix(status: StatusCode, prefix: &str, message: impl AsRef<str>) -> Self {
-        let message = message.as_ref();
+        // webob's strip_tags turns every newline of the message into a
+        // space (jsonschema's multi-line texts arrive on one line).
+        let message = message.as_ref().replace('\n', " ").replace('\r', "");
         let detail = if message.is_empty() {
             prefix.to_string()
         } else {
@@ -212,13 +214,17 @@ impl ApiError {
         e
     }
 
-    /// 405 with the route's allowed methods.
+    /// 405 with the route's allowed methods (Placement's router adds its
+    /// second sentence), or without them for a method the route has only
+    /// from a later microversion (Placement's bare 405). webob's 405
+    /// template has its own spacing and no trailing blanks.
     pub fn method_not_allowed(method: &str, allow: Option<String>) -> Self {
-        let mut e = Self::with_prefix(
-            StatusCode::METHOD_NOT_ALLOWED,
-            &format!("The method {method} is not allowed for this resource."),
-            "",
-        );
+        let second = match allow {
+            Some(_) => "The method specified is not allowed for this resource.",
+            None => "",
+        };
+        let mut e = Self::new(StatusCode::METHOD_NOT_ALLOWED, "");
+        e.detail = format!("The method {method} is not allowed for this resource. \n\n {second}");
         e.allow = allow;
         e
     }

@@ -16,7 +16,10 @@ use axum::extract::State;
 
 /// `GET /allocation_candidates`.
 pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -> ApiResult<Reply> {
-    q.validate(&schema::candidates_query(mv))?;
+    q.validate_with_extension(
+        &schema::candidates_query(mv),
+        &schema::candidates_extension_query(),
+    )?;
     let started = std::time::Instant::now();
     let cap = usize::try_from(st.settings.max_allocation_candidates).ok();
     let found = candidates_find::find(&st.engine(), &q.0, (mv.major, mv.minor), cap).await?;
@@ -61,7 +64,10 @@ pub async fn explain(
     mv: Microversion,
     q: QueryPairs,
 ) -> ApiResult<Reply> {
-    q.validate(&schema::candidates_query(mv))?;
+    q.validate_with_extension(
+        &schema::candidates_query(mv),
+        &schema::candidates_extension_query(),
+    )?;
     // The first `limit`, as the candidates query reads it.
     let limit: Option<usize> = q.all("limit").first().and_then(|v| v.parse().ok());
     let pairs: Vec<(String, String)> = q.0.iter().filter(|(k, _)| k != "limit").cloned().collect();

@@ -1,8 +1,7 @@
 //! `/allocations/{consumer}`, `POST /allocations` (1.13+) and
 //! `/resource_providers/{uuid}/allocations`.
 
-use super::extract::find;
-use super::extract::{JsonBody, PathParams};
+use super::extract::{find_or, JsonBody, Missing, PathParams};
 use super::microversion::Microversion;
 use super::respond::{latest, Reply};
 use super::schema;
@@ -65,7 +64,7 @@ pub async fn of_provider(
     PathParams(id): PathParams<String>,
 ) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
-    let rp = find(&mut conn, &id).await?;
+    let rp = find_or(&mut conn, &id, Missing::Allocations).await?;
     let rows = db::of_provider(&mut conn, rp.id).await?;
     let mut body = ProviderAllocations {
         allocations: Default::default(),

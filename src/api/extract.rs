@@ -2,7 +2,7 @@
 //! bodies and paths get Placement's error format, and the body-validation
 //! helpers every write handler uses.
 
-use super::schema::validate::validate;
+use super::schema::validate::{integers_as_integers, validate};
 use crate::db::providers::{self, ProviderRow};
 use crate::error::{ApiError, ApiResult};
 use crate::types::parse_uuid_like;
@@ -56,7 +56,9 @@ impl JsonBody {
         validate(schema, &self.0).map_err(|e| {
             ApiError::bad_request(format!("JSON does not validate: {}", e.render()))
         })?;
-        serde_json::from_value(self.0)
+        let mut body = self.0;
+        integers_as_integers(schema, &mut body);
+        serde_json::from_value(body)
             .map_err(|e| ApiError::bad_request(format!("JSON does not validate: {e}")))
     }
 }
@@ -169,6 +171,21 @@ impl QueryPairs {
         Ok(())
     }
 
+    /// Validates a Placement query that also takes this service's
+    /// extension parameters: those named by `extension`'s properties are
+    /// checked against it, the rest against Placement's `schema`, so that
+    /// a Placement client's errors print Placement's schema alone.
+    pub fn validate_with_extension(
+        &self,
+        schema: &Value,
+        extension: &Value,
+    ) -> Result<(), ApiError> {
+        let ours = |k: &str| extension["properties"].get(k).is_some();
+        let (mine, theirs): (Vec<_>, Vec<_>) = self.0.iter().cloned().partition(|(k, _)| ours(k));
+        QueryPairs(theirs).validate(schema)?;
+        QueryPairs(mine).validate(extension)
+    }
+
     /// Validates (as [`Self::validate`]) and reads the parameters into `T`,
     /// from the same flat view the schema checked.
     pub fn typed<T: DeserializeOwned>(&self, schema: &Value) -> Result<T, ApiError> {
@@ -178,13 +195,48 @@ impl QueryPairs {
     }
 }
 
+/// How a route words the 404 of a provider that does not exist: each of
+/// Placement's handlers wraps the lookup's own message its own way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// The lookup's message alone.
+    Plain,
+    /// `GET .../inventories[/{rc}]`: `No resource provider with uuid U found : …`.
+    Inventories,
+    /// `GET .../allocations`: `Resource provider 'U' not found: …`.
+    Allocations,
+    /// `GET .../traits` and `.../usages`: `No resource provider with uuid U found: …`.
+    TraitsOrUsages,
+}
+
+impl Missing {
+    fn error(self, raw: &str) -> ApiError {
+        let plain = format!("No resource provider with uuid {raw} found");
+        ApiError::not_found(match self {
+            Missing::Plain => plain,
+            Missing::Inventories => format!("{plain} : {plain}"),
+            Missing::Allocations => format!("Resource provider '{raw}' not found: {plain}"),
+            Missing::TraitsOrUsages => format!("{plain}: {plain}"),
+        })
+    }
+}
+
 /// Loads the provider named in a path, or 404 `No resource provider with uuid <u> found`.
 pub async fn find(conn: &mut PgConnection, raw: &str) -> ApiResult<ProviderRow> {
+    find_or(conn, raw, Missing::Plain).await
+}
+
+/// Loads the provider named in a path, or the route's 404.
+pub async fn find_or(
+    conn: &mut PgConnection,
+    raw: &str,
+    missing: Missing,
+) -> ApiResult<ProviderRow> {
     let row = match parse_uuid_like(raw) {
         Some(u) => providers::get(conn, u).await?,
         None => None,
     };
-    row.ok_or_else(|| ApiError::not_found(format!("No resource provider with uuid {raw} found")))
+    row.ok_or_else(|| missing.error(raw))
 }
 
 /// Like [`find`], locking the row for the rest of the transaction.
@@ -193,7 +245,7 @@ pub async fn find_for_update(conn: &mut PgConnection, raw: &str) -> ApiResult<Pr
         Some(u) => providers::get_for_update(conn, u).await?,
         None => None,
     };
-    row.ok_or_else(|| ApiError::not_found(format!("No resource provider with uuid {raw} found")))
+    row.ok_or_else(|| Missing::Plain.error(raw))
 }
 
 /// Path parameters; a path that cannot be decoded is simply not found.

@@ -1,6 +1,6 @@
 //! `/resource_providers/{uuid}/inventories[/{rc}]`.
 
-use super::extract::find_for_update;
+use super::extract::{find_for_update, find_or, Missing};
 use super::extract::{JsonBody, PathParams};
 use super::microversion::Microversion;
 use super::respond::{latest, Reply};
@@ -52,7 +52,7 @@ pub async fn list(
     PathParams(id): PathParams<String>,
 ) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
-    let rp = super::extract::find(&mut conn, &id).await?;
+    let rp = find_or(&mut conn, &id, Missing::Inventories).await?;
     let rows = inventories::of_provider(&mut conn, rp.id).await?;
     Ok(Reply::ok(&inventories_json(&rows, rp.generation))
         .cache(mv, latest(rows.iter().map(row_modified))))
@@ -65,7 +65,7 @@ pub async fn show(
     PathParams((id, rc)): PathParams<(String, String)>,
 ) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
-    let rp = super::extract::find(&mut conn, &id).await?;
+    let rp = find_or(&mut conn, &id, Missing::Inventories).await?;
     let rows = inventories::of_provider(&mut conn, rp.id).await?;
     let row = rows
         .iter()
@@ -99,13 +99,7 @@ pub async fn create(
     let rp = find_for_update(&mut tx, &id).await?;
     let b: InventoryCreate = body.parse(&schema::inventory_post())?;
     let rc = b.resource_class;
-    refuse_server_owned(&rc, &rp.uuid)?;
-    let Some(class) = classes::get(&mut tx, &rc).await? else {
-        return Err(ApiError::bad_request(format!(
-            "Unable to create inventory for resource provider {}: No such resource class {rc}.",
-            rp.uuid
-        )));
-    };
+    // As Placement: the capacity is checked before the class is looked up.
     let inv = Inventory::from(b.record);
     if let Some(why) = invalid_capacity(&inv, mv.at_least(1, 26), &rc, &rp.uuid) {
         return Err(ApiError::bad_request(format!(
@@ -113,6 +107,13 @@ pub async fn create(
             rp.uuid
         )));
     }
+    refuse_server_owned(&rc, &rp.uuid)?;
+    let Some(class) = classes::get(&mut tx, &rc).await? else {
+        return Err(ApiError::bad_request(format!(
+            "Unable to create inventory for resource provider {}: No such resource class {rc}.",
+            rp.uuid
+        )));
+    };
     let existing = inventories::of_provider(&mut tx, rp.id).await?;
     if existing.iter().any(|r| r.resource_class_id == class.id) {
         return Err(ApiError::conflict(format!(
@@ -158,11 +159,9 @@ pub async fn update(
 ) -> ApiResult<Reply> {
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
+    // Placement's order: the body, its generation and its capacity, and
+    // only then the class.
     let b: InventoryUpdate = body.parse(&schema::inventory_put_one())?;
-    refuse_server_owned(&rc, &rp.uuid)?;
-    let Some(class) = classes::get(&mut tx, &rc).await? else {
-        return Err(ApiError::not_found(format!("No such resource class {rc}.")));
-    };
     if !b.resource_provider_generation.matches(rp.generation) {
         return Err(generation_conflict());
     }
@@ -173,10 +172,14 @@ pub async fn update(
             rp.uuid
         )));
     }
+    refuse_server_owned(&rc, &rp.uuid)?;
+    let Some(class) = classes::get(&mut tx, &rc).await? else {
+        return Err(ApiError::not_found(format!("No such resource class {rc}.")));
+    };
     let existing = inventories::of_provider(&mut tx, rp.id).await?;
     if !existing.iter().any(|r| r.resource_class_id == class.id) {
         return Err(ApiError::bad_request(format!(
-            "No inventory record with resource class for resource provider {}: {rc}",
+            "No inventory record with resource class for resource provider {}: No inventory of class {rc} found.",
             rp.uuid
         )));
     }
@@ -196,8 +199,14 @@ pub async fn delete(
     refuse_server_owned(&rc, &rp.uuid)?;
     let existing = inventories::of_provider(&mut tx, rp.id).await?;
     let Some(row) = existing.iter().find(|r| r.resource_class == rc) else {
+        // Placement's handler wraps its lookup's message: an unknown class
+        // is its own, a known one without inventory the object's.
+        let why = match classes::get(&mut tx, &rc).await? {
+            None => format!("No such resource class {rc}."),
+            Some(_) => format!("No inventory of class {rc} found for delete"),
+        };
         return Err(ApiError::not_found(format!(
-            "No inventory of class {rc} found for delete"
+            "No inventory of class {rc} found for delete: {why}"
         )));
     };
     let busy = inventories::classes_in_use(&mut tx, rp.id, &[row.resource_class_id]).await?;

@@ -51,7 +51,8 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
     let v = (mv.major, mv.minor);
     let mut conn = st.pool.acquire().await?;
     let mut f = ProviderFilter {
-        name: q.last("name").map(str::to_string),
+        // An empty `name=` filters nothing, as in Placement (`if name:`).
+        name: q.last("name").filter(|n| !n.is_empty()).map(str::to_string),
         uuid: q.last("uuid").and_then(parse_uuid_like),
         in_tree: q.last("in_tree").and_then(parse_uuid_like),
         ..Default::default()
@@ -125,6 +126,13 @@ pub async fn create(
     let b: ProviderCreate = body.parse(&schema::provider_create(mv))?;
     let name = b.name;
     let uuid = b.uuid.map_or_else(Uuid::new_v4, |u| u.0);
+    // The schema allows "", Placement's object does not (a rename to ""
+    // through PUT is accepted by both).
+    if name.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "Unable to create resource provider \"\", {uuid}: Object action create failed because: name is required"
+        )));
+    }
     let mut tx = st.pool.begin().await?;
     let parent = match b.parent_provider_uuid.map(|u| u.0) {
         None => None,

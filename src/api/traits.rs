@@ -1,6 +1,6 @@
 //! `/traits[/{name}]` and `/resource_providers/{uuid}/traits` (1.6+).
 
-use super::extract::{find, find_for_update};
+use super::extract::{find_for_update, find_or, Missing};
 use super::extract::{JsonBody, PathParams, QueryPairs};
 use super::microversion::Microversion;
 use super::respond::{latest, Reply};
@@ -132,7 +132,7 @@ pub async fn of_provider(
     PathParams(id): PathParams<String>,
 ) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
-    let rp = find(&mut conn, &id).await?;
+    let rp = find_or(&mut conn, &id, Missing::TraitsOrUsages).await?;
     let rows = db::of_provider(&mut conn, rp.id).await?;
     Ok(Reply::ok(&provider_traits_json(&rows, rp.generation))
         .cache(mv, latest(rows.iter().map(modified))))
@@ -145,9 +145,10 @@ pub async fn set_for_provider(
     PathParams(id): PathParams<String>,
     body: JsonBody,
 ) -> ApiResult<Reply> {
+    // Placement validates this body before it looks the provider up.
+    let b: ProviderTraitsPut = body.parse(&schema::provider_traits_put())?;
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
-    let b: ProviderTraitsPut = body.parse(&schema::provider_traits_put())?;
     if !b.resource_provider_generation.matches(rp.generation) {
         return Err(generation_changed());
     }
@@ -155,7 +156,7 @@ pub async fn set_for_provider(
     let (found, missing) = db::resolve(&mut tx, &names).await?;
     if !missing.is_empty() {
         return Err(ApiError::bad_request(format!(
-            "No such trait(s): {}.",
+            "No such trait {}",
             missing.join(", ")
         )));
     }

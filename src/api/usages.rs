@@ -1,7 +1,6 @@
 //! `/resource_providers/{uuid}/usages` and `/usages` (1.9+; by consumer type from 1.38).
 
-use super::extract::find;
-use super::extract::{PathParams, QueryPairs};
+use super::extract::{find_or, Missing, PathParams, QueryPairs};
 use super::microversion::Microversion;
 use super::respond::Reply;
 use super::schema;
@@ -20,7 +19,7 @@ pub async fn provider(
     PathParams(id): PathParams<String>,
 ) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
-    let rp = find(&mut conn, &id).await?;
+    let rp = find_or(&mut conn, &id, Missing::TraitsOrUsages).await?;
     let rows = db::of_provider(&mut conn, rp.id).await?;
     let body = ProviderUsages {
         resource_provider_generation: rp.generation,

@@ -97,9 +97,11 @@ fn group_key(key: &str, v: Version) -> Option<(&'static str, &str)> {
     None
 }
 
-/// Parses the query pairs (already schema-validated) into groups.
+/// Parses the query pairs (already schema-validated) into groups, in
+/// Placement's order: the request-wide parameters first (limit,
+/// group_policy, root_required, same_subtree's syntax), then the groups,
+/// then the checks across them.
 pub fn parse(pairs: &[(String, String)], v: Version) -> Result<CandidateQuery, QueryError> {
-    let by_suffix = parse_groups(pairs, v)?;
     // Placement reads these two with `getall(...)[0]`: a repeated one
     // counts by its first value (its own gabbits pin this). Every value
     // was validated (`QueryPairs::validate`), so the one used is valid.
@@ -123,9 +125,10 @@ pub fn parse(pairs: &[(String, String)], v: Version) -> Result<CandidateQuery, Q
     }
     if v >= (1, 36) {
         for value in values_of(pairs, "same_subtree") {
-            q.same_subtree.push(parse_same_subtree(value, &by_suffix)?);
+            q.same_subtree.push(parse_same_subtree(value)?);
         }
     }
+    let by_suffix = parse_groups(pairs, v)?;
     validate_groups(&by_suffix, &q, v)?;
     let suffixed = by_suffix.keys().filter(|s| !s.is_empty()).count();
     if suffixed > 1 && q.group_policy.is_none() {
@@ -221,11 +224,8 @@ fn parse_root_required(values: &[&str], v: Version) -> Result<TraitFilter, Query
     Ok(filter)
 }
 
-/// One `same_subtree` value (1.36+): real suffixes only.
-fn parse_same_subtree(
-    value: &str,
-    by_suffix: &BTreeMap<String, GroupSpec>,
-) -> Result<Vec<String>, QueryError> {
+/// One `same_subtree` value (1.36+): suffixes, none of them empty.
+fn parse_same_subtree(value: &str) -> Result<Vec<String>, QueryError> {
     let set: Vec<String> = value.split(',').map(|s| s.trim().to_string()).collect();
     if set.iter().any(String::is_empty) {
         return Err(coded(
@@ -233,26 +233,36 @@ fn parse_same_subtree(
             codes::QUERY_BAD_VALUE,
         ));
     }
-    let unknown: Vec<&String> = set
+    Ok(set)
+}
+
+/// A list as Python prints it (Placement's messages do): ['_1', '_2'].
+fn py_list(items: Vec<&String>) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| format!("'{s}'")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// Every suffix `same_subtree` names is a group of the request.
+fn same_subtree_suffixes_exist(
+    same_subtree: &[Vec<String>],
+    by_suffix: &BTreeMap<String, GroupSpec>,
+) -> Result<(), QueryError> {
+    let unknown: Vec<&String> = same_subtree
         .iter()
+        .flatten()
         .filter(|s| !by_suffix.contains_key(s.as_str()))
         .collect();
-    if !unknown.is_empty() {
-        // Placement prints Python lists: ['_1', '_2'].
-        let py_list = |items: Vec<&String>| {
-            let quoted: Vec<String> = items.iter().map(|s| format!("'{s}'")).collect();
-            format!("[{}]", quoted.join(", "))
-        };
-        let known = py_list(by_suffix.keys().collect());
-        return Err(coded(
-            format!(
-                "Real suffixes should be specified in `same_subtree`: {} not found in {known}.",
-                py_list(unknown)
-            ),
-            codes::QUERY_BAD_VALUE,
-        ));
+    if unknown.is_empty() {
+        return Ok(());
     }
-    Ok(set)
+    let known = py_list(by_suffix.keys().collect());
+    Err(coded(
+        format!(
+            "Real suffixes should be specified in `same_subtree`: {} not found in {known}.",
+            py_list(unknown)
+        ),
+        codes::QUERY_BAD_VALUE,
+    ))
 }
 
 fn validate_groups(
@@ -275,10 +285,14 @@ fn validate_groups(
             .collect();
         if !bad_groups.is_empty() {
             return Err(coded(
-                format!("Resourceless suffixed group request should be specified in `same_subtree` query param: bad group(s) - {bad_groups:?}."),
+                format!(
+                    "Resourceless suffixed group request should be specified in `same_subtree` query param: bad group(s) - {}.",
+                    py_list(bad_groups)
+                ),
                 codes::QUERY_BAD_VALUE,
             ));
         }
+        same_subtree_suffixes_exist(&q.same_subtree, by_suffix)?;
     } else {
         let orphans: Vec<String> = by_suffix
             .iter()

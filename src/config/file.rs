@@ -318,7 +318,7 @@ pub fn database_url(v: &str) -> Result<String, String> {
     match dialect {
         "postgresql" | "postgres" => Ok(format!("postgresql://{rest}")),
         "mysql" | "sqlite" => Err(format!(
-            "{dialect} is not supported: this server runs on PostgreSQL (see \"Migrating from OpenStack Placement\" in the README)"
+            "{dialect} is not supported: this server runs on PostgreSQL (see docs/migrating.md)"
         )),
         _ => Err(format!("\"{scheme}\" is not a PostgreSQL URL scheme")),
     }

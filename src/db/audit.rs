@@ -36,6 +36,7 @@ const TRIGGERS: &[(&str, &str)] = &[
     ("volume_bindings", "volume_bindings_log_ins"),
     ("volume_bindings", "volume_bindings_log_del"),
     ("consumers", "consumers_free_instances"),
+    ("resource_classes", "resource_classes_rename"),
 ];
 
 /// Whether the database holds this service's schema (its migrations table

@@ -64,7 +64,7 @@ async fn list_form_before_1_12() {
     // Form by version.
     t.put(&path, "1.0", json!({"allocations": []}))
         .await
-        .expect_error(400, None, "[] is too short");
+        .expect_error(400, None, "[] should be non-empty");
     t.put(
         &path,
         "1.12",
@@ -161,7 +161,7 @@ async fn dict_form_and_provider_allocations() {
         json!({"allocations": {}, "project_id": "p", "user_id": "u"}),
     )
     .await
-    .expect_error(400, None, "does not have enough properties");
+    .expect_error(400, None, "{} should be non-empty");
     // Provider keys must look like uuids.
     t.put(
         &path,

@@ -354,9 +354,9 @@ async fn malformed_bodies_on_every_write_route_are_400() {
                 js(json!({"allocations": alloc(json!({"VCPU": 1})), "project_id": "p", "user_id": "u",
                           "consumer_generation": null, "consumer_type": "I", "mappings": {}})),
                 js(json!({"allocations": alloc(json!({"VCPU": 1})), "project_id": "p", "user_id": "u",
-                          "consumer_generation": null, "consumer_type": "I", "mappings": {"": []}})),
+                          "consumer_generation": null, "consumer_type": "I", "mappings": {"a": []}})),
                 js(json!({"allocations": alloc(json!({"VCPU": 1})), "project_id": "p", "user_id": "u",
-                          "consumer_generation": null, "consumer_type": "I", "mappings": {"": ["nope"]}})),
+                          "consumer_generation": null, "consumer_type": "I", "mappings": {"a": ["nope"]}})),
             ],
         },
         Target {

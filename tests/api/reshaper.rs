@@ -161,7 +161,7 @@ async fn reshaper_conflicts_and_errors() {
         json!({"inventories": {}, "allocations": {}}),
     )
     .await
-    .expect_error(400, None, "does not have enough properties");
+    .expect_error(400, None, "{} should be non-empty");
     t.post("/reshaper", "1.30", json!({"allocations": {}}))
         .await
         .expect_error(400, None, "'inventories' is a required property");

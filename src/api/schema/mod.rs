@@ -4,6 +4,7 @@
 pub mod allocations;
 pub mod bodies;
 pub mod extensions;
+pub mod pyrepr;
 pub mod responses;
 pub mod validate;
 
@@ -77,6 +78,7 @@ pub fn provider_list_query(mv: Microversion) -> Value {
 
 fn inventory_fields() -> Value {
     json!({
+        "resource_provider_generation": {"type": "integer"},
         "total": {"type": "integer", "maximum": MAX_INT, "minimum": 1},
         "reserved": {"type": "integer", "maximum": MAX_INT, "minimum": 0},
         "min_unit": {"type": "integer", "maximum": MAX_INT, "minimum": 1},
@@ -86,24 +88,23 @@ fn inventory_fields() -> Value {
     })
 }
 
-/// `PUT /resource_providers/{uuid}/inventories/{rc}`.
+/// `PUT /resource_providers/{uuid}/inventories/{rc}` (BASE_INVENTORY_SCHEMA).
 pub fn inventory_put_one() -> Value {
-    let mut props = inventory_fields();
-    props["resource_provider_generation"] = json!({"type": "integer"});
-    json!({"type": "object", "properties": props,
+    json!({"type": "object", "properties": inventory_fields(),
            "required": ["total", "resource_provider_generation"], "additionalProperties": false})
 }
 
 /// `POST /resource_providers/{uuid}/inventories`.
 pub fn inventory_post() -> Value {
     let mut props = inventory_fields();
-    props["resource_provider_generation"] = json!({"type": "integer"});
-    props["resource_class"] = json!({"type": "string", "pattern": "^[A-Z0-9_]+$"});
+    props["resource_class"] = json!({"type": "string", "pattern": RC_PATTERN});
     json!({"type": "object", "properties": props,
            "required": ["total", "resource_class"], "additionalProperties": false})
 }
 
-/// `PUT /resource_providers/{uuid}/inventories` (also the reshaper's inventories).
+/// `PUT /resource_providers/{uuid}/inventories` (also the reshaper's
+/// inventories). Like Placement's, a record may carry a (ignored)
+/// `resource_provider_generation` of its own.
 pub fn inventories_put() -> Value {
     let record = json!({"type": "object", "properties": inventory_fields(),
                         "required": ["total"], "additionalProperties": false});
@@ -111,7 +112,7 @@ pub fn inventories_put() -> Value {
         "type": "object",
         "properties": {
             "resource_provider_generation": {"type": "integer"},
-            "inventories": {"type": "object", "patternProperties": {"^[A-Z0-9_]+$": record}}
+            "inventories": {"type": "object", "patternProperties": {RC_PATTERN: record}}
         },
         "required": ["resource_provider_generation", "inventories"],
         "additionalProperties": false
@@ -136,7 +137,7 @@ pub fn provider_traits_put() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "traits": {"type": "array", "items": {"type": "string", "maxLength": 255}},
+            "traits": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 255}},
             "resource_provider_generation": {"type": "integer"}
         },
         "required": ["traits", "resource_provider_generation"],
@@ -150,93 +151,49 @@ pub fn traits_list_query() -> Value {
            "additionalProperties": false})
 }
 
-/// `POST /resource_classes` and `PUT /resource_classes/{name}` bodies (1.2–1.6).
+/// `POST /resource_classes` and `PUT /resource_classes/{name}` bodies
+/// (1.2–1.6), and the path's name from 1.7.
 pub fn resource_class_body() -> Value {
     json!({"type": "object",
-           "properties": {"name": {"type": "string", "pattern": "^CUSTOM\\_[A-Z0-9_]+$", "maxLength": 255}},
+           "properties": {"name": {"type": "string", "pattern": "^CUSTOM_[A-Z0-9_]+$", "maxLength": 255}},
            "required": ["name"], "additionalProperties": false})
 }
 
-/// Query of `GET /usages`.
+/// Query of `GET /usages`. The consumer type's pattern is Placement's, as
+/// loose as it is (`^all` also admits `allfoo`, which then matches nothing).
 pub fn usages_query(mv: Microversion) -> Value {
-    let id = json!({"type": "string", "minLength": 1, "maxLength": 255});
-    let mut props = json!({"project_id": id, "user_id": id});
+    let mut props = json!({"project_id": external_id(), "user_id": external_id()});
     if mv.at_least(1, 38) {
-        props["consumer_type"] = json!({"type": "string", "pattern": "^([A-Z0-9_]+|all|unknown)$", "minLength": 1, "maxLength": 255});
+        props["consumer_type"] = json!({"type": "string", "pattern": "^[A-Z0-9_]+$|^all|^unknown$", "minLength": 1, "maxLength": 255});
     }
     json!({"type": "object", "properties": props, "required": ["project_id"], "additionalProperties": false})
 }
 
+/// Resource class names, as Placement's schemas match them.
+const RC_PATTERN: &str = "^[A-Z0-9_]+$";
+
+/// Provider and consumer uuids as Placement's schemas match keys.
+const UUID_PATTERN: &str = "^[0-9a-fA-F-]{36}$";
+
+fn external_id() -> Value {
+    json!({"type": "string", "minLength": 1, "maxLength": 255})
+}
+
 fn resources_map() -> Value {
     json!({"type": "object", "minProperties": 1,
-           "patternProperties": {"^[0-9A-Z_]+$": {"type": "integer", "minimum": 1}},
+           "patternProperties": {RC_PATTERN: {"type": "integer", "minimum": 1}},
            "additionalProperties": false})
 }
 
-fn owner_fields(s: &mut Value) {
-    let id = json!({"type": "string", "minLength": 1, "maxLength": 255});
-    s["properties"]["project_id"] = id.clone();
-    s["properties"]["user_id"] = id;
-}
-
-fn push_required(s: &mut Value, name: &str) {
-    if let Some(r) = s["required"].as_array_mut() {
-        r.push(json!(name));
-    }
-}
-
-/// One consumer's allocations in the dict form (1.12+), as PUT takes it;
-/// `deletable` allows `{}` (POST /allocations, and PUT from 1.28).
-pub fn allocations_dict(mv: Microversion, deletable: bool) -> Value {
-    let mut allocs = json!({
-        "type": "object",
-        "patternProperties": {"^[0-9a-fA-F-]{36}$": {
-            "type": "object",
-            "properties": {"generation": {"type": "integer"}, "resources": resources_map()},
-            "required": ["resources"],
-            "additionalProperties": false
-        }},
-        "additionalProperties": false
-    });
-    if !deletable {
-        allocs["minProperties"] = json!(1);
-    }
-    let mut s = json!({"type": "object", "properties": {"allocations": allocs},
-                       "required": ["allocations"], "additionalProperties": false});
-    owner_fields(&mut s);
-    push_required(&mut s, "project_id");
-    push_required(&mut s, "user_id");
-    if mv.at_least(1, 28) {
-        s["properties"]["consumer_generation"] = json!({"type": ["integer", "null"]});
-        push_required(&mut s, "consumer_generation");
-    }
-    if mv.at_least(1, 34) {
-        s["properties"]["mappings"] = json!({
-            "type": "object", "minProperties": 1,
-            "patternProperties": {"^[a-zA-Z0-9_-]{0,64}$": {"type": "array", "minItems": 1, "items": uuid()}},
-            "additionalProperties": false
-        });
-    }
-    if mv.at_least(1, 38) {
-        s["properties"]["consumer_type"] =
-            json!({"type": "string", "pattern": "^[A-Z0-9_]+$", "minLength": 1, "maxLength": 255});
-        push_required(&mut s, "consumer_type");
-    }
-    s
-}
-
-/// `PUT /allocations/{consumer}` at any version.
-pub fn allocations_put(mv: Microversion) -> Value {
-    if mv.at_least(1, 12) {
-        return allocations_dict(mv, mv.at_least(1, 28));
-    }
+/// The list form of `PUT /allocations/{consumer}` (before 1.12).
+fn allocations_list(mv: Microversion) -> Value {
     let mut s = json!({
         "type": "object",
         "properties": {"allocations": {"type": "array", "minItems": 1, "items": {
             "type": "object",
             "properties": {
                 "resource_provider": {"type": "object", "properties": {"uuid": uuid()},
-                                      "required": ["uuid"], "additionalProperties": false},
+                                      "additionalProperties": false, "required": ["uuid"]},
                 "resources": resources_map()
             },
             "required": ["resource_provider", "resources"],
@@ -246,24 +203,70 @@ pub fn allocations_put(mv: Microversion) -> Value {
         "additionalProperties": false
     });
     if mv.at_least(1, 8) {
-        owner_fields(&mut s);
-        push_required(&mut s, "project_id");
-        push_required(&mut s, "user_id");
+        s["properties"]["project_id"] = external_id();
+        s["properties"]["user_id"] = external_id();
+        s["required"] = json!(["allocations", "project_id", "user_id"]);
     }
     s
 }
 
-/// `POST /allocations` (1.13+), also the reshaper's `allocations`.
-pub fn allocations_post(mv: Microversion, allow_empty: bool) -> Value {
-    let mut s = json!({
+/// One consumer's allocations in the dict form (1.12+): Placement's
+/// ALLOCATION_SCHEMA_V1_12 and its descendants. `min_allocations` is 1 for
+/// PUT before 1.28, 0 (`{}` deletes) for PUT from 1.28 and for POST.
+pub fn allocations_dict(mv: Microversion, min_allocations: u8) -> Value {
+    let allocs = json!({
         "type": "object",
-        "patternProperties": {"^[0-9a-fA-F-]{36}$": allocations_dict(mv, true)},
+        "minProperties": min_allocations,
+        "patternProperties": {UUID_PATTERN: {
+            "type": "object",
+            "properties": {"generation": {"type": "integer"}, "resources": resources_map()},
+            "required": ["resources"],
+            "additionalProperties": false
+        }},
         "additionalProperties": false
     });
-    if !allow_empty {
-        s["minProperties"] = json!(1);
+    let mut props =
+        json!({"allocations": allocs, "project_id": external_id(), "user_id": external_id()});
+    let mut required = vec!["allocations", "project_id", "user_id"];
+    if mv.at_least(1, 28) {
+        props["consumer_generation"] =
+            json!({"type": ["integer", "null"], "additionalProperties": false});
+        required.push("consumer_generation");
     }
-    s
+    if mv.at_least(1, 34) {
+        // Unanchored and without additionalProperties, as in Placement:
+        // any key is accepted.
+        props["mappings"] = json!({
+            "type": "object", "minProperties": 1,
+            "patternProperties": {"[a-zA-Z0-9_-]{1,64}": {"type": "array", "minItems": 1, "items": uuid()}}
+        });
+    }
+    if mv.at_least(1, 38) {
+        props["consumer_type"] =
+            json!({"type": "string", "pattern": RC_PATTERN, "minLength": 1, "maxLength": 255});
+        required.push("consumer_type");
+    }
+    json!({"type": "object", "properties": props, "additionalProperties": false, "required": required})
+}
+
+/// `PUT /allocations/{consumer}` at any version.
+pub fn allocations_put(mv: Microversion) -> Value {
+    match (mv.at_least(1, 12), mv.at_least(1, 28)) {
+        (false, _) => allocations_list(mv),
+        (true, false) => allocations_dict(mv, 1),
+        (true, true) => allocations_dict(mv, 0),
+    }
+}
+
+/// `POST /allocations` (1.13+), also the reshaper's `allocations`
+/// (`allow_empty`).
+pub fn allocations_post(mv: Microversion, allow_empty: bool) -> Value {
+    json!({
+        "type": "object",
+        "minProperties": if allow_empty { 0 } else { 1 },
+        "additionalProperties": false,
+        "patternProperties": {UUID_PATTERN: allocations_dict(mv, 0)}
+    })
 }
 
 /// `POST /reshaper` (1.30+).
@@ -271,8 +274,9 @@ pub fn reshaper(mv: Microversion) -> Value {
     json!({
         "type": "object",
         "properties": {
-            "inventories": {"type": "object", "minProperties": 1,
-                            "patternProperties": {"^[0-9a-fA-F-]{36}$": inventories_put()},
+            "inventories": {"type": "object",
+                            "patternProperties": {UUID_PATTERN: inventories_put()},
+                            "minProperties": 1,
                             "additionalProperties": false},
             "allocations": allocations_post(mv, true)
         },
@@ -281,33 +285,32 @@ pub fn reshaper(mv: Microversion) -> Value {
     })
 }
 
-/// Query of `GET /allocation_candidates`.
-/// Our extension to the candidates query: the project asking, so that its
-/// own reservations count as available (without it, no reservation does).
-fn project_id() -> Value {
-    json!({"type": "string", "minLength": 1, "maxLength": 255})
+/// The extension parameters of `GET /allocation_candidates`, validated
+/// apart from Placement's own so that a Placement client's errors print
+/// Placement's schema: `project_id` (whose reservations count as
+/// available) and `priority_class` (batch and free queries see only the
+/// batch capacity of providers the load filter accepts, §C.3).
+pub fn candidates_extension_query() -> Value {
+    json!({"type": "object", "properties": {
+        "project_id": external_id(),
+        "priority_class": {"type": "string", "enum": ["prod", "mid", "batch", "free"]}
+    }})
 }
 
-/// Our extension for low-priority work (§C.3): batch and free queries see
-/// only the batch capacity of providers the load filter accepts.
-fn priority_class() -> Value {
-    json!({"type": "string", "enum": ["prod", "mid", "batch", "free"]})
-}
-
-/// Query of `GET /allocation_candidates` (plus our `project_id` and
-/// `priority_class`).
+/// Query of `GET /allocation_candidates`, Placement's per microversion.
 pub fn candidates_query(mv: Microversion) -> Value {
-    let limit = json!({"type": "string", "pattern": "^[1-9][0-9]*$"});
+    let limit = json!({"type": ["integer", "string"], "pattern": "^[1-9][0-9]*$", "minimum": 1, "minLength": 1});
+    let listed = json!({"type": ["string"]});
     if !mv.at_least(1, 25) {
-        let mut props = json!({"resources": {"type": "string"}, "project_id": project_id(), "priority_class": priority_class()});
+        let mut props = json!({"resources": {"type": "string"}});
         if mv.at_least(1, 16) {
             props["limit"] = limit;
         }
         if mv.at_least(1, 17) {
-            props["required"] = json!({"type": "string"});
+            props["required"] = listed.clone();
         }
         if mv.at_least(1, 21) {
-            props["member_of"] = json!({"type": "string"});
+            props["member_of"] = listed;
         }
         return json!({"type": "object", "properties": props, "required": ["resources"], "additionalProperties": false});
     }
@@ -316,12 +319,13 @@ pub fn candidates_query(mv: Microversion) -> Value {
     } else {
         "[1-9][0-9]*"
     };
-    let mut props = json!({"group_policy": {"type": "string", "enum": ["none", "isolate"]}, "limit": limit, "project_id": project_id(), "priority_class": priority_class()});
+    let mut props =
+        json!({"limit": limit, "group_policy": {"type": "string", "enum": ["none", "isolate"]}});
     if mv.at_least(1, 35) {
-        props["root_required"] = json!({"type": "string"});
+        props["root_required"] = listed.clone();
     }
     if mv.at_least(1, 36) {
-        props["same_subtree"] = json!({"type": "string"});
+        props["same_subtree"] = listed;
     }
     let mut patterns = serde_json::Map::new();
     let mut keys = vec!["resources", "required", "member_of"];
@@ -331,5 +335,5 @@ pub fn candidates_query(mv: Microversion) -> Value {
     for k in keys {
         patterns.insert(format!("^{k}({suffix})?$"), json!({"type": "string"}));
     }
-    json!({"type": "object", "properties": props, "patternProperties": patterns, "additionalProperties": false})
+    json!({"type": "object", "properties": props, "additionalProperties": false, "patternProperties": patterns})
 }

@@ -187,6 +187,8 @@ struct Locked {
     class_ids: HashMap<String, i32>,
     /// The consumers that already exist, locked.
     existing: HashMap<Uuid, ConsumerRow>,
+    /// The first provider or class of the body that does not exist.
+    unknown: Option<AllocError>,
 }
 
 /// Consumer uuid → id.
@@ -200,8 +202,14 @@ pub async fn write(
     conn: &mut PgConnection,
     writes: &[ConsumerWrite],
 ) -> Result<ConsumerIds, AllocError> {
-    let locked = lock_and_resolve(conn, writes).await?;
+    let mut locked = lock_and_resolve(conn, writes).await?;
+    // Placement ensures the consumer (and its generation) before it looks
+    // up the body's providers and classes: a stale generation is a 409
+    // that clients retry on, whatever else the body names.
     check_consumer_generations(writes, &locked.existing)?;
+    if let Some(unknown) = locked.unknown.take() {
+        return Err(unknown);
+    }
     check_bound_shares(conn, writes, &locked.existing).await?;
     let needed = fairness::checks_needed(
         conn,
@@ -272,7 +280,9 @@ fn holding_ids(
 type Cleared = (i64, i64, i32, i32);
 
 /// Locks the providers receiving allocations (id order), then the
-/// consumers (uuid order), and resolves class names.
+/// consumers (uuid order), and resolves class names; an unknown provider
+/// or class is kept in `unknown` for the caller to answer after the
+/// consumer generations.
 async fn lock_and_resolve(
     conn: &mut PgConnection,
     writes: &[ConsumerWrite],
@@ -290,9 +300,10 @@ async fn lock_and_resolve(
     .fetch_all(&mut *conn)
     .await?;
     let provider_ids: HashMap<Uuid, i64> = rows.iter().map(|(id, u)| (*u, *id)).collect();
-    if let Some(missing) = wanted.iter().find(|u| !provider_ids.contains_key(u)) {
-        return Err(AllocError::NoProvider(*missing));
-    }
+    let mut unknown = wanted
+        .iter()
+        .find(|u| !provider_ids.contains_key(u))
+        .map(|u| AllocError::NoProvider(*u));
     let mut class_names: Vec<String> = writes
         .iter()
         .flat_map(|w| w.allocations.values().flat_map(|m| m.keys().cloned()))
@@ -305,12 +316,15 @@ async fn lock_and_resolve(
             .fetch_all(&mut *conn)
             .await?;
     let class_ids: HashMap<String, i32> = class_rows.into_iter().map(|(id, n)| (n, id)).collect();
-    for w in writes {
-        for classes in w.allocations.values() {
-            if let Some(rc) = classes.keys().find(|c| !class_ids.contains_key(c.as_str())) {
-                return Err(AllocError::NoClass(w.consumer, rc.clone()));
-            }
-        }
+    if unknown.is_none() {
+        unknown = writes.iter().find_map(|w| {
+            w.allocations.values().find_map(|classes| {
+                classes
+                    .keys()
+                    .find(|c| !class_ids.contains_key(c.as_str()))
+                    .map(|rc| AllocError::NoClass(w.consumer, rc.clone()))
+            })
+        });
     }
     let mut wanted_consumers: Vec<Uuid> = writes.iter().map(|w| w.consumer).collect();
     wanted_consumers.sort_unstable();
@@ -324,6 +338,7 @@ async fn lock_and_resolve(
         providers: rows.iter().map(|(id, _)| *id).collect(),
         class_ids,
         existing,
+        unknown,
     })
 }
 
