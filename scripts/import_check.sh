@@ -98,7 +98,7 @@ step "--dry-run verifies and writes nothing"
 grep -q "nothing was written" "$WORK/dry.txt" || fail "dry run report"
 n=$(q ours "SELECT COUNT(*) FROM resource_providers")
 [ "$n" = 0 ] || fail "the dry run wrote $n providers"
-step "the import, both URLs from the environment (as the README's recipe)"
+step "the import, both URLs from the environment (as docs/migrating.md's recipe)"
 PLACEMENT_IMPORT_FROM="postgresql+psycopg2://$PG/legacy" DATABASE_URL="postgresql://$PG/ours" "$BIN" import
 step "a second import into the now non-empty database is refused"
 if OUT=$("$BIN" import --from "postgresql://$PG/legacy" --database-url "postgresql://$PG/ours" 2>&1); then

@@ -2,6 +2,7 @@
 //! environment fallback so containers can be configured without flags.
 
 pub mod file;
+pub mod reference;
 pub mod security;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
