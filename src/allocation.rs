@@ -4,39 +4,39 @@
 
 use crate::db::allocations::{self as db, AllocError, ConsumerWrite};
 use crate::db::Pool;
-use crate::error::{codes, with_retries, ApiError, ApiResult};
+use crate::error::{codes, with_retries, Error, Result};
 use uuid::Uuid;
 
 /// Maps a refused write to Placement's error; `put_consumer` picks the PUT wording.
-pub fn alloc_error(e: AllocError, put_consumer: Option<Uuid>) -> ApiError {
+pub fn alloc_error(e: AllocError, put_consumer: Option<Uuid>) -> Error {
     match e {
         AllocError::NoProvider(rp) if rp.is_nil() => {
-            ApiError::bad_request("Allocation for resource provider that does not exist.")
+            Error::invalid("Allocation for resource provider that does not exist.")
         }
-        AllocError::NoProvider(_) => ApiError::bad_request(e.to_string()),
+        AllocError::NoProvider(_) => Error::invalid(e.to_string()),
         AllocError::NoClass(_, ref rc) => match put_consumer {
-            Some(c) => ApiError::bad_request(format!(
+            Some(c) => Error::invalid(format!(
                 "Unable to allocate inventory for consumer {c}: No such resource class {rc}."
             )),
-            None => ApiError::bad_request(format!(
+            None => Error::invalid(format!(
                 "Unable to allocate inventory No such resource class {rc}."
             )),
         },
         AllocError::NoInventory(..)
         | AllocError::Constraints(..)
         | AllocError::Capacity(..)
-        | AllocError::BoundShares(..) => ApiError::conflict(e.to_string()),
-        AllocError::Quota { .. } => ApiError::conflict(e.to_string()).code(codes::QUOTA_EXCEEDED),
+        | AllocError::BoundShares(..) => Error::conflict(e.to_string()),
+        AllocError::Quota { .. } => Error::conflict(e.to_string()).code(codes::QUOTA_EXCEEDED),
         AllocError::Reserved(..) => {
-            ApiError::conflict(e.to_string()).code(codes::RESERVATION_UNAVAILABLE)
+            Error::conflict(e.to_string()).code(codes::RESERVATION_UNAVAILABLE)
         }
         AllocError::ConsumerGeneration { .. } => {
-            ApiError::conflict(e.to_string()).code(codes::CONCURRENT_UPDATE)
+            Error::conflict(e.to_string()).code(codes::CONCURRENT_UPDATE)
         }
         AllocError::PriorityClass { .. } => {
-            ApiError::bad_request(e.to_string()).code(codes::COLOCATION_CLASS_NOT_ALLOWED)
+            Error::invalid(e.to_string()).code(codes::COLOCATION_CLASS_NOT_ALLOWED)
         }
-        AllocError::Db(db) => ApiError::from(db),
+        AllocError::Db(db) => Error::from(db),
     }
 }
 
@@ -49,7 +49,7 @@ pub async fn write_with_retry(
     retries: u32,
     writes: &[ConsumerWrite],
     put_consumer: Option<Uuid>,
-) -> ApiResult<()> {
+) -> Result<()> {
     let metrics = crate::metrics::metrics();
     let mut attempts = 0u64;
     let result = with_retries(retries, || {
@@ -59,12 +59,12 @@ pub async fn write_with_retry(
             db::write(&mut tx, writes)
                 .await
                 .map_err(|e| alloc_error(e, put_consumer))?;
-            tx.commit().await.map_err(ApiError::commit_failed)
+            tx.commit().await.map_err(Error::commit_failed)
         }
     })
     .await;
     metrics.write_retries.inc_by(attempts.saturating_sub(1));
-    if result.as_ref().is_err_and(|e| e.retryable) {
+    if result.as_ref().is_err_and(Error::is_lost_race) {
         metrics.write_conflicts.inc();
     }
     result

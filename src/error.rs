@@ -1,13 +1,38 @@
-//! The one error type of the API and its rendering in Placement's format:
-//! `{"errors": [{"status", "title", "detail", "code", "request_id"}]}`.
-//!
-//! Handlers return [`ApiError`]; its `IntoResponse` only stores the error in
-//! the response extensions. The request pipeline renders the body
-//! (`api::error_body`), because only it knows the request id, the negotiated
-//! microversion (`code` appears from 1.23) and the `Accept` header.
+//! What can go wrong in the services, said in their own terms and without
+//! HTTP: a request the service cannot take, something that does not exist,
+//! a conflict with the stored state, a lost race to run again, a database
+//! or identity service out of reach, a deployment refused node by node, or
+//! a bug. Each carries Placement's stable error code. `api::respond::error` maps
+//! them to statuses and bodies, once.
 
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use uuid::Uuid;
+
+/// One node's part in a deployment's answer or refusal: its capacity for
+/// the request, or why it has none, with the numbers.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct NodeReport {
+    /// The node (its root provider).
+    pub node: Uuid,
+    /// Instances it could take (absent for nodes the candidate search
+    /// ruled out before planning).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<i64>,
+    /// Why it takes none: a stable reason word (`no_topology`,
+    /// `insufficient_memory`, `capacity`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The numbers behind the reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<serde_json::Value>,
+}
+
+/// A deployment no node could take: every node's report.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Refusal {
+    /// Per node, planned nodes first, then those the search ruled out.
+    pub nodes: Vec<NodeReport>,
+}
 
 /// Stable error codes, as Placement defines them. Never change a value.
 pub mod codes {
@@ -63,226 +88,139 @@ pub mod codes {
     pub const OUTCOME_UNKNOWN: &str = "placement.database.outcome_unknown";
 }
 
-/// An error answered to the client; 500s keep their cause for the log only.
+/// What kind of failure an [`Error`] is.
+#[derive(Debug, Clone)]
+pub enum Kind {
+    /// The request cannot be taken as it is (a bad value, an unknown name).
+    Invalid,
+    /// What it names does not exist.
+    NotFound,
+    /// It conflicts with what is stored (a generation, a capacity, a quota).
+    Conflict,
+    /// A database race (deadlock, serialisation failure) lost: running the
+    /// whole operation again may succeed.
+    LostRace,
+    /// A deployment no node can take, with every node's reasons.
+    Refused(Box<Refusal>),
+    /// The caller has no valid credentials; `challenge` names where to get
+    /// them (Keystone's URI), if anywhere.
+    Unauthenticated {
+        /// Keystone's root, for `WWW-Authenticate`.
+        challenge: Option<String>,
+    },
+    /// The database cannot be reached.
+    DatabaseUnavailable,
+    /// The connection died during COMMIT: the outcome is unknown.
+    OutcomeUnknown,
+    /// The identity service cannot validate tokens.
+    IdentityUnavailable,
+    /// A bug: the cause is logged, the caller told nothing more.
+    Internal,
+}
+
+/// A failure of a service, with its message and stable code.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{status}: {detail}")]
-pub struct ApiError {
-    /// HTTP status.
-    pub status: StatusCode,
-    /// The full `detail` text: the status's generic explanation, a blank
-    /// line, then the specific message (webob's flattened template).
-    pub detail: String,
-    /// The stable error code (shown from microversion 1.23).
+#[error("{message}")]
+pub struct Error {
+    /// What kind of failure.
+    pub kind: Kind,
+    /// The specific message for the caller.
+    pub message: String,
+    /// The stable error code.
     pub code: &'static str,
-    /// `Allow` header value for 405s.
-    pub allow: Option<String>,
-    /// `WWW-Authenticate` header value for 401s under Keystone.
-    pub www_authenticate: Option<String>,
-    /// Whether the body carries `min_version`/`max_version` (406 from version parsing).
-    pub version_bounds: bool,
-    /// Seconds for a `Retry-After` header (503s).
-    pub retry_after: Option<u32>,
-    /// A lost database race (deadlock, serialisation failure) that the
-    /// handler may run again from the start.
-    pub retryable: bool,
-    /// A deployment refusal's per-node reasons, shown as the error's
-    /// `nodes` (our extension endpoints only).
-    pub nodes: Option<Box<serde_json::Value>>,
+    /// Lost to a concurrent writer (as well as whatever the kind says):
+    /// the whole operation may be run again.
+    race: bool,
 }
 
-/// Placement's two wordings of a provider generation conflict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GenerationConflict {
-    /// The inventories routes.
-    Inventory,
-    /// The traits and aggregates routes.
-    Changed,
-}
+/// Result alias of the services.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Result alias for handlers and the data layer.
-pub type ApiResult<T> = Result<T, ApiError>;
-
-fn explanation(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        400 => "The server could not comply with the request since it is either malformed or otherwise incorrect.",
-        401 => "This server could not verify that you are authorized to access the document you requested. Either you supplied the wrong credentials (e.g., bad password), or your browser does not understand how to supply the credentials required.",
-        403 => "Access was denied to this resource.",
-        404 => "The resource could not be found.",
-        409 => "There was a conflict when trying to complete your request.",
-        413 => "The request body is larger than this server accepts.",
-        408 => "The server timed out waiting for the request.",
-        503 => "The server is currently unavailable. Please try again at a later time.",
-        _ => "The server has either erred or is incapable of performing the requested operation.",
-    }
-}
-
-impl ApiError {
-    /// An error with the generic explanation for `status` and a specific message.
-    pub fn new(status: StatusCode, message: impl AsRef<str>) -> Self {
-        Self::with_prefix(status, explanation(status), message)
-    }
-
-    fn with_prefix(status: StatusCode, prefix: &str, message: impl AsRef<str>) -> Self {
-        // webob's strip_tags turns every newline of the message into a
-        // space (jsonschema's multi-line texts arrive on one line).
-        let message = message.as_ref().replace('\n', " ").replace('\r', "");
-        let detail = if message.is_empty() {
-            prefix.to_string()
-        } else {
-            format!("{prefix}\n\n {message}  ")
-        };
-        ApiError {
-            status,
-            detail,
+impl Error {
+    fn of(kind: Kind, message: impl Into<String>) -> Self {
+        Error {
+            kind,
+            message: message.into(),
             code: codes::UNDEFINED,
-            allow: None,
-            www_authenticate: None,
-            version_bounds: false,
-            retry_after: None,
-            retryable: false,
-            nodes: None,
+            race: false,
         }
     }
 
-    /// The same error with per-node reasons.
-    pub fn with_nodes(mut self, nodes: serde_json::Value) -> Self {
-        self.nodes = Some(Box::new(nodes));
-        self
+    /// The request cannot be taken as it is.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::of(Kind::Invalid, message)
     }
 
-    /// 400 Bad Request.
-    pub fn bad_request(message: impl AsRef<str>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, message)
+    /// What the request names does not exist.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::of(Kind::NotFound, message)
     }
 
-    /// 404 Not Found.
-    pub fn not_found(message: impl AsRef<str>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, message)
+    /// The request conflicts with what is stored.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::of(Kind::Conflict, message)
     }
 
-    /// 409 Conflict (with `placement.undefined_code` unless [`Self::code`] changes it).
-    pub fn conflict(message: impl AsRef<str>) -> Self {
-        Self::new(StatusCode::CONFLICT, message)
+    /// A deployment refused, with its reasons.
+    pub fn refused(message: impl Into<String>, refusal: Refusal) -> Self {
+        Self::of(Kind::Refused(Box::new(refusal)), message)
     }
 
-    /// 409 concurrent_update for a provider generation the client had
-    /// wrong (or that moved under it). Placement words it per route:
-    /// [`GenerationConflict::Inventory`] for inventories,
-    /// [`GenerationConflict::Changed`] for traits and aggregates.
-    pub fn generation_conflict(wording: GenerationConflict) -> Self {
-        let text = match wording {
-            GenerationConflict::Inventory => "resource provider generation conflict",
-            GenerationConflict::Changed => "Resource provider's generation already changed. Please update the generation and try again.",
-        };
-        Self::conflict(text).code(codes::CONCURRENT_UPDATE)
-    }
-
-    /// 403 for a policy rule the caller's roles do not satisfy.
-    pub fn forbidden(rule: &str) -> Self {
-        Self::new(
-            StatusCode::FORBIDDEN,
-            format!("Policy does not allow {rule} to be performed."),
-        )
-    }
-
-    /// 401 for a request without credentials.
-    pub fn unauthorized() -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "")
-    }
-
-    /// 401 under Keystone: the token is missing, malformed, expired or
-    /// revoked; the header tells the client where to get one
-    /// (keystonemiddleware's answer).
-    pub fn unauthorized_keystone(identity_uri: &str) -> Self {
-        let mut e = Self::new(
-            StatusCode::UNAUTHORIZED,
-            "The request you have made requires authentication.",
-        );
-        e.www_authenticate = Some(format!("Keystone uri=\"{identity_uri}\""));
-        e
-    }
-
-    /// 503 while Keystone cannot validate tokens: never fail open.
-    pub fn identity_unavailable(cause: impl std::fmt::Display) -> Self {
-        tracing::warn!(error = %cause, "identity service unavailable");
-        let mut e = Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "The identity service cannot validate the token; retry later.",
-        )
-        .code(codes::IDENTITY_UNAVAILABLE);
-        e.retry_after = Some(1);
-        e
-    }
-
-    /// 405 with the route's allowed methods (Placement's router adds its
-    /// second sentence), or without them for a method the route has only
-    /// from a later microversion (Placement's bare 405). webob's 405
-    /// template has its own spacing and no trailing blanks.
-    pub fn method_not_allowed(method: &str, allow: Option<String>) -> Self {
-        let second = match allow {
-            Some(_) => "The method specified is not allowed for this resource.",
+    /// No valid credentials (Keystone's URI to get some, when known).
+    pub fn unauthenticated(challenge: Option<String>) -> Self {
+        let message = match challenge {
+            Some(_) => "The request you have made requires authentication.",
             None => "",
         };
-        let mut e = Self::new(StatusCode::METHOD_NOT_ALLOWED, "");
-        e.detail = format!("The method {method} is not allowed for this resource. \n\n {second}");
-        e.allow = allow;
-        e
+        Self::of(Kind::Unauthenticated { challenge }, message)
     }
 
-    /// 406 for an `Accept` header that excludes JSON.
-    pub fn not_acceptable(accept: &str, message: impl AsRef<str>) -> Self {
-        Self::with_prefix(
-            StatusCode::NOT_ACCEPTABLE,
-            &format!(
-                "The resource could not be generated that was acceptable to your browser (content of type {accept}."
-            ),
-            message,
+    /// The identity service cannot validate tokens: never fail open.
+    pub fn identity_unavailable(cause: impl std::fmt::Display) -> Self {
+        tracing::warn!(error = %cause, "identity service unavailable");
+        Self::of(
+            Kind::IdentityUnavailable,
+            "The identity service cannot validate the token; retry later.",
         )
+        .code(codes::IDENTITY_UNAVAILABLE)
     }
 
-    /// 415 for a body that is not `application/json`.
-    pub fn unsupported_media(content_type: Option<&str>) -> Self {
-        let shown = content_type.unwrap_or("None");
-        Self::with_prefix(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            &format!("The request media type {shown} is not supported by this server."),
-            format!("The media type {shown} is not supported, use application/json"),
-        )
-    }
-
-    /// 500: the cause is logged, the client sees only the generic text.
+    /// A bug: the cause is logged, never shown.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         tracing::error!(error = %cause, "internal error");
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "")
+        Self::of(Kind::Internal, "")
     }
 
-    /// 503 while the database cannot be reached: clients retry after a second.
-    pub fn unavailable(cause: impl std::fmt::Display) -> Self {
+    /// The database cannot be reached: callers retry after a second.
+    pub fn database_unavailable(cause: impl std::fmt::Display) -> Self {
         tracing::warn!(error = %cause, "database unavailable");
-        let mut e = Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
+        Self::of(
+            Kind::DatabaseUnavailable,
             "The database is unavailable; retry later.",
         )
-        .code(codes::DATABASE_UNAVAILABLE);
-        e.retry_after = Some(1);
-        e
+        .code(codes::DATABASE_UNAVAILABLE)
     }
 
     /// The error for a failed COMMIT: a lost connection there means the
-    /// write may or may not be stored, which the client must be told.
+    /// write may or may not be stored, which the caller must be told.
     pub fn commit_failed(e: sqlx::Error) -> Self {
         match classify(&e) {
             DbFailure::Unavailable => {
-                let mut e = Self::unavailable(e);
-                e.detail = Self::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
+                tracing::warn!(error = %e, "connection lost during commit");
+                Self::of(
+                    Kind::OutcomeUnknown,
                     "The database connection was lost while committing: the outcome of this write is unknown. Read the resource before retrying.",
                 )
-                .detail;
-                e.code(codes::OUTCOME_UNKNOWN)
+                .code(codes::OUTCOME_UNKNOWN)
             }
             _ => Self::from(e),
         }
+    }
+
+    /// A provider generation the client had wrong (or that moved under
+    /// it), worded as Placement words it on the inventories routes.
+    pub fn inventory_generation_conflict() -> Self {
+        Self::conflict("resource provider generation conflict").code(codes::CONCURRENT_UPDATE)
     }
 
     /// Sets the stable error code.
@@ -291,25 +229,20 @@ impl ApiError {
         self
     }
 
-    /// The standard reason phrase for the status.
-    pub fn title(&self) -> &'static str {
-        self.status.canonical_reason().unwrap_or("Error")
+    /// The same failure, known to come from a concurrent writer (a node
+    /// taken between planning and locking): answered as it is if it
+    /// persists, but the operation may be run again first.
+    pub fn lost_race(self) -> Self {
+        Error { race: true, ..self }
+    }
+
+    /// Whether running the whole operation again may succeed.
+    pub fn is_lost_race(&self) -> bool {
+        self.race || matches!(self.kind, Kind::LostRace)
     }
 }
 
-/// Marker carried in response extensions until the pipeline renders it.
-#[derive(Clone)]
-pub struct PendingError(pub ApiError);
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let mut resp = self.status.into_response();
-        resp.extensions_mut().insert(PendingError(self));
-        resp
-    }
-}
-
-/// What a database error means for the client.
+/// What a database error means for the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DbFailure {
     /// The database cannot be reached or dropped the connection: 503.
@@ -320,7 +253,7 @@ pub enum DbFailure {
     Other,
 }
 
-/// Sorts a database error by what the client should be told.
+/// Sorts a database error by what the caller should be told.
 pub fn classify(e: &sqlx::Error) -> DbFailure {
     use sqlx::Error as E;
     match e {
@@ -354,35 +287,34 @@ pub fn classify(e: &sqlx::Error) -> DbFailure {
     }
 }
 
-impl From<sqlx::Error> for ApiError {
+impl From<sqlx::Error> for Error {
     fn from(e: sqlx::Error) -> Self {
         match classify(&e) {
-            DbFailure::Unavailable => ApiError::unavailable(e),
+            DbFailure::Unavailable => Error::database_unavailable(e),
             DbFailure::LostRace => {
                 tracing::debug!(error = %e, "lost a database race");
-                let mut err = ApiError::conflict(
+                Error::of(
+                    Kind::LostRace,
                     "Inventory and/or allocations changed while attempting to allocate: another writer held the same providers or consumers; retry the request.",
                 )
-                .code(codes::CONCURRENT_UPDATE);
-                err.retryable = true;
-                err
+                .code(codes::CONCURRENT_UPDATE)
             }
-            DbFailure::Other => ApiError::internal(e),
+            DbFailure::Other => Error::internal(e),
         }
     }
 }
 
 /// Runs `attempt` again while it fails with a lost database race, at most
 /// `retries` more times; the last failure is answered (a 409).
-pub async fn with_retries<T, F, Fut>(retries: u32, mut attempt: F) -> ApiResult<T>
+pub async fn with_retries<T, F, Fut>(retries: u32, mut attempt: F) -> Result<T>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = ApiResult<T>>,
+    Fut: std::future::Future<Output = Result<T>>,
 {
     let mut tries = 0;
     loop {
         match attempt().await {
-            Err(e) if e.retryable && tries < retries => tries += 1,
+            Err(e) if e.is_lost_race() && tries < retries => tries += 1,
             done => return done,
         }
     }

@@ -3,7 +3,7 @@
 
 use crate::db::inventories::{self, Inventory, InventoryRow};
 use crate::db::{classes, providers};
-use crate::error::{codes, ApiError, ApiResult};
+use crate::error::{codes, Error, Result};
 use sqlx::PgConnection;
 
 /// Why an inventory's capacity is invalid, if it is (from microversion 1.26
@@ -41,9 +41,9 @@ pub fn server_owned(rc: &str) -> bool {
 }
 
 /// 400 for a single-class write of a server-owned class.
-pub fn refuse_server_owned(rc: &str, rp: &uuid::Uuid) -> ApiResult<()> {
+pub fn refuse_server_owned(rc: &str, rp: &uuid::Uuid) -> Result<()> {
     if server_owned(rc) {
-        return Err(ApiError::bad_request(format!(
+        return Err(Error::invalid(format!(
             "Inventory of {rc} on resource provider {rp} is computed by the server from usage reports; it cannot be written."
         )));
     }
@@ -60,12 +60,12 @@ pub async fn set_inventories(
     rp: &providers::ProviderRow,
     wanted: &[(String, Inventory)],
     reserved_may_equal_total: bool,
-) -> ApiResult<Vec<InventoryRow>> {
+) -> Result<Vec<InventoryRow>> {
     let wanted: Vec<&(String, Inventory)> =
         wanted.iter().filter(|(rc, _)| !server_owned(rc)).collect();
     let names: Vec<String> = wanted.iter().map(|(rc, _)| rc.clone()).collect();
     let ids = classes::ids(conn, &names).await?.map_err(|rc| {
-        ApiError::bad_request(format!(
+        Error::invalid(format!(
             "Unknown resource class in inventory for resource provider {}: No such resource class {rc}.",
             rp.uuid
         ))
@@ -73,7 +73,7 @@ pub async fn set_inventories(
     let mut records = Vec::new();
     for ((rc, inv), class_id) in wanted.into_iter().zip(ids) {
         if let Some(why) = invalid_capacity(inv, reserved_may_equal_total, rc, &rp.uuid) {
-            return Err(ApiError::bad_request(format!(
+            return Err(Error::invalid(format!(
                 "Unable to update inventory for resource provider {}: {why}",
                 rp.uuid
             )));
@@ -89,7 +89,7 @@ pub async fn set_inventories(
         .collect();
     let busy = inventories::classes_in_use(conn, rp.id, &removed).await?;
     if !busy.is_empty() {
-        return Err(ApiError::conflict(in_use(&busy, &rp.uuid)).code(codes::INVENTORY_INUSE));
+        return Err(Error::conflict(in_use(&busy, &rp.uuid)).code(codes::INVENTORY_INUSE));
     }
     inventories::delete(conn, rp.id, &removed).await?;
     for (class_id, inv) in &records {

@@ -2,8 +2,9 @@
 //! on PostgreSQL, with an Eru-style scheduler on top.
 //!
 //! Layers, each using only those below it (`tests/layering.rs` checks it):
-//! 1. `types`, `error`, `config`, `policy`: newtypes, the one error type,
-//!    settings, the policy engine (oslo.policy's rules, pure);
+//! 1. `types`, `error`, `config`, `policy`: newtypes, the services' error
+//!    (what went wrong, with a stable code; HTTP-free), settings, the
+//!    policy engine (oslo.policy's rules, pure);
 //! 2. `db` (all SQL), `sched` (pure scheduling algorithms) and `auth`
 //!    (noauth2, Keystone token validation);
 //! 3. services: `candidates` (the candidate engine, entry point
@@ -14,7 +15,9 @@
 //!    the scheduler and `allocation`);
 //! 4. `state`: what every handler shares, with the security settings;
 //! 5. `api`: thin handlers, one file per resource; a handler never imports
-//!    another handler, only the plumbing (`extract`, `respond`, `schema`, …);
+//!    another handler, only the plumbing (`extract`, `respond`, `schema`, …).
+//!    Only `api`, `serve` and `main` know HTTP: errors become statuses in
+//!    `api::respond::error`;
 //! 6. `serve` and `localdb`: the HTTP server and the zero-config PostgreSQL.
 
 pub mod allocation;
@@ -41,6 +44,6 @@ pub mod types;
 pub use state::AppState;
 
 /// The whole HTTP application, used by `main` and by the tests.
-pub fn app(state: AppState) -> axum::Router {
+pub fn app(state: AppState) -> api::Router {
     api::router(state)
 }

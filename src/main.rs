@@ -322,7 +322,7 @@ async fn degrade_stale_batch(pool: sqlx::PgPool, every: std::time::Duration) {
         match placement::colocation::reports::degrade_stale(&mut conn).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(inventories = n, "batch inventory set to 0 on stale reports"),
-            Err(e) => tracing::warn!(error = %e.detail, "degrading stale batch inventory failed"),
+            Err(e) => tracing::warn!(error = %e, "degrading stale batch inventory failed"),
         }
     }
 }

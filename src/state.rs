@@ -105,7 +105,7 @@ impl AppState {
     pub async fn cpu_work<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> T + Send + 'static,
-    ) -> error::ApiResult<T> {
+    ) -> error::Result<T> {
         candidates::find::on_cpu(&self.cpu, work).await
     }
 

@@ -146,3 +146,36 @@ fn areas_only_use_lower_layers_and_handlers_use_no_handlers() {
     }
     assert!(problems.is_empty(), "layering:\n{}", problems.join("\n"));
 }
+
+/// Services, the engine and the data layer know nothing of HTTP: no
+/// `ApiError`, `StatusCode` or `axum` outside `src/api/`, `src/serve.rs`
+/// and `src/main.rs`; their errors are `crate::error::Error`, mapped once
+/// in `api::respond::error`.
+#[test]
+fn only_the_http_layer_knows_http() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut problems = Vec::new();
+    for p in &files {
+        let rel = p
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        if rel.starts_with("api/") || rel == "serve.rs" || rel == "main.rs" {
+            continue;
+        }
+        let text = non_test_text(p);
+        for word in ["ApiError", "ApiResult", "StatusCode", "axum"] {
+            if text.contains(word) {
+                problems.push(format!("src/{rel} mentions {word}"));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "HTTP outside the HTTP layer:\n{}",
+        problems.join("\n")
+    );
+}

@@ -4,7 +4,7 @@ use super::extract::JsonBody;
 use super::policy::{project_target, Authorize};
 use super::respond::Reply;
 use super::schema::extensions::{amounts_schema, project_id_schema};
-use crate::error::ApiResult;
+use crate::api::respond::ApiResult;
 use crate::fairness::admission::{self as service, AdmissionPost, RoundSettings};
 use crate::state::AppState;
 use axum::extract::State;

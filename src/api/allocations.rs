@@ -11,9 +11,9 @@ use super::schema::responses::{
     ConsumerAllocations, ConsumerShare, ProviderAllocations, ProviderShare,
 };
 use crate::allocation;
+use crate::api::respond::{ApiError, ApiResult};
 use crate::db::allocations::{self as db};
 use crate::db::consumers;
-use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use crate::types::parse_uuid_like;
 use axum::extract::State;

@@ -6,11 +6,11 @@
 use super::extract::{find, find_for_update, JsonBody, PathParams};
 use super::policy::{owner_target, Authorize};
 use super::respond::Reply;
+use crate::api::respond::{ApiError, ApiResult};
 use crate::colocation::advice::{self, EvictionsPost};
 use crate::colocation::policy;
 use crate::colocation::priority::{self, PriorityPut};
 use crate::colocation::reports::{self, UsageReport};
-use crate::error::{ApiError, ApiResult};
 use crate::sched::colocation::policy::Policy;
 use crate::state::AppState;
 use crate::types::parse_uuid_like;

@@ -5,7 +5,7 @@ use super::extract::{JsonBody, QueryPairs};
 use super::policy::{project_target, Authorize};
 use super::respond::Reply;
 use super::schema::extensions::{amounts_schema, project_id_schema};
-use crate::error::ApiResult;
+use crate::api::respond::ApiResult;
 use crate::fairness::declines::{self as service, DeclinePost};
 use crate::state::AppState;
 use axum::extract::State;

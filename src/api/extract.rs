@@ -3,8 +3,8 @@
 //! helpers every write handler uses.
 
 use super::schema::validate::{integers_as_integers, validate};
+use crate::api::respond::{ApiError, ApiResult};
 use crate::db::providers::{self, ProviderRow};
-use crate::error::{ApiError, ApiResult};
 use crate::types::parse_uuid_like;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;

@@ -7,9 +7,9 @@ use super::respond::{latest, Reply};
 use super::schema;
 use super::schema::bodies::{InventoriesPut, InventoryCreate, InventoryUpdate};
 use super::schema::responses::{Inventories, InventoryWithGeneration};
+use crate::api::respond::{codes, ApiError, ApiResult, GenerationConflict};
 use crate::db::inventories::{self, Inventory, InventoryRow};
 use crate::db::{classes, providers};
-use crate::error::{codes, ApiError, ApiResult, GenerationConflict};
 use crate::inventory::{
     in_use, invalid_capacity, refuse_server_owned, server_owned, set_inventories,
 };

@@ -1,7 +1,7 @@
 //! `GET /metrics`: the process's counters in Prometheus' text format, no
 //! token (like `/healthcheck`); 404 when `--metrics false`.
 
-use crate::error::ApiError;
+use crate::api::respond::ApiError;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::header;

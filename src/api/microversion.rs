@@ -3,7 +3,7 @@
 //! One line per version says what it changed; handlers ask
 //! `mv.at_least(1, 14)` rather than compare numbers by hand.
 
-use crate::error::ApiError;
+use crate::api::respond::ApiError;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};

@@ -33,10 +33,10 @@ pub mod ui;
 pub mod usages;
 pub mod volumes;
 
-use crate::error::ApiError;
+use crate::api::respond::ApiError;
 use crate::state::AppState;
 use axum::routing::MethodRouter;
-use axum::Router;
+pub use axum::Router;
 
 /// Builds the router from the route table, with 405 + `Allow` for other
 /// methods, the per-route guard and the pipeline.

@@ -6,8 +6,8 @@
 //! handler read, handed to [`Authorize::check`].
 
 use super::extract::QueryPairs;
+use crate::api::respond::{ApiError, ApiResult};
 use crate::db::consumers::ConsumerRow;
-use crate::error::{ApiError, ApiResult};
 use crate::policy::{Credentials, Decision, Target};
 use crate::state::Security;
 use axum::extract::FromRequestParts;

@@ -4,7 +4,7 @@
 use super::extract::{JsonBody, PathParams};
 use super::respond::Reply;
 use super::schema::extensions::{amounts_schema, project_id_schema};
-use crate::error::ApiResult;
+use crate::api::respond::ApiResult;
 use crate::fairness::projects::{self as service, FairnessPut, QuotaPut};
 use crate::state::AppState;
 use axum::extract::State;

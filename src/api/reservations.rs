@@ -3,7 +3,7 @@
 
 use super::extract::{find, find_for_update, JsonBody, PathParams};
 use super::respond::Reply;
-use crate::error::{ApiError, ApiResult};
+use crate::api::respond::{ApiError, ApiResult};
 use crate::fairness::reservations::{self as service, ReservationPut};
 use crate::state::AppState;
 use axum::extract::State;

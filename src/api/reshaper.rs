@@ -7,11 +7,12 @@ use super::schema;
 use super::schema::allocations::writes_from_map;
 use super::schema::bodies::{InventoriesPut, Ordered, Reshape};
 use crate::allocation::alloc_error;
+use crate::api::respond::{codes, ApiResult};
 use crate::db::allocations::ConsumerWrite;
 use crate::db::inventories::Inventory;
 use crate::db::providers::ProviderRow;
 use crate::db::{allocations, classes, inventories, providers};
-use crate::error::{codes, with_retries, ApiError, ApiResult};
+use crate::error::{with_retries, Error, Result};
 use crate::inventory::{invalid_capacity, set_inventories};
 use crate::state::AppState;
 use crate::types::parse_uuid_like;
@@ -43,7 +44,7 @@ async fn lock_targets(
     tx: &mut PgConnection,
     inv_map: &Ordered<InventoriesPut>,
     writes: &[ConsumerWrite],
-) -> ApiResult<Vec<(ProviderRow, Vec<(String, Inventory)>)>> {
+) -> Result<Vec<(ProviderRow, Vec<(String, Inventory)>)>> {
     let mut named: Vec<Uuid> = inv_map
         .0
         .iter()
@@ -57,14 +58,14 @@ async fn lock_targets(
     for (raw, spec) in &inv_map.0 {
         let rp = parse_uuid_like(raw).and_then(|u| locked.iter().find(|rp| rp.uuid == u));
         let Some(rp) = rp else {
-            return Err(ApiError::bad_request(format!(
+            return Err(Error::invalid(format!(
                 "Resource provider {raw} in inventories not found: No resource provider with uuid {raw} found"
             ))
             .code(codes::PROVIDER_NOT_FOUND));
         };
         let given = &spec.resource_provider_generation;
         if !given.matches(rp.generation) {
-            return Err(ApiError::conflict(format!(
+            return Err(Error::conflict(format!(
                 "resource provider generation conflict for provider {}: actual: {}, given: {given}",
                 rp.uuid, rp.generation
             ))
@@ -81,7 +82,7 @@ async fn reshape_once(
     inv_map: &Ordered<InventoriesPut>,
     writes: &[ConsumerWrite],
     mv: Microversion,
-) -> ApiResult<()> {
+) -> Result<()> {
     let mut tx = st.pool.begin().await?;
     let targets = lock_targets(&mut tx, inv_map, writes).await?;
 
@@ -93,15 +94,13 @@ async fn reshape_once(
         }
         let names: Vec<String> = wanted.iter().map(|(rc, _)| rc.clone()).collect();
         let ids = classes::ids(&mut tx, &names).await?.map_err(|rc| {
-            ApiError::bad_request(format!(
+            Error::invalid(format!(
                 "malformed reshaper data: No such resource class {rc}."
             ))
         })?;
         for ((rc, inv), class_id) in wanted.iter().zip(ids) {
             if let Some(why) = invalid_capacity(inv, mv.at_least(1, 26), rc, &rp.uuid) {
-                return Err(ApiError::bad_request(format!(
-                    "malformed reshaper data: {why}"
-                )));
+                return Err(Error::invalid(format!("malformed reshaper data: {why}")));
             }
             inventories::upsert(&mut tx, rp.id, class_id, inv).await?;
         }
@@ -118,5 +117,5 @@ async fn reshape_once(
         set_inventories(&mut tx, rp, wanted, mv.at_least(1, 26)).await?;
         providers::bump_locked(&mut tx, &[rp.id]).await?;
     }
-    tx.commit().await.map_err(ApiError::commit_failed)
+    tx.commit().await.map_err(Error::commit_failed)
 }

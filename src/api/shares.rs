@@ -1,7 +1,7 @@
 //! `GET /fairness/shares` (our extension): every project's DRF standing.
 
 use super::respond::Reply;
-use crate::error::ApiResult;
+use crate::api::respond::ApiResult;
 use crate::state::AppState;
 use axum::extract::State;
 

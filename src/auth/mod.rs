@@ -8,9 +8,23 @@ pub mod cache;
 pub mod keystone;
 
 use crate::config::security::{AuthStrategy, SecurityArgs};
-use crate::error::ApiError;
+use crate::error::Error;
 use crate::policy::Credentials;
-use axum::http::HeaderMap;
+
+/// What a request presents about its caller, read from its headers by the
+/// HTTP layer: the token and, trusted under noauth2 only, the identity
+/// headers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Presented<'a> {
+    /// `X-Auth-Token`, trimmed (empty when not valid text).
+    pub token: Option<&'a str>,
+    /// `X-Project-Id`.
+    pub project_id: Option<&'a str>,
+    /// `X-Roles`, comma-separated.
+    pub roles: Option<&'a str>,
+    /// `OpenStack-System-Scope`.
+    pub system_scope: Option<&'a str>,
+}
 
 /// The configured way of authenticating callers.
 #[derive(Debug)]
@@ -36,23 +50,21 @@ impl Authenticator {
     /// The caller of a request: Ok(None) without a token (public paths
     /// may still answer), 401 for a token Keystone refuses, 503 when it
     /// cannot answer.
-    pub async fn identify(&self, headers: &HeaderMap) -> Result<Option<Credentials>, ApiError> {
-        let token = headers
-            .get("x-auth-token")
-            .map(|v| v.to_str().map(str::trim).unwrap_or(""));
+    pub async fn identify(&self, presented: Presented<'_>) -> Result<Option<Credentials>, Error> {
+        let token = presented.token;
         match self {
-            Authenticator::NoAuth => {
-                Ok(token.filter(|t| !t.is_empty()).map(|t| noauth(t, headers)))
-            }
+            Authenticator::NoAuth => Ok(token
+                .filter(|t| !t.is_empty())
+                .map(|t| noauth(t, presented))),
             Authenticator::Keystone(k) => match token {
                 None => Ok(None),
                 Some(t) => match k.validate(t).await {
                     Ok(c) => Ok(Some(c)),
                     Err(keystone::Rejection::Invalid) => {
-                        Err(ApiError::unauthorized_keystone(&k.identity_uri))
+                        Err(Error::unauthenticated(Some(k.identity_uri.clone())))
                     }
                     Err(keystone::Rejection::Unavailable(why)) => {
-                        Err(ApiError::identity_unavailable(why))
+                        Err(Error::identity_unavailable(why))
                     }
                 },
             },
@@ -60,10 +72,10 @@ impl Authenticator {
     }
 
     /// The answer to a request without a token on a protected path.
-    pub fn missing_token(&self) -> ApiError {
+    pub fn missing_token(&self) -> Error {
         match self {
-            Authenticator::NoAuth => ApiError::unauthorized(),
-            Authenticator::Keystone(k) => ApiError::unauthorized_keystone(&k.identity_uri),
+            Authenticator::NoAuth => Error::unauthenticated(None),
+            Authenticator::Keystone(k) => Error::unauthenticated(Some(k.identity_uri.clone())),
         }
     }
 }
@@ -71,22 +83,17 @@ impl Authenticator {
 /// noauth2: the token is `USER[:PROJECT]`; `X-Project-Id`, `X-Roles` and
 /// `OpenStack-System-Scope` say the rest, and the user `admin` holds the
 /// admin role.
-fn noauth(token: &str, headers: &HeaderMap) -> Credentials {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
+fn noauth(token: &str, presented: Presented<'_>) -> Credentials {
+    let given = |v: Option<&str>| {
+        v.map(str::trim)
             .filter(|s| !s.is_empty())
+            .map(str::to_string)
     };
     let (user, project) = match token.split_once(':') {
         Some((u, p)) => (u.to_string(), Some(p.to_string())),
-        None => (
-            token.to_string(),
-            header("x-project-id").map(str::to_string),
-        ),
+        None => (token.to_string(), given(presented.project_id)),
     };
-    let mut roles: Vec<String> = header("x-roles")
+    let mut roles: Vec<String> = given(presented.roles)
         .map(|r| {
             r.split(',')
                 .map(|s| s.trim().to_lowercase())
@@ -102,6 +109,6 @@ fn noauth(token: &str, headers: &HeaderMap) -> Credentials {
         project_id: project,
         domain_id: None,
         roles,
-        system_scope: header("openstack-system-scope").map(str::to_string),
+        system_scope: given(presented.system_scope),
     }
 }

@@ -10,7 +10,7 @@
 use super::snapshot::{Node, Report, Snapshot};
 use crate::db::classes::{MEMORY_MB_ID, VCPU_ID};
 use crate::db::colocation::{placement as db, BATCH_MEMORY_MB, BATCH_VCPU_MILLI};
-use crate::error::{codes, ApiError, ApiResult};
+use crate::error::{codes, Error, Result};
 use crate::sched::colocation::load::Resource;
 use crate::sched::colocation::placement::{instances_accepted, refusal, HostLoad, Refusal};
 use crate::sched::colocation::policy::Policy;
@@ -22,13 +22,13 @@ use std::collections::HashMap;
 
 /// The query's `priority_class` (prod without one; the schema has
 /// already checked the value).
-pub fn priority_of(pairs: &[(String, String)]) -> ApiResult<PriorityClass> {
+pub fn priority_of(pairs: &[(String, String)]) -> Result<PriorityClass> {
     match pairs.iter().rev().find(|(k, _)| k == "priority_class") {
         None => Ok(PriorityClass::Prod),
         Some((_, v)) => PriorityClass::ALL
             .into_iter()
             .find(|c| c.name() == v)
-            .ok_or_else(|| ApiError::bad_request(format!("Invalid priority_class: {v}."))),
+            .ok_or_else(|| Error::invalid(format!("Invalid priority_class: {v}."))),
     }
 }
 
@@ -38,13 +38,13 @@ pub fn priority_of(pairs: &[(String, String)]) -> ApiResult<PriorityClass> {
 pub fn check_classes<'a>(
     priority: PriorityClass,
     classes: impl IntoIterator<Item = &'a String>,
-) -> ApiResult<()> {
+) -> Result<()> {
     if !priority.low() {
         return Ok(());
     }
     match classes.into_iter().find(|c| !priority.may_allocate(c)) {
         None => Ok(()),
-        Some(c) => Err(ApiError::bad_request(format!(
+        Some(c) => Err(Error::invalid(format!(
             "priority_class {} may request only BATCH_VCPU_MILLI, BATCH_MEMORY_MB and DISK_GB, not {c}.",
             priority.name()
         ))
@@ -59,7 +59,7 @@ pub async fn restrict(
     conn: &mut PgConnection,
     snap: &Snapshot,
     request: CpuMem,
-) -> ApiResult<(Snapshot, HashMap<i64, LoadRefusal>)> {
+) -> Result<(Snapshot, HashMap<i64, LoadRefusal>)> {
     let judge = LoadJudge::load(conn).await?;
     let refused: HashMap<i64, LoadRefusal> = snap
         .nodes
@@ -109,7 +109,7 @@ pub struct LoadJudge {
 impl LoadJudge {
     /// Reads the policy scopes (a handful of rows: reports are in the
     /// snapshot).
-    pub async fn load(conn: &mut PgConnection) -> ApiResult<Self> {
+    pub async fn load(conn: &mut PgConnection) -> Result<Self> {
         let scopes = db::policy_scopes(conn).await?;
         let cluster = scopes.iter().find(|(rp, _)| rp.is_none()).map(|(_, v)| v);
         let overrides = scopes

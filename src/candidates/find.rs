@@ -11,7 +11,7 @@ use super::snapshot::Snapshot;
 use super::solve::{self, Candidate, Group, Limits, Stopped};
 use crate::config::{GenerationStrategy, Settings};
 use crate::db::{candidates as db, classes, fairness, traits};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{Error, Result};
 use crate::sched::colocation::CpuMem;
 use crate::types::PriorityClass;
 use sqlx::PgConnection;
@@ -78,11 +78,11 @@ impl Drop for CancelOnDrop {
 pub async fn on_cpu<T: Send + 'static>(
     cpu: &Semaphore,
     work: impl FnOnce() -> T + Send + 'static,
-) -> ApiResult<T> {
-    let _permit = cpu.acquire().await.map_err(ApiError::internal)?;
+) -> Result<T> {
+    let _permit = cpu.acquire().await.map_err(Error::internal)?;
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(ApiError::internal)
+        .map_err(Error::internal)
 }
 
 /// Names of a query resolved to ids.
@@ -115,7 +115,7 @@ pub async fn find(
     pairs: &[(String, String)],
     version: Version,
     max_results: Option<usize>,
-) -> ApiResult<Candidates> {
+) -> Result<Candidates> {
     run(engine, &search_of(pairs, version, max_results)?).await
 }
 
@@ -125,10 +125,10 @@ pub fn search_of(
     pairs: &[(String, String)],
     version: Version,
     max_results: Option<usize>,
-) -> ApiResult<Search> {
+) -> Result<Search> {
     let parsed = groups::parse(pairs, version).map_err(|e| match e.code {
-        Some(c) => ApiError::bad_request(e.message).code(c),
-        None => ApiError::bad_request(e.message),
+        Some(c) => Error::invalid(e.message).code(c),
+        None => Error::invalid(e.message),
     })?;
     Ok(Search {
         query: parsed,
@@ -164,7 +164,7 @@ pub struct Search {
 }
 
 /// Runs a typed search.
-pub async fn run(engine: &Engine<'_>, search: &Search) -> ApiResult<Candidates> {
+pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
     let (parsed, priority, version, max_results) = (
         &search.query,
         search.priority,
@@ -248,14 +248,14 @@ fn batch_request(q: &CandidateQuery) -> CpuMem {
 
 /// Class, trait and aggregate names of the query as ids (unknown classes
 /// and traits are 400s; unknown aggregates simply match nothing).
-async fn resolve(conn: &mut PgConnection, q: &CandidateQuery) -> ApiResult<Ids> {
+async fn resolve(conn: &mut PgConnection, q: &CandidateQuery) -> Result<Ids> {
     let class_names: Vec<String> = q
         .groups
         .iter()
         .flat_map(|g| g.resources.iter().map(|(c, _)| c.clone()))
         .collect();
     let class_ids = classes::ids(conn, &class_names).await?.map_err(|rc| {
-        ApiError::bad_request(format!(
+        Error::invalid(format!(
             "Invalid resource class in resources parameter: No such resource class {rc}."
         ))
     })?;
@@ -266,7 +266,7 @@ async fn resolve(conn: &mut PgConnection, q: &CandidateQuery) -> ApiResult<Ids> 
     let trait_names: Vec<String> = trait_names.into_iter().collect();
     let (found, missing) = traits::resolve(conn, &trait_names).await?;
     if !missing.is_empty() {
-        return Err(ApiError::bad_request(format!(
+        return Err(Error::invalid(format!(
             "No such trait(s): {}.",
             missing.join(", ")
         )));
@@ -339,7 +339,7 @@ async fn solve_off_the_workers(
     snap: Arc<Snapshot>,
     request: solve::Request,
     limits: Limits,
-) -> ApiResult<(Vec<Candidate>, bool)> {
+) -> Result<(Vec<Candidate>, bool)> {
     let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
     let limits = Limits {
         cancel: Some(cancel.0.clone()),

@@ -5,7 +5,7 @@
 
 use super::{load, Loaded};
 use crate::db::colocation as db;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{Error, Result};
 use crate::sched::colocation::node;
 use crate::sched::colocation::suppress::SuppressPolicy;
 use chrono::{DateTime, Duration, Utc};
@@ -46,13 +46,11 @@ pub struct SuppressionView {
 }
 
 /// Suppression advice; 409 before the provider's first report.
-pub async fn suppression(conn: &mut PgConnection, rp: i64) -> ApiResult<SuppressionView> {
+pub async fn suppression(conn: &mut PgConnection, rp: i64) -> Result<SuppressionView> {
     let l = load(conn, rp).await?;
     let Some(s) = l.samples.as_ref() else {
-        return Err(
-            ApiError::conflict("The provider has not reported usage yet.")
-                .code(crate::error::codes::COLOCATION_NO_REPORT),
-        );
+        return Err(Error::conflict("The provider has not reported usage yet.")
+            .code(crate::error::codes::COLOCATION_NO_REPORT));
     };
     let a = node::suppression(&l.view, &l.policy);
     let non_be: i64 = l
@@ -135,7 +133,7 @@ pub struct EvictionAdvice {
 
 /// Eviction advice: nothing from stale reports, nothing from an evictor in
 /// its cooldown; consumers already evicted count as released.
-pub async fn eviction_candidates(conn: &mut PgConnection, rp: i64) -> ApiResult<EvictionAdvice> {
+pub async fn eviction_candidates(conn: &mut PgConnection, rp: i64) -> Result<EvictionAdvice> {
     let l = load(conn, rp).await?;
     let now = Utc::now();
     let (cpu_cool, mem_cool) = db::cooldowns(conn, rp).await?;
@@ -266,13 +264,13 @@ pub async fn record(
     conn: &mut PgConnection,
     rp: i64,
     b: &EvictionsPost,
-) -> ApiResult<EvictionsRecorded> {
+) -> Result<EvictionsRecorded> {
     let policy = super::policy::resolve(conn, Some(rp)).await?;
     let cooldown = match b.trigger.as_str() {
         "be_cpu_satisfaction" => policy.cooldown.cpu,
         "memory_usage" => policy.cooldown.memory,
         other => {
-            return Err(ApiError::bad_request(format!(
+            return Err(Error::invalid(format!(
                 "Unknown trigger {other}: use be_cpu_satisfaction or memory_usage."
             )))
         }
@@ -281,12 +279,12 @@ pub async fn record(
     for u in &b.consumer_uuids {
         match here.iter().find(|c| c.consumer_uuid == *u) {
             None => {
-                return Err(ApiError::bad_request(format!(
+                return Err(Error::invalid(format!(
                     "Consumer {u} has no allocations on this provider."
                 )))
             }
             Some(c) if c.priority_class < 2 => {
-                return Err(ApiError::bad_request(format!(
+                return Err(Error::invalid(format!(
                     "Consumer {u} is not batch or free work; it is never evicted."
                 )))
             }

@@ -17,7 +17,7 @@ pub mod reports;
 
 use crate::db::colocation::{self as db, NodeConsumer, Samples};
 use crate::db::inventories;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{Error, Result};
 use crate::sched::colocation::evict::BeCpu;
 use crate::sched::colocation::node::{Consumer, NodeView};
 use crate::sched::colocation::policy::Policy;
@@ -27,7 +27,7 @@ use uuid::Uuid;
 
 /// A provider's capacity and node reservation in the colocation units
 /// (milli-CPU from VCPU, MB), from its VCPU and MEMORY_MB inventory.
-pub async fn capacity(conn: &mut PgConnection, rp: i64) -> ApiResult<(CpuMem, CpuMem)> {
+pub async fn capacity(conn: &mut PgConnection, rp: i64) -> Result<(CpuMem, CpuMem)> {
     let rows = inventories::of_provider(conn, rp).await?;
     let find = |name: &str| rows.iter().find(|r| r.resource_class == name);
     match (find("VCPU"), find("MEMORY_MB")) {
@@ -65,7 +65,7 @@ pub struct Provider {
 }
 
 /// Reads a provider's policy and capacity.
-pub async fn provider(conn: &mut PgConnection, rp: i64) -> ApiResult<Provider> {
+pub async fn provider(conn: &mut PgConnection, rp: i64) -> Result<Provider> {
     let policy = policy::resolve(conn, Some(rp)).await?;
     let (capacity, reserved) = capacity(conn, rp).await?;
     Ok(Provider {
@@ -76,9 +76,9 @@ pub async fn provider(conn: &mut PgConnection, rp: i64) -> ApiResult<Provider> {
 }
 
 /// A report target's policy and capacity, as locked and read with it.
-pub fn provider_from(t: &db::ReportTarget) -> ApiResult<Provider> {
+pub fn provider_from(t: &db::ReportTarget) -> Result<Provider> {
     let policy = Policy::layered(&[t.cluster_policy.as_ref(), t.own_policy.as_ref()])
-        .map_err(|e| ApiError::bad_request(format!("Invalid colocation policy: {e}")))?;
+        .map_err(|e| Error::invalid(format!("Invalid colocation policy: {e}")))?;
     let (Some(cpu), Some(memory)) = (t.vcpu_total, t.memory_total) else {
         return Err(no_cpu_memory());
     };
@@ -92,21 +92,19 @@ pub fn provider_from(t: &db::ReportTarget) -> ApiResult<Provider> {
     })
 }
 
-fn no_cpu_memory() -> ApiError {
-    ApiError::bad_request(
-        "Colocation needs VCPU and MEMORY_MB inventory on the reporting provider.",
-    )
+fn no_cpu_memory() -> Error {
+    Error::invalid("Colocation needs VCPU and MEMORY_MB inventory on the reporting provider.")
 }
 
 /// Loads a provider's colocation state.
-pub async fn load(conn: &mut PgConnection, rp: i64) -> ApiResult<Loaded> {
+pub async fn load(conn: &mut PgConnection, rp: i64) -> Result<Loaded> {
     let p = provider(conn, rp).await?;
     with_samples(conn, rp, p).await
 }
 
 /// Completes a provider's state with its samples and its consumers with
 /// their latest measurements.
-pub async fn with_samples(conn: &mut PgConnection, rp: i64, p: Provider) -> ApiResult<Loaded> {
+pub async fn with_samples(conn: &mut PgConnection, rp: i64, p: Provider) -> Result<Loaded> {
     let Provider {
         policy,
         capacity: cap,

@@ -2,7 +2,7 @@
 //! stored as the fields set and merged over Koordinator's defaults.
 
 use crate::db::colocation as db;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{Error, Result};
 use crate::sched::colocation::policy::Policy;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -28,7 +28,7 @@ async fn merged(
     conn: &mut sqlx::PgConnection,
     provider: Option<i64>,
     candidate: Option<&Value>,
-) -> ApiResult<Policy> {
+) -> Result<Policy> {
     let (cluster, own) = match (provider, candidate) {
         (None, Some(c)) => (Some(c.clone()), None),
         (None, None) => (db::policy(conn, None).await?, None),
@@ -36,21 +36,20 @@ async fn merged(
         (Some(rp), None) => db::policy_layers(conn, rp).await?,
     };
     Policy::layered(&[cluster.as_ref(), own.as_ref()])
-        .map_err(|e| ApiError::bad_request(format!("Invalid colocation policy: {e}")))
+        .map_err(|e| Error::invalid(format!("Invalid colocation policy: {e}")))
 }
 
 /// The policy in force at a provider (or the cluster).
-pub async fn resolve(conn: &mut PgConnection, provider: Option<i64>) -> ApiResult<Policy> {
+pub async fn resolve(conn: &mut PgConnection, provider: Option<i64>) -> Result<Policy> {
     merged(conn, provider, None).await
 }
 
 /// A scope's view.
-pub async fn show(conn: &mut PgConnection, provider: Option<i64>) -> ApiResult<PolicyView> {
+pub async fn show(conn: &mut PgConnection, provider: Option<i64>) -> Result<PolicyView> {
     let overrides = db::policy(conn, provider)
         .await?
         .unwrap_or_else(|| Value::Object(Map::new()));
-    let policy =
-        serde_json::to_value(resolve(conn, provider).await?).map_err(ApiError::internal)?;
+    let policy = serde_json::to_value(resolve(conn, provider).await?).map_err(Error::internal)?;
     Ok(PolicyView { overrides, policy })
 }
 
@@ -60,17 +59,17 @@ pub async fn put(
     conn: &mut PgConnection,
     provider: Option<i64>,
     fields: Value,
-) -> ApiResult<PolicyView> {
+) -> Result<PolicyView> {
     merged(conn, provider, Some(&fields)).await?;
     db::put_policy(conn, provider, &fields).await?;
     show(conn, provider).await
 }
 
 /// Removes a scope's fields (404 when there were none).
-pub async fn delete(conn: &mut PgConnection, provider: Option<i64>) -> ApiResult<()> {
+pub async fn delete(conn: &mut PgConnection, provider: Option<i64>) -> Result<()> {
     if db::delete_policy(conn, provider).await? {
         Ok(())
     } else {
-        Err(ApiError::not_found("No colocation policy is set here."))
+        Err(Error::not_found("No colocation policy is set here."))
     }
 }

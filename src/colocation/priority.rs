@@ -2,7 +2,7 @@
 //! priority, in Koordinator's ranges, set beside Placement's consumer.
 
 use crate::db::colocation::{self as db, PriorityRow};
-use crate::error::{codes, ApiError, ApiResult};
+use crate::error::{codes, Error, Result};
 use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 use utoipa::ToSchema;
@@ -39,15 +39,11 @@ pub struct PriorityView {
 }
 
 /// Sets a consumer's priority: 400 for a priority outside its class.
-pub async fn put(
-    conn: &mut PgConnection,
-    consumer: Uuid,
-    b: PriorityPut,
-) -> ApiResult<PriorityView> {
+pub async fn put(conn: &mut PgConnection, consumer: Uuid, b: PriorityPut) -> Result<PriorityView> {
     if let Some(p) = b.priority {
         let range = b.priority_class.range();
         if !range.contains(&p) {
-            return Err(ApiError::bad_request(format!(
+            return Err(Error::invalid(format!(
                 "Priority {p} is outside the {:?} class's range {}–{}.",
                 b.priority_class,
                 range.start(),
@@ -57,7 +53,7 @@ pub async fn put(
     }
     let held = db::held_classes(conn, consumer).await?;
     if let Some(class) = held.iter().find(|c| !b.priority_class.may_allocate(c)) {
-        return Err(ApiError::bad_request(format!(
+        return Err(Error::invalid(format!(
             "Consumer {consumer} holds {class}, which {} work may not allocate: batch and free work uses BATCH_VCPU_MILLI, BATCH_MEMORY_MB and DISK_GB, other work no BATCH_* class. Delete or move its allocations first.",
             b.priority_class.name()
         ))
@@ -73,7 +69,7 @@ pub async fn put(
 }
 
 /// A consumer's priority (prod by default).
-pub async fn show(conn: &mut PgConnection, consumer: Uuid) -> ApiResult<PriorityView> {
+pub async fn show(conn: &mut PgConnection, consumer: Uuid) -> Result<PriorityView> {
     let row = db::priority(conn, consumer).await?;
     Ok(match row {
         Some(r) => PriorityView {

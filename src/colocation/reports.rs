@@ -4,7 +4,7 @@
 
 use super::{provider_from, with_samples, Loaded};
 use crate::db::colocation::{self as db, ConsumerSample, NodeConsumer, Sample};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{Error, Result};
 use crate::sched::colocation::node;
 use crate::sched::colocation::CpuMem;
 use chrono::{DateTime, Duration, Utc};
@@ -96,22 +96,20 @@ pub struct BatchAmounts {
 /// 400 unless every amount is sane: not negative, not above ten times the
 /// node's capacity, and the time inside the last hour (5 min of clock skew
 /// allowed).
-fn check(r: &UsageReport, cap: CpuMem) -> ApiResult<()> {
+fn check(r: &UsageReport, cap: CpuMem) -> Result<()> {
     let now = Utc::now();
     if r.sampled_at > now + Duration::minutes(5) || r.sampled_at < now - Duration::hours(1) {
-        return Err(ApiError::bad_request(format!(
+        return Err(Error::invalid(format!(
             "sampled_at {} is not within the last hour.",
             r.sampled_at
         )));
     }
     if !(1..=3600).contains(&r.window_seconds) {
-        return Err(ApiError::bad_request(
-            "window_seconds must be between 1 and 3600.",
-        ));
+        return Err(Error::invalid("window_seconds must be between 1 and 3600."));
     }
     let bound = |what: &str, v: i64, cap: i64| {
         if v < 0 || v > cap.saturating_mul(10) {
-            Err(ApiError::bad_request(format!(
+            Err(Error::invalid(format!(
                 "{what} {v} is negative or above ten times the node's capacity ({cap})."
             )))
         } else {
@@ -139,7 +137,7 @@ fn check(r: &UsageReport, cap: CpuMem) -> ApiResult<()> {
 }
 
 /// 400 for a consumer the report names that has no allocations here.
-fn check_consumers(r: &UsageReport, allocated: &[NodeConsumer]) -> ApiResult<()> {
+fn check_consumers(r: &UsageReport, allocated: &[NodeConsumer]) -> Result<()> {
     let known: HashSet<Uuid> = allocated.iter().map(|c| c.consumer_uuid).collect();
     match r
         .consumers
@@ -147,7 +145,7 @@ fn check_consumers(r: &UsageReport, allocated: &[NodeConsumer]) -> ApiResult<()>
         .find(|c| !known.contains(&c.consumer_uuid))
     {
         None => Ok(()),
-        Some(c) => Err(ApiError::bad_request(format!(
+        Some(c) => Err(Error::invalid(format!(
             "Consumer {} has no allocations on this provider.",
             c.consumer_uuid
         ))),
@@ -163,7 +161,7 @@ pub async fn ingest(
     provider: &str,
     r: &UsageReport,
     retention_seconds: i64,
-) -> ApiResult<ReportAccepted> {
+) -> Result<ReportAccepted> {
     let sample = Sample {
         sampled_at: r.sampled_at,
         window_seconds: r.window_seconds,
@@ -185,7 +183,7 @@ pub async fn ingest(
         None => None,
     };
     let target = target.ok_or_else(|| {
-        ApiError::not_found(format!("No resource provider with uuid {provider} found"))
+        Error::not_found(format!("No resource provider with uuid {provider} found"))
     })?;
     let node = provider_from(&target)?;
     check(r, node.capacity)?;
@@ -196,7 +194,7 @@ pub async fn ingest(
 
 /// Recomputes the batch inventory from the latest state and writes it
 /// when it moved by more than 10 % or is older than 300 s.
-async fn recompute(conn: &mut PgConnection, rp: i64, loaded: Loaded) -> ApiResult<ReportAccepted> {
+async fn recompute(conn: &mut PgConnection, rp: i64, loaded: Loaded) -> Result<ReportAccepted> {
     // A late report can be the newest one there is: batch capacity from
     // measurements older than degradeTimeMinutes is none (Koordinator
     // resets batch resources on a stale NodeMetric).
@@ -250,7 +248,7 @@ async fn recompute(conn: &mut PgConnection, rp: i64, loaded: Loaded) -> ApiResul
 
 /// Sets to 0 the batch inventory of providers whose reports stopped for
 /// longer than their degradeTimeMinutes; how many inventories changed.
-pub async fn degrade_stale(conn: &mut PgConnection) -> ApiResult<u64> {
+pub async fn degrade_stale(conn: &mut PgConnection) -> Result<u64> {
     let cluster = super::policy::resolve(conn, None).await?;
     Ok(db::degrade_stale(conn, cluster.degrade_time_minutes).await?)
 }

@@ -15,7 +15,7 @@ use crate::db::colocation::{
     self as colocation_db, PriorityRow, BATCH_MEMORY_MB, BATCH_VCPU_MILLI,
 };
 use crate::db::deployments as db;
-use crate::error::{codes, with_retries, ApiError, ApiResult};
+use crate::error::{codes, with_retries, Error, Result};
 use crate::sched::colocation::CpuMem;
 use crate::sched::{self, CapacityMap, NodeCapacity, NodeName};
 use crate::types::PriorityClass;
@@ -27,7 +27,7 @@ pub async fn deploy(
     retries: u32,
     d: &Deployment,
     class: PriorityClass,
-) -> ApiResult<Deployed> {
+) -> Result<Deployed> {
     let per = batch_instance(d, class)?;
     with_retries(retries, || attempt(engine, d, class, per)).await
 }
@@ -37,7 +37,7 @@ async fn attempt(
     d: &Deployment,
     class: PriorityClass,
     per: CpuMem,
-) -> ApiResult<Deployed> {
+) -> Result<Deployed> {
     let (caps, nodes) = batch_capacity(engine, d, per).await?;
     let mut conn = engine.pool.acquire().await?;
     let counts = db::app_counts(&mut conn, d.app.as_str()).await?;
@@ -47,9 +47,7 @@ async fn attempt(
         .map(|(name, (rp_id, _))| (name.clone(), counts.get(rp_id).copied().unwrap_or(0)))
         .collect();
     let deploy_map = sched::plan_deploy(d.strategy, d.count, d.nodes_limit, &caps, &existing)
-        .map_err(|e| {
-            ApiError::conflict(format!("Unable to schedule: {e}.")).code(deploy_code(&e))
-        })?;
+        .map_err(|e| Error::conflict(format!("Unable to schedule: {e}.")).code(deploy_code(&e)))?;
     let mut instances = Vec::new();
     let mut rows = Vec::new();
     for (name, &count) in &deploy_map {
@@ -76,16 +74,16 @@ async fn attempt(
 }
 
 /// One batch instance in batch units, after the request's checks.
-fn batch_instance(d: &Deployment, class: PriorityClass) -> ApiResult<CpuMem> {
+fn batch_instance(d: &Deployment, class: PriorityClass) -> Result<CpuMem> {
     if d.shape.cpu_bind {
-        return Err(ApiError::bad_request(
+        return Err(Error::invalid(
             "Batch and free instances are not bound to cores: cpu_bind must be false.",
         )
         .code(codes::DEPLOY_INVALID_REQUEST));
     }
     if let Some(p) = d.priority.filter(|p| !class.range().contains(p)) {
         let r = class.range();
-        return Err(ApiError::bad_request(format!(
+        return Err(Error::invalid(format!(
             "Priority {p} is outside the {} class's range {}–{}.",
             class.name(),
             r.start(),
@@ -94,17 +92,17 @@ fn batch_instance(d: &Deployment, class: PriorityClass) -> ApiResult<CpuMem> {
     }
     batch::check_classes(class, d.shape.resources.keys())?;
     if !d.shape.volumes.is_empty() {
-        return Err(ApiError::bad_request(
+        return Err(Error::invalid(
             "Batch and free instances take no volumes: only production deployments do.",
         )
         .code(codes::DEPLOY_INVALID_REQUEST));
     }
     let milli = d.shape.cpu.milli();
     if milli < 1 {
-        return Err(ApiError::bad_request(
-            "Batch and free instances need cpu of at least 0.001 cores.",
-        )
-        .code(codes::DEPLOY_INVALID_REQUEST));
+        return Err(
+            Error::invalid("Batch and free instances need cpu of at least 0.001 cores.")
+                .code(codes::DEPLOY_INVALID_REQUEST),
+        );
     }
     Ok(CpuMem::new(milli, d.shape.memory_mb))
 }
@@ -115,7 +113,7 @@ async fn batch_capacity(
     engine: &Engine<'_>,
     d: &Deployment,
     per: CpuMem,
-) -> ApiResult<(CapacityMap, BTreeMap<NodeName, (i64, uuid::Uuid)>)> {
+) -> Result<(CapacityMap, BTreeMap<NodeName, (i64, uuid::Uuid)>)> {
     let query = d.query_with(vec![
         (BATCH_VCPU_MILLI.1.to_string(), per.cpu),
         (BATCH_MEMORY_MB.1.to_string(), per.memory),
@@ -208,7 +206,7 @@ async fn commit(
     per: CpuMem,
     instances: &[PlannedInstance],
     rp_ids: &[i64],
-) -> ApiResult<()> {
+) -> Result<()> {
     let mut resources = d.shape.resources.clone();
     resources.insert(BATCH_VCPU_MILLI.1.to_string(), per.cpu);
     resources.insert(BATCH_MEMORY_MB.1.to_string(), per.memory);
@@ -247,7 +245,7 @@ async fn commit(
                 Vec::new(),
             ))
         })
-        .collect::<ApiResult<_>>()?;
+        .collect::<Result<_>>()?;
     let s = &d.shape;
     db::insert_instances(
         &mut tx,
@@ -260,6 +258,6 @@ async fn commit(
     .await?;
     let nodes: std::collections::HashSet<&i64> = rp_ids.iter().collect();
     super::refresh::announce(&mut tx, nodes.len()).await?;
-    tx.commit().await.map_err(ApiError::commit_failed)?;
+    tx.commit().await.map_err(Error::commit_failed)?;
     Ok(())
 }

@@ -17,7 +17,7 @@ use crate::allocation::alloc_error;
 use crate::candidates::find::{self, Engine, Search};
 use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck};
 use crate::db::deployments as db;
-use crate::error::{codes, with_retries, ApiError, ApiResult};
+use crate::error::{codes, with_retries, Error, NodeReport, Refusal, Result};
 use crate::sched::{self, CapacityMap, NodeName, SchedError};
 use crate::types::PriorityClass;
 use cache::NodeCache;
@@ -91,7 +91,7 @@ pub async fn deploy(
     cache: &NodeCache,
     retries: u32,
     d: &Deployment,
-) -> ApiResult<Deployed> {
+) -> Result<Deployed> {
     let search = Search {
         query: d.node_query(),
         priority: PriorityClass::Prod,
@@ -177,9 +177,7 @@ fn candidate_nodes(found: &find::Candidates) -> Vec<i64> {
     ids
 }
 
-/// The roots the candidate engine ruled out, with its reason: part of the
-/// answer when nothing can be placed.
-fn engine_refusals(found: &find::Candidates, chosen: &[i64]) -> Vec<Value> {
+fn engine_refusals(found: &find::Candidates, chosen: &[i64]) -> Vec<NodeReport> {
     let Some(request) = &found.request else {
         return Vec::new();
     };
@@ -193,22 +191,23 @@ fn engine_refusals(found: &find::Candidates, chosen: &[i64]) -> Vec<Value> {
         .filter(|v| !chosen.contains(&found.snap.nodes[v.root].id))
         .filter_map(|v| {
             let r = v.reason?;
-            Some(json!({
-                "node": found.snap.nodes[v.root].uuid,
-                "reason": r.kind,
-                "detail": r.detail
-            }))
+            Some(NodeReport {
+                node: found.snap.nodes[v.root].uuid,
+                capacity: None,
+                reason: Some(r.kind.to_string()),
+                detail: Some(r.detail),
+            })
         })
         .collect()
 }
 
-/// A refusal with every node's reason, under a stable code: the detail
-/// gives the capacity map and a count per reason, `nodes` each node.
-fn refusal(e: &SchedError, verdicts: &[NodeVerdict], ruled_out: &[Value]) -> ApiError {
-    let mut nodes: Vec<Value> = verdicts.iter().map(verdict_json).collect();
+/// A refusal with every node's reason, under a stable code: the message
+/// gives the capacity map and a count per reason, the refusal each node.
+fn refusal(e: &SchedError, verdicts: &[NodeVerdict], ruled_out: &[NodeReport]) -> Error {
+    let mut nodes: Vec<NodeReport> = verdicts.iter().map(report).collect();
     nodes.extend(ruled_out.iter().cloned());
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for reason in nodes.iter().filter_map(|n| n["reason"].as_str()) {
+    for reason in nodes.iter().filter_map(|n| n.reason.as_deref()) {
         *counts.entry(reason).or_default() += 1;
     }
     let capacity: serde_json::Map<String, Value> = verdicts
@@ -232,19 +231,31 @@ fn refusal(e: &SchedError, verdicts: &[NodeVerdict], ruled_out: &[Value]) -> Api
         true => codes::DEPLOY_NO_TOPOLOGY,
         false => deploy_code(e),
     };
-    ApiError::conflict(format!(
-        "Unable to schedule: {e}. Capacity map: {} (total {total}).{without_room}",
-        Value::Object(capacity)
-    ))
+    Error::refused(
+        format!(
+            "Unable to schedule: {e}. Capacity map: {} (total {total}).{without_room}",
+            Value::Object(capacity)
+        ),
+        Refusal { nodes },
+    )
     .code(code)
-    .with_nodes(Value::Array(nodes))
 }
 
-/// A node's verdict as shown: its capacity, or its reason and numbers.
-pub fn verdict_json(v: &NodeVerdict) -> Value {
+/// A node's verdict as reported: its capacity, or its reason and numbers.
+pub fn report(v: &NodeVerdict) -> NodeReport {
     match &v.short {
-        None => json!({"node": v.uuid, "capacity": v.capacity}),
-        Some(s) => json!({"node": v.uuid, "capacity": 0, "reason": s.reason, "detail": s.detail}),
+        None => NodeReport {
+            node: v.uuid,
+            capacity: Some(v.capacity),
+            reason: None,
+            detail: None,
+        },
+        Some(s) => NodeReport {
+            node: v.uuid,
+            capacity: Some(0),
+            reason: Some(s.reason.to_string()),
+            detail: Some(s.detail.clone()),
+        },
     }
 }
 
@@ -264,11 +275,8 @@ pub fn deploy_code(e: &SchedError) -> &'static str {
 }
 
 /// A node filled up between planning and locking: run the attempt again.
-fn raced(e: ApiError) -> ApiError {
-    ApiError {
-        retryable: true,
-        ..e
-    }
+fn raced(e: Error) -> Error {
+    e.lost_race()
 }
 
 /// One attempt: capacity and deploy map from this process's node states,
@@ -276,7 +284,7 @@ fn raced(e: ApiError) -> ApiError {
 /// other writers hold: nobody waits on a hot node while holding a
 /// connection), re-read where their generation moved, their instances
 /// planned on that exact state, and everything committed at once.
-async fn attempt(c: &Context<'_>) -> ApiResult<Outcome> {
+async fn attempt(c: &Context<'_>) -> Result<Outcome> {
     let d = c.d;
     let started = std::time::Instant::now();
     let cached = c.cache.current(c.pool, c.wanted).await?;
@@ -321,7 +329,7 @@ async fn attempt(c: &Context<'_>) -> ApiResult<Outcome> {
         let generations = lock(&mut tx, d.dry_run, waiting, &chosen).await?;
         if generations.len() < ids.len() {
             if waiting {
-                return Err(raced(ApiError::conflict("A chosen node was deleted.")));
+                return Err(raced(Error::conflict("A chosen node was deleted.")));
             }
             // The transaction ends here, holding nothing.
             busy.extend(ids.iter().filter(|i| !generations.contains_key(i)));
@@ -337,7 +345,7 @@ async fn attempt(c: &Context<'_>) -> ApiResult<Outcome> {
         let planned_in = started.elapsed();
         if !d.dry_run {
             write(&mut tx, d, &planned, &answer.instances).await?;
-            tx.commit().await.map_err(ApiError::commit_failed)?;
+            tx.commit().await.map_err(Error::commit_failed)?;
         }
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         let (plan_ms, write_ms) = (ms(planned_in - loaded), ms(started.elapsed() - planned_in));
@@ -352,7 +360,7 @@ async fn attempt(c: &Context<'_>) -> ApiResult<Outcome> {
         );
         return Ok(Outcome::Done(answer));
     }
-    Err(ApiError::internal("the planning loop ended"))
+    Err(Error::internal("the planning loop ended"))
 }
 
 /// Whether one instance's CPUs exceed the size of every candidate node
@@ -373,7 +381,7 @@ fn beyond_every_candidate(
 /// candidate or not (no node could ever hold it: the request is wrong, not
 /// the moment). A node that is merely busy or excluded now leaves the
 /// ordinary refusal to say why.
-async fn refuse_beyond_every_node(c: &Context<'_>) -> ApiResult<()> {
+async fn refuse_beyond_every_node(c: &Context<'_>) -> Result<()> {
     let shape = &c.d.shape;
     let mut conn = c.pool.acquire().await?;
     let Some(largest) = db::largest_node_cpus(&mut conn, shape.cpu_bind).await? else {
@@ -386,7 +394,7 @@ async fn refuse_beyond_every_node(c: &Context<'_>) -> ApiResult<()> {
         } else {
             "CPUs"
         };
-        return Err(ApiError::bad_request(format!(
+        return Err(Error::invalid(format!(
             "cpu {cpu} is more than any deployment node has: the largest has {largest} {what}."
         ))
         .code(codes::DEPLOY_INVALID_REQUEST));
@@ -398,7 +406,7 @@ async fn refuse_beyond_every_node(c: &Context<'_>) -> ApiResult<()> {
 async fn app_counts(
     c: &Context<'_>,
     cached: &[std::sync::Arc<cache::Cached>],
-) -> ApiResult<BTreeMap<NodeName, i64>> {
+) -> Result<BTreeMap<NodeName, i64>> {
     let mut conn = c.pool.acquire().await?;
     let counts = db::app_counts(&mut conn, c.d.app.as_str()).await?;
     Ok(cached
@@ -440,7 +448,7 @@ async fn lock(
     dry_run: bool,
     waiting: bool,
     chosen: &[&NodeState],
-) -> ApiResult<HashMap<i64, i32>> {
+) -> Result<HashMap<i64, i32>> {
     let ids: Vec<i64> = chosen.iter().map(|n| n.rp_id).collect();
     Ok(match (dry_run, waiting) {
         (true, _) => chosen.iter().map(|n| (n.rp_id, n.generation)).collect(),
@@ -455,7 +463,7 @@ async fn exact_states(
     tx: &mut sqlx::PgConnection,
     chosen: &[&NodeState],
     generations: &HashMap<i64, i32>,
-) -> ApiResult<Vec<NodeState>> {
+) -> Result<Vec<NodeState>> {
     let current = |n: &&&NodeState| generations.get(&n.rp_id) == Some(&n.generation);
     let mut fresh: Vec<NodeState> = chosen
         .iter()
@@ -538,7 +546,7 @@ async fn write(
     d: &Deployment,
     planned: &[Planned],
     instances: &[PlannedInstance],
-) -> ApiResult<()> {
+) -> Result<()> {
     let writes: Vec<ConsumerWrite> = planned
         .iter()
         .zip(instances)
@@ -589,8 +597,8 @@ async fn write(
 }
 
 /// The id the allocation write gave a new instance's consumer.
-fn consumer_id(ids: &alloc_db::ConsumerIds, consumer: uuid::Uuid) -> ApiResult<i64> {
+fn consumer_id(ids: &alloc_db::ConsumerIds, consumer: uuid::Uuid) -> Result<i64> {
     ids.get(&consumer)
         .copied()
-        .ok_or_else(|| ApiError::internal(format!("consumer {consumer} was not written")))
+        .ok_or_else(|| Error::internal(format!("consumer {consumer} was not written")))
 }

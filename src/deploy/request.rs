@@ -4,7 +4,7 @@
 
 use crate::candidates::groups::{CandidateQuery, GroupSpec};
 use crate::candidates::request::{parse_member_of, parse_required, TraitFilter};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{Error, Result};
 use crate::sched::{Strategy, VolumeBinding};
 use crate::types::{AggFilter, PriorityClass};
 use std::collections::BTreeMap;
@@ -19,11 +19,9 @@ pub struct AppName(String);
 
 impl AppName {
     /// A checked name.
-    pub fn new(name: &str) -> ApiResult<Self> {
+    pub fn new(name: &str) -> Result<Self> {
         if name.is_empty() || name.chars().count() > 255 {
-            return Err(ApiError::bad_request(
-                "An app name has 1 to 255 characters.",
-            ));
+            return Err(Error::invalid("An app name has 1 to 255 characters."));
         }
         Ok(AppName(name.to_string()))
     }
@@ -40,9 +38,9 @@ pub struct Cpus(f64);
 
 impl Cpus {
     /// Checked CPUs.
-    pub fn new(cpu: f64) -> ApiResult<Self> {
+    pub fn new(cpu: f64) -> Result<Self> {
         if !cpu.is_finite() || !(0.0..=MAX_CPU).contains(&cpu) {
-            return Err(ApiError::bad_request(format!(
+            return Err(Error::invalid(format!(
                 "cpu must be a number from 0 to {MAX_CPU}, not {cpu}."
             )));
         }
@@ -159,9 +157,9 @@ pub struct Fields<'a> {
 /// The parsed volume bindings: 400 for one that does not parse, an
 /// explicit size of 0 (leave the size out for an unlimited volume), a size
 /// of 2^63 bytes or more, or a destination given twice.
-fn volume_bindings(specs: &[String]) -> ApiResult<Vec<VolumeBinding>> {
+fn volume_bindings(specs: &[String]) -> Result<Vec<VolumeBinding>> {
     let bad = |spec: &str, why: String| {
-        ApiError::bad_request(format!("Invalid volume {spec:?}: {why}."))
+        Error::invalid(format!("Invalid volume {spec:?}: {why}."))
             .code(crate::error::codes::DEPLOY_INVALID_REQUEST)
     };
     let mut out: Vec<VolumeBinding> = Vec::with_capacity(specs.len());
@@ -182,34 +180,34 @@ fn volume_bindings(specs: &[String]) -> ApiResult<Vec<VolumeBinding>> {
 
 impl Deployment {
     /// Checks the fields; 400 with the reason for the first that is wrong.
-    pub fn check(f: Fields<'_>) -> ApiResult<Self> {
+    pub fn check(f: Fields<'_>) -> Result<Self> {
         if f.count < 1 {
-            return Err(ApiError::bad_request(format!(
+            return Err(Error::invalid(format!(
                 "count must be at least 1, not {}.",
                 f.count
             )));
         }
         if i64::from(f.nodes_limit) > f.count {
-            return Err(ApiError::bad_request(format!(
+            return Err(Error::invalid(format!(
                 "nodes_limit ({}) is above count ({}).",
                 f.nodes_limit, f.count
             )));
         }
         if f.memory_mb < 1 {
-            return Err(ApiError::bad_request("memory_mb must be at least 1."));
+            return Err(Error::invalid("memory_mb must be at least 1."));
         }
         if let Some((rc, n)) = f.resources.iter().find(|(_, n)| **n < 1) {
-            return Err(ApiError::bad_request(format!(
+            return Err(Error::invalid(format!(
                 "resources: {rc} must be at least 1, not {n}."
             )));
         }
         let version = (1, 39);
         let required = match f.required {
-            Some(r) => parse_required(&[r], version).map_err(ApiError::bad_request)?,
+            Some(r) => parse_required(&[r], version).map_err(Error::invalid)?,
             None => TraitFilter::default(),
         };
         let member_of = match f.member_of {
-            Some(m) => parse_member_of(&[m], version, "").map_err(ApiError::bad_request)?,
+            Some(m) => parse_member_of(&[m], version, "").map_err(Error::invalid)?,
             None => AggFilter::default(),
         };
         let cpu = Cpus::new(f.cpu)?;
@@ -223,7 +221,7 @@ impl Deployment {
         }
         .normalise()
         .map_err(|e| {
-            ApiError::bad_request(format!("Invalid request: {e}."))
+            Error::invalid(format!("Invalid request: {e}."))
                 .code(crate::error::codes::DEPLOY_INVALID_REQUEST)
         })?;
         Ok(Deployment {
@@ -367,8 +365,8 @@ mod tests {
         ];
         for (f, what) in cases {
             let e = Deployment::check(f).expect_err(what);
-            assert_eq!(e.status.as_u16(), 400);
-            assert!(e.detail.contains(what), "{}", e.detail);
+            assert!(matches!(e.kind, crate::error::Kind::Invalid), "{e:?}");
+            assert!(e.message.contains(what), "{}", e.message);
         }
     }
 

@@ -7,7 +7,7 @@ use super::request::Cpus;
 use crate::allocation::alloc_error;
 use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck};
 use crate::db::deployments::{self as db, InstanceSpec};
-use crate::error::{codes, ApiError, ApiResult};
+use crate::error::{codes, Error, Result};
 use crate::sched::{self, CpuMap, ReallocRequest};
 use crate::types::GivenGeneration;
 use std::collections::BTreeMap;
@@ -49,7 +49,7 @@ pub async fn resize(
     app: &str,
     consumer: uuid::Uuid,
     deltas: Deltas,
-) -> ApiResult<Resized> {
+) -> Result<Resized> {
     crate::error::with_retries(retries, || resize_once(pool, app, consumer, deltas)).await
 }
 
@@ -58,8 +58,8 @@ async fn resize_once(
     app: &str,
     consumer: uuid::Uuid,
     deltas: Deltas,
-) -> ApiResult<Resized> {
-    let not_found = || ApiError::not_found(format!("No instance {consumer} of app {app}"));
+) -> Result<Resized> {
+    let not_found = || Error::not_found(format!("No instance {consumer} of app {app}"));
     let mut tx = pool.begin().await?;
     let inst = db::instance(&mut tx, consumer)
         .await?
@@ -75,7 +75,7 @@ async fn resize_once(
         .into_iter()
         .next()
         .ok_or_else(|| {
-            ApiError::conflict(
+            Error::conflict(
                 "The instance's node has neither a CPU topology nor VCPU inventory any more.",
             )
         })?;
@@ -84,7 +84,7 @@ async fn resize_once(
         CpuModel::Vcpu(..) => on_vcpus(&inst, deltas)?,
     };
     let cpu_map = write(&mut tx, &node, &inst, &after).await?;
-    tx.commit().await.map_err(ApiError::commit_failed)?;
+    tx.commit().await.map_err(Error::commit_failed)?;
     Ok(Resized {
         node: node.uuid,
         cpu: after.cpu,
@@ -102,7 +102,7 @@ async fn write(
     node: &NodeState,
     inst: &db::InstanceRow,
     after: &After,
-) -> ApiResult<Vec<(String, i64)>> {
+) -> Result<Vec<(String, i64)>> {
     let consumer = inst.consumer_uuid;
     let current = alloc_db::of_consumer(tx, consumer).await?;
     let mut allocations = resized_allocations(&current, node.uuid, after.memory_mb, &after.cpu_map);
@@ -115,7 +115,7 @@ async fn write(
     }
     let owner = crate::db::consumers::get(tx, consumer)
         .await?
-        .ok_or_else(|| ApiError::not_found(format!("No instance {consumer}")))?;
+        .ok_or_else(|| Error::not_found(format!("No instance {consumer}")))?;
     let write = ConsumerWrite {
         consumer,
         project_id: owner.project_id,
@@ -158,7 +158,7 @@ struct After {
     numa_node: Option<String>,
 }
 
-fn on_topology(node: &NodeState, inst: &db::InstanceRow, d: Deltas) -> ApiResult<After> {
+fn on_topology(node: &NodeState, inst: &db::InstanceRow, d: Deltas) -> Result<After> {
     let request = ReallocRequest {
         cpu_request: d.cpu,
         cpu_limit: d.cpu,
@@ -168,7 +168,7 @@ fn on_topology(node: &NodeState, inst: &db::InstanceRow, d: Deltas) -> ApiResult
         keep_cpu_bind: d.cpu_bind.is_none(),
     };
     let out = sched::calculate_realloc(&node.info, &workload(inst), &request, &node.cfg).map_err(
-        |e| ApiError::conflict(format!("Unable to schedule: {e}.")).code(super::deploy_code(&e)),
+        |e| Error::conflict(format!("Unable to schedule: {e}.")).code(super::deploy_code(&e)),
     )?;
     Ok(After {
         cpu: out.workload.cpu_request,
@@ -180,9 +180,9 @@ fn on_topology(node: &NodeState, inst: &db::InstanceRow, d: Deltas) -> ApiResult
 
 /// On a node without a topology: the new sizes, checked against its
 /// inventory by the allocation write itself.
-fn on_vcpus(inst: &db::InstanceRow, d: Deltas) -> ApiResult<After> {
+fn on_vcpus(inst: &db::InstanceRow, d: Deltas) -> Result<After> {
     if d.cpu_bind == Some(true) {
-        return Err(ApiError::conflict(
+        return Err(Error::conflict(
             "Unable to schedule: the node has no CPU topology, so the instance cannot be bound to cores.",
         )
         .code(codes::DEPLOY_NO_TOPOLOGY));
@@ -190,7 +190,7 @@ fn on_vcpus(inst: &db::InstanceRow, d: Deltas) -> ApiResult<After> {
     let cpu = inst.cpu + d.cpu;
     let memory_mb = inst.memory_mb.saturating_add(d.memory_mb);
     if cpu < 0.0 || memory_mb < 1 {
-        return Err(ApiError::bad_request(format!(
+        return Err(Error::invalid(format!(
             "The instance would have {cpu} CPUs and {memory_mb} MiB."
         ))
         .code(codes::DEPLOY_INVALID_REQUEST));

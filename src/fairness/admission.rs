@@ -11,7 +11,7 @@ use crate::allocation::alloc_error;
 use crate::db::allocations::{self as alloc_db, AllocError, ConsumerWrite, GenerationCheck};
 use crate::db::fairness as db;
 use crate::db::Pool;
-use crate::error::{with_retries, ApiError, ApiResult};
+use crate::error::{with_retries, Error, Result};
 use crate::sched::admission::{self as round, Outcome, Reason, Stage};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -128,7 +128,7 @@ pub async fn run(
     pool: &Pool,
     settings: &RoundSettings,
     body: AdmissionPost,
-) -> ApiResult<AdmissionAnswer> {
+) -> Result<AdmissionAnswer> {
     check_batch(&body)?;
     let seed = body.seed.unwrap_or_else(rand::random);
     with_retries(settings.retries, || async {
@@ -150,7 +150,7 @@ pub async fn run(
             (loaded, result)
         })
         .await
-        .map_err(|e| ApiError::internal(format!("admission round failed: {e}")))?;
+        .map_err(|e| Error::internal(format!("admission round failed: {e}")))?;
         let decided_ms = ms(started);
         let answer = answer(&body, &loaded, &result, seed);
         if body.dry_run {
@@ -169,7 +169,7 @@ pub async fn run(
             &recorded,
         )
         .await?;
-        tx.commit().await.map_err(ApiError::commit_failed)?;
+        tx.commit().await.map_err(Error::commit_failed)?;
         tracing::info!(
             requests = body.requests.len(),
             steps = result.steps,
@@ -189,18 +189,18 @@ fn ms(since: std::time::Instant) -> f64 {
 }
 
 /// 400 for duplicate request ids or consumers.
-fn check_batch(body: &AdmissionPost) -> ApiResult<()> {
+fn check_batch(body: &AdmissionPost) -> Result<()> {
     let mut ids = BTreeSet::new();
     let mut consumers = BTreeSet::new();
     for r in &body.requests {
         if !ids.insert(&r.id) {
-            return Err(ApiError::bad_request(format!(
+            return Err(Error::invalid(format!(
                 "Request id {} appears twice.",
                 r.id
             )));
         }
         if !consumers.insert(r.consumer_uuid) {
-            return Err(ApiError::bad_request(format!(
+            return Err(Error::invalid(format!(
                 "Consumer {} appears in two requests.",
                 r.consumer_uuid
             )));
@@ -211,11 +211,11 @@ fn check_batch(body: &AdmissionPost) -> ApiResult<()> {
 
 /// 409 when a request names a consumer that exists: admissions create
 /// consumers, they never replace allocations.
-async fn refuse_existing(tx: &mut sqlx::PgConnection, body: &AdmissionPost) -> ApiResult<()> {
+async fn refuse_existing(tx: &mut sqlx::PgConnection, body: &AdmissionPost) -> Result<()> {
     let uuids: Vec<Uuid> = body.requests.iter().map(|r| r.consumer_uuid).collect();
     match db::existing_consumers(tx, &uuids).await?.first() {
         None => Ok(()),
-        Some(c) => Err(ApiError::conflict(format!(
+        Some(c) => Err(Error::conflict(format!(
             "consumer generation conflict - consumer {c} already exists: an admission creates new consumers."
         ))
         .code(crate::error::codes::CONCURRENT_UPDATE)),
@@ -228,7 +228,7 @@ async fn commit(
     body: &AdmissionPost,
     loaded: &Loaded,
     result: &round::Admitted,
-) -> ApiResult<()> {
+) -> Result<()> {
     let mut writes = Vec::new();
     let mut counts: BTreeMap<i32, i64> = BTreeMap::new();
     for d in &result.decisions {
@@ -257,9 +257,11 @@ async fn commit(
             e,
             AllocError::Capacity(..) | AllocError::Reserved(..) | AllocError::Quota { .. }
         );
-        let mut err = alloc_error(e, None);
-        err.retryable |= replan;
-        err
+        let err = alloc_error(e, None);
+        match replan {
+            true => err.lost_race(),
+            false => err,
+        }
     })?;
     let counts: Vec<(i32, i64)> = counts.into_iter().collect();
     db::add_allocation_counts(tx, &counts).await?;

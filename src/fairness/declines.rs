@@ -7,7 +7,7 @@ use super::{class_ids, project_row, Amounts};
 use crate::db::fairness as db;
 use crate::db::providers;
 use crate::db::Pool;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{Error, Result};
 use crate::sched::decline::filter_seconds;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -48,12 +48,12 @@ pub struct DeclineView {
 }
 
 /// Installs a decline filter.
-pub async fn decline(pool: &Pool, body: DeclinePost) -> ApiResult<DeclineView> {
+pub async fn decline(pool: &Pool, body: DeclinePost) -> Result<DeclineView> {
     let mut tx = pool.begin().await?;
     let rp = providers::get(&mut tx, body.resource_provider_uuid)
         .await?
         .ok_or_else(|| {
-            ApiError::bad_request(format!(
+            Error::invalid(format!(
                 "No resource provider with uuid {} found",
                 body.resource_provider_uuid
             ))
@@ -78,7 +78,7 @@ pub async fn decline(pool: &Pool, body: DeclinePost) -> ApiResult<DeclineView> {
         seconds,
     )
     .await?;
-    tx.commit().await.map_err(ApiError::commit_failed)?;
+    tx.commit().await.map_err(Error::commit_failed)?;
     Ok(DeclineView {
         filtered: true,
         refuse_seconds: seconds,
@@ -87,7 +87,7 @@ pub async fn decline(pool: &Pool, body: DeclinePost) -> ApiResult<DeclineView> {
 }
 
 /// Clears a project's filters (one user's when named); how many went.
-pub async fn revive(pool: &Pool, project: &str, user: Option<&str>) -> ApiResult<u64> {
+pub async fn revive(pool: &Pool, project: &str, user: Option<&str>) -> Result<u64> {
     let mut conn = pool.acquire().await?;
     let Some(id) = db::project_id(&mut conn, project).await? else {
         return Ok(0);

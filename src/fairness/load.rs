@@ -5,7 +5,7 @@
 
 use super::admission::AdmissionItem;
 use crate::db::{candidates as pool_db, fairness as db, traits};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{Error, Result};
 use crate::sched::admission::{self as round, Class, ProjectIx, ProviderIx, Round};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -34,7 +34,7 @@ pub async fn load(
     seed: u32,
     excluded: &[String],
     max_steps: u64,
-) -> ApiResult<Loaded> {
+) -> Result<Loaded> {
     let tree = pool_db::provider_rows(conn).await?;
     let (stock, trait_rows, agg_rows) = pool_db::node_data(conn, None).await?;
     let names = pool_db::class_names(conn).await?;
@@ -142,7 +142,7 @@ struct Projects {
 impl Projects {
     /// Requesting projects, every project with settings or a quota, and
     /// reservation owners (all ancestors have settings, so are included).
-    async fn load(conn: &mut PgConnection, items: &[AdmissionItem]) -> ApiResult<Self> {
+    async fn load(conn: &mut PgConnection, items: &[AdmissionItem]) -> Result<Self> {
         let settings = db::all_fairness(conn).await?;
         let quotas = db::all_quotas(conn).await?;
         let owners = db::all_reservations(conn).await?;
@@ -201,7 +201,7 @@ impl Projects {
         classes: &[String],
         class_ix: &HashMap<&str, Class>,
         class_of_id: &HashMap<i32, Class>,
-    ) -> ApiResult<Vec<round::Project>> {
+    ) -> Result<Vec<round::Project>> {
         let n = classes.len();
         let ids: Vec<i32> = self.list.iter().map(|p| p.id).collect();
         let consumed = db::consumption(conn, &ids, None).await?;
@@ -258,7 +258,7 @@ async fn reservations(
     projects: &mut Projects,
     ix_of_id: &HashMap<i64, ProviderIx>,
     class_of_id: &HashMap<i32, Class>,
-) -> ApiResult<()> {
+) -> Result<()> {
     let rows = db::all_reservations(conn).await?;
     if rows.is_empty() {
         return Ok(());
@@ -313,7 +313,7 @@ async fn requests(
     projects: &Projects,
     class_ix: &HashMap<&str, Class>,
     pool: PoolRows<'_>,
-) -> ApiResult<Vec<round::Request>> {
+) -> Result<Vec<round::Request>> {
     let filter = Eligibility::new(conn, items, &pool).await?;
     let mut cache: HashMap<FilterKey, Arc<[ProviderIx]>> = HashMap::new();
     items
@@ -323,11 +323,12 @@ async fn requests(
                 .resources
                 .iter()
                 .map(|(c, n)| {
-                    class_ix.get(c.as_str()).map(|&ix| (ix, *n)).ok_or_else(|| {
-                        ApiError::bad_request(format!("No such resource class {c}."))
-                    })
+                    class_ix
+                        .get(c.as_str())
+                        .map(|&ix| (ix, *n))
+                        .ok_or_else(|| Error::invalid(format!("No such resource class {c}.")))
                 })
-                .collect::<ApiResult<Vec<_>>>()?;
+                .collect::<Result<Vec<_>>>()?;
             let allowed = if item.required.is_empty() && item.member_of.is_empty() {
                 None
             } else {
@@ -361,7 +362,7 @@ impl Eligibility {
         conn: &mut PgConnection,
         items: &[AdmissionItem],
         pool: &PoolRows<'_>,
-    ) -> ApiResult<Self> {
+    ) -> Result<Self> {
         let (tree, order) = (pool.tree, pool.order);
         let wanted: Vec<String> = items
             .iter()
@@ -375,7 +376,7 @@ impl Eligibility {
             .collect();
         let (_, missing) = traits::resolve(conn, &wanted).await?;
         if !missing.is_empty() {
-            return Err(ApiError::bad_request(format!(
+            return Err(Error::invalid(format!(
                 "No such trait(s): {}.",
                 missing.join(", ")
             )));
@@ -432,7 +433,7 @@ async fn declines(
     projects: &Projects,
     ix_of_id: &HashMap<i64, ProviderIx>,
     class_ix: &HashMap<&str, Class>,
-) -> ApiResult<Vec<round::Decline>> {
+) -> Result<Vec<round::Decline>> {
     let rows = db::active_declines(conn).await?;
     Ok(rows
         .into_iter()

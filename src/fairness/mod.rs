@@ -14,7 +14,7 @@ pub mod reservations;
 pub mod shares;
 
 use crate::db::{classes, fairness as db};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{Error, Result};
 use sqlx::PgConnection;
 use std::collections::{BTreeMap, HashMap};
 
@@ -22,18 +22,15 @@ use std::collections::{BTreeMap, HashMap};
 pub type Amounts = BTreeMap<String, i64>;
 
 /// Class ids of `names`, or 400 naming the first unknown class.
-pub async fn class_ids(
-    conn: &mut PgConnection,
-    names: &[String],
-) -> ApiResult<HashMap<String, i32>> {
+pub async fn class_ids(conn: &mut PgConnection, names: &[String]) -> Result<HashMap<String, i32>> {
     let ids = classes::ids(conn, names)
         .await?
-        .map_err(|rc| ApiError::bad_request(format!("No such resource class {rc}.")))?;
+        .map_err(|rc| Error::invalid(format!("No such resource class {rc}.")))?;
     Ok(names.iter().cloned().zip(ids).collect())
 }
 
 /// The projects table id of an external project id, created if missing.
-pub async fn project_row(conn: &mut PgConnection, project: &str) -> ApiResult<i32> {
+pub async fn project_row(conn: &mut PgConnection, project: &str) -> Result<i32> {
     Ok(db::ensure_project(conn, project).await?)
 }
 

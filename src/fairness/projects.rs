@@ -6,7 +6,7 @@
 use super::{class_ids, positive_minus, project_row, Amounts};
 use crate::db::fairness::{self as db, FairnessRow};
 use crate::db::Pool;
-use crate::error::{codes, ApiError, ApiResult};
+use crate::error::{codes, Error, Result};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -88,7 +88,7 @@ pub struct QuotaView {
 }
 
 /// A project's fairness settings (defaults when never set).
-pub async fn fairness(pool: &Pool, project: &str) -> ApiResult<FairnessView> {
+pub async fn fairness(pool: &Pool, project: &str) -> Result<FairnessView> {
     let mut conn = pool.acquire().await?;
     let row = match db::project_id(&mut conn, project).await? {
         Some(id) => db::fairness(&mut conn, id).await?,
@@ -98,13 +98,9 @@ pub async fn fairness(pool: &Pool, project: &str) -> ApiResult<FairnessView> {
 }
 
 /// Sets a project's weight and parent.
-pub async fn set_fairness(
-    pool: &Pool,
-    project: &str,
-    body: FairnessPut,
-) -> ApiResult<FairnessView> {
+pub async fn set_fairness(pool: &Pool, project: &str, body: FairnessPut) -> Result<FairnessView> {
     if !(body.weight.is_finite() && body.weight > 0.0) {
-        return Err(ApiError::bad_request(
+        return Err(Error::invalid(
             "The weight must be a number greater than 0.",
         ));
     }
@@ -114,12 +110,12 @@ pub async fn set_fairness(
     let parent = match &body.parent_project_id {
         None => None,
         Some(p) if p == project => {
-            return Err(ApiError::bad_request("A project cannot be its own parent."))
+            return Err(Error::invalid("A project cannot be its own parent."))
         }
         Some(p) => {
             let pid = project_row(&mut tx, p).await?;
             if db::lineage(&mut tx, pid).await?.contains(&id) {
-                return Err(ApiError::bad_request(format!(
+                return Err(Error::invalid(format!(
                     "Project {p} is a sub-project of {project}: the project tree cannot have a cycle."
                 )));
             }
@@ -128,7 +124,7 @@ pub async fn set_fairness(
                 .iter()
                 .any(|q| q.guarantee.is_some_and(|g| g > 0));
             if has_guarantees {
-                return Err(ApiError::bad_request(format!(
+                return Err(Error::invalid(format!(
                     "Project {project} has guarantees, which only top-level projects may have."
                 )));
             }
@@ -137,12 +133,12 @@ pub async fn set_fairness(
     };
     db::put_fairness(&mut tx, id, parent, body.weight).await?;
     let row = db::fairness(&mut tx, id).await?;
-    tx.commit().await.map_err(ApiError::commit_failed)?;
+    tx.commit().await.map_err(Error::commit_failed)?;
     Ok(FairnessView::of(project, row))
 }
 
 /// A project's quota and holdings.
-pub async fn quota(pool: &Pool, project: &str) -> ApiResult<QuotaView> {
+pub async fn quota(pool: &Pool, project: &str) -> Result<QuotaView> {
     let mut conn = pool.acquire().await?;
     let Some(id) = db::project_id(&mut conn, project).await? else {
         return Ok(view(project, Vec::new(), db::Holdings::default()));
@@ -196,7 +192,7 @@ pub async fn quota_shortfalls(
     pool: &Pool,
     project: &str,
     requested: &Amounts,
-) -> ApiResult<Vec<QuotaShortfall>> {
+) -> Result<Vec<QuotaShortfall>> {
     let mut conn = pool.acquire().await?;
     let Some(id) = db::project_id(&mut conn, project).await? else {
         return Ok(Vec::new());
@@ -230,10 +226,10 @@ pub async fn quota_shortfalls(
 }
 
 /// Replaces a project's quota.
-pub async fn set_quota(pool: &Pool, project: &str, body: QuotaPut) -> ApiResult<QuotaView> {
+pub async fn set_quota(pool: &Pool, project: &str, body: QuotaPut) -> Result<QuotaView> {
     for (class, g) in &body.guarantees {
         if let Some(l) = body.limits.get(class).filter(|l| g > *l) {
-            return Err(ApiError::bad_request(format!(
+            return Err(Error::invalid(format!(
                 "The guarantee of {class} ({g}) is above its limit ({l})."
             )));
         }
@@ -250,7 +246,7 @@ pub async fn set_quota(pool: &Pool, project: &str, body: QuotaPut) -> ApiResult<
     let ids = class_ids(&mut tx, &names).await?;
     let is_sub = db::lineage(&mut tx, id).await?.len() > 1;
     if is_sub && body.guarantees.values().any(|g| *g > 0) {
-        return Err(ApiError::bad_request(format!(
+        return Err(Error::invalid(format!(
             "Project {project} has a parent: guarantees are only allowed on top-level projects."
         )));
     }
@@ -272,16 +268,16 @@ pub async fn set_quota(pool: &Pool, project: &str, body: QuotaPut) -> ApiResult<
     rows.dedup();
     db::replace_quota(&mut tx, id, &rows).await?;
     let stored = db::quota(&mut tx, id).await?;
-    tx.commit().await.map_err(ApiError::commit_failed)?;
+    tx.commit().await.map_err(Error::commit_failed)?;
     Ok(view(project, stored, held))
 }
 
 /// 409 when a new limit is below what the project consumes.
-fn refuse_limits_below(limits: &Amounts, consumed: &Amounts, project: &str) -> ApiResult<()> {
+fn refuse_limits_below(limits: &Amounts, consumed: &Amounts, project: &str) -> Result<()> {
     for (class, limit) in limits {
         let used = consumed.get(class).copied().unwrap_or(0);
         if used > *limit {
-            return Err(ApiError::conflict(format!(
+            return Err(Error::conflict(format!(
                 "Project {project} consumes {used} {class}, above the new limit of {limit}; set force to lower it anyway."
             ))
             .code(codes::QUOTA_BELOW_CONSUMPTION));

@@ -9,7 +9,7 @@
 use super::{class_ids, project_row, Amounts};
 use crate::db::allocations::AllocError;
 use crate::db::{fairness as db, inventories, providers};
-use crate::error::{codes, ApiError, ApiResult, GenerationConflict};
+use crate::error::{codes, Error, Result};
 use crate::types::GivenGeneration;
 use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
@@ -41,7 +41,7 @@ pub async fn show(
     conn: &mut PgConnection,
     rp: &providers::ProviderRow,
     project: &str,
-) -> ApiResult<ReservationView> {
+) -> Result<ReservationView> {
     let resources = match db::project_id(conn, project).await? {
         Some(id) => db::reservations(conn, rp.id, id).await?,
         None => Amounts::new(),
@@ -60,9 +60,9 @@ pub async fn replace(
     rp: &providers::ProviderRow,
     project: &str,
     body: &ReservationPut,
-) -> ApiResult<ReservationView> {
+) -> Result<ReservationView> {
     if !body.resource_provider_generation.matches(rp.generation) {
-        return Err(ApiError::generation_conflict(GenerationConflict::Inventory));
+        return Err(Error::inventory_generation_conflict());
     }
     let id = project_row(conn, project).await?;
     let names: Vec<String> = body.resources.keys().cloned().collect();
@@ -77,7 +77,7 @@ pub async fn replace(
         .resources
         .iter()
         .map(|(c, n)| Ok((ids[c], i32::try_from(*n).map_err(|_| too_large(c))?)))
-        .collect::<ApiResult<_>>()?;
+        .collect::<Result<_>>()?;
     db::replace_reservations(conn, rp.id, id, &rows).await?;
     not_taken_from_others(conn, rp, &ids, &before).await?;
     within_limits(conn, project, &ids, &consumed_before).await?;
@@ -88,8 +88,8 @@ pub async fn replace(
     })
 }
 
-fn too_large(class: &str) -> ApiError {
-    ApiError::bad_request(format!(
+fn too_large(class: &str) -> Error {
+    Error::invalid(format!(
         "The reservation of {class} is larger than its inventory."
     ))
 }
@@ -102,19 +102,19 @@ async fn fits_inventory(
     project: i32,
     wanted: &Amounts,
     ids: &HashMap<String, i32>,
-) -> ApiResult<()> {
+) -> Result<()> {
     let inventories = inventories::of_provider(conn, rp.id).await?;
     let others = db::reserved_by_others(conn, rp.id, project).await?;
     for (class, n) in wanted {
         let Some(inv) = inventories.iter().find(|i| &i.resource_class == class) else {
-            return Err(ApiError::bad_request(format!(
+            return Err(Error::invalid(format!(
                 "Resource provider {} has no inventory of {class} to reserve.",
                 rp.uuid
             )));
         };
         let total = others.get(&ids[class]).copied().unwrap_or(0) + n;
         if total as f64 > inv.inventory().capacity() {
-            return Err(ApiError::bad_request(format!(
+            return Err(Error::invalid(format!(
                 "Reservations of {class} on resource provider {} would total {total}, above its capacity of {}.",
                 rp.uuid,
                 inv.inventory().capacity_int()
@@ -130,7 +130,7 @@ async fn not_taken_from_others(
     rp: &providers::ProviderRow,
     ids: &HashMap<String, i32>,
     before: &HashMap<(i64, i32), i64>,
-) -> ApiResult<()> {
+) -> Result<()> {
     let after = db::unused_reservations(conn, Some(&[rp.id]), None).await?;
     let used = db::provider_usage(conn, rp.id).await?;
     let inventories = inventories::of_provider(conn, rp.id).await?;
@@ -142,7 +142,7 @@ async fn not_taken_from_others(
         let now = u + after.get(&(rp.id, class)).copied().unwrap_or(0);
         let was = u + before.get(&(rp.id, class)).copied().unwrap_or(0);
         if now as f64 > inv.inventory().capacity() && now > was {
-            return Err(ApiError::conflict(format!(
+            return Err(Error::conflict(format!(
                 "Unable to reserve {} on resource provider {}: the capacity is in use by other projects.",
                 inv.resource_class, rp.uuid
             ))
@@ -159,7 +159,7 @@ async fn within_limits(
     project: &str,
     ids: &HashMap<String, i32>,
     before: &HashMap<(i32, i32), i64>,
-) -> ApiResult<()> {
+) -> Result<()> {
     let classes: Vec<i32> = ids.values().copied().collect();
     let names: Vec<String> = ids.keys().cloned().collect();
     let limits = db::limits_over(conn, &[project.to_string()], &names).await?;
@@ -179,7 +179,7 @@ async fn within_limits(
                 before: was,
                 after: now,
             };
-            return Err(ApiError::conflict(e.to_string()).code(codes::QUOTA_EXCEEDED));
+            return Err(Error::conflict(e.to_string()).code(codes::QUOTA_EXCEEDED));
         }
     }
     Ok(())
@@ -190,7 +190,7 @@ pub async fn remove(
     conn: &mut PgConnection,
     rp: &providers::ProviderRow,
     project: &str,
-) -> ApiResult<bool> {
+) -> Result<bool> {
     let Some(id) = db::project_id(conn, project).await? else {
         return Ok(false);
     };

@@ -6,7 +6,7 @@
 use super::{positive_minus, Amounts};
 use crate::db::Pool;
 use crate::db::{candidates as pool_db, fairness as db};
-use crate::error::ApiResult;
+use crate::error::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use utoipa::ToSchema;
@@ -46,7 +46,7 @@ pub struct Shares {
 }
 
 /// Every project's standing.
-pub async fn shares(pool: &Pool, excluded: &[String]) -> ApiResult<Shares> {
+pub async fn shares(pool: &Pool, excluded: &[String]) -> Result<Shares> {
     let mut tx = pool_db::begin_snapshot(pool).await?;
     let names = pool_db::class_names(&mut tx).await?;
     let totals: BTreeMap<String, f64> = db::pool_capacity(&mut tx)

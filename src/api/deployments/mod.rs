@@ -9,10 +9,10 @@ use super::schema::bodies::{DeployRequest, ResizeRequest};
 use super::schema::responses::{
     AppSummary, DeploymentAnswer, DeploymentList, DeploymentView, Resized,
 };
+use crate::api::respond::{ApiError, ApiResult};
 use crate::db::deployments as db;
 use crate::deploy::request::Fields;
 use crate::deploy::{self, resize::Deltas, Deployed, Deployment};
-use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -49,7 +49,7 @@ fn schema() -> Value {
 
 /// The checked deployment of a request body.
 fn deployment(r: &DeployRequest) -> ApiResult<Deployment> {
-    Deployment::check(Fields {
+    Ok(Deployment::check(Fields {
         app: &r.app,
         count: r.count,
         strategy: r.strategy,
@@ -65,7 +65,7 @@ fn deployment(r: &DeployRequest) -> ApiResult<Deployment> {
         dry_run: r.dry_run,
         priority_class: r.priority_class,
         priority: r.priority,
-    })
+    })?)
 }
 
 /// `POST /deployments`: checked against the project and user it places for.
@@ -138,7 +138,7 @@ fn render(d: &Deployment, done: Deployed) -> DeploymentAnswer {
         plans: if d.dry_run { shown } else { None },
         nodes: d
             .dry_run
-            .then(|| done.verdicts.iter().map(deploy::verdict_json).collect()),
+            .then(|| done.verdicts.iter().map(deploy::report).collect()),
     }
 }
 

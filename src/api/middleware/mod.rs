@@ -10,7 +10,7 @@ use super::extract::QueryPairs;
 use super::microversion::{self, Microversion};
 use super::policy::{target_of, Authorize};
 use super::routes::Subject;
-use crate::error::{ApiError, PendingError};
+use crate::api::respond::{ApiError, PendingError};
 use crate::policy::{Credentials, Decision};
 use crate::state::Security;
 use axum::body::Body;
@@ -145,9 +145,20 @@ async fn admit(
     security: &Security,
 ) -> Result<Microversion, ApiError> {
     if !is_public(path) {
+        let headers = req.headers();
+        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let presented = crate::auth::Presented {
+            // A token that is not text is presented, and refused, as "".
+            token: headers
+                .get("x-auth-token")
+                .map(|v| v.to_str().map(str::trim).unwrap_or("")),
+            project_id: text("x-project-id"),
+            roles: text("x-roles"),
+            system_scope: text("openstack-system-scope"),
+        };
         let caller = security
             .auth
-            .identify(req.headers())
+            .identify(presented)
             .await?
             .ok_or_else(|| security.auth.missing_token())?;
         req.extensions_mut().insert(caller);

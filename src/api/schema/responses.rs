@@ -354,7 +354,7 @@ pub struct DeploymentAnswer {
     /// refusal carries as `errors[0].nodes`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<Object>>)]
-    pub nodes: Option<Vec<Value>>,
+    pub nodes: Option<Vec<crate::error::NodeReport>>,
 }
 
 /// `GET /deployments/{app}` (extension).

@@ -12,7 +12,7 @@
 //! evaluated in the schema's own order, as jsonschema does, and the error
 //! reported is the one its `best_match` picks.
 
-use super::pyrepr::{pformat, py_repr, py_str};
+use crate::api::schema::pyrepr::{pformat, py_repr, py_str};
 use regex::Regex;
 use serde_json::{Map, Value};
 use std::cmp::Ordering;

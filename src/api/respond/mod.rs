@@ -1,8 +1,11 @@
 //! Responses: JSON bodies, `Location`, the `last-modified` /
 //! `cache-control` pair Placement adds from microversion 1.15, and the error body.
 
+pub mod error;
+
+pub use error::{codes, ApiError, ApiResult, GenerationConflict, PendingError};
+
 use super::microversion::Microversion;
-use crate::error::ApiError;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
@@ -126,7 +129,10 @@ pub fn render_error(
             }
             obj.insert("request_id".into(), request_id.into());
             if let Some(nodes) = &e.nodes {
-                obj.insert("nodes".into(), (**nodes).clone());
+                obj.insert(
+                    "nodes".into(),
+                    serde_json::to_value(nodes).unwrap_or_default(),
+                );
             }
             if e.version_bounds {
                 obj.insert(
