@@ -179,3 +179,75 @@ fn only_the_http_layer_knows_http() {
         problems.join("\n")
     );
 }
+
+/// The module of `src/<area>/` a reference names (`super::load` from
+/// `fairness/admission.rs`, `crate::api::respond::x`), if any.
+fn sibling_refs(text: &str, area: &str) -> BTreeSet<String> {
+    let mut out = after(text, "super::");
+    out.extend(after(text, &format!("crate::{area}::")));
+    out
+}
+
+/// Module cycles inside one area (`api`, `fairness`): no module reaches
+/// itself through the others.
+fn cycles_in(area: &str) -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(area);
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    let module_of = |p: &Path| -> String {
+        let rel = p.strip_prefix(&dir).unwrap();
+        let first = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy()
+            .to_string();
+        first.trim_end_matches(".rs").to_string()
+    };
+    let modules: BTreeSet<String> = files.iter().map(|p| module_of(p)).collect();
+    let mut edges: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    for p in &files {
+        let me = module_of(p);
+        // In `X/mod.rs` `super::` is the area; deeper, it is inside X.
+        let depth = p.strip_prefix(&dir).map_or(0, |r| r.components().count());
+        let is_mod_rs = p.file_name().is_some_and(|n| n == "mod.rs");
+        let nested = depth > 2 || (depth == 2 && !is_mod_rs);
+        let text = non_test_text(p);
+        let refs = if nested {
+            after(&text, &format!("crate::{area}::"))
+        } else {
+            sibling_refs(&text, area)
+        };
+        for r in refs {
+            if r != me && r != "mod" && modules.contains(&r) {
+                edges.entry(me.clone()).or_default().insert(r);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for start in &modules {
+        // Depth-first from `start`, looking for a way back to it.
+        let mut stack = vec![(start.clone(), vec![start.clone()])];
+        let mut seen = BTreeSet::new();
+        while let Some((at, path)) = stack.pop() {
+            for next in edges.get(&at).into_iter().flatten() {
+                if next == start {
+                    found.push(format!("{area}: {} -> {start}", path.join(" -> ")));
+                } else if seen.insert(next.clone()) {
+                    let mut p = path.clone();
+                    p.push(next.clone());
+                    stack.push((next.clone(), p));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_module_cycles_inside_api_or_fairness() {
+    let mut found = cycles_in("api");
+    found.extend(cycles_in("fairness"));
+    assert!(found.is_empty(), "module cycles:\n{}", found.join("\n"));
+}

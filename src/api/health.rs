@@ -54,8 +54,8 @@ pub async fn check(State(st): State<AppState>, method: Method, headers: HeaderMa
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let json = super::middleware::accept_quality(accept, "application/json")
-        > super::middleware::accept_quality(accept, "text/plain");
+    let json = super::respond::accept_quality(accept, "application/json")
+        > super::respond::accept_quality(accept, "text/plain");
     if json {
         let body = serde_json::json!({"detailed": false, "reasons": [reason]});
         (

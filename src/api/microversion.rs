@@ -3,10 +3,9 @@
 //! One line per version says what it changed; handlers ask
 //! `mv.at_least(1, 14)` rather than compare numbers by hand.
 
-use crate::api::respond::ApiError;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use std::fmt;
 
 /// A negotiated microversion.
@@ -94,12 +93,12 @@ impl fmt::Display for Microversion {
 /// Negotiates the version from the request headers. Only the standard
 /// header is read (the legacy one is ignored, as the reference does); the last
 /// `placement` entry wins.
-pub fn negotiate(headers: &HeaderMap) -> Result<Microversion, ApiError> {
+pub fn negotiate(headers: &HeaderMap) -> Result<Microversion, VersionRefusal> {
     let mut chosen: Option<String> = None;
     for value in headers.get_all("openstack-api-version") {
         let Ok(text) = value.to_str() else {
-            return Err(ApiError::bad_request(
-                "Invalid microversion: the OpenStack-API-Version header is not valid text",
+            return Err(VersionRefusal::Invalid(
+                "Invalid microversion: the OpenStack-API-Version header is not valid text".into(),
             ));
         };
         for entry in text.split(',') {
@@ -123,26 +122,25 @@ pub fn negotiate(headers: &HeaderMap) -> Result<Microversion, ApiError> {
         ))
     });
     match parsed {
-        None => Err(ApiError::bad_request(format!(
+        None => Err(VersionRefusal::Invalid(format!(
             "Invalid microversion: invalid version string: {raw}"
         ))),
-        Some(v) if v < MIN || v > MAX => {
-            let mut e = ApiError::new(
-                StatusCode::NOT_ACCEPTABLE,
-                format!("Invalid microversion: Unacceptable version header: {raw}"),
-            );
-            e.detail = format!(
-                "The resource could not be generated that was acceptable to your browser (content of type application/json.\n\n Invalid microversion: Unacceptable version header: {raw}  "
-            );
-            e.version_bounds = true;
-            Err(e)
-        }
+        Some(v) if v < MIN || v > MAX => Err(VersionRefusal::Unacceptable(raw)),
         Some(v) => Ok(v),
     }
 }
 
+/// Why a request's microversion cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VersionRefusal {
+    /// The header does not parse (400, with this message).
+    Invalid(String),
+    /// A version outside MIN..=MAX (406, with the bounds).
+    Unacceptable(String),
+}
+
 impl<S: Send + Sync> FromRequestParts<S> for Microversion {
-    type Rejection = ApiError;
+    type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         Ok(parts
@@ -158,10 +156,13 @@ mod tests {
     use super::*;
     use axum::http::HeaderValue;
 
-    fn neg(v: &str) -> Result<Microversion, ApiError> {
+    fn neg(v: &str) -> Result<Microversion, u16> {
         let mut h = HeaderMap::new();
         h.insert("openstack-api-version", HeaderValue::from_str(v).unwrap());
-        negotiate(&h)
+        negotiate(&h).map_err(|e| match e {
+            VersionRefusal::Invalid(_) => 400,
+            VersionRefusal::Unacceptable(_) => 406,
+        })
     }
 
     #[test]
@@ -172,18 +173,18 @@ mod tests {
             neg("compute 2.1, placement 1.14").unwrap(),
             Microversion::new(1, 14)
         );
-        assert_eq!(neg("placement pony.horse").unwrap_err().status, 400);
-        assert_eq!(neg("placement 1.2.3").unwrap_err().status, 400);
-        assert_eq!(neg("placement LATEST").unwrap_err().status, 400);
-        assert_eq!(neg("placement 1.40").unwrap_err().status, 406);
-        assert_eq!(neg("placement 0.5").unwrap_err().status, 406);
+        assert_eq!(neg("placement pony.horse").unwrap_err(), 400);
+        assert_eq!(neg("placement 1.2.3").unwrap_err(), 400);
+        assert_eq!(neg("placement LATEST").unwrap_err(), 400);
+        assert_eq!(neg("placement 1.40").unwrap_err(), 406);
+        assert_eq!(neg("placement 0.5").unwrap_err(), 406);
         assert_eq!(negotiate(&HeaderMap::new()).unwrap(), MIN);
         let mut h = HeaderMap::new();
         h.insert(
             "openstack-api-version",
             HeaderValue::from_bytes(b"placement 1.\xff").unwrap(),
         );
-        assert_eq!(negotiate(&h).unwrap_err().status, 400);
+        assert!(matches!(negotiate(&h), Err(VersionRefusal::Invalid(_))));
         assert_eq!(HISTORY.len(), MAX.minor as usize + 1);
     }
 }

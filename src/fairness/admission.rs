@@ -18,47 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-/// `POST /admissions`, after its schema check.
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
-pub struct AdmissionPost {
-    /// Decide without writing anything.
-    #[serde(default)]
-    pub dry_run: bool,
-    /// The provider shuffle's seed (random when absent); echoed back.
-    #[serde(default)]
-    pub seed: Option<u32>,
-    /// Pending requests, FIFO per project.
-    pub requests: Vec<AdmissionItem>,
-}
-
-pub use crate::colocation::priority::PriorityClass;
-
-/// One pending request.
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
-pub struct AdmissionItem {
-    /// The caller's name for it, unique in the batch.
-    pub id: String,
-    /// The consumer to create when admitted.
-    pub consumer_uuid: Uuid,
-    /// The project asking.
-    pub project_id: String,
-    /// The user asking.
-    pub user_id: String,
-    /// Amounts by class, all from one provider.
-    pub resources: Amounts,
-    /// Traits the provider must have (`!T`: must not have).
-    #[serde(default)]
-    pub required: Vec<String>,
-    /// Aggregates of which the provider (or its root) must be in one.
-    #[serde(default)]
-    pub member_of: Vec<Uuid>,
-    /// Priority class (default prod).
-    #[serde(default)]
-    pub priority_class: Option<PriorityClass>,
-    /// Consumer type of the new consumer.
-    #[serde(default)]
-    pub consumer_type: Option<String>,
-}
+pub use super::request::{AdmissionItem, AdmissionPost, PriorityClass};
 
 /// One provider's share of an admitted request.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -3,7 +3,7 @@
 //! asks, owns a reservation, has a quota or sits above one of those, the
 //! reservations' unused parts, and the active decline filters.
 
-use super::admission::AdmissionItem;
+use super::request::AdmissionItem;
 use crate::db::{candidates as pool_db, fairness as db, traits};
 use crate::error::{Error, Result};
 use crate::sched::admission::{self as round, Class, ProjectIx, ProviderIx, Round};

@@ -10,6 +10,7 @@ pub mod admission;
 pub mod declines;
 mod load;
 pub mod projects;
+pub mod request;
 pub mod reservations;
 pub mod shares;
 

@@ -27,33 +27,6 @@ use tracing::Instrument;
 #[derive(Debug, Clone)]
 pub struct RequestId(pub String);
 
-/// The quality with which `accept` admits `offer` (`type/subtype`), 0 when not at all.
-pub fn accept_quality(accept: &str, offer: &str) -> f32 {
-    let (otype, _) = offer.split_once('/').unwrap_or((offer, ""));
-    let mut best: Option<(u8, f32)> = None;
-    for range in accept.split(',') {
-        let mut parts = range.split(';');
-        let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-        let q = parts
-            .filter_map(|p| p.trim().strip_prefix("q=").map(str::to_string))
-            .find_map(|q| q.trim().parse::<f32>().ok())
-            .unwrap_or(1.0);
-        let specificity = if media == offer {
-            3
-        } else if media == format!("{otype}/*") {
-            2
-        } else if media == "*/*" {
-            1
-        } else {
-            continue;
-        };
-        if best.is_none_or(|(s, _)| specificity > s) {
-            best = Some((specificity, q));
-        }
-    }
-    best.map(|(_, q)| q).unwrap_or(0.0)
-}
-
 /// How much of a request body is read, and for how long.
 #[derive(Debug, Clone, Copy)]
 pub struct BodyLimits {
@@ -176,7 +149,7 @@ async fn admit(
             ));
         }
     }
-    microversion::negotiate(headers)
+    Ok(microversion::negotiate(headers)?)
 }
 
 /// The answer to a request refused before routing.
@@ -371,7 +344,9 @@ async fn guarded(security: &Arc<Security>, route: &str, req: Request, next: Next
             .get(header::ACCEPT)
             .and_then(|v| v.to_str().ok())
         {
-            if !accept.trim().is_empty() && accept_quality(accept, "application/json") <= 0.0 {
+            if !accept.trim().is_empty()
+                && super::respond::accept_quality(accept, "application/json") <= 0.0
+            {
                 return ApiError::not_acceptable(accept, "Only application/json is provided")
                     .into_response();
             }
@@ -446,26 +421,6 @@ pub fn method_not_allowed(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn accept_rules() {
-        assert!(accept_quality("application/json", "application/json") > 0.0);
-        assert!(
-            accept_quality(
-                "text/html,application/xml;q=0.9,*/*;q=0.8",
-                "application/json"
-            ) > 0.0
-        );
-        assert_eq!(
-            accept_quality("text/html,application/xml;q=0.9", "application/json"),
-            0.0
-        );
-        assert_eq!(accept_quality("text/plain", "application/json"), 0.0);
-        assert_eq!(
-            accept_quality("application/json;q=0", "application/json"),
-            0.0
-        );
-    }
 
     #[test]
     fn every_route_rule_is_registered_with_the_policy() {

@@ -224,6 +224,26 @@ impl From<Error> for ApiError {
     }
 }
 
+impl From<crate::api::microversion::VersionRefusal> for ApiError {
+    fn from(r: crate::api::microversion::VersionRefusal) -> Self {
+        use crate::api::microversion::VersionRefusal as R;
+        match r {
+            R::Invalid(message) => ApiError::bad_request(message),
+            R::Unacceptable(raw) => {
+                let mut e = ApiError::new(
+                    StatusCode::NOT_ACCEPTABLE,
+                    format!("Invalid microversion: Unacceptable version header: {raw}"),
+                );
+                e.detail = format!(
+                    "The resource could not be generated that was acceptable to your browser (content of type application/json.\n\n Invalid microversion: Unacceptable version header: {raw}  "
+                );
+                e.version_bounds = true;
+                e
+            }
+        }
+    }
+}
+
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
         Error::from(e).into()

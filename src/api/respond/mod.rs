@@ -201,11 +201,63 @@ fn preferred_error_format(accept: Option<&str>) -> ErrorFormat {
     else {
         return ErrorFormat::Json;
     };
-    let q_html = super::middleware::accept_quality(accept, "text/html");
-    let q_json = super::middleware::accept_quality(accept, "application/json");
+    let q_html = accept_quality(accept, "text/html");
+    let q_json = accept_quality(accept, "application/json");
     match (q_html, q_json) {
         (h, j) if h > 0.0 && h >= j => ErrorFormat::Html,
         (_, j) if j > 0.0 => ErrorFormat::Json,
         _ => ErrorFormat::Plain,
+    }
+}
+
+/// The quality with which `accept` admits `offer` (`type/subtype`), 0 when not at all.
+pub fn accept_quality(accept: &str, offer: &str) -> f32 {
+    let (otype, _) = offer.split_once('/').unwrap_or((offer, ""));
+    let mut best: Option<(u8, f32)> = None;
+    for range in accept.split(',') {
+        let mut parts = range.split(';');
+        let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let q = parts
+            .filter_map(|p| p.trim().strip_prefix("q=").map(str::to_string))
+            .find_map(|q| q.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        let specificity = if media == offer {
+            3
+        } else if media == format!("{otype}/*") {
+            2
+        } else if media == "*/*" {
+            1
+        } else {
+            continue;
+        };
+        if best.is_none_or(|(s, _)| specificity > s) {
+            best = Some((specificity, q));
+        }
+    }
+    best.map(|(_, q)| q).unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_rules() {
+        assert!(accept_quality("application/json", "application/json") > 0.0);
+        assert!(
+            accept_quality(
+                "text/html,application/xml;q=0.9,*/*;q=0.8",
+                "application/json"
+            ) > 0.0
+        );
+        assert_eq!(
+            accept_quality("text/html,application/xml;q=0.9", "application/json"),
+            0.0
+        );
+        assert_eq!(accept_quality("text/plain", "application/json"), 0.0);
+        assert_eq!(
+            accept_quality("application/json;q=0", "application/json"),
+            0.0
+        );
     }
 }
