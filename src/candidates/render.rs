@@ -4,7 +4,7 @@
 //! Written straight to JSON text: building a `serde_json::Value` tree for a
 //! thousand candidates cost ten times more than solving them.
 
-use super::snapshot::Snapshot;
+use super::snapshot::{Node, Snapshot};
 use super::solve::Candidate;
 use std::collections::{BTreeSet, HashSet};
 use std::fmt::Write;
@@ -66,59 +66,88 @@ pub fn render(
         if k > 0 {
             out.push(',');
         }
-        // Allocations are sorted by node, so each provider's classes are contiguous.
-        let mut by_provider: Vec<(usize, Vec<(i32, i64)>)> = Vec::new();
-        for &(p, c, n) in &cand.allocations {
-            match by_provider.last_mut() {
-                Some((q, list)) if *q == p => list.push((c, n)),
-                _ => by_provider.push((p, vec![(c, n)])),
-            }
-        }
-        out.push_str(if shape.dict_form {
-            "{\"allocations\":{"
-        } else {
-            "{\"allocations\":["
-        });
-        for (j, (p, list)) in by_provider.iter().enumerate() {
-            if j > 0 {
-                out.push(',');
-            }
-            let uuid = snap.nodes[*p].uuid;
-            if shape.dict_form {
-                let _ = write!(out, "\"{uuid}\":{{\"resources\":");
-            } else {
-                let _ = write!(
-                    out,
-                    "{{\"resource_provider\":{{\"uuid\":\"{uuid}\"}},\"resources\":"
-                );
-            }
-            resources(&mut out, snap, list);
-            out.push('}');
-        }
-        out.push(if shape.dict_form { '}' } else { ']' });
-        if shape.mappings {
-            out.push_str(",\"mappings\":{");
-            for (j, (suffix, providers)) in suffixes.iter().zip(&cand.mappings).enumerate() {
-                if j > 0 {
-                    out.push(',');
-                }
-                string(&mut out, suffix);
-                out.push_str(":[");
-                for (i, &p) in providers.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    let _ = write!(out, "\"{}\"", snap.nodes[p].uuid);
-                }
-                out.push(']');
-            }
-            out.push('}');
-        }
-        out.push('}');
+        allocation_request(&mut out, snap, suffixes, cand, shape);
     }
     out.push_str("],\"provider_summaries\":{");
-    // Summaries: whole trees of contributing providers (1.29+), else only
-    // the providers used when nested providers exist.
+    provider_summaries(&mut out, snap, requested, cands, shape);
+    out.push_str("}}");
+    out
+}
+
+/// One allocation request: its allocations by provider (a dict from 1.12,
+/// a list before), and its mappings from 1.34.
+fn allocation_request(
+    out: &mut String,
+    snap: &Snapshot,
+    suffixes: &[String],
+    cand: &Candidate,
+    shape: Shape,
+) {
+    // Allocations are sorted by node, so each provider's classes are contiguous.
+    let mut by_provider: Vec<(usize, Vec<(i32, i64)>)> = Vec::new();
+    for &(p, c, n) in &cand.allocations {
+        match by_provider.last_mut() {
+            Some((q, list)) if *q == p => list.push((c, n)),
+            _ => by_provider.push((p, vec![(c, n)])),
+        }
+    }
+    out.push_str(if shape.dict_form {
+        "{\"allocations\":{"
+    } else {
+        "{\"allocations\":["
+    });
+    for (j, (p, list)) in by_provider.iter().enumerate() {
+        if j > 0 {
+            out.push(',');
+        }
+        let uuid = snap.nodes[*p].uuid;
+        if shape.dict_form {
+            let _ = write!(out, "\"{uuid}\":{{\"resources\":");
+        } else {
+            let _ = write!(
+                out,
+                "{{\"resource_provider\":{{\"uuid\":\"{uuid}\"}},\"resources\":"
+            );
+        }
+        resources(out, snap, list);
+        out.push('}');
+    }
+    out.push(if shape.dict_form { '}' } else { ']' });
+    if shape.mappings {
+        mappings(out, snap, suffixes, cand);
+    }
+    out.push('}');
+}
+
+/// `"mappings": {suffix: [provider uuids]}`.
+fn mappings(out: &mut String, snap: &Snapshot, suffixes: &[String], cand: &Candidate) {
+    out.push_str(",\"mappings\":{");
+    for (j, (suffix, providers)) in suffixes.iter().zip(&cand.mappings).enumerate() {
+        if j > 0 {
+            out.push(',');
+        }
+        string(out, suffix);
+        out.push_str(":[");
+        for (i, &p) in providers.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "\"{}\"", snap.nodes[p].uuid);
+        }
+        out.push(']');
+    }
+    out.push('}');
+}
+
+/// The summaries: whole trees of contributing providers (1.29+), else only
+/// the providers used when nested providers exist.
+fn provider_summaries(
+    out: &mut String,
+    snap: &Snapshot,
+    requested: &BTreeSet<i32>,
+    cands: &[Candidate],
+    shape: Shape,
+) {
     let used: HashSet<usize> = cands
         .iter()
         .flat_map(|c| c.allocations.iter().map(|a| a.0))
@@ -139,61 +168,71 @@ pub fn render(
             out.push(',');
         }
         first = false;
-        let _ = write!(out, "\"{}\":{{\"resources\":{{", node.uuid);
-        let listed = node
-            .stock
+        provider_summary(out, snap, node, requested, shape);
+    }
+}
+
+/// One provider's summary: capacity and usage per class (all classes from
+/// 1.27, the requested ones before), traits from 1.17, tree from 1.29.
+fn provider_summary(
+    out: &mut String,
+    snap: &Snapshot,
+    node: &Node,
+    requested: &BTreeSet<i32>,
+    shape: Shape,
+) {
+    let _ = write!(out, "\"{}\":{{\"resources\":{{", node.uuid);
+    let listed = node
+        .stock
+        .iter()
+        .filter(|s| shape.all_classes || requested.contains(&s.class));
+    for (k, s) in listed.enumerate() {
+        if k > 0 {
+            out.push(',');
+        }
+        string(
+            out,
+            snap.class_names
+                .get(&s.class)
+                .map(String::as_str)
+                .unwrap_or(""),
+        );
+        let _ = write!(
+            out,
+            ":{{\"capacity\":{},\"used\":{}}}",
+            s.capacity_int(),
+            s.used
+        );
+    }
+    out.push('}');
+    if shape.traits {
+        // Trait id order (standard traits first), as Placement lists them.
+        out.push_str(",\"traits\":[");
+        for (j, t) in node
+            .traits
             .iter()
-            .filter(|s| shape.all_classes || requested.contains(&s.class));
-        for (k, s) in listed.enumerate() {
-            if k > 0 {
+            .filter_map(|t| snap.trait_names.get(t))
+            .enumerate()
+        {
+            if j > 0 {
                 out.push(',');
             }
-            string(
-                &mut out,
-                snap.class_names
-                    .get(&s.class)
-                    .map(String::as_str)
-                    .unwrap_or(""),
-            );
-            let _ = write!(
-                out,
-                ":{{\"capacity\":{},\"used\":{}}}",
-                s.capacity_int(),
-                s.used
-            );
+            string(out, t);
         }
-        out.push('}');
-        if shape.traits {
-            // Trait id order (standard traits first), as Placement lists them.
-            out.push_str(",\"traits\":[");
-            for (j, t) in node
-                .traits
-                .iter()
-                .filter_map(|t| snap.trait_names.get(t))
-                .enumerate()
-            {
-                if j > 0 {
-                    out.push(',');
-                }
-                string(&mut out, t);
-            }
-            out.push(']');
-        }
-        if shape.nested {
-            match node.parent {
-                Some(p) => {
-                    let _ = write!(out, ",\"parent_provider_uuid\":\"{}\"", snap.nodes[p].uuid);
-                }
-                None => out.push_str(",\"parent_provider_uuid\":null"),
-            }
-            let _ = write!(
-                out,
-                ",\"root_provider_uuid\":\"{}\"",
-                snap.nodes[node.root].uuid
-            );
-        }
-        out.push('}');
+        out.push(']');
     }
-    out.push_str("}}");
-    out
+    if shape.nested {
+        match node.parent {
+            Some(p) => {
+                let _ = write!(out, ",\"parent_provider_uuid\":\"{}\"", snap.nodes[p].uuid);
+            }
+            None => out.push_str(",\"parent_provider_uuid\":null"),
+        }
+        let _ = write!(
+            out,
+            ",\"root_provider_uuid\":\"{}\"",
+            snap.nodes[node.root].uuid
+        );
+    }
+    out.push('}');
 }

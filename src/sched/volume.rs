@@ -161,34 +161,11 @@ pub fn volume_plans(
     request: &[VolumeBinding],
     max_deploy_count: usize,
 ) -> SchedResult<Vec<VolumePlan>> {
-    let mut seen = std::collections::BTreeSet::new();
-    for vb in request {
-        if !seen.insert(vb.destination.as_str()) {
-            return Err(SchedError::InvalidVolume {
-                binding: vb.to_string(),
-                reason: "destination requested twice".into(),
-            });
-        }
-    }
+    refuse_repeated_destinations(request)?;
     if !request.iter().any(VolumeBinding::requires_schedule) {
         return Ok(vec![VolumePlan::new(); max_deploy_count]);
     }
-    let (mut used, mut unused) = (Vec::new(), Vec::new());
-    for (device, &size) in &node.capacity {
-        let taken = node.usage.get(device).copied().unwrap_or(0);
-        let vol = Vol {
-            device: device.clone(),
-            size: size - taken,
-        };
-        if taken == 0 {
-            unused.push(vol);
-        } else {
-            used.push(vol);
-        }
-    }
-    sort_vols(&mut used);
-    sort_vols(&mut unused);
-
+    let (mut used, mut unused) = split_by_use(node);
     let mut normal: Vec<&VolumeBinding> = request
         .iter()
         .filter(|v| v.requires_schedule() && !v.is_monopoly() && v.size > 0)
@@ -204,7 +181,6 @@ pub fn volume_plans(
         return Ok(Vec::new());
     }
     let min_normal = normal.iter().map(|v| v.size).min().unwrap_or(i64::MAX);
-
     let mut best = plans_for(&used, &unused, &normal, &mono, max_deploy_count);
     while best.1.len() > best.0.len() {
         // Turn the smallest unused volume that fits a normal request into a shared one.
@@ -216,30 +192,10 @@ pub fn volume_plans(
     }
     let (normal_plans, mono_plans) = best;
     let capacity = normal_plans.len().min(mono_plans.len());
-
-    let unlimited_device = if unlimited.is_empty() {
-        None
-    } else {
-        // The volume with the most space left after every normal and monopoly plan.
-        let mut left: BTreeMap<&str, i64> = used
-            .iter()
-            .chain(&unused)
-            .map(|v| (v.device.as_str(), v.size))
-            .collect();
-        for plan in normal_plans.iter().chain(&mono_plans) {
-            for vm in plan.values() {
-                for (dev, size) in vm {
-                    if let Some(l) = left.get_mut(dev.as_str()) {
-                        *l -= size;
-                    }
-                }
-            }
-        }
-        left.iter()
-            .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
-            .map(|(d, _)| (*d).to_owned())
+    let unlimited_device = match unlimited.is_empty() {
+        true => None,
+        false => roomiest_after(&used, &unused, normal_plans.iter().chain(&mono_plans)),
     };
-
     Ok(normal_plans
         .into_iter()
         .zip(mono_plans)
@@ -254,6 +210,69 @@ pub fn volume_plans(
             plan
         })
         .collect())
+}
+
+/// A destination may be bound once per request.
+fn refuse_repeated_destinations(request: &[VolumeBinding]) -> SchedResult<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    match request
+        .iter()
+        .find(|vb| !seen.insert(vb.destination.as_str()))
+    {
+        None => Ok(()),
+        Some(vb) => Err(SchedError::InvalidVolume {
+            binding: vb.to_string(),
+            reason: "destination requested twice".into(),
+        }),
+    }
+}
+
+/// The node's volumes with their free space, split into those already in
+/// use (shared by normal requests) and the untouched ones (monopoly
+/// requests), each sorted.
+fn split_by_use(node: &NodeVolumes) -> (Vec<Vol>, Vec<Vol>) {
+    let (mut used, mut unused) = (Vec::new(), Vec::new());
+    for (device, &size) in &node.capacity {
+        let taken = node.usage.get(device).copied().unwrap_or(0);
+        let vol = Vol {
+            device: device.clone(),
+            size: size - taken,
+        };
+        if taken == 0 {
+            unused.push(vol);
+        } else {
+            used.push(vol);
+        }
+    }
+    sort_vols(&mut used);
+    sort_vols(&mut unused);
+    (used, unused)
+}
+
+/// The volume with the most space left after every plan (ties: the lower
+/// device name), where unlimited bindings go.
+fn roomiest_after<'a>(
+    used: &[Vol],
+    unused: &[Vol],
+    plans: impl Iterator<Item = &'a VolumePlan>,
+) -> Option<String> {
+    let mut left: BTreeMap<&str, i64> = used
+        .iter()
+        .chain(unused)
+        .map(|v| (v.device.as_str(), v.size))
+        .collect();
+    for plan in plans {
+        for vm in plan.values() {
+            for (dev, size) in vm {
+                if let Some(l) = left.get_mut(dev.as_str()) {
+                    *l -= size;
+                }
+            }
+        }
+    }
+    left.iter()
+        .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+        .map(|(d, _)| (*d).to_owned())
 }
 
 /// Normal plans over the used volumes and monopoly plans over the unused ones.
