@@ -31,10 +31,13 @@ fn cluster(
                 usage.cpu_map.insert(CoreId(c.to_string()), 30 + 10 * c);
             }
             usage.memory = 8 * GIB;
-            existing.insert(NodeName(format!("node-{i:05}")), (i % 5) as i64);
+            existing.insert(
+                placement_testkit::node(&format!("node-{i:05}")),
+                (i % 5) as i64,
+            );
         }
         nodes.insert(
-            NodeName(format!("node-{i:05}")),
+            placement_testkit::node(&format!("node-{i:05}")),
             NodeResourceInfo {
                 capacity: NodeResource {
                     cpu_map,

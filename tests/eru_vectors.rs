@@ -129,7 +129,7 @@ fn infos(v: &Value) -> Vec<DeployInfo> {
         .map(|a| {
             a.iter()
                 .map(|i| DeployInfo {
-                    node: NodeName::from(str_of(i, "node")),
+                    node: placement_testkit::node(str_of(i, "node")),
                     capacity: i64_of(i, "capacity"),
                     count: i64_of(i, "count"),
                     usage: f64_of(i, "usage"),
@@ -153,7 +153,9 @@ fn run_strategy_vector(v: &Value) -> Result<DeployMap, SchedError> {
 }
 
 fn as_plain(m: &DeployMap) -> BTreeMap<String, i64> {
-    m.iter().map(|(k, v)| (k.0.clone(), *v)).collect()
+    m.iter()
+        .map(|(k, v)| (placement_testkit::label(*k), *v))
+        .collect()
 }
 
 fn check_strategy(v: &Value) -> Check {
@@ -324,7 +326,7 @@ fn check_node_capacity(v: &Value) -> Check {
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
-                .map(|n| (NodeName::from(str_of(n, "node")), capacity_node(n)))
+                .map(|n| (placement_testkit::node(str_of(n, "node")), capacity_node(n)))
                 .collect()
         })
         .unwrap_or_default();
@@ -336,7 +338,7 @@ fn check_node_capacity(v: &Value) -> Check {
     let per_node: BTreeMap<String, i64> = got
         .nodes
         .iter()
-        .map(|(k, c)| (k.0.clone(), c.capacity))
+        .map(|(k, c)| (placement_testkit::label(*k), c.capacity))
         .collect();
     let want = int_map(v.get("expect_per_node"));
     if per_node != want {
@@ -693,9 +695,9 @@ fn cap(capacity: i64, usage: f64, rate: f64, weight: u32) -> NodeCapacity {
 }
 
 fn anomaly_weighted_mean() -> Check {
-    let n = NodeName::from("n");
-    let cpu = CapacityMap::from_nodes([(n.clone(), cap(4, 0.5, 0.25, 100))]);
-    let vol = CapacityMap::from_nodes([(n.clone(), cap(9, 0.1, 0.05, 1))]);
+    let n = placement_testkit::node("n");
+    let cpu = CapacityMap::from_nodes([(n, cap(4, 0.5, 0.25, 100))]);
+    let vol = CapacityMap::from_nodes([(n, cap(9, 0.1, 0.05, 1))]);
     let merged = merge_capacity(&[cpu, vol]);
     let got = merged.nodes.get(&n).ok_or("node missing after merge")?;
     let go_rate = (0.25 + 0.05 * 1.0) / 101.0;
@@ -717,11 +719,11 @@ fn anomaly_weighted_mean() -> Check {
 
 fn anomaly_total_overflow() -> Check {
     let nodes = [
-        (NodeName::from("inf"), cap(UNLIMITED, 0.0, 0.0, 1)),
-        (NodeName::from("fin"), cap(5, 0.0, 0.0, 1)),
+        (placement_testkit::node("inf"), cap(UNLIMITED, 0.0, 0.0, 1)),
+        (placement_testkit::node("fin"), cap(5, 0.0, 0.0, 1)),
     ];
     let go_total = UNLIMITED.wrapping_add(5);
-    let map = CapacityMap::from_nodes(nodes.clone());
+    let map = CapacityMap::from_nodes(nodes);
     let merged = merge_capacity(&[map.clone(), CapacityMap::from_nodes(nodes)]);
     if go_total >= 0 || map.total != UNLIMITED || merged.total != UNLIMITED {
         return Err(format!(

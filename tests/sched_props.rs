@@ -195,7 +195,7 @@ fn deploy_infos() -> impl Strategy<Value = Vec<DeployInfo>> {
         v.into_iter()
             .enumerate()
             .map(|(i, (capacity, count, usage, rate))| DeployInfo {
-                node: NodeName(format!("n{i}")),
+                node: placement_testkit::node(&format!("n{i}")),
                 capacity,
                 count,
                 usage,

@@ -44,7 +44,7 @@ async fn attempt(
     drop(conn);
     let existing: BTreeMap<NodeName, i64> = nodes
         .iter()
-        .map(|(name, (rp_id, _))| (name.clone(), counts.get(rp_id).copied().unwrap_or(0)))
+        .map(|(name, (rp_id, _))| (*name, counts.get(rp_id).copied().unwrap_or(0)))
         .collect();
     let deploy_map = sched::plan_deploy(d.strategy, d.count, d.nodes_limit, &caps, &existing)
         .map_err(|e| Error::conflict(format!("Unable to schedule: {e}.")).code(deploy_code(&e)))?;
@@ -155,8 +155,8 @@ async fn batch_capacity(
     let mut nodes = BTreeMap::new();
     for i in hosts {
         let node = &snap.nodes[i];
-        let name = NodeName(node.uuid.to_string());
-        caps.push((name.clone(), node_capacity(node, &wanted, &judge, per)));
+        let name = NodeName::of(node.uuid);
+        caps.push((name, node_capacity(node, &wanted, &judge, per)));
         nodes.insert(name, (node.id, node.uuid));
     }
     Ok((CapacityMap::from_nodes(caps), nodes))

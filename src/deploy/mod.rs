@@ -66,7 +66,7 @@ impl Deployed {
         instances: Vec<PlannedInstance>,
         verdicts: Vec<NodeVerdict>,
     ) -> Deployed {
-        let by_uuid = |name: &NodeName| uuid::Uuid::parse_str(&name.0).unwrap_or_default();
+        let by_uuid = |name: &NodeName| name.uuid();
         Deployed {
             capacity: caps
                 .nodes
@@ -294,7 +294,7 @@ async fn attempt(c: &Context<'_>) -> Result<Outcome> {
     let loaded = started.elapsed();
     let existing = app_counts(c, &cached).await?;
     let (judged, verdicts) = judge(&cached, &d.shape);
-    let name = |n: &NodeState| NodeName(n.uuid.to_string());
+    let name = |n: &NodeState| NodeName::of(n.uuid);
     let mut busy: HashSet<i64> = HashSet::new();
     let mut waiting = d.dry_run;
     for round in 1.. {
@@ -413,7 +413,7 @@ async fn app_counts(
         .iter()
         .map(|n| {
             let count = counts.get(&n.node.rp_id).copied().unwrap_or(0);
-            (NodeName(n.node.uuid.to_string()), count)
+            (NodeName::of(n.node.uuid), count)
         })
         .collect())
 }
@@ -492,7 +492,7 @@ fn plan_instances(
 ) -> Result<Vec<Planned>, SchedError> {
     let mut planned = Vec::new();
     for node in fresh.iter_mut() {
-        let Some(&count) = deploy_map.get(&NodeName(node.uuid.to_string())) else {
+        let Some(&count) = deploy_map.get(&NodeName::of(node.uuid)) else {
             continue;
         };
         let n = usize::try_from(count).unwrap_or(0);

@@ -79,7 +79,7 @@ pub fn node_capacity(node: &NodeState, shape: &InstanceShape) -> Result<NodeCapa
             }),
         ));
     }
-    let one = |c: NodeCapacity| CapacityMap::from_nodes([(NodeName(String::new()), c)]);
+    let one = |c: NodeCapacity| CapacityMap::from_nodes([(NodeName::of(uuid::Uuid::nil()), c)]);
     let merged = sched::merge_capacity(&[one(cap), one(volumes)]);
     Ok(merged.nodes.into_values().next().unwrap_or(volumes))
 }
@@ -200,7 +200,7 @@ pub fn capacity_map(nodes: &[NodeState], shape: &InstanceShape) -> (CapacityMap,
     for n in nodes {
         match node_capacity(n, shape) {
             Ok(c) => {
-                caps.push((NodeName(n.uuid.to_string()), c));
+                caps.push((NodeName::of(n.uuid), c));
                 verdicts.push(NodeVerdict {
                     uuid: n.uuid,
                     capacity: c.capacity,

@@ -54,7 +54,7 @@ impl CapacityMap {
         self.nodes
             .iter()
             .map(|(name, cap)| DeployInfo {
-                node: name.clone(),
+                node: *name,
                 capacity: cap.capacity,
                 count: existing.get(name).copied().unwrap_or(0),
                 usage: cap.usage,
@@ -107,7 +107,7 @@ pub fn nodes_capacity<'a>(
     let req = request.normalise()?;
     let mut out = Vec::new();
     for (name, node) in nodes {
-        out.push((name.clone(), node_capacity(node, &req, cfg)?));
+        out.push((*name, node_capacity(node, &req, cfg)?));
     }
     Ok(CapacityMap::from_nodes(out))
 }
@@ -138,7 +138,7 @@ pub fn merge_capacity(maps: &[CapacityMap]) -> CapacityMap {
             )
         };
         Some((
-            name.clone(),
+            *name,
             NodeCapacity {
                 capacity: parts.iter().map(|p| p.capacity).min().unwrap_or(0),
                 usage: mean(|p| p.usage),

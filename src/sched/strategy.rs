@@ -187,7 +187,7 @@ fn fill(infos: &[DeployInfo], need: i64, limit: i64) -> SchedResult<DeployMap> {
             continue;
         }
         let n = (need - info.count).max(0);
-        *map.entry(info.node.clone()).or_insert(0) += n;
+        *map.entry(info.node).or_insert(0) += n;
         added += n;
         limit -= 1;
         if limit == 0 {
@@ -217,7 +217,7 @@ fn each(infos: &[DeployInfo], need: i64, limit: i64) -> SchedResult<DeployMap> {
     }
     let mut map = DeployMap::new();
     for info in order.into_iter().take(usize::try_from(limit).unwrap_or(0)) {
-        *map.entry(info.node.clone()).or_insert(0) += need;
+        *map.entry(info.node).or_insert(0) += need;
     }
     Ok(map)
 }
@@ -309,7 +309,7 @@ fn drained(infos: &[DeployInfo], need: i64, total: i64) -> SchedResult<DeployMap
             break;
         }
         let n = info.capacity.min(left);
-        *map.entry(info.node.clone()).or_insert(0) += n;
+        *map.entry(info.node).or_insert(0) += n;
         left -= n;
     }
     if left > 0 {
@@ -325,7 +325,7 @@ fn collect(infos: &[DeployInfo], placed: &[i64]) -> DeployMap {
     let mut map = DeployMap::new();
     for (info, &n) in infos.iter().zip(placed) {
         if n > 0 {
-            *map.entry(info.node.clone()).or_insert(0) += n;
+            *map.entry(info.node).or_insert(0) += n;
         }
     }
     map
@@ -335,9 +335,16 @@ fn collect(infos: &[DeployInfo], placed: &[i64]) -> DeployMap {
 mod tests {
     use super::*;
 
+    /// A node named by one letter (nodes order as their uuids do).
+    fn named(label: &str) -> NodeName {
+        let mut raw = [0u8; 16];
+        raw[..label.len()].copy_from_slice(label.as_bytes());
+        NodeName::of(uuid::Uuid::from_bytes(raw))
+    }
+
     fn info(node: &str, capacity: i64, count: i64) -> DeployInfo {
         DeployInfo {
-            node: NodeName::from(node),
+            node: named(node),
             capacity,
             count,
             usage: 0.0,
@@ -359,8 +366,8 @@ mod tests {
     fn auto_nodes_limit_caps_each_node_total() {
         let infos = [info("a", 10, 4), info("b", 10, 0)];
         let map = deploy(Strategy::Auto, 6, 5, &infos, 20).expect("fits");
-        assert_eq!(map.get(&NodeName::from("a")), Some(&1));
-        assert_eq!(map.get(&NodeName::from("b")), Some(&5));
+        assert_eq!(map.get(&named("a")), Some(&1));
+        assert_eq!(map.get(&named("b")), Some(&5));
         let err = deploy(Strategy::Auto, 7, 5, &infos, 20).expect_err("over the limit");
         assert!(matches!(
             err,

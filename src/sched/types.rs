@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::num::NonZeroU32;
 
+use crate::types::ProviderUuid;
 use serde::{Deserialize, Serialize};
 
 /// Capacity value meaning "unlimited" (Go `math.MaxInt`): a non-bind request without memory.
@@ -51,10 +52,29 @@ string_id!(
     /// A NUMA node id.
     NumaNodeId
 );
-string_id!(
-    /// A compute node (host) name.
-    NodeName
-);
+/// A compute node: the resource provider it is (Eru names hosts; here a
+/// node is always a provider, and its order is its uuid's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct NodeName(pub ProviderUuid);
+
+impl NodeName {
+    /// The node of a provider.
+    pub fn of(uuid: uuid::Uuid) -> Self {
+        NodeName(ProviderUuid(uuid))
+    }
+
+    /// The provider's uuid.
+    pub fn uuid(self) -> uuid::Uuid {
+        self.0 .0
+    }
+}
+
+impl fmt::Display for NodeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// Pieces per core: `{"0": 100, "3": 70}`. Values are pieces (`share_base` = one whole core);
 /// deltas may be negative.

@@ -21,3 +21,21 @@ pub fn placement_bin() -> std::path::PathBuf {
         .expect("target/<profile>/deps");
     dir.join(format!("placement{}", std::env::consts::EXE_SUFFIX))
 }
+
+/// The scheduler's node for a vector's or fixture's label (up to 16
+/// bytes): the label's bytes, zero-padded, as the provider uuid, so that
+/// nodes order as their labels do, as Eru orders host names.
+pub fn node(label: &str) -> placement::sched::NodeName {
+    let bytes = label.as_bytes();
+    assert!(bytes.len() <= 16, "node label {label:?} is over 16 bytes");
+    let mut raw = [0u8; 16];
+    raw[..bytes.len()].copy_from_slice(bytes);
+    placement::sched::NodeName::of(uuid::Uuid::from_bytes(raw))
+}
+
+/// The label a [`node`] was made from.
+pub fn label(node: placement::sched::NodeName) -> String {
+    let raw = *node.uuid().as_bytes();
+    let end = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
+    String::from_utf8_lossy(&raw[..end]).into_owned()
+}
