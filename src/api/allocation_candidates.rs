@@ -22,7 +22,7 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
     )?;
     let started = std::time::Instant::now();
     let cap = usize::try_from(st.settings.max_allocation_candidates).ok();
-    let found = candidates_find::find(&st.engine(), &q.0, (mv.major, mv.minor), cap).await?;
+    let found = candidates_find::find(&st.engine(), &q.0, mv.engine(), cap).await?;
     let searched = started.elapsed();
     crate::metrics::metrics()
         .candidates_returned
@@ -71,7 +71,7 @@ pub async fn explain(
     // The first `limit`, as the candidates query reads it.
     let limit: Option<usize> = q.all("limit").first().and_then(|v| v.parse().ok());
     let pairs: Vec<(String, String)> = q.0.iter().filter(|(k, _)| k != "limit").cloned().collect();
-    let mut search = candidates_find::search_of(&pairs, (mv.major, mv.minor), None)?;
+    let mut search = candidates_find::search_of(&pairs, mv.engine(), None)?;
     search.one_per_anchor = true;
     let found = candidates_find::run(&st.engine(), &search).await?;
     let Some(request) = &found.request else {

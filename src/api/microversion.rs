@@ -3,6 +3,7 @@
 //! One line per version says what it changed; handlers ask
 //! `mv.at_least(1, 14)` rather than compare numbers by hand.
 
+use crate::candidates::request::LATEST;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
@@ -21,8 +22,8 @@ pub struct Microversion {
 pub const MIN: Microversion = Microversion { major: 1, minor: 0 };
 /// The newest version served (`latest`).
 pub const MAX: Microversion = Microversion {
-    major: 1,
-    minor: 39,
+    major: LATEST.major,
+    minor: LATEST.minor,
 };
 
 /// What each version added, for documentation and the OpenAPI description.
@@ -73,6 +74,11 @@ pub const HISTORY: &[(&str, &str)] = &[
 ];
 
 impl Microversion {
+    /// The same version as the candidate engine takes it.
+    pub fn engine(self) -> crate::candidates::request::Version {
+        crate::candidates::request::Version::new(self.major, self.minor)
+    }
+
     /// A version from its parts.
     pub const fn new(major: u16, minor: u16) -> Self {
         Self { major, minor }

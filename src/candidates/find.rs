@@ -215,7 +215,7 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
         },
         breadth_first: engine.settings.allocation_candidates_generation_strategy
             == GenerationStrategy::BreadthFirst,
-        nested_aware: version >= (1, 29),
+        nested_aware: version.at_least(1, 29),
         shuffle_seed: engine
             .settings
             .randomize_allocation_candidates

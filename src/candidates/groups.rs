@@ -74,7 +74,7 @@ fn suffix_ok(s: &str, v: Version) -> bool {
     if s.is_empty() {
         return true;
     }
-    if v >= (1, 33) {
+    if v.at_least(1, 33) {
         s.len() <= 64
             && s.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
@@ -89,7 +89,7 @@ const PREFIXES: [&str; 4] = ["resources", "required", "member_of", "in_tree"];
 fn group_key(key: &str, v: Version) -> Option<(&'static str, &str)> {
     for p in PREFIXES {
         if let Some(rest) = key.strip_prefix(p) {
-            if suffix_ok(rest, v) && (rest.is_empty() || v >= (1, 25)) {
+            if suffix_ok(rest, v) && (rest.is_empty() || v.at_least(1, 25)) {
                 return Some((p, rest));
             }
         }
@@ -120,10 +120,10 @@ pub fn parse(pairs: &[(String, String)], v: Version) -> Result<CandidateQuery, Q
         },
         ..Default::default()
     };
-    if v >= (1, 35) {
+    if v.at_least(1, 35) {
         q.root_required = parse_root_required(&values_of(pairs, "root_required"), v)?;
     }
-    if v >= (1, 36) {
+    if v.at_least(1, 36) {
         for value in values_of(pairs, "same_subtree") {
             q.same_subtree.push(parse_same_subtree(value)?);
         }
@@ -270,7 +270,7 @@ fn validate_groups(
     q: &CandidateQuery,
     v: Version,
 ) -> Result<(), QueryError> {
-    if v >= (1, 36) {
+    if v.at_least(1, 36) {
         if !by_suffix.values().any(|g| !g.resources.is_empty()) {
             return Err(coded(
                 "There must be at least one resources or resources[$S] parameter.",
@@ -325,7 +325,7 @@ fn validate_groups(
             ));
         }
     }
-    if v >= (1, 22) {
+    if v.at_least(1, 22) {
         let conflicts: Vec<String> = by_suffix
             .iter()
             .filter_map(|(s, g)| {
@@ -355,36 +355,40 @@ mod tests {
 
     #[test]
     fn groups_and_policy() {
-        let q = parse(&p("resources=VCPU:1&resources1=VF:1&resources2=VF:1&group_policy=isolate&limit=5&limit=9"), (1, 25)).unwrap();
+        let q = parse(&p("resources=VCPU:1&resources1=VF:1&resources2=VF:1&group_policy=isolate&limit=5&limit=9"), Version::new(1, 25)).unwrap();
         assert_eq!(q.groups.len(), 3);
         assert_eq!(q.groups[0].suffix, "");
         assert_eq!(q.limit, Some(5));
         assert_eq!(q.group_policy, Some(GroupPolicy::Isolate));
-        assert!(parse(&p("resources1=VF:1&resources2=VF:1"), (1, 25))
-            .unwrap_err()
-            .message
-            .contains("group_policy"));
-        assert!(parse(&p("resources=VCPU:1&required1=FOO"), (1, 25))
-            .unwrap_err()
-            .message
-            .contains("orphaned traits keys: required1"));
+        assert!(
+            parse(&p("resources1=VF:1&resources2=VF:1"), Version::new(1, 25))
+                .unwrap_err()
+                .message
+                .contains("group_policy")
+        );
+        assert!(
+            parse(&p("resources=VCPU:1&required1=FOO"), Version::new(1, 25))
+                .unwrap_err()
+                .message
+                .contains("orphaned traits keys: required1")
+        );
     }
 
     #[test]
     fn same_subtree_rules() {
         let e = parse(
             &p("resources1=VF:1&required2=FOO&group_policy=none"),
-            (1, 36),
+            Version::new(1, 36),
         )
         .unwrap_err();
         assert_eq!(e.code, Some("placement.query.bad_value"));
         let q = parse(
             &p("resources1=VF:1&required2=FOO&same_subtree=1,2&group_policy=none"),
-            (1, 36),
+            Version::new(1, 36),
         )
         .unwrap();
         assert_eq!(q.same_subtree, vec![vec!["1".to_string(), "2".to_string()]]);
-        let e = parse(&p("required2=FOO&same_subtree=2"), (1, 36)).unwrap_err();
+        let e = parse(&p("required2=FOO&same_subtree=2"), Version::new(1, 36)).unwrap_err();
         assert_eq!(e.code, Some("placement.query.missing_value"));
     }
 }

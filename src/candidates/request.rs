@@ -4,11 +4,34 @@
 
 use std::collections::BTreeSet;
 
-/// A requested microversion, as `(major, minor)`, so this module stays free of the HTTP layer.
-pub type Version = (u16, u16);
+/// A requested microversion, whose semantics the engine follows (kept
+/// here, apart from the HTTP layer's own type, so the engine stays pure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Version {
+    /// Always 1.
+    pub major: u16,
+    /// The minor version.
+    pub minor: u16,
+}
+
+impl Version {
+    /// `major.minor`.
+    pub const fn new(major: u16, minor: u16) -> Self {
+        Version { major, minor }
+    }
+
+    /// Whether it is `major.minor` or later.
+    pub fn at_least(self, major: u16, minor: u16) -> bool {
+        self >= Version::new(major, minor)
+    }
+}
+
+/// The newest microversion: what services that ask the engine themselves
+/// (deployments) use, and what the HTTP layer serves at most.
+pub const LATEST: Version = Version::new(1, 39);
 
 fn at_least(v: Version, minor: u16) -> bool {
-    v >= (1, minor)
+    v.at_least(1, minor)
 }
 
 /// Required and forbidden traits of one request group.
@@ -203,21 +226,21 @@ mod tests {
 
     #[test]
     fn required_versions() {
-        let f = parse_required(&["A,!B"], (1, 22)).unwrap();
+        let f = parse_required(&["A,!B"], Version::new(1, 22)).unwrap();
         assert_eq!(f.required, vec![BTreeSet::from(["A".to_string()])]);
         assert!(f.forbidden.contains("B"));
-        assert!(parse_required(&["!B"], (1, 21)).is_err());
-        assert!(parse_required(&["in:A,B"], (1, 38))
+        assert!(parse_required(&["!B"], Version::new(1, 21)).is_err());
+        assert!(parse_required(&["in:A,B"], Version::new(1, 38))
             .unwrap_err()
             .contains("1.39"));
-        let f = parse_required(&["A", "B"], (1, 38)).unwrap();
+        let f = parse_required(&["A", "B"], Version::new(1, 38)).unwrap();
         assert_eq!(f.required.len(), 1);
-        let f = parse_required(&["in:A,B", "C"], (1, 39)).unwrap();
+        let f = parse_required(&["in:A,B", "C"], LATEST).unwrap();
         assert_eq!(f.required.len(), 2);
-        assert!(parse_required(&["A,,B"], (1, 22))
+        assert!(parse_required(&["A,,B"], Version::new(1, 22))
             .unwrap_err()
             .contains("empty trait"));
-        let f = parse_required(&["!!!A"], (1, 22)).unwrap();
+        let f = parse_required(&["!!!A"], Version::new(1, 22)).unwrap();
         assert!(f.forbidden.contains("A"));
     }
 
@@ -225,23 +248,28 @@ mod tests {
     fn member_of_versions() {
         let a = "a0b15655-273a-4b3d-9792-2e579b7d5ad9";
         let b = "b0b15655-273a-4b3d-9792-2e579b7d5ad9";
-        assert!(parse_member_of(&[a, b], (1, 23), "").is_err());
+        assert!(parse_member_of(&[a, b], Version::new(1, 23), "").is_err());
         assert_eq!(
-            parse_member_of(&[a, b], (1, 24), "").unwrap().any_of.len(),
+            parse_member_of(&[a, b], Version::new(1, 24), "")
+                .unwrap()
+                .any_of
+                .len(),
             2
         );
-        assert!(parse_member_of(&[&format!("!{a}")], (1, 31), "").is_err());
+        assert!(parse_member_of(&[&format!("!{a}")], Version::new(1, 31), "").is_err());
         assert_eq!(
-            parse_member_of(&[&format!("!in:{a},{b}")], (1, 32), "")
+            parse_member_of(&[&format!("!in:{a},{b}")], Version::new(1, 32), "")
                 .unwrap()
                 .forbidden
                 .len(),
             2
         );
-        assert!(parse_member_of(&[&format!("{a},{b}")], (1, 32), "")
-            .unwrap_err()
-            .contains("prefixed"));
-        assert!(parse_member_of(&["x"], (1, 32), "")
+        assert!(
+            parse_member_of(&[&format!("{a},{b}")], Version::new(1, 32), "")
+                .unwrap_err()
+                .contains("prefixed")
+        );
+        assert!(parse_member_of(&["x"], Version::new(1, 32), "")
             .unwrap_err()
             .contains("valid UUID"));
     }

@@ -423,27 +423,47 @@ pub async fn lock_providers_waiting(
 }
 
 /// A new instance: consumer id, provider id, NUMA node, cpu map.
-pub type NewInstance = (i64, i64, Option<String>, Vec<(String, i64)>);
+/// One new instance row: its consumer, provider, NUMA node and binding.
+#[derive(Debug, Clone)]
+pub struct NewInstance {
+    /// The instance's consumer id.
+    pub consumer_id: i64,
+    /// Its provider's id.
+    pub rp_id: i64,
+    /// The NUMA node it is pinned to.
+    pub numa_node: Option<String>,
+    /// Core → shares (empty unless bound).
+    pub cpu_map: Vec<(String, i64)>,
+}
+
+/// The sizes every instance of one deployment shares.
+#[derive(Debug, Clone, Copy)]
+pub struct InstanceSizes {
+    /// CPUs.
+    pub cpu: f64,
+    /// Whether it holds whole cores.
+    pub cpu_bind: bool,
+    /// Memory, MiB.
+    pub memory_mb: i64,
+}
 
 /// Records new instances of one deployment (same app and sizes) with their
-/// core bindings in one statement: (consumer, provider id, NUMA node, cpu map).
+/// core bindings in one statement.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn insert_instances(
     conn: &mut PgConnection,
     app: &str,
-    cpu: f64,
-    cpu_bind: bool,
-    memory_mb: i64,
+    sizes: InstanceSizes,
     instances: &[NewInstance],
 ) -> Result<(), sqlx::Error> {
-    let consumers: Vec<i64> = instances.iter().map(|i| i.0).collect();
-    let rps: Vec<i64> = instances.iter().map(|i| i.1).collect();
-    let numas: Vec<Option<String>> = instances.iter().map(|i| i.2.clone()).collect();
+    let consumers: Vec<i64> = instances.iter().map(|i| i.consumer_id).collect();
+    let rps: Vec<i64> = instances.iter().map(|i| i.rp_id).collect();
+    let numas: Vec<Option<String>> = instances.iter().map(|i| i.numa_node.clone()).collect();
     // The bindings travel flat, each tagged with its instance's position
     // (1-based, as WITH ORDINALITY counts), and are folded back per instance.
     let (mut owner, mut core, mut shares) = (Vec::new(), Vec::new(), Vec::new());
-    for (n, (_, _, _, map)) in (1i64..).zip(instances) {
-        for (c, s) in map.iter().filter(|(_, s)| *s > 0) {
+    for (n, instance) in (1i64..).zip(instances) {
+        for (c, s) in instance.cpu_map.iter().filter(|(_, s)| *s > 0) {
             owner.push(n);
             core.push(c.as_str());
             shares.push(i32::try_from(*s).unwrap_or(i32::MAX));
@@ -459,9 +479,9 @@ pub async fn insert_instances(
                        GROUP BY n) b ON b.n = t.n",
     )
     .bind(app)
-    .bind(cpu)
-    .bind(cpu_bind)
-    .bind(memory_mb)
+    .bind(sizes.cpu)
+    .bind(sizes.cpu_bind)
+    .bind(sizes.memory_mb)
     .bind(&consumers)
     .bind(&rps)
     .bind(&numas)

@@ -71,8 +71,16 @@ pub async fn set_volumes(
     Ok(())
 }
 
-/// One instance's volume plan, by consumer id, on a provider.
-pub type NewBindings = (i64, i64, Plan);
+/// One new instance's volume plan on its provider.
+#[derive(Debug, Clone)]
+pub struct NewBindings {
+    /// The instance's consumer id.
+    pub consumer_id: i64,
+    /// Its provider's id.
+    pub rp_id: i64,
+    /// Binding → {disk: bytes}.
+    pub plan: Plan,
+}
 
 /// Records the volume plans of new instances in one statement.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
@@ -82,11 +90,11 @@ pub async fn insert_bindings(
 ) -> Result<(), sqlx::Error> {
     let (mut consumers, mut rps, mut bindings, mut devices, mut sizes) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for (consumer, rp, plan) in plans {
-        for (binding, on) in plan {
+    for p in plans {
+        for (binding, on) in &p.plan {
             for (device, size) in on {
-                consumers.push(*consumer);
-                rps.push(*rp);
+                consumers.push(p.consumer_id);
+                rps.push(p.rp_id);
                 bindings.push(binding.as_str());
                 devices.push(device.as_str());
                 sizes.push(*size);

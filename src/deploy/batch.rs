@@ -5,15 +5,12 @@
 //! re-checks capacity under the providers' locks; a lost race plans again.
 
 use super::request::Deployment;
-use super::{deploy_code, raced, Deployed, PlannedInstance};
-use crate::allocation::alloc_error;
+use super::write::{write_instances, InstanceWrite, WriteOptions};
+use super::{deploy_code, Deployed, PlannedInstance};
 use crate::candidates::batch::{self, LoadJudge};
 use crate::candidates::find::{self, Engine, Search};
 use crate::candidates::snapshot::Node;
-use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck};
-use crate::db::colocation::{
-    self as colocation_db, PriorityRow, BATCH_MEMORY_MB, BATCH_VCPU_MILLI,
-};
+use crate::db::colocation::{PriorityRow, BATCH_MEMORY_MB, BATCH_VCPU_MILLI};
 use crate::db::deployments as db;
 use crate::error::{codes, with_retries, Error, Result};
 use crate::sched::colocation::CpuMem;
@@ -122,7 +119,7 @@ async fn batch_capacity(
         query,
         priority: PriorityClass::Batch,
         project: Some(d.owner.project_id.clone()),
-        version: (1, 39),
+        version: crate::candidates::request::LATEST,
         max_results: None,
         one_per_anchor: false,
     };
@@ -210,54 +207,26 @@ async fn commit(
     let mut resources = d.shape.resources.clone();
     resources.insert(BATCH_VCPU_MILLI.1.to_string(), per.cpu);
     resources.insert(BATCH_MEMORY_MB.1.to_string(), per.memory);
-    let writes: Vec<ConsumerWrite> = instances
+    let items: Vec<InstanceWrite> = instances
         .iter()
-        .map(|i| ConsumerWrite {
-            consumer: i.consumer_uuid,
-            project_id: d.owner.project_id.clone(),
-            user_id: d.owner.user_id.clone(),
-            consumer_type: Some(d.owner.consumer_type.clone()),
-            generation: GenerationCheck::New,
-            allocations: BTreeMap::from([(i.node, resources.clone())]),
+        .zip(rp_ids)
+        .map(|(instance, rp_id)| InstanceWrite {
+            instance,
+            rp_id: *rp_id,
+            resources: resources.clone(),
         })
         .collect();
-    let consumers: Vec<uuid::Uuid> = instances.iter().map(|i| i.consumer_uuid).collect();
-    let mut tx = pool.begin().await?;
-    let row = PriorityRow {
+    let priority = PriorityRow {
         priority_class: class.code(),
         priority: d.priority,
         eviction_enabled: false,
     };
-    colocation_db::set_priorities(&mut tx, &consumers, &row).await?;
-    let ids = match alloc_db::write(&mut tx, &writes).await {
-        Ok(ids) => ids,
-        Err(e @ alloc_db::AllocError::Capacity(..)) => return Err(raced(alloc_error(e, None))),
-        Err(e) => return Err(alloc_error(e, None)),
+    let options = WriteOptions {
+        cpu_bind: false,
+        priority: Some(&priority),
     };
-    let specs: Vec<db::NewInstance> = instances
-        .iter()
-        .zip(rp_ids)
-        .map(|(i, rp)| {
-            Ok((
-                super::consumer_id(&ids, i.consumer_uuid)?,
-                *rp,
-                None,
-                Vec::new(),
-            ))
-        })
-        .collect::<Result<_>>()?;
-    let s = &d.shape;
-    db::insert_instances(
-        &mut tx,
-        d.app.as_str(),
-        s.cpu.get(),
-        false,
-        s.memory_mb,
-        &specs,
-    )
-    .await?;
-    let nodes: std::collections::HashSet<&i64> = rp_ids.iter().collect();
-    super::refresh::announce(&mut tx, nodes.len()).await?;
+    let mut tx = pool.begin().await?;
+    write_instances(&mut tx, d, &items, options).await?;
     tx.commit().await.map_err(Error::commit_failed)?;
     Ok(())
 }

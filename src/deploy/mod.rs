@@ -12,10 +12,9 @@ pub mod plan;
 pub mod refresh;
 pub mod request;
 pub mod resize;
+pub mod write;
 
-use crate::allocation::alloc_error;
 use crate::candidates::find::{self, Engine, Search};
-use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck};
 use crate::db::deployments as db;
 use crate::error::{codes, with_retries, Error, NodeReport, Refusal, Result};
 use crate::sched::{self, CapacityMap, NodeName, SchedError};
@@ -26,6 +25,7 @@ use plan::NodeVerdict;
 pub use request::Deployment;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use write::{InstanceWrite, WriteOptions};
 
 /// One new instance as planned.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,7 +96,7 @@ pub async fn deploy(
         query: d.node_query(),
         priority: PriorityClass::Prod,
         project: Some(d.owner.project_id.clone()),
-        version: (1, 39),
+        version: crate::candidates::request::LATEST,
         max_results: None,
         one_per_anchor: false,
     };
@@ -274,11 +274,6 @@ pub fn deploy_code(e: &SchedError) -> &'static str {
     }
 }
 
-/// A node filled up between planning and locking: run the attempt again.
-fn raced(e: Error) -> Error {
-    e.lost_race()
-}
-
 /// One attempt: capacity and deploy map from this process's node states,
 /// then the chosen nodes locked (skipping, and planning around, nodes
 /// other writers hold: nobody waits on a hot node while holding a
@@ -329,7 +324,7 @@ async fn attempt(c: &Context<'_>) -> Result<Outcome> {
         let generations = lock(&mut tx, d.dry_run, waiting, &chosen).await?;
         if generations.len() < ids.len() {
             if waiting {
-                return Err(raced(Error::conflict("A chosen node was deleted.")));
+                return Err(Error::conflict("A chosen node was deleted.").lost_race());
             }
             // The transaction ends here, holding nothing.
             busy.extend(ids.iter().filter(|i| !generations.contains_key(i)));
@@ -339,7 +334,7 @@ async fn attempt(c: &Context<'_>) -> Result<Outcome> {
         let mut fresh = exact_states(&mut tx, &chosen, &generations).await?;
         let planned = match plan_instances(&mut fresh, &deploy_map, &d.shape) {
             Ok(p) => p,
-            Err(e) => return Err(raced(refusal(&e, &verdicts, &[]))),
+            Err(e) => return Err(refusal(&e, &verdicts, &[]).lost_race()),
         };
         let answer = deployed(&caps, &deploy_map, &planned, verdicts);
         let planned_in = started.elapsed();
@@ -500,21 +495,31 @@ fn plan_instances(
         planned.extend(
             allocations
                 .into_iter()
-                .map(|(a, v)| (node.uuid, node.cpu, node.rp_id, a, v)),
+                .map(|(allocation, volumes)| Planned {
+                    node: node.uuid,
+                    cpu: node.cpu,
+                    rp_id: node.rp_id,
+                    allocation,
+                    volumes,
+                }),
         );
     }
     Ok(planned)
 }
 
-/// A planned allocation with its node's uuid, CPU model and provider id,
-/// and its volume plan.
-type Planned = (
-    uuid::Uuid,
-    CpuModel,
-    i64,
-    sched::Allocation,
-    sched::VolumePlan,
-);
+/// One instance as planned on a node.
+struct Planned {
+    /// The node's provider uuid.
+    node: uuid::Uuid,
+    /// How the node counts CPUs.
+    cpu: CpuModel,
+    /// The node's provider id.
+    rp_id: i64,
+    /// The scheduler's allocation (cores, NUMA node, memory).
+    allocation: sched::Allocation,
+    /// Its volumes.
+    volumes: sched::VolumePlan,
+}
 
 fn deployed(
     caps: &CapacityMap,
@@ -524,17 +529,23 @@ fn deployed(
 ) -> Deployed {
     let instances = planned
         .iter()
-        .map(|(node, _, _, a, volumes)| PlannedInstance {
+        .map(|p| PlannedInstance {
             consumer_uuid: uuid::Uuid::new_v4(),
-            volumes: volumes.clone(),
-            node: *node,
-            cpu_map: a
+            volumes: p.volumes.clone(),
+            node: p.node,
+            cpu_map: p
+                .allocation
                 .workload
                 .cpu_map
                 .iter()
                 .map(|(c, s)| (c.0.clone(), *s))
                 .collect(),
-            numa_node: a.workload.numa_node.as_ref().map(|n| n.0.clone()),
+            numa_node: p
+                .allocation
+                .workload
+                .numa_node
+                .as_ref()
+                .map(|n| n.0.clone()),
         })
         .collect();
     Deployed::new(caps, deploy_map, instances, verdicts)
@@ -547,58 +558,28 @@ async fn write(
     planned: &[Planned],
     instances: &[PlannedInstance],
 ) -> Result<()> {
-    let writes: Vec<ConsumerWrite> = planned
+    let items: Vec<InstanceWrite> = planned
         .iter()
         .zip(instances)
-        .map(|((node, cpu, _, a, _), inst)| {
-            let mut resources =
-                instance_resources(d.shape.memory_mb, &a.workload.cpu_map, &d.shape.resources);
-            if let (CpuModel::Vcpu(..), w @ 1..) = (cpu, d.shape.cpu.whole_vcpus()) {
+        .map(|(p, instance)| {
+            let mut resources = instance_resources(
+                d.shape.memory_mb,
+                &p.allocation.workload.cpu_map,
+                &d.shape.resources,
+            );
+            if let (CpuModel::Vcpu(..), w @ 1..) = (p.cpu, d.shape.cpu.whole_vcpus()) {
                 resources.insert("VCPU".into(), w);
             }
-            ConsumerWrite {
-                consumer: inst.consumer_uuid,
-                project_id: d.owner.project_id.clone(),
-                user_id: d.owner.user_id.clone(),
-                consumer_type: Some(d.owner.consumer_type.clone()),
-                generation: GenerationCheck::New,
-                allocations: BTreeMap::from([(*node, resources)]),
+            InstanceWrite {
+                instance,
+                rp_id: p.rp_id,
+                resources,
             }
         })
         .collect();
-    let ids = match alloc_db::write(tx, &writes).await {
-        Ok(ids) => ids,
-        Err(e @ alloc_db::AllocError::Capacity(..)) => return Err(raced(alloc_error(e, None))),
-        Err(e) => return Err(alloc_error(e, None)),
+    let options = WriteOptions {
+        cpu_bind: d.shape.cpu_bind,
+        priority: None,
     };
-    let mut specs = Vec::with_capacity(planned.len());
-    let mut volumes = Vec::new();
-    for ((_, _, rp_id, _, plan), inst) in planned.iter().zip(instances) {
-        let id = consumer_id(&ids, inst.consumer_uuid)?;
-        if !plan.is_empty() {
-            volumes.push((id, *rp_id, plan.clone()));
-        }
-        specs.push((id, *rp_id, inst.numa_node.clone(), inst.cpu_map.clone()));
-    }
-    let shape = &d.shape;
-    db::insert_instances(
-        tx,
-        d.app.as_str(),
-        shape.cpu.get(),
-        shape.cpu_bind,
-        shape.memory_mb,
-        &specs,
-    )
-    .await?;
-    crate::db::volumes::insert_bindings(tx, &volumes).await?;
-    let nodes: HashSet<i64> = planned.iter().map(|p| p.2).collect();
-    refresh::announce(tx, nodes.len()).await?;
-    Ok(())
-}
-
-/// The id the allocation write gave a new instance's consumer.
-fn consumer_id(ids: &alloc_db::ConsumerIds, consumer: uuid::Uuid) -> Result<i64> {
-    ids.get(&consumer)
-        .copied()
-        .ok_or_else(|| Error::internal(format!("consumer {consumer} was not written")))
+    write::write_instances(tx, d, &items, options).await
 }

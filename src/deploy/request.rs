@@ -201,7 +201,7 @@ impl Deployment {
                 "resources: {rc} must be at least 1, not {n}."
             )));
         }
-        let version = (1, 39);
+        let version = crate::candidates::request::LATEST;
         let required = match f.required {
             Some(r) => parse_required(&[r], version).map_err(Error::invalid)?,
             None => TraitFilter::default(),

@@ -1,0 +1,104 @@
+//! The one write of a deployment's instances, for production and
+//! low-priority deployments alike, inside the caller's transaction:
+//! priorities (low-priority work), allocations through the shared
+//! allocation write (capacity checked again under its locks; a node
+//! taken since planning is a lost race, run again), the instance rows with
+//! their core bindings, their volume bindings, and the announcement that
+//! lets other processes refresh the nodes a large deployment changed.
+
+use super::request::Deployment;
+use super::{refresh, PlannedInstance};
+use crate::allocation::alloc_error;
+use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck};
+use crate::db::colocation as colocation_db;
+use crate::db::colocation::PriorityRow;
+use crate::db::deployments::{self as db, NewInstance};
+use crate::db::volumes::{self, NewBindings};
+use crate::error::{Error, Result};
+use std::collections::{BTreeMap, HashSet};
+
+/// One instance to write: the planned instance, the provider it lands on
+/// and what it allocates there.
+pub struct InstanceWrite<'a> {
+    /// The planned instance (consumer, node, binding, volumes).
+    pub instance: &'a PlannedInstance,
+    /// Its provider's internal id.
+    pub rp_id: i64,
+    /// Amounts by class it allocates on that provider.
+    pub resources: BTreeMap<String, i64>,
+}
+
+/// How the instances are written beside their allocations.
+pub struct WriteOptions<'a> {
+    /// Whether the instances hold whole cores.
+    pub cpu_bind: bool,
+    /// The priority their consumers get (low-priority deployments), set
+    /// before the allocation write checks the classes it may use.
+    pub priority: Option<&'a PriorityRow>,
+}
+
+/// Writes every instance of `d` in `tx` (the caller commits).
+pub async fn write_instances(
+    tx: &mut sqlx::PgConnection,
+    d: &Deployment,
+    items: &[InstanceWrite<'_>],
+    options: WriteOptions<'_>,
+) -> Result<()> {
+    if let Some(row) = options.priority {
+        let consumers: Vec<uuid::Uuid> = items.iter().map(|i| i.instance.consumer_uuid).collect();
+        colocation_db::set_priorities(tx, &consumers, row).await?;
+    }
+    let writes: Vec<ConsumerWrite> = items
+        .iter()
+        .map(|i| ConsumerWrite {
+            consumer: i.instance.consumer_uuid,
+            project_id: d.owner.project_id.clone(),
+            user_id: d.owner.user_id.clone(),
+            consumer_type: Some(d.owner.consumer_type.clone()),
+            generation: GenerationCheck::New,
+            allocations: BTreeMap::from([(i.instance.node, i.resources.clone())]),
+        })
+        .collect();
+    let ids = match alloc_db::write(tx, &writes).await {
+        Ok(ids) => ids,
+        // A node filled up between planning and locking: plan again.
+        Err(e @ alloc_db::AllocError::Capacity(..)) => return Err(alloc_error(e, None).lost_race()),
+        Err(e) => return Err(alloc_error(e, None)),
+    };
+    let mut rows = Vec::with_capacity(items.len());
+    let mut bindings = Vec::new();
+    for i in items {
+        let consumer_id = consumer_id(&ids, i.instance.consumer_uuid)?;
+        if !i.instance.volumes.is_empty() {
+            bindings.push(NewBindings {
+                consumer_id,
+                rp_id: i.rp_id,
+                plan: i.instance.volumes.clone(),
+            });
+        }
+        rows.push(NewInstance {
+            consumer_id,
+            rp_id: i.rp_id,
+            numa_node: i.instance.numa_node.clone(),
+            cpu_map: i.instance.cpu_map.clone(),
+        });
+    }
+    let shape = &d.shape;
+    let sizes = db::InstanceSizes {
+        cpu: shape.cpu.get(),
+        cpu_bind: options.cpu_bind,
+        memory_mb: shape.memory_mb,
+    };
+    db::insert_instances(tx, d.app.as_str(), sizes, &rows).await?;
+    volumes::insert_bindings(tx, &bindings).await?;
+    let nodes: HashSet<i64> = items.iter().map(|i| i.rp_id).collect();
+    refresh::announce(tx, nodes.len()).await?;
+    Ok(())
+}
+
+/// The id the allocation write gave a new instance's consumer.
+fn consumer_id(ids: &alloc_db::ConsumerIds, consumer: uuid::Uuid) -> Result<i64> {
+    ids.get(&consumer)
+        .copied()
+        .ok_or_else(|| Error::internal(format!("consumer {consumer} was not written")))
+}
