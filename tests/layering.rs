@@ -251,3 +251,27 @@ fn no_module_cycles_inside_api_or_fairness() {
     found.extend(cycles_in("fairness"));
     assert!(found.is_empty(), "module cycles:\n{}", found.join("\n"));
 }
+
+/// No positional tuple crosses a module boundary under an alias: rows and
+/// records that leave their module are named structs.
+#[test]
+fn no_public_tuple_aliases() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let found: Vec<String> = files
+        .iter()
+        .flat_map(|p| {
+            let text = non_test_text(p);
+            text.lines()
+                .filter(|l| l.trim_start().starts_with("pub type ") && l.contains("= ("))
+                .map(|l| format!("{}: {}", p.display(), l.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "public tuple aliases:\n{}",
+        found.join("\n")
+    );
+}

@@ -77,7 +77,7 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
     if mv.at_least(1, 18) {
         let filter = parse_required(&q.all("required"), v).map_err(ApiError::bad_request)?;
         let names: Vec<String> = filter.names().into_iter().collect();
-        let (found, missing) = traits::resolve(&mut conn, &names).await?;
+        let traits::Resolved { found, missing } = traits::resolve(&mut conn, &names).await?;
         if !missing.is_empty() {
             return Err(ApiError::bad_request(format!(
                 "Invalid trait(s) in \"required\" parameter: No such trait(s): {}.",

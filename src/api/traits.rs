@@ -153,7 +153,7 @@ pub async fn set_for_provider(
         return Err(generation_changed());
     }
     let names = b.traits;
-    let (found, missing) = db::resolve(&mut tx, &names).await?;
+    let db::Resolved { found, missing } = db::resolve(&mut tx, &names).await?;
     if !missing.is_empty() {
         return Err(ApiError::bad_request(format!(
             "No such trait {}",

@@ -264,7 +264,7 @@ async fn resolve(conn: &mut PgConnection, q: &CandidateQuery) -> Result<Ids> {
         trait_names.extend(g.traits.names());
     }
     let trait_names: Vec<String> = trait_names.into_iter().collect();
-    let (found, missing) = traits::resolve(conn, &trait_names).await?;
+    let traits::Resolved { found, missing } = traits::resolve(conn, &trait_names).await?;
     if !missing.is_empty() {
         return Err(Error::invalid(format!(
             "No such trait(s): {}.",

@@ -12,30 +12,29 @@ use std::collections::HashMap;
 
 fn fill(snap: &mut Snapshot, index: &HashMap<i64, usize>, data: NodeData) {
     use std::sync::Arc;
-    let (stock, traits, aggs) = data;
-    for (rp, class, total, reserved, min_unit, max_unit, step_size, ratio, used) in stock {
-        if let Some(&i) = index.get(&rp) {
+    for s in data.stock {
+        if let Some(&i) = index.get(&s.provider_id) {
             Arc::make_mut(&mut snap.nodes[i]).stock.push(Stock {
-                class,
-                total: total.into(),
-                reserved: reserved.into(),
-                min_unit: min_unit.into(),
-                max_unit: max_unit.into(),
-                step_size: step_size.into(),
-                allocation_ratio: ratio,
-                used,
+                class: s.class_id,
+                total: s.total.into(),
+                reserved: s.reserved.into(),
+                min_unit: s.min_unit.into(),
+                max_unit: s.max_unit.into(),
+                step_size: s.step_size.into(),
+                allocation_ratio: s.allocation_ratio,
+                used: s.used,
             });
         }
     }
-    for (rp, t, name) in traits {
-        if let Some(&i) = index.get(&rp) {
-            Arc::make_mut(&mut snap.nodes[i]).traits.push(t);
+    for t in data.traits {
+        if let Some(&i) = index.get(&t.provider_id) {
+            Arc::make_mut(&mut snap.nodes[i]).traits.push(t.trait_id);
         }
-        snap.trait_names.insert(t, name);
+        snap.trait_names.insert(t.trait_id, t.name);
     }
-    for (rp, a) in aggs {
-        if let Some(&i) = index.get(&rp) {
-            Arc::make_mut(&mut snap.nodes[i]).aggs.push(a);
+    for m in data.memberships {
+        if let Some(&i) = index.get(&m.provider_id) {
+            Arc::make_mut(&mut snap.nodes[i]).aggs.push(m.aggregate_id);
         }
     }
 }
@@ -49,19 +48,21 @@ async fn fill_reports(
     ids: Option<&[i64]>,
 ) -> Result<(), sqlx::Error> {
     use std::sync::Arc;
-    for (rp, sampled_at, cpu, memory) in colocation::reports(conn, ids).await? {
-        if let Some(&i) = index.get(&rp) {
+    for r in colocation::reports(conn, ids).await? {
+        if let Some(&i) = index.get(&r.rp_id) {
             Arc::make_mut(&mut snap.nodes[i]).report = Some(Report {
-                sampled_at,
-                node_used: CpuMem::new(cpu, memory),
+                sampled_at: r.sampled_at,
+                node_used: CpuMem::new(r.cpu_milli, r.memory_mb),
                 pending: Vec::new(),
             });
         }
     }
-    for (rp, cpu, memory) in colocation::pending(conn, ids).await? {
-        let node = index.get(&rp).map(|&i| Arc::make_mut(&mut snap.nodes[i]));
+    for p in colocation::pending(conn, ids).await? {
+        let node = index
+            .get(&p.rp_id)
+            .map(|&i| Arc::make_mut(&mut snap.nodes[i]));
         if let Some(report) = node.and_then(|n| n.report.as_mut()) {
-            report.pending.push(CpuMem::new(cpu, memory));
+            report.pending.push(CpuMem::new(p.cpu_milli, p.memory_mb));
         }
     }
     Ok(())
@@ -71,14 +72,14 @@ async fn fill_reports(
 pub async fn load(conn: &mut PgConnection) -> Result<Snapshot, sqlx::Error> {
     let sharing = db::sharing_trait_id(conn).await?;
     let rows = db::provider_rows(conn).await?;
-    let index: HashMap<i64, usize> = rows.iter().enumerate().map(|(i, r)| (r.0, i)).collect();
+    let index: HashMap<i64, usize> = rows.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
     let nodes: Vec<std::sync::Arc<Node>> = rows
         .iter()
-        .map(|&(id, uuid, parent, root)| Node {
-            id,
-            uuid,
-            parent: parent.and_then(|p| index.get(&p).copied()),
-            root: index.get(&root).copied().unwrap_or_default(),
+        .map(|r| Node {
+            id: r.id,
+            uuid: r.uuid,
+            parent: r.parent_id.and_then(|p| index.get(&p).copied()),
+            root: index.get(&r.root_id).copied().unwrap_or_default(),
             traits: Vec::new(),
             aggs: Vec::new(),
             stock: Vec::new(),
@@ -87,7 +88,7 @@ pub async fn load(conn: &mut PgConnection) -> Result<Snapshot, sqlx::Error> {
         })
         .map(std::sync::Arc::new)
         .collect();
-    let any_nested = rows.iter().any(|r| r.2.is_some());
+    let any_nested = rows.iter().any(|r| r.parent_id.is_some());
     let mut snap = Snapshot {
         nodes,
         sharing_trait: sharing,

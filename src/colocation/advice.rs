@@ -136,7 +136,10 @@ pub struct EvictionAdvice {
 pub async fn eviction_candidates(conn: &mut PgConnection, rp: i64) -> Result<EvictionAdvice> {
     let l = load(conn, rp).await?;
     let now = Utc::now();
-    let (cpu_cool, mem_cool) = db::cooldowns(conn, rp).await?;
+    let db::Cooldowns {
+        cpu_until: cpu_cool,
+        memory_until: mem_cool,
+    } = db::cooldowns(conn, rp).await?;
     let cooling = |t: Option<DateTime<Utc>>| t.filter(|t| *t > now);
     let pending: Vec<Uuid> = l
         .consumers

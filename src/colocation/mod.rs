@@ -112,7 +112,7 @@ pub async fn with_samples(conn: &mut PgConnection, rp: i64, p: Provider) -> Resu
     } = p;
     let (samples, ledger, consumers) =
         match db::samples(conn, rp, policy.cpu_evict_time_window_seconds).await? {
-            Some((s, l, c)) => (Some(s), Some(l), c),
+            Some(state) => (Some(state.samples), Some(state.ledger), state.consumers),
             None => (None, None, db::node_consumers(conn, rp).await?),
         };
     let view = NodeView {

@@ -176,7 +176,11 @@ pub async fn ingest(
     let consumers: Vec<ConsumerSample> = r
         .consumers
         .iter()
-        .map(|c| (c.consumer_uuid, c.cpu_milli_used, c.memory_mb_used))
+        .map(|c| ConsumerSample {
+            consumer: c.consumer_uuid,
+            cpu_milli: c.cpu_milli_used,
+            memory_mb: c.memory_mb_used,
+        })
         .collect();
     let target = match crate::types::parse_uuid_like(provider) {
         Some(u) => db::record_report(conn, u, &sample, &consumers, retention_seconds).await?,

@@ -7,14 +7,72 @@ use crate::types::MISC_SHARES_VIA_AGGREGATE;
 use sqlx::PgConnection;
 use std::collections::HashMap;
 
-/// (provider, class, total, reserved, min_unit, max_unit, step_size, ratio, used).
-pub type StockRow = (i64, i32, i32, i32, i32, i32, i32, f64, i64);
-/// (provider, trait id, trait name).
-pub type TraitRow = (i64, i32, String);
-/// (id, uuid, parent id, root id) of a provider.
-pub type TreeRow = (i64, uuid::Uuid, Option<i64>, i64);
-/// Inventories with usage, traits and aggregates (provider, aggregate id).
-pub type NodeData = (Vec<StockRow>, Vec<TraitRow>, Vec<(i64, i32)>);
+/// One inventory with what is allocated from it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct StockRow {
+    /// The provider.
+    pub provider_id: i64,
+    /// The class.
+    pub class_id: i32,
+    /// Units in total.
+    pub total: i32,
+    /// Units held back.
+    pub reserved: i32,
+    /// Smallest allocation.
+    pub min_unit: i32,
+    /// Largest allocation.
+    pub max_unit: i32,
+    /// Allocation granularity.
+    pub step_size: i32,
+    /// Overcommit factor.
+    pub allocation_ratio: f64,
+    /// Units allocated.
+    pub used: i64,
+}
+
+/// A trait a provider has.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct TraitRow {
+    /// The provider.
+    pub provider_id: i64,
+    /// The trait's id.
+    pub trait_id: i32,
+    /// Its name.
+    pub name: String,
+}
+
+/// An aggregate a provider is in.
+#[derive(Debug, Clone, Copy, sqlx::FromRow)]
+pub struct Membership {
+    /// The provider.
+    pub provider_id: i64,
+    /// The aggregate's id.
+    pub aggregate_id: i32,
+}
+
+/// Where a provider sits in its tree.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct TreeRow {
+    /// The provider's id.
+    pub id: i64,
+    /// Its uuid.
+    pub uuid: uuid::Uuid,
+    /// Its parent's id.
+    pub parent_id: Option<i64>,
+    /// Its root's id.
+    pub root_id: i64,
+}
+
+/// Inventories with usage, traits and aggregates of some providers.
+#[derive(Debug, Clone, Default)]
+pub struct NodeData {
+    /// Inventories with usage.
+    pub stock: Vec<StockRow>,
+    /// Traits.
+    pub traits: Vec<TraitRow>,
+    /// Aggregate memberships.
+    pub memberships: Vec<Membership>,
+}
 
 /// Inventories with usage, traits and aggregates of the given providers (all when None).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
@@ -25,8 +83,8 @@ pub async fn node_data(
     let all = ids.is_none();
     let ids = ids.unwrap_or(&[]);
     let stock: Vec<StockRow> = sqlx::query_as(
-        "SELECT i.resource_provider_id, i.resource_class_id, i.total, i.reserved, i.min_unit, i.max_unit,
-                i.step_size, i.allocation_ratio, COALESCE(u.used, 0)::bigint
+        "SELECT i.resource_provider_id AS provider_id, i.resource_class_id AS class_id, i.total, i.reserved,
+                i.min_unit, i.max_unit, i.step_size, i.allocation_ratio, COALESCE(u.used, 0)::bigint AS used
            FROM inventories i
            LEFT JOIN (SELECT resource_provider_id, resource_class_id, SUM(used) AS used FROM allocations
                        WHERE $2 OR resource_provider_id = ANY($1) GROUP BY 1, 2) u
@@ -38,8 +96,8 @@ pub async fn node_data(
     .bind(all)
     .fetch_all(&mut *conn)
     .await?;
-    let traits: Vec<(i64, i32, String)> = sqlx::query_as(
-        "SELECT r.resource_provider_id, r.trait_id, t.name FROM resource_provider_traits r
+    let traits: Vec<TraitRow> = sqlx::query_as(
+        "SELECT r.resource_provider_id AS provider_id, r.trait_id, t.name FROM resource_provider_traits r
            JOIN traits t ON t.id = r.trait_id WHERE $2 OR r.resource_provider_id = ANY($1)
           ORDER BY r.resource_provider_id, r.trait_id",
     )
@@ -47,22 +105,27 @@ pub async fn node_data(
     .bind(all)
     .fetch_all(&mut *conn)
     .await?;
-    let aggs: Vec<(i64, i32)> = sqlx::query_as(
-        "SELECT resource_provider_id, aggregate_id FROM resource_provider_aggregates
+    let memberships: Vec<Membership> = sqlx::query_as(
+        "SELECT resource_provider_id AS provider_id, aggregate_id FROM resource_provider_aggregates
           WHERE $2 OR resource_provider_id = ANY($1) ORDER BY resource_provider_id, aggregate_id",
     )
     .bind(ids)
     .bind(all)
     .fetch_all(&mut *conn)
     .await?;
-    Ok((stock, traits, aggs))
+    Ok(NodeData {
+        stock,
+        traits,
+        memberships,
+    })
 }
 
-/// Every provider, ordered by id: (id, uuid, parent id, root id).
+/// Every provider's place in its tree, ordered by id.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn provider_rows(conn: &mut PgConnection) -> Result<Vec<TreeRow>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers ORDER BY id",
+        "SELECT id, uuid, parent_provider_id AS parent_id, root_provider_id AS root_id
+           FROM resource_providers ORDER BY id",
     )
     .fetch_all(conn)
     .await

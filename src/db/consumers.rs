@@ -93,7 +93,15 @@ pub async fn ensure_project(conn: &mut PgConnection, external: &str) -> Result<i
 }
 
 /// Project, user and (optional) consumer-type ids of a consumer.
-pub type Owner = (i32, i32, Option<i32>);
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    /// The project's id.
+    pub project: i32,
+    /// The user's id.
+    pub user: i32,
+    /// The consumer type's id.
+    pub consumer_type: Option<i32>,
+}
 
 /// Columns of a batched consumer statement, one entry per consumer.
 #[derive(Debug, Default)]
@@ -112,9 +120,9 @@ pub struct OwnerColumns {
 
 impl OwnerColumns {
     fn push_owner(&mut self, owner: Owner) {
-        self.projects.push(owner.0);
-        self.users.push(owner.1);
-        self.types.push(owner.2);
+        self.projects.push(owner.project);
+        self.users.push(owner.user);
+        self.types.push(owner.consumer_type);
     }
 
     /// Adds an existing consumer.
@@ -144,7 +152,11 @@ pub async fn ensure_owner(
         Some(t) => Some(ensure_named(conn, "consumer_types", "name", t).await?),
         None => None,
     };
-    Ok((p, u, t))
+    Ok(Owner {
+        project: p,
+        user: u,
+        consumer_type: t,
+    })
 }
 
 /// Deletes a consumer (its allocations go with it).

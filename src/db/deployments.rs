@@ -203,8 +203,18 @@ const INSTANCES: &str = "SELECT i.consumer_id, c.uuid AS consumer_uuid, c.genera
     FROM instances i JOIN consumers c ON c.id = i.consumer_id
     JOIN resource_providers rp ON rp.id = i.resource_provider_id";
 
-/// (provider id, NUMA node, CPUs, memory MiB) of [`instance_usage`].
-pub type InstanceUsage = (i64, Option<String>, f64, i64);
+/// What a provider's instances use on one of its NUMA nodes.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct InstanceUsage {
+    /// The provider's id.
+    pub rp_id: i64,
+    /// The NUMA node (None: instances not pinned to one).
+    pub numa_node: Option<String>,
+    /// CPUs of all its instances.
+    pub cpu: f64,
+    /// Memory (MiB) of the bound instances pinned there.
+    pub bound_memory_mb: i64,
+}
 
 /// Per provider and NUMA node: CPUs of all its instances, and memory (MiB)
 /// of the bound instances pinned to that NUMA node.
@@ -214,8 +224,8 @@ pub async fn instance_usage(
     rp_ids: &[i64],
 ) -> Result<Vec<InstanceUsage>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT resource_provider_id, numa_node, SUM(cpu)::float8,
-                COALESCE(SUM(memory_mb) FILTER (WHERE cpu_bind), 0)::bigint
+        "SELECT resource_provider_id AS rp_id, numa_node, SUM(cpu)::float8 AS cpu,
+                COALESCE(SUM(memory_mb) FILTER (WHERE cpu_bind), 0)::bigint AS bound_memory_mb
            FROM instances WHERE resource_provider_id = ANY($1) GROUP BY 1, 2",
     )
     .bind(rp_ids)

@@ -103,7 +103,13 @@ pub async fn delete(conn: &mut PgConnection, id: i32) -> Result<(), sqlx::Error>
 }
 
 /// Trait names found (with their ids) and those not found.
-pub type Resolved = (Vec<(String, i32)>, Vec<String>);
+#[derive(Debug, Clone, Default)]
+pub struct Resolved {
+    /// (name, id) of the traits that exist, in the order asked.
+    pub found: Vec<(String, i32)>,
+    /// The names that do not.
+    pub missing: Vec<String>,
+}
 
 /// Resolves names to (name, id); the names not found are returned apart.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
@@ -121,7 +127,7 @@ pub async fn resolve(conn: &mut PgConnection, names: &[String]) -> Result<Resolv
             None => missing.push(n.clone()),
         }
     }
-    Ok((found, missing))
+    Ok(Resolved { found, missing })
 }
 
 /// A provider's traits (sorted by name) with the latest change time among them.

@@ -112,7 +112,7 @@ pub async fn load_nodes(
     let ids: Vec<i64> = versions.keys().copied().collect();
     let mut volumes = crate::db::volumes::volumes(conn, rp_ids).await?;
     let bound = by_provider(db::bound_shares(conn, &ids).await?, |b| b.0);
-    let instances = by_provider(db::instance_usage(conn, &ids).await?, |i| i.0);
+    let instances = by_provider(db::instance_usage(conn, &ids).await?, |i| i.rp_id);
     let none = (Vec::new(), Vec::new());
     let mut out = Vec::new();
     for &rp in rp_ids {
@@ -229,10 +229,10 @@ fn topology_node(
         cpu_map: bound.iter().map(|b| (CoreId(b.1.clone()), b.2)).collect(),
         ..Default::default()
     };
-    for (_, numa, cpu, bound_mb) in instances {
-        usage.cpu += cpu;
-        if let (Some(n), true) = (numa, *bound_mb > 0) {
-            *usage.numa_memory.entry(NumaNodeId(n.clone())).or_default() += bound_mb * MIB;
+    for i in instances {
+        usage.cpu += i.cpu;
+        if let (Some(n), true) = (&i.numa_node, i.bound_memory_mb > 0) {
+            *usage.numa_memory.entry(NumaNodeId(n.clone())).or_default() += i.bound_memory_mb * MIB;
         }
     }
     NodeState {

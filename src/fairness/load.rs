@@ -36,14 +36,18 @@ pub async fn load(
     max_steps: u64,
 ) -> Result<Loaded> {
     let tree = pool_db::provider_rows(conn).await?;
-    let (stock, trait_rows, agg_rows) = pool_db::node_data(conn, None).await?;
+    let pool_db::NodeData {
+        stock,
+        traits: trait_rows,
+        memberships,
+    } = pool_db::node_data(conn, None).await?;
     let names = pool_db::class_names(conn).await?;
     let mut order: Vec<usize> = (0..tree.len()).collect();
     order.shuffle(&mut StdRng::seed_from_u64(u64::from(seed)));
     let ix_of_id: HashMap<i64, ProviderIx> = order
         .iter()
         .enumerate()
-        .map(|(ix, &t)| (tree[t].0, ix))
+        .map(|(ix, &t)| (tree[t].id, ix))
         .collect();
     let mut classes: Vec<String> = names.values().cloned().collect();
     classes.sort();
@@ -63,7 +67,7 @@ pub async fn load(
         tree: &tree,
         order: &order,
         traits: &trait_rows,
-        aggs: &agg_rows,
+        aggs: &memberships,
     };
     let request_list = requests(conn, items, &projects, &class_ix, rows).await?;
     let declines = declines(conn, &projects, &ix_of_id, &class_ix).await?;
@@ -82,7 +86,7 @@ pub async fn load(
             declines,
             max_steps,
         },
-        providers: order.iter().map(|&t| tree[t].1).collect(),
+        providers: order.iter().map(|&t| tree[t].uuid).collect(),
         projects: projects
             .list
             .iter()
@@ -106,18 +110,20 @@ fn pool(
     };
     let mut providers = vec![empty; ix_of_id.len()];
     let mut totals = vec![0.0; classes];
-    for (rp, class, total, reserved, min, max, step, ratio, used) in stock {
-        let (Some(&p), Some(&c)) = (ix_of_id.get(&rp), class_of_id.get(&class)) else {
+    for s in stock {
+        let (Some(&p), Some(&c)) = (ix_of_id.get(&s.provider_id), class_of_id.get(&s.class_id))
+        else {
             continue;
         };
-        let capacity = crate::types::capacity(total.into(), reserved.into(), ratio);
+        let capacity =
+            crate::types::capacity(s.total.into(), s.reserved.into(), s.allocation_ratio);
         totals[c] += capacity;
         providers[p].stock[c] = Some(round::Stock {
             capacity,
-            used,
-            min_unit: min.into(),
-            max_unit: max.into(),
-            step_size: step.into(),
+            used: s.used,
+            min_unit: s.min_unit.into(),
+            max_unit: s.max_unit.into(),
+            step_size: s.step_size.into(),
         });
     }
     (providers, totals)
@@ -150,7 +156,7 @@ impl Projects {
         names.extend(settings.iter().map(|s| s.project_id.clone()));
         names.extend(settings.iter().filter_map(|s| s.parent_project_id.clone()));
         names.extend(quotas.iter().map(|q| q.project_id.clone()));
-        names.extend(owners.iter().map(|o| o.2.clone()));
+        names.extend(owners.iter().map(|o| o.project_external_id.clone()));
         let mut list = Vec::with_capacity(names.len());
         for name in names {
             let id = db::ensure_project(conn, &name).await?;
@@ -263,14 +269,15 @@ async fn reservations(
     if rows.is_empty() {
         return Ok(());
     }
-    let mut on: Vec<i64> = rows.iter().map(|r| r.0).collect();
+    let mut on: Vec<i64> = rows.iter().map(|r| r.rp_id).collect();
     on.dedup();
     let used = db::project_allocations_on(conn, &on).await?;
-    for (rp, _, owner, class, amount) in rows {
+    for row in rows {
+        let (rp, class, amount) = (row.rp_id, row.class_id, row.amount);
         let (Some(&p), Some(c), Some(&o)) = (
             ix_of_id.get(&rp),
             class_of_id.get(&class).copied(),
-            projects.by_name.get(&owner),
+            projects.by_name.get(&row.project_external_id),
         ) else {
             continue;
         };
@@ -303,7 +310,7 @@ struct PoolRows<'a> {
     tree: &'a [pool_db::TreeRow],
     order: &'a [usize],
     traits: &'a [pool_db::TraitRow],
-    aggs: &'a [(i64, i32)],
+    aggs: &'a [pool_db::Membership],
 }
 
 /// The requests as round requests; 400 for unknown classes or traits.
@@ -374,7 +381,7 @@ impl Eligibility {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        let (_, missing) = traits::resolve(conn, &wanted).await?;
+        let missing = traits::resolve(conn, &wanted).await?.missing;
         if !missing.is_empty() {
             return Err(Error::invalid(format!(
                 "No such trait(s): {}.",
@@ -385,24 +392,26 @@ impl Eligibility {
         let position: HashMap<i64, usize> = order
             .iter()
             .enumerate()
-            .map(|(ix, &t)| (tree[t].0, ix))
+            .map(|(ix, &t)| (tree[t].id, ix))
             .collect();
         let mut traits_of = vec![BTreeSet::new(); tree.len()];
-        for (rp, _, name) in pool.traits {
-            if let Some(&p) = position.get(rp) {
-                traits_of[p].insert(name.clone());
+        for t in pool.traits {
+            if let Some(&p) = position.get(&t.provider_id) {
+                traits_of[p].insert(t.name.clone());
             }
         }
         let mut own_aggs: HashMap<i64, BTreeSet<Uuid>> = HashMap::new();
-        for (rp, agg) in pool.aggs {
-            if let Some(u) = agg_uuids.get(agg) {
-                own_aggs.entry(*rp).or_default().insert(*u);
+        for m in pool.aggs {
+            if let Some(u) = agg_uuids.get(&m.aggregate_id) {
+                own_aggs.entry(m.provider_id).or_default().insert(*u);
             }
         }
         let mut aggs = vec![BTreeSet::new(); tree.len()];
-        for (id, _, _, root) in tree {
-            let Some(&p) = position.get(id) else { continue };
-            for source in [id, root] {
+        for r in tree {
+            let Some(&p) = position.get(&r.id) else {
+                continue;
+            };
+            for source in [&r.id, &r.root_id] {
                 aggs[p].extend(own_aggs.get(source).into_iter().flatten().copied());
             }
         }
@@ -437,12 +446,12 @@ async fn declines(
     let rows = db::active_declines(conn).await?;
     Ok(rows
         .into_iter()
-        .filter_map(|(project, user, rp, resources)| {
-            let refused: HashMap<String, i64> = serde_json::from_value(resources).ok()?;
+        .filter_map(|row| {
+            let refused: HashMap<String, i64> = serde_json::from_value(row.resources).ok()?;
             Some(round::Decline {
-                project: *projects.by_name.get(&project)?,
-                user,
-                provider: *ix_of_id.get(&rp)?,
+                project: *projects.by_name.get(&row.project)?,
+                user: row.user_id,
+                provider: *ix_of_id.get(&row.rp_id)?,
                 refused: refused
                     .iter()
                     .filter_map(|(c, n)| class_ix.get(c.as_str()).map(|&ix| (ix, *n)))

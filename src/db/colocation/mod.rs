@@ -196,8 +196,16 @@ pub struct Sample {
     pub be_cpu_real_limit: Option<i64>,
 }
 
-/// A consumer's measurement: (consumer, cpu milli, memory MB).
-pub type ConsumerSample = (Uuid, i64, i64);
+/// A consumer's measurement in a usage report.
+#[derive(Debug, Clone, Copy)]
+pub struct ConsumerSample {
+    /// The consumer.
+    pub consumer: Uuid,
+    /// CPU used, milli.
+    pub cpu_milli: i64,
+    /// Memory used, MB.
+    pub memory_mb: i64,
+}
 
 /// Stores a report in one round trip: locks the provider (reports of one
 /// provider are ordered by that lock; its generation stays), reads the
@@ -215,9 +223,9 @@ pub async fn record_report(
 ) -> Result<Option<ReportTarget>, sqlx::Error> {
     let (ids, cpu, mem): (Vec<Uuid>, Vec<i64>, Vec<i64>) =
         consumers.iter().fold((vec![], vec![], vec![]), |mut a, c| {
-            a.0.push(c.0);
-            a.1.push(c.1);
-            a.2.push(c.2);
+            a.0.push(c.consumer);
+            a.1.push(c.cpu_milli);
+            a.2.push(c.memory_mb);
             a
         });
     sqlx::query_as(
@@ -300,12 +308,24 @@ pub async fn samples(
                 .map(|((u, q), l)| (u, q, l)),
             covered_seconds: r.covered.unwrap_or(0),
         };
-        (samples, r.ledger, r.consumers.0)
+        ProviderState {
+            samples,
+            ledger: r.ledger,
+            consumers: r.consumers.0,
+        }
     }))
 }
 
 /// A reporting provider's samples, batch ledger and consumers.
-pub type ProviderState = (Samples, BatchLedger, Vec<NodeConsumer>);
+#[derive(Debug, Clone)]
+pub struct ProviderState {
+    /// The latest sample and the BE window.
+    pub samples: Samples,
+    /// What batch capacity was computed and is held.
+    pub ledger: BatchLedger,
+    /// The consumers allocated there.
+    pub consumers: Vec<NodeConsumer>,
+}
 
 /// The newest sample with the BE window's aggregates, the ledger and the
 /// consumers.
@@ -520,17 +540,24 @@ pub async fn record_evictions(
     .await
 }
 
-/// Cooldown ends: (cpu, memory).
-pub type Cooldowns = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+/// Until when evictions of each kind are held back after the last one.
+#[derive(Debug, Clone, Copy, Default, sqlx::FromRow)]
+pub struct Cooldowns {
+    /// CPU evictions wait until then.
+    pub cpu_until: Option<DateTime<Utc>>,
+    /// Memory evictions wait until then.
+    pub memory_until: Option<DateTime<Utc>>,
+}
 
-/// The cooldowns in force: (cpu until, memory until).
+/// The cooldowns in force.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn cooldowns(conn: &mut PgConnection, rp: i64) -> Result<Cooldowns, sqlx::Error> {
     Ok(sqlx::query_as(
-        "SELECT cpu_cooldown_until, memory_cooldown_until FROM provider_colocation WHERE resource_provider_id = $1",
+        "SELECT cpu_cooldown_until AS cpu_until, memory_cooldown_until AS memory_until
+           FROM provider_colocation WHERE resource_provider_id = $1",
     )
     .bind(rp)
     .fetch_optional(conn)
     .await?
-    .unwrap_or((None, None)))
+    .unwrap_or_default())
 }

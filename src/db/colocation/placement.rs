@@ -9,14 +9,29 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgConnection;
 
-/// A provider's last report: id, when sampled, measured node CPU (milli)
-/// and memory (MB).
-pub type ReportRow = (i64, DateTime<Utc>, i64, i64);
+/// A provider's last report.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ReportRow {
+    /// The provider's id.
+    pub rp_id: i64,
+    /// When it was sampled.
+    pub sampled_at: DateTime<Utc>,
+    /// The node's measured CPU, milli.
+    pub cpu_milli: i64,
+    /// The node's measured memory, MB.
+    pub memory_mb: i64,
+}
 
-/// A consumer allocated on a provider after its last report: provider id,
-/// CPU (milli: VCPU × 1000 plus BATCH_VCPU_MILLI) and memory (MB:
-/// MEMORY_MB plus BATCH_MEMORY_MB).
-pub type PendingRow = (i64, i64, i64);
+/// A consumer allocated on a provider after its last report.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct PendingRow {
+    /// The provider's id.
+    pub rp_id: i64,
+    /// CPU, milli: VCPU × 1000 plus BATCH_VCPU_MILLI.
+    pub cpu_milli: i64,
+    /// Memory, MB: MEMORY_MB plus BATCH_MEMORY_MB.
+    pub memory_mb: i64,
+}
 
 /// The last reports of the given providers (all when None); a row made
 /// by a recorded eviction before any report ('-infinity') is no report.
@@ -26,7 +41,8 @@ pub async fn reports(
     ids: Option<&[i64]>,
 ) -> Result<Vec<ReportRow>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT resource_provider_id, last_sampled_at, node_cpu_milli, node_memory_mb
+        "SELECT resource_provider_id AS rp_id, last_sampled_at AS sampled_at,
+                node_cpu_milli AS cpu_milli, node_memory_mb AS memory_mb
            FROM provider_colocation
           WHERE ($2 OR resource_provider_id = ANY($1)) AND last_sampled_at > '-infinity'",
     )
@@ -44,9 +60,9 @@ pub async fn pending(
     ids: Option<&[i64]>,
 ) -> Result<Vec<PendingRow>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT a.resource_provider_id,
-                SUM(CASE a.resource_class_id WHEN $3 THEN a.used::bigint * 1000 WHEN $5 THEN a.used ELSE 0 END)::bigint,
-                SUM(CASE a.resource_class_id WHEN $4 THEN a.used WHEN $6 THEN a.used ELSE 0 END)::bigint
+        "SELECT a.resource_provider_id AS rp_id,
+                SUM(CASE a.resource_class_id WHEN $3 THEN a.used::bigint * 1000 WHEN $5 THEN a.used ELSE 0 END)::bigint AS cpu_milli,
+                SUM(CASE a.resource_class_id WHEN $4 THEN a.used WHEN $6 THEN a.used ELSE 0 END)::bigint AS memory_mb
            FROM allocations a
            JOIN provider_colocation pc ON pc.resource_provider_id = a.resource_provider_id
           WHERE ($2 OR a.resource_provider_id = ANY($1)) AND a.created_at > pc.last_sampled_at

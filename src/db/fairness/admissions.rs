@@ -42,8 +42,18 @@ pub async fn revive(
     .rows_affected())
 }
 
-/// An active decline filter: (project, user, provider id, refused resources).
-pub type DeclineRow = (String, Option<String>, i64, serde_json::Value);
+/// An active decline filter.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct DeclineRow {
+    /// The declining project (external id).
+    pub project: String,
+    /// The declining user, if only theirs.
+    pub user_id: Option<String>,
+    /// The provider declined.
+    pub rp_id: i64,
+    /// What was refused: class → units.
+    pub resources: serde_json::Value,
+}
 
 /// Decline filters still in force (expired ones are deleted on the way).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
@@ -52,7 +62,7 @@ pub async fn active_declines(conn: &mut PgConnection) -> Result<Vec<DeclineRow>,
         .execute(&mut *conn)
         .await?;
     sqlx::query_as(
-        "SELECT p.external_id, d.user_id, d.resource_provider_id, d.resources
+        "SELECT p.external_id AS project, d.user_id, d.resource_provider_id AS rp_id, d.resources
            FROM decline_filters d JOIN projects p ON p.id = d.project_id ORDER BY d.id",
     )
     .fetch_all(conn)

@@ -75,14 +75,27 @@ pub async fn reservations(
     Ok(rows.into_iter().map(|(c, n)| (c, i64::from(n))).collect())
 }
 
-/// Every reservation: (provider id, owner id, owner external id, class id, units).
-pub type ReservationRow = (i64, i32, String, i32, i32);
+/// A reservation of a project on a provider.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ReservationRow {
+    /// The provider's id.
+    pub rp_id: i64,
+    /// The owning project's id.
+    pub project: i32,
+    /// Its external id.
+    pub project_external_id: String,
+    /// The class.
+    pub class_id: i32,
+    /// Units reserved.
+    pub amount: i32,
+}
 
 /// Every reservation.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn all_reservations(conn: &mut PgConnection) -> Result<Vec<ReservationRow>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT r.resource_provider_id, r.project_id, p.external_id, r.resource_class_id, r.amount
+        "SELECT r.resource_provider_id AS rp_id, r.project_id AS project,
+                p.external_id AS project_external_id, r.resource_class_id AS class_id, r.amount
            FROM project_reservations r JOIN projects p ON p.id = r.project_id
           ORDER BY 1, 2, 4",
     )
