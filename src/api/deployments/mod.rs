@@ -7,7 +7,8 @@ use super::policy::{owner_target, project_target, Authorize};
 use super::respond::Reply;
 use super::schema::bodies::{DeployRequest, ResizeRequest};
 use super::schema::responses::{
-    AppSummary, DeploymentAnswer, DeploymentList, DeploymentView, Resized,
+    AppSummary, DeploymentAnswer, DeploymentList, DeploymentView, InstanceRecord, NodeInstances,
+    PlacedInstance, Resized,
 };
 use crate::api::respond::{ApiError, ApiResult};
 use crate::db::deployments as db;
@@ -16,8 +17,8 @@ use crate::deploy::{self, resize::Deltas, Deployed, Deployment};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::{json, Map, Value};
-use std::collections::BTreeSet;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
 
 fn schema() -> Value {
     let name = json!({"type": "string", "minLength": 1, "maxLength": 255});
@@ -105,40 +106,29 @@ async fn place(st: &AppState, auth: &Authorize, body: JsonBody) -> ApiResult<Rep
 
 /// The answer of a deployment or its dry run.
 fn render(d: &Deployment, done: Deployed) -> DeploymentAnswer {
-    let mut per_node: Map<String, Value> = Map::new();
-    for i in &done.instances {
-        let listed = per_node
-            .entry(i.node.to_string())
-            .or_insert_with(|| json!([]));
-        if let Some(list) = listed.as_array_mut() {
-            list.push(json!({
-                "consumer_uuid": i.consumer_uuid,
-                "resource_provider_uuid": i.node,
-                "cpu_map": i.cpu_map.iter().map(|(c, s)| (c.clone(), json!(s))).collect::<Map<String, Value>>(),
-                "numa_node": i.numa_node,
-            }));
-            if !i.volumes.is_empty() {
-                if let Some(last) = list.last_mut() {
-                    last["volume_plan"] = json!(i.volumes);
-                }
-            }
-        }
+    let mut per_node: BTreeMap<uuid::Uuid, Vec<PlacedInstance>> = BTreeMap::new();
+    for i in done.instances {
+        per_node.entry(i.node).or_default().push(PlacedInstance {
+            consumer_uuid: i.consumer_uuid,
+            resource_provider_uuid: i.node,
+            cpu_map: i.cpu_map.into_iter().collect(),
+            numa_node: i.numa_node,
+            volume_plan: (!i.volumes.is_empty()).then_some(i.volumes),
+        });
     }
-    let by_name = |m: &std::collections::BTreeMap<uuid::Uuid, i64>| {
-        m.iter().map(|(u, n)| (u.to_string(), *n)).collect()
-    };
-    let shown = Some(Value::Object(per_node));
+    let by_name =
+        |m: &BTreeMap<uuid::Uuid, i64>| m.iter().map(|(u, n)| (u.to_string(), *n)).collect();
     DeploymentAnswer {
         app: d.app.as_str().to_string(),
         dry_run: d.dry_run.then_some(true),
         capacity_map: by_name(&done.capacity),
         total_capacity: d.dry_run.then_some(done.total_capacity),
         deploy_map: by_name(&done.deploy_map),
-        instances: if d.dry_run { None } else { shown.clone() },
-        plans: if d.dry_run { shown } else { None },
         nodes: d
             .dry_run
             .then(|| done.verdicts.iter().map(deploy::report).collect()),
+        instances: (!d.dry_run).then(|| per_node.clone()),
+        plans: d.dry_run.then_some(per_node),
     }
 }
 
@@ -164,28 +154,25 @@ pub async fn show(
     let rows = db::instances_of(&mut conn, &app).await?;
     let owners: BTreeSet<&str> = rows.iter().map(|r| r.project_id.as_str()).collect();
     auth.check(owners.into_iter().map(|p| project_target(Some(p), None)))?;
-    let mut nodes: Map<String, Value> = Map::new();
+    let mut nodes: BTreeMap<uuid::Uuid, NodeInstances> = BTreeMap::new();
     for r in &rows {
-        let entry = nodes
-            .entry(r.provider_uuid.to_string())
-            .or_insert_with(|| json!({"count": 0, "instances": []}));
-        entry["count"] = json!(entry["count"].as_i64().unwrap_or(0) + 1);
-        if let Some(list) = entry["instances"].as_array_mut() {
-            let mut shown = json!({
-                "consumer_uuid": r.consumer_uuid, "cpu": r.cpu, "cpu_bind": r.cpu_bind, "memory_mb": r.memory_mb,
-                "cpu_map": r.cpu_map.0, "numa_node": r.numa_node
-            });
+        let node = nodes.entry(r.provider_uuid).or_default();
+        node.count += 1;
+        node.instances.push(InstanceRecord {
+            consumer_uuid: r.consumer_uuid,
+            cpu: r.cpu,
+            cpu_bind: r.cpu_bind,
+            memory_mb: r.memory_mb,
+            cpu_map: r.cpu_map.0.iter().map(|(c, s)| (c.clone(), *s)).collect(),
+            numa_node: r.numa_node.clone(),
             // As in the deployment's answer: only instances with volumes.
-            if !r.volume_plan.0.is_empty() {
-                shown["volume_plan"] = json!(r.volume_plan.0);
-            }
-            list.push(shown);
-        }
+            volume_plan: (!r.volume_plan.0.is_empty()).then(|| r.volume_plan.0.clone()),
+        });
     }
     Ok(Reply::ok(&DeploymentView {
         app,
         count: rows.len(),
-        nodes: Value::Object(nodes),
+        nodes,
     }))
 }
 

@@ -340,21 +340,68 @@ pub struct DeploymentAnswer {
     pub total_capacity: Option<i64>,
     /// New instances per node.
     pub deploy_map: BTreeMap<String, i64>,
-    /// Created instances per node (dry run: `plans`).
+    /// Created instances per node uuid (dry run: `plans`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub instances: Option<Value>,
-    /// Dry run: the plans per node.
+    pub instances: Option<BTreeMap<Uuid, Vec<PlacedInstance>>>,
+    /// Dry run: the plans per node uuid.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub plans: Option<Value>,
+    pub plans: Option<BTreeMap<Uuid, Vec<PlacedInstance>>>,
     /// Dry run: every candidate node with its capacity, or the first
     /// reason it takes none (`no_topology`, `cpu`, `memory`, `vcpu`,
     /// `cpu_shares`, `fragment_cores`) with the numbers; the same list a
     /// refusal carries as `errors[0].nodes`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<Object>>)]
     pub nodes: Option<Vec<crate::error::NodeReport>>,
+}
+
+/// One instance a deployment placed (or, for a dry run, would place).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlacedInstance {
+    /// Its consumer.
+    pub consumer_uuid: Uuid,
+    /// Its node.
+    pub resource_provider_uuid: Uuid,
+    /// Shares per bound core (empty unless bound).
+    pub cpu_map: BTreeMap<String, i64>,
+    /// The NUMA node it is pinned to.
+    pub numa_node: Option<String>,
+    /// Its volumes, binding → {disk: bytes} (only instances with volumes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub volume_plan: Option<crate::sched::VolumePlan>,
+}
+
+/// One node of [`DeploymentView`]: its instances of the app.
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeInstances {
+    /// How many.
+    pub count: usize,
+    /// Each with its binding.
+    pub instances: Vec<InstanceRecord>,
+}
+
+/// One running instance of an app.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceRecord {
+    /// Its consumer.
+    pub consumer_uuid: Uuid,
+    /// CPUs.
+    pub cpu: f64,
+    /// Bound to cores?
+    pub cpu_bind: bool,
+    /// Memory, MiB.
+    pub memory_mb: i64,
+    /// Shares per bound core.
+    pub cpu_map: BTreeMap<String, i64>,
+    /// The NUMA node it is pinned to.
+    pub numa_node: Option<String>,
+    /// Its volumes, binding → {disk: bytes} (only instances with volumes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub volume_plan: Option<crate::db::volumes::Plan>,
 }
 
 /// `GET /deployments/{app}` (extension).
@@ -365,11 +412,8 @@ pub struct DeploymentView {
     pub app: String,
     /// Instances in all.
     pub count: usize,
-    /// Per node: count and instances with their bindings (`cpu_map`,
-    /// `numa_node`, and `volume_plan`, binding → {disk: bytes}, for
-    /// instances with volumes).
-    #[schema(value_type = Object)]
-    pub nodes: Value,
+    /// Per node uuid: count and instances with their bindings.
+    pub nodes: BTreeMap<Uuid, NodeInstances>,
 }
 
 /// `GET /deployments` (extension).
