@@ -12,6 +12,7 @@ pub mod plan;
 pub mod refresh;
 pub mod request;
 pub mod resize;
+pub mod topology;
 pub mod write;
 
 use crate::candidates::find::{self, Engine, Search};
