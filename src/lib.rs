@@ -9,7 +9,8 @@
 //!    (noauth2, Keystone token validation);
 //! 3. services: `candidates` (the candidate engine, entry point
 //!    `candidates::find`), `allocation` (allocation writes with retries),
-//!    `inventory` (inventory rules and writes); above them `fairness`
+//!    `inventory` (inventory rules and writes), `provider` (provider
+//!    creation, re-parenting and deletion rules); above them `fairness`
 //!    (quotas, reservations, DRF admission rounds), which commits through
 //!    `allocation`, and `deploy` (the deployment service over the engine,
 //!    the scheduler and `allocation`);
@@ -36,6 +37,7 @@ pub mod inventory;
 pub mod localdb;
 pub mod metrics;
 pub mod policy;
+pub mod provider;
 pub mod sched;
 pub mod serve;
 pub mod state;

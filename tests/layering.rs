@@ -20,6 +20,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("deploy", 3),
     ("allocation", 2),
     ("inventory", 2),
+    ("provider", 2),
     ("colocation", 2),
     ("import", 2),
     ("audit", 2),

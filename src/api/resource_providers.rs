@@ -7,10 +7,11 @@ use super::respond::{latest, Reply};
 use super::schema;
 use super::schema::bodies::{ProviderCreate, ProviderUpdate};
 use super::schema::responses::{Link, Provider, ProviderList};
-use crate::api::respond::{codes, ApiError, ApiResult};
+use crate::api::respond::{ApiError, ApiResult};
 use crate::candidates::request::{parse_member_of, parse_required};
-use crate::db::providers::{self, CreateError, DeleteBlock, ProviderFilter, ProviderRow};
+use crate::db::providers::{self, ProviderFilter, ProviderRow};
 use crate::db::{classes, traits};
+use crate::provider::{self, ParentChange};
 use crate::state::AppState;
 use crate::types::parse_uuid_like;
 use axum::extract::State;
@@ -124,51 +125,10 @@ pub async fn create(
     body: JsonBody,
 ) -> ApiResult<Reply> {
     let b: ProviderCreate = body.parse(&schema::provider_create(mv))?;
-    let name = b.name;
     let uuid = b.uuid.map_or_else(Uuid::new_v4, |u| u.0);
-    // The schema allows "", Placement's object does not (a rename to ""
-    // through PUT is accepted by both).
-    if name.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "Unable to create resource provider \"\", {uuid}: Object action create failed because: name is required"
-        )));
-    }
+    let parent = b.parent_provider_uuid.map(|u| u.0);
     let mut tx = st.pool.begin().await?;
-    let parent = match b.parent_provider_uuid.map(|u| u.0) {
-        None => None,
-        Some(p) if p == uuid => {
-            return Err(ApiError::bad_request(format!(
-                "Unable to create resource provider \"{name}\", {uuid}: parent provider UUID cannot be same as UUID. Please modify your request."
-            )))
-        }
-        Some(p) => match providers::get(&mut tx, p).await? {
-            Some(row) => Some((row.id, row.root_provider_id)),
-            None => {
-                return Err(ApiError::bad_request(format!(
-                    "Unable to create resource provider \"{name}\", {uuid}: Object action create failed because: parent provider UUID does not exist."
-                )))
-            }
-        },
-    };
-    match providers::create(&mut tx, uuid, &name, parent).await {
-        Ok(()) => {}
-        Err(CreateError::DuplicateName) => {
-            return Err(ApiError::conflict(format!(
-                "Conflicting resource provider name: {name} already exists."
-            ))
-            .code(codes::DUPLICATE_NAME))
-        }
-        Err(CreateError::DuplicateUuid) => {
-            return Err(ApiError::conflict(format!(
-                "Conflicting resource provider uuid: {uuid} already exists."
-            ))
-            .code(codes::DUPLICATE_NAME))
-        }
-        Err(CreateError::Db(e)) => return Err(e.into()),
-    }
-    let rp = providers::get(&mut tx, uuid)
-        .await?
-        .ok_or_else(|| ApiError::internal("provider vanished"))?;
+    let rp = provider::create(&mut tx, uuid, &b.name, parent).await?;
     tx.commit().await.map_err(ApiError::commit_failed)?;
     let path = format!("/resource_providers/{uuid}");
     if mv.at_least(1, 20) {
@@ -191,47 +151,12 @@ pub async fn update(
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
     let b: ProviderUpdate = body.parse(&schema::provider_update(mv))?;
-    let name = b.name;
-    let fail = |why: &str| {
-        ApiError::bad_request(format!(
-            "Unable to save resource provider {}: Object action update failed because: {why}",
-            rp.uuid
-        ))
+    let change = match b.parent_provider_uuid.map(|p| p.map(|u| u.0)) {
+        None => ParentChange::Keep,
+        Some(None) => ParentChange::Remove,
+        Some(Some(p)) => ParentChange::Set(p),
     };
-    let current_parent = match rp.parent_uuid {
-        Some(p) => providers::get(&mut tx, p)
-            .await?
-            .map(|r| (r.id, r.root_provider_id)),
-        None => None,
-    };
-    let parent = match b.parent_provider_uuid.map(|p| p.map(|u| u.0)) {
-        None => current_parent,
-        Some(None) if rp.parent_uuid.is_some() && !mv.at_least(1, 37) => {
-            return Err(fail("un-parenting a provider is not currently allowed."))
-        }
-        Some(None) => None,
-        Some(Some(p)) => {
-            let Some(prow) = providers::get(&mut tx, p).await? else {
-                return Err(fail("parent provider UUID does not exist."));
-            };
-            if rp.parent_uuid.is_some_and(|cur| cur != p) && !mv.at_least(1, 37) {
-                return Err(fail("re-parenting a provider is not currently allowed."));
-            }
-            if providers::is_in_subtree(&mut tx, rp.id, prow.id).await? {
-                return Err(fail("creating loop in the provider tree is not allowed."));
-            }
-            Some((prow.id, prow.root_provider_id))
-        }
-    };
-    if !providers::update(&mut tx, rp.id, &name, parent).await? {
-        return Err(ApiError::conflict(format!(
-            "Conflicting resource provider {name} already exists."
-        ))
-        .code(codes::DUPLICATE_NAME));
-    }
-    let updated = providers::get(&mut tx, rp.uuid)
-        .await?
-        .ok_or_else(|| ApiError::internal("provider vanished"))?;
+    let updated = provider::update(&mut tx, &rp, &b.name, change, mv.at_least(1, 37)).await?;
     tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(Reply::ok(&provider_json(&updated, mv)).cache(mv, modified(&rp)))
 }
@@ -243,28 +168,14 @@ pub async fn delete(
 ) -> ApiResult<StatusCode> {
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await.map_err(|e| {
-        if e.status == StatusCode::NOT_FOUND {
-            ApiError::not_found(format!(
+        match e.status == StatusCode::NOT_FOUND {
+            true => ApiError::not_found(format!(
                 "No resource provider with uuid {id} found for delete"
-            ))
-        } else {
-            e
+            )),
+            false => e,
         }
     })?;
-    match providers::delete(&mut tx, rp.id).await? {
-        Some(DeleteBlock::HasChildren) => Err(ApiError::conflict(format!(
-            "Unable to delete parent resource provider {}: It has child resource providers.",
-            rp.uuid
-        ))
-        .code(codes::CANNOT_DELETE_PARENT)),
-        Some(DeleteBlock::HasAllocations) => Err(ApiError::conflict(format!(
-            "Unable to delete resource provider {}: Resource provider has allocations.",
-            rp.uuid
-        ))
-        .code(codes::PROVIDER_INUSE)),
-        None => {
-            tx.commit().await.map_err(ApiError::commit_failed)?;
-            Ok(StatusCode::NO_CONTENT)
-        }
-    }
+    provider::delete(&mut tx, &rp).await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
+    Ok(StatusCode::NO_CONTENT)
 }
