@@ -4,9 +4,10 @@
 //! estimated, for the next). Bound to no core. The allocation write
 //! re-checks capacity under the providers' locks; a lost race plans again.
 
+use super::plan::NodeVerdict;
 use super::request::Deployment;
 use super::write::{write_instances, InstanceWrite, WriteOptions};
-use super::{deploy_code, Deployed, PlannedInstance};
+use super::{Deployed, PlannedInstance};
 use crate::candidates::batch::{self, LoadJudge};
 use crate::candidates::find::{self, Engine, Search};
 use crate::candidates::snapshot::Node;
@@ -35,7 +36,7 @@ async fn attempt(
     class: PriorityClass,
     per: CpuMem,
 ) -> Result<Deployed> {
-    let (caps, nodes) = batch_capacity(engine, d, per).await?;
+    let (caps, nodes, ruled_out) = batch_capacity(engine, d, per).await?;
     let mut conn = engine.pool.acquire().await?;
     let counts = db::app_counts(&mut conn, d.app.as_str()).await?;
     drop(conn);
@@ -44,7 +45,20 @@ async fn attempt(
         .map(|(name, (rp_id, _))| (*name, counts.get(rp_id).copied().unwrap_or(0)))
         .collect();
     let deploy_map = sched::plan_deploy(d.strategy, d.count, d.nodes_limit, &caps, &existing)
-        .map_err(|e| Error::conflict(format!("Unable to schedule: {e}.")).code(deploy_code(&e)))?;
+        .map_err(|e| {
+            // The same refusal as production deployments: every node's
+            // capacity, or why the search ruled it out.
+            let verdicts: Vec<NodeVerdict> = caps
+                .nodes
+                .iter()
+                .map(|(name, c)| NodeVerdict {
+                    uuid: name.uuid(),
+                    capacity: c.capacity,
+                    short: None,
+                })
+                .collect();
+            super::refusal(&e, &verdicts, &ruled_out)
+        })?;
     let mut instances = Vec::new();
     let mut rows = Vec::new();
     for (name, &count) in &deploy_map {
@@ -104,13 +118,17 @@ fn batch_instance(d: &Deployment, class: PriorityClass) -> Result<CpuMem> {
     Ok(CpuMem::new(milli, d.shape.memory_mb))
 }
 
-/// Providers that take at least one instance, with how many each takes;
-/// by node name: (provider id, uuid).
-async fn batch_capacity(
-    engine: &Engine<'_>,
-    d: &Deployment,
-    per: CpuMem,
-) -> Result<(CapacityMap, BTreeMap<NodeName, (i64, uuid::Uuid)>)> {
+/// What the candidate search found for a batch deployment: each host's
+/// capacity, the hosts by node (provider id, uuid), and the nodes the
+/// search ruled out with their reasons.
+type BatchNodes = (
+    CapacityMap,
+    BTreeMap<NodeName, (i64, uuid::Uuid)>,
+    Vec<crate::error::NodeReport>,
+);
+
+/// Providers that take at least one instance, with how many each takes.
+async fn batch_capacity(engine: &Engine<'_>, d: &Deployment, per: CpuMem) -> Result<BatchNodes> {
     let query = d.query_with(vec![
         (BATCH_VCPU_MILLI.1.to_string(), per.cpu),
         (BATCH_MEMORY_MB.1.to_string(), per.memory),
@@ -156,7 +174,9 @@ async fn batch_capacity(
         caps.push((name, node_capacity(node, &wanted, &judge, per)));
         nodes.insert(name, (node.id, node.uuid));
     }
-    Ok((CapacityMap::from_nodes(caps), nodes))
+    let chosen: Vec<i64> = nodes.values().map(|(id, _)| *id).collect();
+    let ruled_out = super::engine_refusals(&found, &chosen);
+    Ok((CapacityMap::from_nodes(caps), nodes, ruled_out))
 }
 
 /// How many instances a provider takes: what its free inventory of each

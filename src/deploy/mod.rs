@@ -178,7 +178,7 @@ fn candidate_nodes(found: &find::Candidates) -> Vec<i64> {
     ids
 }
 
-fn engine_refusals(found: &find::Candidates, chosen: &[i64]) -> Vec<NodeReport> {
+pub(crate) fn engine_refusals(found: &find::Candidates, chosen: &[i64]) -> Vec<NodeReport> {
     let Some(request) = &found.request else {
         return Vec::new();
     };
@@ -204,7 +204,7 @@ fn engine_refusals(found: &find::Candidates, chosen: &[i64]) -> Vec<NodeReport> 
 
 /// A refusal with every node's reason, under a stable code: the message
 /// gives the capacity map and a count per reason, the refusal each node.
-fn refusal(e: &SchedError, verdicts: &[NodeVerdict], ruled_out: &[NodeReport]) -> Error {
+pub(crate) fn refusal(e: &SchedError, verdicts: &[NodeVerdict], ruled_out: &[NodeReport]) -> Error {
     let mut nodes: Vec<NodeReport> = verdicts.iter().map(report).collect();
     nodes.extend(ruled_out.iter().cloned());
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();

@@ -79,13 +79,17 @@ async fn batch_instances_go_where_the_inventory_and_the_load_filter_allow() {
         .expect(200)
         .json();
     assert_eq!(r["total_capacity"], json!(2));
-    deploy(&t, "jobs", 3, 500, batch(json!({})))
+    let refused = deploy(&t, "jobs", 3, 500, batch(json!({})))
         .await
         .expect_error(
             409,
             Some("placement.deploy.insufficient_resource"),
             "capacity for 2",
         );
+    // The refusal names every node, as production refusals do.
+    let nodes = refused.error()["nodes"].clone();
+    assert_eq!(nodes[0], json!({"node": fresh, "capacity": 2}), "{nodes}");
+    assert_eq!(nodes[1]["reason"], "stale_report", "{nodes}");
 }
 
 #[tokio::test]
