@@ -12,198 +12,16 @@
 //! was a 5xx other than 503. Bounded: about a minute.
 
 use placement_testkit::cluster;
+use placement_testkit::load::{audit, make_provider, run_load, Load};
 use placement_testkit::pg;
 
 use serde_json::{json, Value};
-use sqlx::{Connection, PgConnection};
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use uuid::Uuid;
 
-const MV: &str = "placement 1.28";
 const PROVIDERS: usize = 8;
 const WORKERS: usize = 12;
-
-/// What the client was told, per consumer, and every answer counted.
-#[derive(Default)]
-struct Ledger {
-    /// Consumers whose claim was answered 204 (and not deleted since): provider, VCPU.
-    written: HashMap<Uuid, (String, i64)>,
-    /// Consumers whose outcome the client cannot know.
-    unknown: HashSet<Uuid>,
-    /// Answers by kind ("claim 204", "delete 503 unavailable", ...).
-    counts: BTreeMap<String, u64>,
-    /// When each claim succeeded.
-    successes: Vec<Instant>,
-}
-
-type Shared = Arc<Mutex<Ledger>>;
-
-fn count(ledger: &Shared, what: String) {
-    *ledger.lock().unwrap().counts.entry(what).or_default() += 1;
-}
-
-/// The answer's kind: status, and for 503s which promise it makes.
-async fn kind(r: reqwest::Response) -> (u16, String) {
-    let status = r.status().as_u16();
-    let body: Value = r.json().await.unwrap_or(Value::Null);
-    let code = body["errors"][0]["code"].as_str().unwrap_or("").to_string();
-    match status {
-        503 if code.ends_with("outcome_unknown") => (503, "503 outcome_unknown".into()),
-        503 => (503, "503 unavailable".into()),
-        s => (s, s.to_string()),
-    }
-}
-
-struct Load {
-    client: reqwest::Client,
-    bases: Vec<String>,
-    providers: Vec<String>,
-    ledger: Shared,
-    stop: Arc<AtomicBool>,
-}
-
-impl Load {
-    async fn claim(&self, server: usize, n: u64) {
-        let consumer = Uuid::new_v4();
-        let rp = self.providers[(n as usize * 7) % PROVIDERS].clone();
-        let vcpu = 1 + (n % 4) as i64;
-        let sent = self
-            .client
-            .put(format!("{}/allocations/{consumer}", self.bases[server]))
-            .header("x-auth-token", "admin")
-            .header("openstack-api-version", MV)
-            .json(&json!({"allocations": {&rp: {"resources": {"VCPU": vcpu}}},
-                          "project_id": "p", "user_id": "u", "consumer_generation": null}))
-            .send()
-            .await;
-        let what = match sent {
-            // Refused: the request never reached a server, so nothing was written.
-            Err(e) if e.is_connect() => "connection error (refused)".to_string(),
-            Err(_) => {
-                self.ledger.lock().unwrap().unknown.insert(consumer);
-                "connection error".to_string()
-            }
-            Ok(r) => {
-                let (status, what) = kind(r).await;
-                let mut l = self.ledger.lock().unwrap();
-                match status {
-                    204 => {
-                        l.written.insert(consumer, (rp, vcpu));
-                        l.successes.push(Instant::now());
-                    }
-                    503 if what.contains("unknown") => {
-                        l.unknown.insert(consumer);
-                    }
-                    _ => {}
-                }
-                what
-            }
-        };
-        count(&self.ledger, format!("claim {what}"));
-    }
-
-    async fn delete(&self, server: usize) {
-        let victim = {
-            let mut l = self.ledger.lock().unwrap();
-            let v = l.written.keys().next().copied();
-            v.map(|c| (c, l.written.remove(&c).unwrap()))
-        };
-        let Some((consumer, held)) = victim else {
-            return;
-        };
-        let sent = self
-            .client
-            .delete(format!("{}/allocations/{consumer}", self.bases[server]))
-            .header("x-auth-token", "admin")
-            .header("openstack-api-version", MV)
-            .send()
-            .await;
-        let what = match sent {
-            Err(e) if e.is_connect() => {
-                self.ledger.lock().unwrap().written.insert(consumer, held);
-                "connection error (refused)".to_string()
-            }
-            Err(_) => {
-                self.ledger.lock().unwrap().unknown.insert(consumer);
-                "connection error".to_string()
-            }
-            Ok(r) => {
-                let (status, what) = kind(r).await;
-                let mut l = self.ledger.lock().unwrap();
-                match status {
-                    204 => {}
-                    503 if what.contains("unknown") => {
-                        l.unknown.insert(consumer);
-                    }
-                    // Not deleted: it is still held.
-                    _ => {
-                        l.written.insert(consumer, held);
-                    }
-                }
-                what
-            }
-        };
-        count(&self.ledger, format!("delete {what}"));
-    }
-
-    /// One worker: claims and some deletes until told to stop, moving to
-    /// the other server after a connection error.
-    async fn worker(self: Arc<Self>, id: usize) {
-        let mut server = id % self.bases.len();
-        let mut n = id as u64 * 1000;
-        while !self.stop.load(Ordering::Relaxed) {
-            n += 1;
-            let errors_before = self.connection_errors();
-            if n % 10 < 7 {
-                self.claim(server, n).await;
-            } else {
-                self.delete(server).await;
-            }
-            if self.connection_errors() > errors_before {
-                server = (server + 1) % self.bases.len();
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    }
-
-    fn connection_errors(&self) -> u64 {
-        let l = self.ledger.lock().unwrap();
-        l.counts
-            .iter()
-            .filter(|(k, _)| k.contains("connection error"))
-            .map(|(_, v)| v)
-            .sum()
-    }
-}
-
-async fn make_provider(client: &reqwest::Client, base: &str, name: &str) -> String {
-    let r = client
-        .post(format!("{base}/resource_providers"))
-        .header("x-auth-token", "admin")
-        .header("openstack-api-version", "placement 1.20")
-        .json(&json!({"name": name}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let rp = r.json::<Value>().await.unwrap()["uuid"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let r = client
-        .put(format!("{base}/resource_providers/{rp}/inventories"))
-        .header("x-auth-token", "admin")
-        .json(&json!({"resource_provider_generation": 0,
-                      "inventories": {"VCPU": {"total": 64}, "DISK_GB": {"total": 1000}}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    rp
-}
 
 /// Reshapes over providers a and b, in opposite orders through the two
 /// servers at once, `rounds` times; the answers by status.
@@ -263,71 +81,6 @@ async fn opposite_reshapes(
     seen
 }
 
-/// Problems found by the audit, by kind.
-async fn audit(url: &str, ledger: &Ledger) -> BTreeMap<&'static str, Vec<String>> {
-    let mut db = PgConnection::connect(url).await.unwrap();
-    let mut found: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
-    let over: Vec<(i64, i32)> = sqlx::query_as(
-        "SELECT i.resource_provider_id, i.resource_class_id FROM inventories i
-           JOIN (SELECT resource_provider_id, resource_class_id, SUM(used) AS u
-                   FROM allocations GROUP BY 1, 2) a
-             USING (resource_provider_id, resource_class_id)
-          WHERE a.u > (i.total - i.reserved) * i.allocation_ratio",
-    )
-    .fetch_all(&mut db)
-    .await
-    .unwrap();
-    found.insert(
-        "overcommitted",
-        over.iter().map(|o| format!("{o:?}")).collect(),
-    );
-    let empty: Vec<Uuid> = sqlx::query_scalar(
-        "SELECT c.uuid FROM consumers c
-          WHERE NOT EXISTS (SELECT 1 FROM allocations a WHERE a.consumer_id = c.id)",
-    )
-    .fetch_all(&mut db)
-    .await
-    .unwrap();
-    found.insert("partial", empty.iter().map(Uuid::to_string).collect());
-    let held: Vec<(Uuid, Uuid, i64)> = sqlx::query_as(
-        "SELECT c.uuid, rp.uuid, SUM(a.used)::bigint FROM allocations a
-           JOIN consumers c ON c.id = a.consumer_id
-           JOIN resource_providers rp ON rp.id = a.resource_provider_id
-           JOIN resource_classes rc ON rc.id = a.resource_class_id
-          WHERE rc.name = 'VCPU' GROUP BY 1, 2",
-    )
-    .fetch_all(&mut db)
-    .await
-    .unwrap();
-    let in_db: HashMap<Uuid, (String, i64)> = held
-        .into_iter()
-        .map(|(c, rp, n)| (c, (rp.to_string(), n)))
-        .collect();
-    let lost = ledger
-        .written
-        .iter()
-        .filter(|(c, want)| !ledger.unknown.contains(c) && in_db.get(c) != Some(want));
-    found.insert("lost", lost.map(|(c, _)| c.to_string()).collect());
-    let phantom = in_db
-        .keys()
-        .filter(|c| !ledger.written.contains_key(c) && !ledger.unknown.contains(c));
-    found.insert("phantom", phantom.map(Uuid::to_string).collect());
-    let _ = db.close().await;
-    found
-}
-
-async fn run_load(load: &Arc<Load>, for_time: Duration) {
-    load.stop.store(false, Ordering::Relaxed);
-    let workers: Vec<_> = (0..WORKERS)
-        .map(|i| tokio::spawn(load.clone().worker(i)))
-        .collect();
-    tokio::time::sleep(for_time).await;
-    load.stop.store(true, Ordering::Relaxed);
-    for w in workers {
-        w.await.unwrap();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn writes_survive_database_outages_killed_servers_and_racing_reshapes() {
     let pg = pg::PgCluster::start();
@@ -353,6 +106,7 @@ async fn writes_survive_database_outages_killed_servers_and_racing_reshapes() {
         providers,
         ledger: Arc::default(),
         stop: Arc::default(),
+        workers: WORKERS,
     });
 
     // 1. PostgreSQL stopped for 10 s under load, then started again.

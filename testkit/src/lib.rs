@@ -4,11 +4,15 @@
 //!   template; without `DATABASE_URL`, a throwaway PostgreSQL), the app
 //!   driven in-process, and assertions on Placement's error shape;
 //! - [`cluster`]: real `placement serve` processes on one database;
-//! - [`pg`]: a private PostgreSQL that a test can stop and restart.
+//! - [`load`]: claims and deletes with a ledger of what was promised,
+//!   audited against the database afterwards;
+//! - [`pg`]: a private PostgreSQL that a test can stop, restart, kill,
+//!   replicate and promote.
 
 pub mod browser;
 pub mod cluster;
 pub mod common;
+pub mod load;
 pub mod pg;
 
 /// The `placement` binary Cargo built for these tests: beside the test

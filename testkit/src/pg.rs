@@ -12,7 +12,12 @@ pub struct PgCluster {
     dir: PathBuf,
     /// The loopback port it listens on, kept across restarts.
     pub port: u16,
+    /// Settings on the server's command line beside the common ones.
+    settings: &'static str,
 }
+
+/// A test database need not survive the machine: commits return at once.
+const FAST_COMMITS: &str = "-c synchronous_commit=off";
 
 fn is_root() -> bool {
     Command::new("id")
@@ -54,24 +59,18 @@ fn pg_bin() -> PathBuf {
 impl PgCluster {
     /// initdb, start on a free port, create the database `app`.
     pub fn start() -> PgCluster {
-        Self::start_with(None)
+        Self::start_with(None, FAST_COMMITS)
     }
 
     /// The same, TLS only: `ssl = on` with this certificate and key (PEM),
     /// and `pg_hba.conf` admitting nothing but `hostssl` connections.
     pub fn start_tls(cert_pem: &str, key_pem: &str) -> PgCluster {
-        Self::start_with(Some((cert_pem, key_pem)))
+        Self::start_with(Some((cert_pem, key_pem)), FAST_COMMITS)
     }
 
-    fn start_with(tls: Option<(&str, &str)>) -> PgCluster {
+    fn start_with(tls: Option<(&str, &str)>, settings: &'static str) -> PgCluster {
         let bin = pg_bin();
-        let dir = std::env::temp_dir().join(format!("pgfault-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).unwrap();
-        if is_root() {
-            let _ = Command::new("chown")
-                .args(["postgres:postgres", dir.to_str().unwrap()])
-                .status();
-        }
+        let dir = new_dir();
         let data = dir.join("data");
         assert!(
             as_pg(
@@ -96,11 +95,8 @@ impl PgCluster {
         let cluster = PgCluster {
             bin,
             dir,
-            port: std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port(),
+            port: crate::cluster::free_port(),
+            settings,
         };
         cluster.up();
         assert!(
@@ -129,9 +125,10 @@ impl PgCluster {
     /// Starts the server (again) on its port; waits until it accepts.
     pub fn up(&self) {
         let opts = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=100",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100 {}",
             self.port,
-            self.dir.display()
+            self.dir.display(),
+            self.settings
         );
         assert!(
             as_pg(
@@ -168,6 +165,113 @@ impl PgCluster {
             ],
         );
     }
+}
+
+/// Replication: a primary whose every commit waits until a streaming
+/// standby has applied it, as "nothing acknowledged lost" needs.
+impl PgCluster {
+    /// A primary and its synchronous standby (`pg_basebackup -R`), with
+    /// `synchronous_standby_names = '*'` and `synchronous_commit =
+    /// remote_apply` on the primary once the standby streams.
+    pub fn start_replicated() -> (PgCluster, PgCluster) {
+        let primary = Self::start_with(None, "");
+        let standby = PgCluster {
+            bin: primary.bin.clone(),
+            dir: new_dir(),
+            port: crate::cluster::free_port(),
+            settings: "",
+        };
+        let data = standby.dir.join("data");
+        assert!(
+            as_pg(
+                &standby.bin.join("pg_basebackup"),
+                &[
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &primary.port.to_string(),
+                    "-U",
+                    "postgres",
+                    "-D",
+                    data.to_str().unwrap(),
+                    "-R",
+                    "-X",
+                    "stream",
+                    "-c",
+                    "fast"
+                ]
+            ),
+            "pg_basebackup failed"
+        );
+        standby.up();
+        primary.sql("ALTER SYSTEM SET synchronous_commit = 'remote_apply'");
+        primary.sql("ALTER SYSTEM SET synchronous_standby_names = '*'");
+        primary.sql("SELECT pg_reload_conf()");
+        for _ in 0..100 {
+            if primary.sql("SELECT sync_state FROM pg_stat_replication") == "sync" {
+                return (primary, standby);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("the standby never became synchronous");
+    }
+
+    /// One statement through psql; its output, trimmed.
+    pub fn sql(&self, statement: &str) -> String {
+        let out = Command::new(self.bin.join("psql"))
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-U", "postgres", "-d", "app", "-XAtc", statement])
+            .output()
+            .expect("psql");
+        assert!(
+            out.status.success(),
+            "{statement}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// SIGKILL to the postmaster, as a crash or a lost machine ends it.
+    pub fn kill(&self) {
+        let pid_file = self.dir.join("data").join("postmaster.pid");
+        let text = std::fs::read_to_string(pid_file).expect("postmaster.pid");
+        let pid = text.lines().next().unwrap_or("").trim().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-9", &pid])
+                .status()
+                .is_ok_and(|s| s.success()),
+            "kill -9 {pid}"
+        );
+    }
+
+    /// Promotes a standby to primary; waits until it accepts writes.
+    pub fn promote(&self) {
+        assert!(
+            as_pg(
+                &self.bin.join("pg_ctl"),
+                &[
+                    "-D",
+                    self.dir.join("data").to_str().unwrap(),
+                    "-w",
+                    "promote"
+                ]
+            ),
+            "pg_ctl promote failed"
+        );
+    }
+}
+
+/// A fresh directory for a cluster, owned by `postgres` when we are root.
+fn new_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("pgfault-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    if is_root() {
+        let _ = Command::new("chown")
+            .args(["postgres:postgres", dir.to_str().unwrap()])
+            .status();
+    }
+    dir
 }
 
 /// Certificate, key, `ssl = on`, and only `hostssl` in pg_hba.conf.
