@@ -6,7 +6,6 @@
 //! the allocations, and the change log's triggers and horizon.
 
 use crate::db::audit::{self, Finding};
-use sqlx::Connection;
 
 /// Why the audit could not run.
 #[derive(Debug, thiserror::Error)]
@@ -14,6 +13,9 @@ pub enum AuditError {
     /// The database has no schema of this service.
     #[error("{0} is not a placement database of this service (no migrations table with its schema); point DATABASE_URL at one")]
     NotOurs(String),
+    /// No host of it accepts writes, or its URL is wrong.
+    #[error("{0}")]
+    Connect(String),
     /// It could not be reached or read.
     #[error("{0}")]
     Db(#[from] sqlx::Error),
@@ -21,7 +23,9 @@ pub enum AuditError {
 
 /// Every finding in the database at `url` (`describe` names it in errors).
 pub async fn run(url: &str, describe: &str) -> Result<Vec<Finding>, AuditError> {
-    let mut conn = sqlx::PgConnection::connect(url).await?;
+    let mut conn = crate::db::primary::connect_writable(url)
+        .await
+        .map_err(AuditError::Connect)?;
     if !audit::is_ours(&mut conn).await? {
         return Err(AuditError::NotOurs(describe.to_string()));
     }

@@ -194,6 +194,8 @@ impl Error {
     /// The database cannot be reached: callers retry after a second.
     pub fn database_unavailable(cause: impl std::fmt::Display) -> Self {
         tracing::warn!(error = %cause, "database unavailable");
+        // The primary may have moved: the pool looks for it now.
+        DATABASE_FAILED.notify_waiters();
         Self::of(
             Kind::DatabaseUnavailable,
             "The database is unavailable; retry later.",
@@ -241,6 +243,10 @@ impl Error {
         self.race || matches!(self.kind, Kind::LostRace)
     }
 }
+
+/// Woken whenever a request finds the database unreachable or read-only:
+/// the pool's follower (`db::primary`) looks for the primary at once.
+pub static DATABASE_FAILED: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
 /// What a database error means for the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

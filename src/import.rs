@@ -100,11 +100,15 @@ pub async fn run(o: &ImportOptions) -> Result<Report, ImportError> {
     let snapshot = source::read(&mut from).await?;
     source::finish(&mut from).await.map_err(SourceError::Db)?;
     let incomplete = source::incomplete_consumers(&snapshot);
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect(&o.to)
+    let target = crate::db::target::DbTarget::parse(&o.to)
+        .map_err(|e| ImportError::Connect(format!("the target's URL: {e}")))?;
+    let settings = crate::db::primary::PoolSettings {
+        max_connections: 1,
+        acquire_timeout: std::time::Duration::from_secs(30),
+    };
+    let pool = crate::db::primary::open(target, settings, |o| o)
         .await
-        .map_err(|e| ImportError::Connect(format!("connecting to the target: {e}")))?;
+        .map_err(|e| ImportError::Connect(format!("the target: {e}")))?;
     crate::db::prepare(&pool).await.map_err(TargetError::Db)?;
     let mut tx = pool.begin().await.map_err(TargetError::Db)?;
     if !o.force && !target::is_empty(&mut tx).await.map_err(TargetError::Db)? {

@@ -176,6 +176,10 @@ async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         cors = security.cors.is_some(),
         "security"
     );
+    // A bad database URL is one clear error before anything starts.
+    if let Some(url) = &args.database_url {
+        db::target::DbTarget::parse(url).map_err(|e| format!("the database URL: {e}"))?;
+    }
     let local = match &args.database_url {
         Some(_) => None,
         None => {
@@ -203,13 +207,12 @@ async fn run(
     url: &str,
     security: Security,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(args.db_max_connections)
-        // While the database is down a request waits this long, then 503.
-        .acquire_timeout(std::time::Duration::from_secs(args.db_acquire_timeout))
-        .connect(url)
-        .await
-        .map_err(|e| format!("connecting to {}: {e}", describe_database(url)))?;
+    let target = db::target::DbTarget::parse(url).map_err(|e| format!("the database URL: {e}"))?;
+    let settings = db::primary::PoolSettings {
+        max_connections: args.db_max_connections,
+        acquire_timeout: std::time::Duration::from_secs(args.db_acquire_timeout),
+    };
+    let pool = db::primary::open(target, settings, |o| o).await?;
     db::prepare(&pool).await?;
     let state = AppState::new(pool.clone(), args.settings.clone()).with_security(security);
     tokio::spawn(placement::deploy::refresh::run(
@@ -236,24 +239,11 @@ async fn run(
     Ok(())
 }
 
-/// Where the database is, for errors: host, port, database and TLS mode,
-/// never the password.
+/// Where the database is, for errors: its hosts and database, never the
+/// password.
 fn describe_database(url: &str) -> String {
-    match url.parse::<sqlx::postgres::PgConnectOptions>() {
-        Ok(o) => match o.get_socket() {
-            Some(dir) => format!(
-                "PostgreSQL on the socket in {}/{}",
-                dir.display(),
-                o.get_database().unwrap_or("")
-            ),
-            None => format!(
-                "PostgreSQL at {}:{}/{} (sslmode {:?})",
-                o.get_host(),
-                o.get_port(),
-                o.get_database().unwrap_or(""),
-                o.get_ssl_mode()
-            ),
-        },
+    match db::target::DbTarget::parse(url) {
+        Ok(t) => t.describe(),
         Err(_) => format!(
             "the database {} (its URL does not parse)",
             placement::config::redact_url(url)

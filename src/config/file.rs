@@ -310,6 +310,10 @@ fn convert(kind: Kind, value: &str, file: &Path) -> Result<String, String> {
 /// `postgresql+psycopg2://…` (SQLAlchemy's form) → `postgresql://…`.
 pub fn database_url(v: &str) -> Result<String, String> {
     // Never echo the value: it may hold a password.
+    if !v.contains("://") && v.contains('=') {
+        // libpq's key/value form (`host=h1,h2 dbname=placement`).
+        return Ok(v.to_string());
+    }
     let (scheme, rest) = v.split_once("://").ok_or_else(|| {
         "the value is not a database URL (expected postgresql://user:password@host/database)"
             .to_string()

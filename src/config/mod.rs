@@ -96,8 +96,11 @@ pub struct ServeArgs {
     /// Address and port to listen on.
     #[arg(long, env = "PLACEMENT_BIND", default_value = "127.0.0.1:8778")]
     pub bind: String,
-    /// PostgreSQL URL. Without it, a local PostgreSQL is started from the
-    /// system install in --data-dir and stopped on shutdown.
+    /// PostgreSQL URL, or libpq's key/value string; several hosts
+    /// (`h1:5432,h2:5432`, `target_session_attrs=read-write`) mean the
+    /// first that accepts writes, followed across a failover. Without it,
+    /// a local PostgreSQL is started from the system install in
+    /// --data-dir and stopped on shutdown.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
     /// Data directory of the local PostgreSQL (only without DATABASE_URL).

@@ -212,3 +212,48 @@ async fn tls_to_postgresql_honours_sslmode() {
     drop(pg);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Bad multi-host database settings stop start-up with one clear error
+/// that names the hosts and never the password.
+#[test]
+fn bad_host_lists_are_one_clear_start_up_error() {
+    let cases = [
+        (
+            "postgres://u:s3cret@127.0.0.1:1,127.0.0.1:2/db?target_session_attrs=read-write",
+            "no host of PostgreSQL at 127.0.0.1:1, 127.0.0.1:2/db accepts writes (127.0.0.1:1: ",
+        ),
+        (
+            "postgres://u:s3cret@127.0.0.1:5432,127.0.0.1:99999/db",
+            "invalid port \"99999\" for host 127.0.0.1",
+        ),
+        (
+            "host=127.0.0.1,127.0.0.2 port=1,2,3 password=s3cret",
+            "2 hosts but 3 ports",
+        ),
+        (
+            "postgres://u:s3cret@127.0.0.1:1,127.0.0.1:2/db?target_session_attrs=standby",
+            "target_session_attrs=standby is refused: this service writes",
+        ),
+        (
+            "postgres://u:s3cret@127.0.0.1:1/db?target_session_attrs=whatever",
+            "unknown target_session_attrs \"whatever\"",
+        ),
+    ];
+    for (url, want) in cases {
+        let out = Command::new(placement_testkit::placement_bin())
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .env("DATABASE_URL", url)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run placement");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{url}: started");
+        assert!(said.contains(want), "{url}: {said}");
+        assert!(!said.contains("s3cret"), "{url}: {said}");
+        assert_eq!(
+            said.lines().filter(|l| l.starts_with("placement:")).count(),
+            1,
+            "{url}: {said}"
+        );
+    }
+}
