@@ -4,7 +4,8 @@
 //! no inventory is overcommitted and every 204 is an allocation.
 //!
 //! Needs DATABASE_URL (a server where it may create a database):
-//! `cargo bench --bench claims`.
+//! `cargo bench --bench claims`; `BENCH_POOLER=pgbouncer` runs the servers
+//! through PgBouncer in transaction mode.
 
 use serde_json::{json, Value};
 use std::process::{Child, Command, Stdio};
@@ -61,12 +62,34 @@ async fn main() {
         .and_then(|n| n.parse().ok())
         .filter(|n| *n > 0)
         .unwrap_or(2);
+    // BENCH_POOLER=pgbouncer: the servers go through PgBouncer in
+    // transaction mode, 8 server connections for the database.
+    let bouncer = (std::env::var("BENCH_POOLER").as_deref() == Ok("pgbouncer"))
+        .then(|| placement_testkit::pgbouncer::PgBouncer::start(&base_url, 8));
+    let (server_url, extra) = match &bouncer {
+        None => (url.clone(), Vec::new()),
+        Some(b) => {
+            let user = base_url
+                .parse::<sqlx::postgres::PgConnectOptions>()
+                .expect("DATABASE_URL")
+                .get_username()
+                .to_string();
+            let args = vec![
+                "--db-pooler".to_string(),
+                "transaction".to_string(),
+                "--database-session-url".to_string(),
+                url.clone(),
+            ];
+            (b.url(&user, &db), args)
+        }
+    };
     let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
     let mut servers = Servers(Vec::new());
     for &p in &ports {
         let child = Command::new(env!("CARGO_BIN_EXE_placement"))
             .args(["serve", "--bind", &format!("127.0.0.1:{p}")])
-            .env("DATABASE_URL", &url)
+            .args(&extra)
+            .env("DATABASE_URL", &server_url)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .spawn()
@@ -111,6 +134,7 @@ async fn main() {
         (limited / plain - 1.0) * 100.0
     );
     drop(servers);
+    drop(bouncer);
     admin_pool.close().await;
     let admin_pool = sqlx::PgPool::connect(&base_url).await.expect("connect");
     let _ = sqlx::query(sqlx::AssertSqlSafe(format!(

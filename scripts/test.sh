@@ -5,7 +5,8 @@
 #      smoke runs without DATABASE_URL);
 #   2. a release build and OpenStack Placement's own gabbi suite against it
 #      (../shared/conformance, when present), then its policy, secure-RBAC
-#      and CORS files in their three server configurations;
+#      and CORS files in their three server configurations, and the suite
+#      again behind PgBouncer in transaction mode;
 #   3. scripts/osc_check.sh with the real openstack CLI,
 #      scripts/keystone_check.sh: the service behind a real Keystone, driven
 #      by that CLI, and scripts/import_check.sh: a real Placement's database
@@ -24,6 +25,7 @@
 #   OSC_CHECK=0           skip the openstack CLI check of step 3
 #   KEYSTONE_CHECK=0      skip the Keystone check of step 3
 #   IMPORT_CHECK=0        skip the import check of step 3
+#   PGBOUNCER_CHECK=0     skip the conformance pass behind PgBouncer
 # Extra arguments are passed to the conformance runner, e.g.
 #   bash scripts/test.sh --only 'allocations*' -v
 set -euo pipefail
@@ -70,6 +72,19 @@ if [ -z "${DATABASE_URL:-}" ]; then
     "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres app
     export DATABASE_URL="postgres://postgres@127.0.0.1:$PGPORT/app"
     echo "DATABASE_URL=$DATABASE_URL"
+fi
+
+# PgBouncer, for the tests and the conformance pass through a transaction
+# pooler (Debian's package; installed here when we may).
+if ! command -v pgbouncer >/dev/null 2>&1 && ! [ -x /usr/sbin/pgbouncer ]; then
+    if [ "$(id -u)" = 0 ]; then
+        say "installing pgbouncer"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends pgbouncer >/dev/null
+    else
+        echo "pgbouncer is not installed: apt-get install pgbouncer" >&2
+        exit 1
+    fi
 fi
 
 # --- 1. cargo test ------------------------------------------------------------
@@ -139,6 +154,20 @@ if [ "$CARGO_STATUS" = 0 ] && [ -z "${SKIP_CONFORMANCE:-}" ] && [ -f "$CONFORMAN
         policy_pass "CORS" CORSFixture 'cors' \
             PLACEMENT_CORS_ALLOWED_ORIGIN=http://valid.example.com \
             PLACEMENT_CORS_ALLOW_HEADERS=openstack-api-version
+    fi
+    # The whole suite again with the server behind PgBouncer in
+    # transaction pooling mode (scripts/behind_pgbouncer.sh).
+    if [ $# = 0 ] && [ "${PGBOUNCER_CHECK:-1}" != 0 ]; then
+        say "conformance: behind PgBouncer in transaction mode"
+        set +e
+        PLACEMENT_REAL_BIN="$ROOT/target/release/placement" \
+            bash "$CONFORMANCE" scripts/behind_pgbouncer.sh 2>&1 | tee "$CONF_LOG"
+        status=${PIPESTATUS[0]}
+        set -e
+        summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$CONF_LOG" | tail -1 || true)
+        CONFORMANCE_SUMMARY="$CONFORMANCE_SUMMARY; behind PgBouncer: ${summary:-runner failed (exit $status)}"
+        [ "$status" = 0 ] || CONFORMANCE_STATUS=$status
+        rm -f "$CONF_LOG"
     fi
 fi
 

@@ -29,11 +29,11 @@ pub async fn run(url: &str, describe: &str) -> Result<Vec<Finding>, AuditError> 
     if !audit::is_ours(&mut conn).await? {
         return Err(AuditError::NotOurs(describe.to_string()));
     }
-    sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    crate::db::query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         .execute(&mut conn)
         .await?;
     let findings = audit::run(&mut conn).await?;
-    sqlx::query("ROLLBACK").execute(&mut conn).await?;
+    crate::db::query("ROLLBACK").execute(&mut conn).await?;
     Ok(findings)
 }
 

@@ -1,6 +1,8 @@
 //! `placement serve`: parse config, start or connect to PostgreSQL, migrate, serve.
 
-use placement::config::{file, AuditArgs, Cli, Command, ImportArgs, LogFormat, ServeArgs};
+use placement::config::{
+    file, AuditArgs, Cli, Command, DbPooler, ImportArgs, LogFormat, ServeArgs,
+};
 use placement::localdb::{default_data_dir, LocalDb};
 use placement::state::Security;
 use placement::{app, db, AppState};
@@ -212,11 +214,44 @@ async fn run(
         max_connections: args.db_max_connections,
         acquire_timeout: std::time::Duration::from_secs(args.db_acquire_timeout),
     };
-    let pool = db::primary::open(target, settings, |o| o).await?;
-    db::prepare(&pool).await?;
-    let state = AppState::new(pool.clone(), args.settings.clone()).with_security(security);
+    let (pool, sessions) = match args.db_pooler {
+        DbPooler::None => {
+            let pool = db::primary::open(target, settings, |o| o).await?;
+            (pool.clone(), pool)
+        }
+        DbPooler::Transaction => {
+            let session_url = args.database_session_url.as_deref().ok_or(
+                "--db-pooler transaction needs --database-session-url (PLACEMENT_DATABASE_SESSION_URL): PostgreSQL directly or a session-mode pool, for the migrations' lock and the announcement listener",
+            )?;
+            let session_target = db::target::DbTarget::parse(session_url)
+                .map_err(|e| format!("the database session URL: {e}"))?;
+            let sessions = db::primary::open(
+                session_target,
+                db::primary::PoolSettings {
+                    max_connections: 2,
+                    ..settings
+                },
+                |o| o,
+            )
+            .await?;
+            // No named statement outlives a transaction there, and the
+            // pooler accepts only the startup parameters it tracks.
+            db::statements::keep_named_statements(false);
+            let pool = db::primary::open(target, settings, |o| {
+                o.statement_cache_capacity(0).extra_float_digits(None)
+            })
+            .await?;
+            (pool, sessions)
+        }
+    };
+    db::prepare(&sessions).await?;
+    let mut state = AppState::new(pool.clone(), args.settings.clone()).with_security(security);
+    if args.db_pooler == DbPooler::Transaction {
+        state.pool = db::Pool::behind_transaction_pooler(pool.clone());
+    }
     tokio::spawn(placement::deploy::refresh::run(
         placement::deploy::refresh::Caches {
+            sessions,
             pool: state.pool.clone(),
             snapshot: state.candidates.clone(),
             nodes: state.nodes.clone(),
@@ -279,22 +314,20 @@ async fn housekeeping(pool: sqlx::PgPool, round_retention: u64) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
     loop {
         tick.tick().await;
-        let mut conn = match pool.acquire().await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "housekeeping: no database connection");
-                continue;
-            }
+        let pruned = async {
+            let mut tx = pool.begin().await?;
+            db::candidates::prune_change_log(&mut tx, 600.0).await?;
+            let rounds = match round_retention {
+                0 => 0,
+                retention => db::fairness::prune_rounds(&mut tx, retention).await?,
+            };
+            tx.commit().await?;
+            Ok::<u64, sqlx::Error>(rounds)
         };
-        if let Err(e) = db::candidates::prune_change_log(&mut conn, 600.0).await {
-            tracing::warn!(error = %e, "pruning the change log failed");
-        }
-        if round_retention > 0 {
-            match db::fairness::prune_rounds(&mut conn, round_retention).await {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(rounds = n, "admission rounds past their retention pruned"),
-                Err(e) => tracing::warn!(error = %e, "pruning admission rounds failed"),
-            }
+        match pruned.await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(rounds = n, "admission rounds past their retention pruned"),
+            Err(e) => tracing::warn!(error = %e, "housekeeping failed"),
         }
     }
 }
@@ -306,10 +339,18 @@ async fn degrade_stale_batch(pool: sqlx::PgPool, every: std::time::Duration) {
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
-        let Ok(mut conn) = pool.acquire().await else {
+        let Ok(mut tx) = pool.begin().await else {
             continue;
         };
-        match placement::colocation::reports::degrade_stale(&mut conn).await {
+        let degraded = match placement::colocation::reports::degrade_stale(&mut tx).await {
+            Ok(n) => tx
+                .commit()
+                .await
+                .map(|()| n)
+                .map_err(placement::error::Error::from),
+            Err(e) => Err(e),
+        };
+        match degraded {
             Ok(0) => {}
             Ok(n) => tracing::info!(inventories = n, "batch inventory set to 0 on stale reports"),
             Err(e) => tracing::warn!(error = %e, "degrading stale batch inventory failed"),

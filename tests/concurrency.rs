@@ -1,6 +1,6 @@
 //! Races between two real server processes on one database: capacity is
 //! never oversold and every lost race is a clean 409, whichever process
-//! served the request.
+//! served the request; the same through PgBouncer in transaction mode.
 
 use placement_testkit::cluster;
 
@@ -21,7 +21,16 @@ async fn outcome(r: reqwest::Response) -> (u16, Option<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn capacity_is_never_oversold_across_two_servers() {
-    let c = Cluster::new("concurrency", "1.28").await;
+    never_oversold(Cluster::new("concurrency", "1.28").await).await;
+}
+
+/// The same through PgBouncer in transaction mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn capacity_is_never_oversold_across_two_servers_through_a_transaction_pooler() {
+    never_oversold(Cluster::behind_pgbouncer("concurrency-pooled", "1.28").await).await;
+}
+
+async fn never_oversold(c: Cluster) {
     let rp = c.provider("cn", json!({"VCPU": {"total": 10}})).await;
 
     const CLAIMS: usize = 60;
@@ -362,7 +371,19 @@ async fn deleting_a_provider_while_it_is_claimed() {
 /// was a success or a clean 409.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn admissions_and_claims_respect_limits_and_reservations() {
-    let c = Cluster::new("fairness-concurrency", "1.28").await;
+    limits_and_reservations_hold(Cluster::new("fairness-concurrency", "1.28").await).await;
+}
+
+/// The same through PgBouncer in transaction mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn admissions_and_claims_respect_limits_and_reservations_through_a_transaction_pooler() {
+    limits_and_reservations_hold(
+        Cluster::behind_pgbouncer("fairness-concurrency-pooled", "1.28").await,
+    )
+    .await;
+}
+
+async fn limits_and_reservations_hold(c: Cluster) {
     let reserved = c.provider("r0", json!({"VCPU": {"total": 8}})).await;
     let mut others = Vec::new();
     for i in 1..4 {

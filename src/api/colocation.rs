@@ -142,8 +142,9 @@ pub async fn set_cluster_policy(State(st): State<AppState>, body: JsonBody) -> A
 
 /// `DELETE /colocation_policy`: back to Koordinator's defaults.
 pub async fn delete_cluster_policy(State(st): State<AppState>) -> ApiResult<StatusCode> {
-    let mut conn = st.pool.acquire().await?;
-    policy::delete(&mut conn, None).await?;
+    let mut tx = st.pool.begin().await?;
+    policy::delete(&mut tx, None).await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -176,9 +177,10 @@ pub async fn delete_provider_policy(
     State(st): State<AppState>,
     PathParams(id): PathParams<String>,
 ) -> ApiResult<StatusCode> {
-    let mut conn = st.pool.acquire().await?;
-    let rp = find(&mut conn, &id).await?;
-    policy::delete(&mut conn, Some(rp.id)).await?;
+    let mut tx = st.pool.begin().await?;
+    let rp = find(&mut tx, &id).await?;
+    policy::delete(&mut tx, Some(rp.id)).await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -21,7 +21,7 @@ const UNAVAILABLE: &str = "database unavailable";
 async fn database_reason(st: &AppState) -> Result<&'static str, &'static str> {
     let probe = async {
         let mut conn = st.pool.acquire().await?;
-        sqlx::query("SELECT 1").execute(&mut *conn).await
+        crate::db::query("SELECT 1").execute(&mut *conn).await
     };
     match tokio::time::timeout(PROBE_TIMEOUT, probe).await {
         Ok(Ok(_)) => Ok("OK"),

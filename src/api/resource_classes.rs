@@ -59,12 +59,13 @@ pub async fn create(
 ) -> ApiResult<Reply> {
     let b: ResourceClassBody = body.parse(&schema::resource_class_body())?;
     let name = b.name.as_str();
-    let mut conn = st.pool.acquire().await?;
-    if !db::create(&mut conn, name).await? {
+    let mut tx = st.pool.begin().await?;
+    if !db::create(&mut tx, name).await? {
         return Err(ApiError::conflict(format!(
             "Conflicting resource class already exists: {name}"
         )));
     }
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(Reply::empty(StatusCode::CREATED).location(&headers, &format!("/resource_classes/{name}")))
 }
 
@@ -76,12 +77,13 @@ pub async fn update(
     PathParams(name): PathParams<String>,
     req: axum::extract::Request,
 ) -> ApiResult<Reply> {
-    let mut conn = st.pool.acquire().await?;
+    let mut tx = st.pool.begin().await?;
     if mv.at_least(1, 7) {
         // The path is validated with the body schema's rules.
         let as_body = JsonBody(json!({"name": name}));
         as_body.parse::<ResourceClassBody>(&schema::resource_class_body())?;
-        let created = db::create(&mut conn, &name).await?;
+        let created = db::create(&mut tx, &name).await?;
+        tx.commit().await.map_err(ApiError::commit_failed)?;
         let status = if created {
             StatusCode::CREATED
         } else {
@@ -92,7 +94,7 @@ pub async fn update(
     let body = <JsonBody as axum::extract::FromRequest<()>>::from_request(req, &()).await?;
     let b: ResourceClassBody = body.parse(&schema::resource_class_body())?;
     let new_name = b.name.as_str();
-    let c = db::get(&mut conn, &name)
+    let c = db::get(&mut tx, &name)
         .await?
         .ok_or_else(|| no_such(&name))?;
     if c.id < FIRST_CUSTOM_ID {
@@ -100,11 +102,12 @@ pub async fn update(
             "Cannot update standard resource class {name}"
         )));
     }
-    if !db::rename(&mut conn, c.id, new_name).await? {
+    if !db::rename(&mut tx, c.id, new_name).await? {
         return Err(ApiError::conflict(format!(
             "Resource class already exists: {new_name}"
         )));
     }
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(Reply::ok(&class_json(new_name)))
 }
 

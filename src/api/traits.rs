@@ -80,9 +80,10 @@ pub async fn create(
             "The trait is invalid. A valid trait must be no longer than 255 characters, start with the prefix \"CUSTOM_\" and use following characters: \"A\"-\"Z\", \"0\"-\"9\" and \"_\"",
         ));
     }
-    let mut conn = st.pool.acquire().await?;
-    let created = db::create(&mut conn, &name).await?;
-    let t = db::get(&mut conn, &name).await?;
+    let mut tx = st.pool.begin().await?;
+    let created = db::create(&mut tx, &name).await?;
+    let t = db::get(&mut tx, &name).await?;
+    tx.commit().await.map_err(ApiError::commit_failed)?;
     let status = if created {
         StatusCode::CREATED
     } else {

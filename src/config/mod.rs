@@ -81,6 +81,18 @@ pub enum LogFormat {
     Json,
 }
 
+/// What sits between the service and PostgreSQL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DbPooler {
+    /// PostgreSQL itself, or a pooler in session mode.
+    None,
+    /// A pooler in transaction mode (PgBouncer's `pool_mode =
+    /// transaction`): no prepared statement is kept, every statement runs
+    /// inside a transaction, and migrations and the announcement listener
+    /// use --database-session-url.
+    Transaction,
+}
+
 /// How candidate generation walks the anchor trees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum GenerationStrategy {
@@ -103,6 +115,17 @@ pub struct ServeArgs {
     /// --data-dir and stopped on shutdown.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
+    /// What is between the service and PostgreSQL: `transaction` for a
+    /// pooler in transaction mode (PgBouncer's `pool_mode = transaction`).
+    #[arg(long, env = "PLACEMENT_DB_POOLER", value_enum, default_value = "none")]
+    pub db_pooler: DbPooler,
+    /// A URL with sessions of its own (PostgreSQL directly, or a pooler in
+    /// session mode) for what a transaction pooler cannot carry: the
+    /// migrations' lock at start-up and one listener for deployment
+    /// announcements. Needed with `--db-pooler transaction`; otherwise
+    /// DATABASE_URL serves.
+    #[arg(long, env = "PLACEMENT_DATABASE_SESSION_URL", hide_env_values = true)]
+    pub database_session_url: Option<String>,
     /// Data directory of the local PostgreSQL (only without DATABASE_URL).
     /// Defaults to $XDG_DATA_HOME/placement (or ~/.local/share/placement).
     #[arg(long, env = "PLACEMENT_DATA_DIR")]

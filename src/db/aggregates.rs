@@ -6,7 +6,7 @@ use uuid::Uuid;
 /// A provider's aggregate uuids, in the order they were first created.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn of_provider(conn: &mut PgConnection, rp_id: i64) -> Result<Vec<Uuid>, sqlx::Error> {
-    sqlx::query_scalar(
+    crate::db::query_scalar(
         "SELECT pa.uuid FROM placement_aggregates pa
          JOIN resource_provider_aggregates ra ON ra.aggregate_id = pa.id
          WHERE ra.resource_provider_id = $1 ORDER BY pa.id",
@@ -23,15 +23,15 @@ pub async fn set_for_provider(
     rp_id: i64,
     aggs: &[Uuid],
 ) -> Result<(), sqlx::Error> {
-    sqlx::query("INSERT INTO placement_aggregates (uuid) SELECT UNNEST($1::uuid[]) ON CONFLICT (uuid) DO NOTHING")
+    crate::db::query("INSERT INTO placement_aggregates (uuid) SELECT UNNEST($1::uuid[]) ON CONFLICT (uuid) DO NOTHING")
         .bind(aggs)
         .execute(&mut *conn)
         .await?;
-    sqlx::query("DELETE FROM resource_provider_aggregates WHERE resource_provider_id = $1")
+    crate::db::query("DELETE FROM resource_provider_aggregates WHERE resource_provider_id = $1")
         .bind(rp_id)
         .execute(&mut *conn)
         .await?;
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO resource_provider_aggregates (resource_provider_id, aggregate_id)
          SELECT $1, id FROM placement_aggregates WHERE uuid = ANY($2)",
     )
@@ -47,7 +47,7 @@ pub async fn set_for_provider(
 pub async fn uuids_by_id(
     conn: &mut PgConnection,
 ) -> Result<std::collections::HashMap<i32, Uuid>, sqlx::Error> {
-    let rows: Vec<(i32, Uuid)> = sqlx::query_as("SELECT id, uuid FROM placement_aggregates")
+    let rows: Vec<(i32, Uuid)> = crate::db::query_as("SELECT id, uuid FROM placement_aggregates")
         .fetch_all(conn)
         .await?;
     Ok(rows.into_iter().collect())

@@ -42,13 +42,14 @@ const TRIGGERS: &[(&str, &str)] = &[
 /// Whether the database holds this service's schema (its migrations table
 /// with the first migration).
 pub async fn is_ours(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
-    let has_table: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
-        .fetch_one(&mut *conn)
-        .await?;
+    let has_table: bool =
+        crate::db::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+            .fetch_one(&mut *conn)
+            .await?;
     if !has_table {
         return Ok(false);
     }
-    sqlx::query_scalar(
+    crate::db::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM _sqlx_migrations WHERE version = 20261121000001 AND success)",
     )
     .fetch_one(conn)
@@ -60,7 +61,7 @@ async fn lines(
     check: &'static str,
     sql: &str,
 ) -> Result<Vec<Finding>, sqlx::Error> {
-    let rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
+    let rows: Vec<String> = crate::db::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
         .fetch_all(conn)
         .await?;
     Ok(rows
@@ -210,7 +211,7 @@ pub async fn run(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
         out.extend(lines(conn, check, sql).await?);
     }
     out.extend(triggers(conn).await?);
-    let horizon: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM change_log_horizon")
+    let horizon: i64 = crate::db::query_scalar("SELECT COUNT(*) FROM change_log_horizon")
         .fetch_one(&mut *conn)
         .await?;
     if horizon != 1 {
@@ -226,7 +227,7 @@ pub async fn run(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
 /// server's candidate snapshot) or the project totals go stale.
 async fn triggers(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
     let names: Vec<&str> = TRIGGERS.iter().map(|(_, t)| *t).collect();
-    let present: Vec<(String, String)> = sqlx::query_as(
+    let present: Vec<(String, String)> = crate::db::query_as(
         "SELECT tgname::text, tgenabled::text FROM pg_trigger WHERE tgname = ANY($1) AND NOT tgisinternal",
     )
     .bind(&names)

@@ -82,7 +82,7 @@ pub async fn node_data(
 ) -> Result<NodeData, sqlx::Error> {
     let all = ids.is_none();
     let ids = ids.unwrap_or(&[]);
-    let stock: Vec<StockRow> = sqlx::query_as(
+    let stock: Vec<StockRow> = crate::db::query_as(
         "SELECT i.resource_provider_id AS provider_id, i.resource_class_id AS class_id, i.total, i.reserved,
                 i.min_unit, i.max_unit, i.step_size, i.allocation_ratio, COALESCE(u.used, 0)::bigint AS used
            FROM inventories i
@@ -96,7 +96,7 @@ pub async fn node_data(
     .bind(all)
     .fetch_all(&mut *conn)
     .await?;
-    let traits: Vec<TraitRow> = sqlx::query_as(
+    let traits: Vec<TraitRow> = crate::db::query_as(
         "SELECT r.resource_provider_id AS provider_id, r.trait_id, t.name FROM resource_provider_traits r
            JOIN traits t ON t.id = r.trait_id WHERE $2 OR r.resource_provider_id = ANY($1)
           ORDER BY r.resource_provider_id, r.trait_id",
@@ -105,7 +105,7 @@ pub async fn node_data(
     .bind(all)
     .fetch_all(&mut *conn)
     .await?;
-    let memberships: Vec<Membership> = sqlx::query_as(
+    let memberships: Vec<Membership> = crate::db::query_as(
         "SELECT resource_provider_id AS provider_id, aggregate_id FROM resource_provider_aggregates
           WHERE $2 OR resource_provider_id = ANY($1) ORDER BY resource_provider_id, aggregate_id",
     )
@@ -123,7 +123,7 @@ pub async fn node_data(
 /// Every provider's place in its tree, ordered by id.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn provider_rows(conn: &mut PgConnection) -> Result<Vec<TreeRow>, sqlx::Error> {
-    sqlx::query_as(
+    crate::db::query_as(
         "SELECT id, uuid, parent_provider_id AS parent_id, root_provider_id AS root_id
            FROM resource_providers ORDER BY id",
     )
@@ -134,7 +134,7 @@ pub async fn provider_rows(conn: &mut PgConnection) -> Result<Vec<TreeRow>, sqlx
 /// The id of the trait that marks sharing providers, if it exists.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn sharing_trait_id(conn: &mut PgConnection) -> Result<Option<i32>, sqlx::Error> {
-    sqlx::query_scalar("SELECT id FROM traits WHERE name = $1")
+    crate::db::query_scalar("SELECT id FROM traits WHERE name = $1")
         .bind(MISC_SHARES_VIA_AGGREGATE)
         .fetch_optional(conn)
         .await
@@ -143,7 +143,7 @@ pub async fn sharing_trait_id(conn: &mut PgConnection) -> Result<Option<i32>, sq
 /// Every resource class name by id.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn class_names(conn: &mut PgConnection) -> Result<HashMap<i32, String>, sqlx::Error> {
-    let rows: Vec<(i32, String)> = sqlx::query_as("SELECT id, name FROM resource_classes")
+    let rows: Vec<(i32, String)> = crate::db::query_as("SELECT id, name FROM resource_classes")
         .fetch_all(conn)
         .await?;
     Ok(rows.into_iter().collect())
@@ -162,7 +162,7 @@ pub enum Delta {
 /// The PostgreSQL snapshot of the current transaction, as text.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn current_snapshot(conn: &mut PgConnection) -> Result<String, sqlx::Error> {
-    sqlx::query_scalar("SELECT pg_current_snapshot()::text")
+    crate::db::query_scalar("SELECT pg_current_snapshot()::text")
         .fetch_one(conn)
         .await
 }
@@ -170,7 +170,7 @@ pub async fn current_snapshot(conn: &mut PgConnection) -> Result<String, sqlx::E
 /// Providers changed by transactions visible in `now` but not in `since`.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn delta(conn: &mut PgConnection, since: &str, now: &str) -> Result<Delta, sqlx::Error> {
-    let pruned_past: bool = sqlx::query_scalar(
+    let pruned_past: bool = crate::db::query_scalar(
         "SELECT xid >= pg_snapshot_xmin($1::pg_snapshot) FROM change_log_horizon",
     )
     .bind(since)
@@ -179,7 +179,7 @@ pub async fn delta(conn: &mut PgConnection, since: &str, now: &str) -> Result<De
     if pruned_past {
         return Ok(Delta::Full);
     }
-    let rows: Vec<(i64, bool)> = sqlx::query_as(
+    let rows: Vec<(i64, bool)> = crate::db::query_as(
         "SELECT provider_id, bool_or(structural) FROM change_log
           WHERE xid >= pg_snapshot_xmin($1::pg_snapshot)
             AND pg_visible_in_snapshot(xid, $2::pg_snapshot)
@@ -202,19 +202,19 @@ pub async fn delta(conn: &mut PgConnection, since: &str, now: &str) -> Result<De
 /// Deletes change-log rows older than `keep_secs` and records the horizon.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn prune_change_log(conn: &mut PgConnection, keep_secs: f64) -> Result<u64, sqlx::Error> {
-    let cut: Option<String> = sqlx::query_scalar(
+    let cut: Option<String> = crate::db::query_scalar(
         "SELECT max(xid)::text FROM change_log WHERE created_at < now() - make_interval(secs => $1)",
     )
     .bind(keep_secs)
     .fetch_one(&mut *conn)
     .await?;
     let Some(cut) = cut else { return Ok(0) };
-    let n = sqlx::query("DELETE FROM change_log WHERE xid <= $1::xid8")
+    let n = crate::db::query("DELETE FROM change_log WHERE xid <= $1::xid8")
         .bind(&cut)
         .execute(&mut *conn)
         .await?
         .rows_affected();
-    sqlx::query("UPDATE change_log_horizon SET xid = GREATEST(xid, $1::xid8)")
+    crate::db::query("UPDATE change_log_horizon SET xid = GREATEST(xid, $1::xid8)")
         .bind(&cut)
         .execute(conn)
         .await?;
@@ -228,7 +228,7 @@ pub async fn aggregate_ids(
     uuids: &[uuid::Uuid],
 ) -> Result<HashMap<uuid::Uuid, i32>, sqlx::Error> {
     let rows: Vec<(i32, uuid::Uuid)> =
-        sqlx::query_as("SELECT id, uuid FROM placement_aggregates WHERE uuid = ANY($1)")
+        crate::db::query_as("SELECT id, uuid FROM placement_aggregates WHERE uuid = ANY($1)")
             .bind(uuids)
             .fetch_all(conn)
             .await?;
@@ -241,7 +241,7 @@ pub async fn begin_snapshot(
     pool: &super::Pool,
 ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    crate::db::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         .execute(&mut *tx)
         .await?;
     Ok(tx)

@@ -26,7 +26,7 @@ pub const MEMORY_MB_ID: i32 = 1;
 /// All classes, standard first, in id order.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn list(conn: &mut PgConnection) -> Result<Vec<ClassRow>, sqlx::Error> {
-    sqlx::query_as("SELECT id, name, created_at, updated_at FROM resource_classes ORDER BY id")
+    crate::db::query_as("SELECT id, name, created_at, updated_at FROM resource_classes ORDER BY id")
         .fetch_all(conn)
         .await
 }
@@ -34,10 +34,12 @@ pub async fn list(conn: &mut PgConnection) -> Result<Vec<ClassRow>, sqlx::Error>
 /// One class by name.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn get(conn: &mut PgConnection, name: &str) -> Result<Option<ClassRow>, sqlx::Error> {
-    sqlx::query_as("SELECT id, name, created_at, updated_at FROM resource_classes WHERE name = $1")
-        .bind(name)
-        .fetch_optional(conn)
-        .await
+    crate::db::query_as(
+        "SELECT id, name, created_at, updated_at FROM resource_classes WHERE name = $1",
+    )
+    .bind(name)
+    .fetch_optional(conn)
+    .await
 }
 
 /// Resolves names to ids; returns the first unknown name as the error.
@@ -47,7 +49,7 @@ pub async fn ids(
     names: &[String],
 ) -> Result<Result<Vec<i32>, String>, sqlx::Error> {
     let rows: Vec<(i32, String)> =
-        sqlx::query_as("SELECT id, name FROM resource_classes WHERE name = ANY($1)")
+        crate::db::query_as("SELECT id, name FROM resource_classes WHERE name = ANY($1)")
             .bind(names)
             .fetch_all(conn)
             .await?;
@@ -64,7 +66,7 @@ pub async fn ids(
 /// Creates a custom class; false when it already exists.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn create(conn: &mut PgConnection, name: &str) -> Result<bool, sqlx::Error> {
-    let res = sqlx::query(
+    let res = crate::db::query(
         "INSERT INTO resource_classes (id, name) VALUES (nextval('custom_resource_class_id_seq'), $1)
          ON CONFLICT (name) DO NOTHING",
     )
@@ -78,7 +80,7 @@ pub async fn create(conn: &mut PgConnection, name: &str) -> Result<bool, sqlx::E
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn rename(conn: &mut PgConnection, id: i32, new_name: &str) -> Result<bool, sqlx::Error> {
     let res =
-        sqlx::query("UPDATE resource_classes SET name = $2, updated_at = now() WHERE id = $1")
+        crate::db::query("UPDATE resource_classes SET name = $2, updated_at = now() WHERE id = $1")
             .bind(id)
             .bind(new_name)
             .execute(conn)
@@ -93,16 +95,18 @@ pub async fn rename(conn: &mut PgConnection, id: i32, new_name: &str) -> Result<
 /// True when some inventory uses the class.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn in_use(conn: &mut PgConnection, id: i32) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM inventories WHERE resource_class_id = $1)")
-        .bind(id)
-        .fetch_one(conn)
-        .await
+    crate::db::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM inventories WHERE resource_class_id = $1)",
+    )
+    .bind(id)
+    .fetch_one(conn)
+    .await
 }
 
 /// Deletes a class (callers check standard and in-use first).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn delete(conn: &mut PgConnection, id: i32) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM resource_classes WHERE id = $1")
+    crate::db::query("DELETE FROM resource_classes WHERE id = $1")
         .bind(id)
         .execute(conn)
         .await?;

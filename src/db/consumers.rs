@@ -28,7 +28,7 @@ const SELECT: &str = "SELECT c.id, c.uuid, p.external_id AS project_id, u.extern
 /// Loads a consumer.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn get(conn: &mut PgConnection, uuid: Uuid) -> Result<Option<ConsumerRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!("{SELECT} WHERE c.uuid = $1")))
+    crate::db::query_as(sqlx::AssertSqlSafe(format!("{SELECT} WHERE c.uuid = $1")))
         .bind(uuid)
         .fetch_optional(conn)
         .await
@@ -40,7 +40,7 @@ pub async fn get_for_update(
     conn: &mut PgConnection,
     uuid: Uuid,
 ) -> Result<Option<ConsumerRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    crate::db::query_as(sqlx::AssertSqlSafe(format!(
         "{SELECT} WHERE c.uuid = $1 FOR UPDATE OF c"
     )))
     .bind(uuid)
@@ -59,14 +59,14 @@ async fn ensure_named(
     // would wait for the others (and could deadlock with their provider
     // locks).
     let select = format!("SELECT id FROM {table} WHERE {column} = $1");
-    if let Some(id) = sqlx::query_scalar(sqlx::AssertSqlSafe(select.clone()))
+    if let Some(id) = crate::db::query_scalar(sqlx::AssertSqlSafe(select.clone()))
         .bind(value)
         .fetch_optional(&mut *conn)
         .await?
     {
         return Ok(id);
     }
-    let inserted: Option<i32> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+    let inserted: Option<i32> = crate::db::query_scalar(sqlx::AssertSqlSafe(format!(
         "INSERT INTO {table} ({column}) VALUES ($1) ON CONFLICT ({column}) DO NOTHING RETURNING id"
     )))
     .bind(value)
@@ -77,7 +77,7 @@ async fn ensure_named(
         // A concurrent writer inserted it first and has committed (the
         // conflict waited for it).
         None => {
-            sqlx::query_scalar(sqlx::AssertSqlSafe(select))
+            crate::db::query_scalar(sqlx::AssertSqlSafe(select))
                 .bind(value)
                 .fetch_one(conn)
                 .await
@@ -162,7 +162,7 @@ pub async fn ensure_owner(
 /// Deletes a consumer (its allocations go with it).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn delete(conn: &mut PgConnection, id: i64) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM consumers WHERE id = $1")
+    crate::db::query("DELETE FROM consumers WHERE id = $1")
         .bind(id)
         .execute(conn)
         .await?;
@@ -175,7 +175,7 @@ pub async fn get_many_for_update(
     conn: &mut PgConnection,
     uuids: &[Uuid],
 ) -> Result<Vec<ConsumerRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    crate::db::query_as(sqlx::AssertSqlSafe(format!(
         "{SELECT} WHERE c.uuid = ANY($1) ORDER BY c.uuid FOR UPDATE OF c"
     )))
     .bind(uuids)
@@ -187,7 +187,7 @@ pub async fn get_many_for_update(
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn delete_many(conn: &mut PgConnection, ids: &[i64]) -> Result<(), sqlx::Error> {
     if !ids.is_empty() {
-        sqlx::query("DELETE FROM consumers WHERE id = ANY($1)")
+        crate::db::query("DELETE FROM consumers WHERE id = ANY($1)")
             .bind(ids)
             .execute(conn)
             .await?;
@@ -205,7 +205,7 @@ pub async fn update_and_bump_many(
     if cols.ids.is_empty() {
         return Ok(());
     }
-    sqlx::query(
+    crate::db::query(
         "UPDATE consumers c SET project_id = t.p, user_id = t.u,
             consumer_type_id = CASE WHEN t.s THEN t.ct ELSE c.consumer_type_id END,
             generation = c.generation + 1, updated_at = now()
@@ -232,7 +232,7 @@ pub async fn create_many(
     if cols.uuids.is_empty() {
         return Ok(Default::default());
     }
-    let rows: Vec<(i64, Uuid)> = sqlx::query_as(
+    let rows: Vec<(i64, Uuid)> = crate::db::query_as(
         "INSERT INTO consumers (uuid, project_id, user_id, consumer_type_id, generation)
          SELECT u, p, us, ct, 1 FROM UNNEST($1::uuid[], $2::int[], $3::int[], $4::int[]) AS t(u, p, us, ct)
          ON CONFLICT (uuid) DO NOTHING RETURNING id, uuid",

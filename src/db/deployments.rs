@@ -23,7 +23,7 @@ pub async fn topologies(
     rp_ids: &[i64],
 ) -> Result<HashMap<i64, Topology>, sqlx::Error> {
     type Head = (i64, i32, i32, Vec<String>, Vec<Option<String>>);
-    let heads: Vec<Head> = sqlx::query_as(
+    let heads: Vec<Head> = crate::db::query_as(
         "SELECT resource_provider_id, share_base, max_fragment_cores, core_ids, core_numa_nodes
            FROM cpu_topologies WHERE resource_provider_id = ANY($1)",
     )
@@ -45,7 +45,7 @@ pub async fn topologies(
             )
         })
         .collect();
-    let numa: Vec<(i64, String, i64)> = sqlx::query_as(
+    let numa: Vec<(i64, String, i64)> = crate::db::query_as(
         "SELECT resource_provider_id, numa_node, memory_mb FROM numa_memory
           WHERE resource_provider_id = ANY($1) ORDER BY resource_provider_id, numa_node",
     )
@@ -67,7 +67,7 @@ pub async fn topology_versions(
     conn: &mut PgConnection,
     rp_ids: &[i64],
 ) -> Result<HashMap<i64, i64>, sqlx::Error> {
-    let rows: Vec<(i64, i64)> = sqlx::query_as(
+    let rows: Vec<(i64, i64)> = crate::db::query_as(
         "SELECT resource_provider_id, version FROM cpu_topologies WHERE resource_provider_id = ANY($1)",
     )
     .bind(rp_ids)
@@ -84,7 +84,7 @@ pub async fn largest_node_cpus(
     conn: &mut PgConnection,
     bound: bool,
 ) -> Result<Option<i64>, sqlx::Error> {
-    sqlx::query_scalar(
+    crate::db::query_scalar(
         "SELECT GREATEST(
                 (SELECT MAX(cardinality(core_ids)) FROM cpu_topologies),
                 (SELECT MAX(i.total) FROM inventories i JOIN resource_classes c ON c.id = i.resource_class_id
@@ -104,7 +104,7 @@ pub async fn set_topology(
 ) -> Result<(), sqlx::Error> {
     let ids: Vec<&str> = t.cores.iter().map(|c| c.0.as_str()).collect();
     let numas: Vec<Option<&str>> = t.cores.iter().map(|c| c.1.as_deref()).collect();
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO cpu_topologies (resource_provider_id, share_base, max_fragment_cores, core_ids, core_numa_nodes)
          VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (resource_provider_id) DO UPDATE SET share_base = EXCLUDED.share_base,
@@ -119,13 +119,13 @@ pub async fn set_topology(
     .bind(&numas)
     .execute(&mut *conn)
     .await?;
-    sqlx::query("DELETE FROM numa_memory WHERE resource_provider_id = $1")
+    crate::db::query("DELETE FROM numa_memory WHERE resource_provider_id = $1")
         .bind(rp_id)
         .execute(&mut *conn)
         .await?;
     let nodes: Vec<&str> = t.numa_memory_mb.iter().map(|n| n.0.as_str()).collect();
     let mbs: Vec<i64> = t.numa_memory_mb.iter().map(|n| n.1).collect();
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO numa_memory (resource_provider_id, numa_node, memory_mb)
          SELECT $1, n, m FROM UNNEST($2::text[], $3::bigint[]) AS t(n, m)",
     )
@@ -145,7 +145,7 @@ pub async fn bound_shares(
     conn: &mut PgConnection,
     rp_ids: &[i64],
 ) -> Result<Vec<(i64, String, i64)>, sqlx::Error> {
-    let rows: Vec<(i64, Vec<String>, Vec<i32>)> = sqlx::query_as(
+    let rows: Vec<(i64, Vec<String>, Vec<i32>)> = crate::db::query_as(
         "SELECT resource_provider_id, core_ids, core_shares FROM instances
           WHERE resource_provider_id = ANY($1) AND cardinality(core_ids) > 0",
     )
@@ -223,7 +223,7 @@ pub async fn instance_usage(
     conn: &mut PgConnection,
     rp_ids: &[i64],
 ) -> Result<Vec<InstanceUsage>, sqlx::Error> {
-    sqlx::query_as(
+    crate::db::query_as(
         "SELECT resource_provider_id AS rp_id, numa_node, SUM(cpu)::float8 AS cpu,
                 COALESCE(SUM(memory_mb) FILTER (WHERE cpu_bind), 0)::bigint AS bound_memory_mb
            FROM instances WHERE resource_provider_id = ANY($1) GROUP BY 1, 2",
@@ -239,7 +239,7 @@ pub async fn instances_of(
     conn: &mut PgConnection,
     app: &str,
 ) -> Result<Vec<InstanceRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    crate::db::query_as(sqlx::AssertSqlSafe(format!(
         "{INSTANCES} WHERE i.app = $1 ORDER BY rp.id, i.consumer_id"
     )))
     .bind(app)
@@ -253,7 +253,7 @@ pub async fn instance(
     conn: &mut PgConnection,
     consumer: uuid::Uuid,
 ) -> Result<Option<InstanceRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    crate::db::query_as(sqlx::AssertSqlSafe(format!(
         "{INSTANCES} WHERE c.uuid = $1"
     )))
     .bind(consumer)
@@ -264,7 +264,7 @@ pub async fn instance(
 /// Every app: its name, instances and the nodes they are on.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn apps(conn: &mut PgConnection) -> Result<Vec<(String, i64, i64)>, sqlx::Error> {
-    sqlx::query_as(
+    crate::db::query_as(
         "SELECT app, COUNT(*)::bigint, COUNT(DISTINCT resource_provider_id)::bigint
            FROM instances GROUP BY app ORDER BY app",
     )
@@ -278,7 +278,7 @@ pub async fn unbound_instances(
     conn: &mut PgConnection,
     rp_id: i64,
 ) -> Result<Vec<uuid::Uuid>, sqlx::Error> {
-    sqlx::query_scalar(
+    crate::db::query_scalar(
         "SELECT c.uuid FROM instances i JOIN consumers c ON c.id = i.consumer_id
           WHERE i.resource_provider_id = $1 AND NOT i.cpu_bind ORDER BY c.uuid",
     )
@@ -293,7 +293,7 @@ pub async fn app_counts(
     conn: &mut PgConnection,
     app: &str,
 ) -> Result<HashMap<i64, i64>, sqlx::Error> {
-    let rows: Vec<(i64, i64)> = sqlx::query_as(
+    let rows: Vec<(i64, i64)> = crate::db::query_as(
         "SELECT resource_provider_id, COUNT(*)::bigint FROM instances WHERE app = $1 GROUP BY 1",
     )
     .bind(app)
@@ -327,12 +327,12 @@ pub async fn put_instance(
     consumer_uuid: uuid::Uuid,
     s: &InstanceSpec<'_>,
 ) -> Result<(), sqlx::Error> {
-    let consumer_id: i64 = sqlx::query_scalar("SELECT id FROM consumers WHERE uuid = $1")
+    let consumer_id: i64 = crate::db::query_scalar("SELECT id FROM consumers WHERE uuid = $1")
         .bind(consumer_uuid)
         .fetch_one(&mut *conn)
         .await?;
     let (cores, shares) = binding_arrays(s.cpu_map);
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO instances (consumer_id, app, resource_provider_id, cpu, cpu_bind, memory_mb, numa_node,
                                 core_ids, core_shares)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -366,7 +366,7 @@ pub async fn class_stock(
     rp_ids: &[i64],
     classes: &[&str],
 ) -> Result<ClassStock, sqlx::Error> {
-    let rows: Vec<(i64, String, i64, i64)> = sqlx::query_as(
+    let rows: Vec<(i64, String, i64, i64)> = crate::db::query_as(
         "SELECT i.resource_provider_id, c.name, FLOOR((i.total - i.reserved) * i.allocation_ratio)::bigint,
                 COALESCE((SELECT SUM(a.used) FROM allocations a WHERE a.resource_provider_id = i.resource_provider_id
                           AND a.resource_class_id = i.resource_class_id), 0)::bigint
@@ -390,11 +390,12 @@ pub async fn provider_heads(
     conn: &mut PgConnection,
     rp_ids: &[i64],
 ) -> Result<HashMap<i64, (uuid::Uuid, i32)>, sqlx::Error> {
-    let rows: Vec<(i64, uuid::Uuid, i32)> =
-        sqlx::query_as("SELECT id, uuid, generation FROM resource_providers WHERE id = ANY($1)")
-            .bind(rp_ids)
-            .fetch_all(conn)
-            .await?;
+    let rows: Vec<(i64, uuid::Uuid, i32)> = crate::db::query_as(
+        "SELECT id, uuid, generation FROM resource_providers WHERE id = ANY($1)",
+    )
+    .bind(rp_ids)
+    .fetch_all(conn)
+    .await?;
     Ok(rows.into_iter().map(|(id, u, g)| (id, (u, g))).collect())
 }
 
@@ -406,7 +407,7 @@ pub async fn lock_free_providers(
     conn: &mut PgConnection,
     rp_ids: &[i64],
 ) -> Result<HashMap<i64, i32>, sqlx::Error> {
-    let rows: Vec<(i64, i32)> = sqlx::query_as(
+    let rows: Vec<(i64, i32)> = crate::db::query_as(
         "SELECT id, generation FROM resource_providers WHERE id = ANY($1)
           ORDER BY id FOR UPDATE SKIP LOCKED",
     )
@@ -423,7 +424,7 @@ pub async fn lock_providers_waiting(
     conn: &mut PgConnection,
     rp_ids: &[i64],
 ) -> Result<HashMap<i64, i32>, sqlx::Error> {
-    let rows: Vec<(i64, i32)> = sqlx::query_as(
+    let rows: Vec<(i64, i32)> = crate::db::query_as(
         "SELECT id, generation FROM resource_providers WHERE id = ANY($1) ORDER BY id FOR UPDATE",
     )
     .bind(rp_ids)
@@ -479,7 +480,7 @@ pub async fn insert_instances(
             shares.push(i32::try_from(*s).unwrap_or(i32::MAX));
         }
     }
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO instances (consumer_id, app, resource_provider_id, cpu, cpu_bind, memory_mb, numa_node,
                                 core_ids, core_shares)
          SELECT t.c, $1, t.rp, $2, $3, $4, t.numa, COALESCE(b.ids, '{}'), COALESCE(b.shares, '{}')
@@ -515,7 +516,7 @@ fn binding_arrays(map: &[(String, i64)]) -> (Vec<&str>, Vec<i32>) {
 /// Notifies `channel` when the caller's transaction commits.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn notify(conn: &mut PgConnection, channel: &str) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_notify($1, '')")
+    crate::db::query("SELECT pg_notify($1, '')")
         .bind(channel)
         .execute(conn)
         .await?;
@@ -524,7 +525,7 @@ pub async fn notify(conn: &mut PgConnection, channel: &str) -> Result<(), sqlx::
 
 /// A connection of its own (outside the pool) listening on `channel`.
 pub async fn listen(
-    pool: &super::Pool,
+    pool: &sqlx::PgPool,
     channel: &str,
 ) -> Result<sqlx::postgres::PgListener, sqlx::Error> {
     let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;

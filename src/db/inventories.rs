@@ -92,7 +92,7 @@ pub async fn of_provider(
     conn: &mut PgConnection,
     rp_id: i64,
 ) -> Result<Vec<InventoryRow>, sqlx::Error> {
-    sqlx::query_as(
+    crate::db::query_as(
         "SELECT i.resource_class_id, c.name AS resource_class, i.total, i.reserved, i.min_unit,
                 i.max_unit, i.step_size, i.allocation_ratio, i.created_at, i.updated_at
          FROM inventories i JOIN resource_classes c ON c.id = i.resource_class_id
@@ -111,7 +111,7 @@ pub async fn upsert(
     class_id: i32,
     inv: &Inventory,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO inventories (resource_provider_id, resource_class_id, total, reserved, min_unit,
                                   max_unit, step_size, allocation_ratio)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -140,7 +140,7 @@ pub async fn delete(
     rp_id: i64,
     class_ids: &[i32],
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    crate::db::query(
         "DELETE FROM inventories WHERE resource_provider_id = $1 AND resource_class_id = ANY($2)",
     )
     .bind(rp_id)
@@ -159,7 +159,7 @@ pub async fn classes_in_use(
     rp_id: i64,
     class_ids: &[i32],
 ) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar(
+    crate::db::query_scalar(
         "SELECT c.name FROM resource_classes c
          WHERE c.id = ANY($2) AND EXISTS (SELECT 1 FROM allocations a
                WHERE a.resource_provider_id = $1 AND a.resource_class_id = c.id)

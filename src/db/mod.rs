@@ -15,6 +15,7 @@ pub mod inventories;
 pub mod pool;
 pub mod primary;
 pub mod providers;
+pub mod statements;
 pub mod target;
 pub mod traits;
 pub mod usages;
@@ -23,6 +24,7 @@ pub mod volumes;
 use sqlx::PgPool;
 
 pub use pool::Pool;
+pub use statements::{query, query_as, query_scalar};
 
 /// True when `e` is a unique violation of the named constraint.
 pub fn is_unique_violation(e: &sqlx::Error, constraint: &str) -> bool {
@@ -36,7 +38,7 @@ pub fn is_unique_violation(e: &sqlx::Error, constraint: &str) -> bool {
 pub async fn prepare(pool: &PgPool) -> Result<(), sqlx::Error> {
     // Several servers may start at once on one database: serialise migrations.
     let mut conn = pool.acquire().await?;
-    sqlx::query("SELECT pg_advisory_lock(7355608)")
+    crate::db::query("SELECT pg_advisory_lock(7355608)")
         .execute(&mut *conn)
         .await?;
     let migrated = sqlx::migrate!("./migrations").run(&mut *conn).await;
@@ -44,7 +46,7 @@ pub async fn prepare(pool: &PgPool) -> Result<(), sqlx::Error> {
         Ok(()) => seed_standard_names(&mut conn).await,
         Err(e) => Err(sqlx::Error::Migrate(Box::new(e))),
     };
-    sqlx::query("SELECT pg_advisory_unlock(7355608)")
+    crate::db::query("SELECT pg_advisory_unlock(7355608)")
         .execute(&mut *conn)
         .await?;
     seeded
@@ -53,7 +55,7 @@ pub async fn prepare(pool: &PgPool) -> Result<(), sqlx::Error> {
 async fn seed_standard_names(conn: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
     let classes: Vec<&str> = crate::types::standard_resource_classes().collect();
     let ids: Vec<i32> = (0..classes.len() as i32).collect();
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO resource_classes (id, name) SELECT * FROM UNNEST($1::int[], $2::text[])
          ON CONFLICT DO NOTHING",
     )
@@ -62,7 +64,7 @@ async fn seed_standard_names(conn: &mut sqlx::PgConnection) -> Result<(), sqlx::
     .execute(&mut *conn)
     .await?;
     let traits: Vec<&str> = crate::types::standard_traits().collect();
-    sqlx::query("INSERT INTO traits (name) SELECT UNNEST($1::text[]) ON CONFLICT DO NOTHING")
+    crate::db::query("INSERT INTO traits (name) SELECT UNNEST($1::text[]) ON CONFLICT DO NOTHING")
         .bind(&traits)
         .execute(&mut *conn)
         .await?;

@@ -1,14 +1,26 @@
 //! The database pool as the service uses it: sqlx's pool, counting the
 //! callers waiting for a connection (the gauge an operator watches to size
-//! `--max-connections` and PostgreSQL's `max_connections`).
+//! `--max-connections` and PostgreSQL's `max_connections`), and, behind a
+//! transaction pooler, keeping every statement inside a transaction.
+//!
+//! A transaction pooler (PgBouncer's `pool_mode = transaction`) hands the
+//! client's next statement to any server connection once a transaction
+//! ends. sqlx runs each statement in two round trips (parse and describe,
+//! then bind and execute), so outside a transaction the second could reach
+//! another server than the first. Behind such a pooler, connections for
+//! reads therefore come inside a transaction, rolled back when released;
+//! writes always use [`Pool::begin`] and commit.
 
 use sqlx::pool::PoolConnection;
-use sqlx::{PgPool, Postgres, Transaction};
-use std::ops::Deref;
+use sqlx::{PgConnection, PgPool, Postgres, Transaction};
+use std::ops::{Deref, DerefMut};
 
 /// sqlx's pool; `acquire` and `begin` count their waiters.
 #[derive(Clone, Debug)]
-pub struct Pool(PgPool);
+pub struct Pool {
+    inner: PgPool,
+    reads_in_transactions: bool,
+}
 
 /// Decrements the waiting gauge when the wait ends, however it ends (a
 /// client that goes away drops the future mid-wait).
@@ -27,22 +39,66 @@ impl Drop for Waiting {
     }
 }
 
+/// A connection for reads: plain, or (behind a transaction pooler) inside
+/// a transaction that is rolled back when it is released.
+pub enum Conn {
+    Plain(PoolConnection<Postgres>),
+    InTransaction(Transaction<'static, Postgres>),
+}
+
+impl Deref for Conn {
+    type Target = PgConnection;
+
+    fn deref(&self) -> &PgConnection {
+        match self {
+            Conn::Plain(c) => c,
+            Conn::InTransaction(t) => t,
+        }
+    }
+}
+
+impl DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        match self {
+            Conn::Plain(c) => c,
+            Conn::InTransaction(t) => t,
+        }
+    }
+}
+
 impl Pool {
-    /// Wraps a pool.
+    /// Wraps a pool that talks to PostgreSQL directly (or through a
+    /// session pooler).
     pub fn new(pool: PgPool) -> Self {
-        Pool(pool)
+        Pool {
+            inner: pool,
+            reads_in_transactions: false,
+        }
     }
 
-    /// A connection, counted as waiting until it arrives.
-    pub async fn acquire(&self) -> Result<PoolConnection<Postgres>, sqlx::Error> {
+    /// Wraps a pool whose connections go through a transaction pooler.
+    pub fn behind_transaction_pooler(pool: PgPool) -> Self {
+        Pool {
+            inner: pool,
+            reads_in_transactions: true,
+        }
+    }
+
+    /// A connection for reads, counted as waiting until it arrives. Writes
+    /// use [`Pool::begin`].
+    pub async fn acquire(&self) -> Result<Conn, sqlx::Error> {
         let _waiting = Waiting::start();
-        self.0.acquire().await
+        if self.reads_in_transactions {
+            Ok(Conn::InTransaction(self.inner.begin().await?))
+        } else {
+            Ok(Conn::Plain(self.inner.acquire().await?))
+        }
     }
 
     /// A transaction, counted as waiting until its connection arrives.
     pub async fn begin(&self) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
         let _waiting = Waiting::start();
-        self.0.begin().await
+        self.inner.begin().await
     }
 }
 
@@ -51,6 +107,6 @@ impl Deref for Pool {
     type Target = PgPool;
 
     fn deref(&self) -> &PgPool {
-        &self.0
+        &self.inner
     }
 }

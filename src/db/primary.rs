@@ -33,6 +33,10 @@ const MAX_RETRY_PAUSE: Duration = Duration::from_millis(500);
 const READ_ONLY: &str =
     "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool";
 
+/// Adjusts every host's connect options for what sits in between (a
+/// transaction pooler takes no named statements).
+pub type Tune = fn(PgConnectOptions) -> PgConnectOptions;
+
 /// The pool's sizing, as `serve` takes it.
 #[derive(Debug, Clone, Copy)]
 pub struct PoolSettings {
@@ -48,8 +52,8 @@ pub struct Follower {
     started: Instant,
     /// Milliseconds after `started` of the last switch (0: none yet).
     switched_at_ms: AtomicU64,
-    /// How connections are adjusted after their host is chosen.
-    tune: fn(PgConnectOptions) -> PgConnectOptions,
+    /// How connections are adjusted for what is in between.
+    tune: Tune,
 }
 
 impl Follower {
@@ -67,10 +71,10 @@ impl Follower {
         let mut last_error = String::new();
         loop {
             let current = self.current.load(Ordering::Acquire);
-            match find_writable(&self.target, Some(current)).await {
+            match find_writable(&self.target, Some(current), self.tune).await {
                 Ok((i, options)) => {
                     if i != current {
-                        pool.set_connect_options((self.tune)(options));
+                        pool.set_connect_options(options);
                         self.current.store(i, Ordering::Release);
                         let now = self.started.elapsed().as_millis().max(1);
                         self.switched_at_ms
@@ -116,6 +120,7 @@ impl Follower {
 pub async fn find_writable(
     target: &DbTarget,
     prefer: Option<usize>,
+    tune: Tune,
 ) -> Result<(usize, PgConnectOptions), String> {
     let n = target.endpoints.len();
     let order = prefer
@@ -123,7 +128,7 @@ pub async fn find_writable(
         .chain((0..n).filter(|i| Some(*i) != prefer));
     let mut passed = Vec::new();
     for i in order {
-        let options = target.options(i)?;
+        let options = tune(target.options(i)?);
         match probe(&options, target.connect_timeout).await {
             Ok(()) => return Ok((i, options)),
             Err(why) => passed.push(format!("{}: {why}", target.endpoints[i])),
@@ -168,12 +173,8 @@ async fn is_read_only(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
 /// are several hosts, starts following the primary. Every new connection
 /// is checked: one that lands on a read-only host is refused (and raises a
 /// suspicion), so the pool never holds a session that cannot write.
-pub async fn open(
-    target: DbTarget,
-    settings: PoolSettings,
-    tune: fn(PgConnectOptions) -> PgConnectOptions,
-) -> Result<PgPool, String> {
-    let (index, options) = find_writable(&target, None).await?;
+pub async fn open(target: DbTarget, settings: PoolSettings, tune: Tune) -> Result<PgPool, String> {
+    let (index, options) = find_writable(&target, None, tune).await?;
     let follower = Arc::new(Follower {
         target,
         current: AtomicUsize::new(index),
@@ -201,7 +202,7 @@ pub async fn open(
             let keep = !retire.predates_switch(meta.age);
             Box::pin(async move { Ok(keep) })
         })
-        .connect_with(tune(options))
+        .connect_with(options)
         .await
         .map_err(|e| format!("connecting to {}: {e}", follower.target.describe()))?;
     if follower.target.endpoints.len() > 1 {
@@ -214,7 +215,7 @@ pub async fn open(
 /// the import use one connection, not a pool).
 pub async fn connect_writable(url: &str) -> Result<PgConnection, String> {
     let target = DbTarget::parse(url)?;
-    let (_, options) = find_writable(&target, None).await?;
+    let (_, options) = find_writable(&target, None, |o| o).await?;
     PgConnection::connect_with(&options)
         .await
         .map_err(|e| format!("connecting to {}: {e}", target.describe()))

@@ -37,7 +37,7 @@ const SELECT: &str = "SELECT rp.id, rp.uuid, rp.name, rp.generation, p.uuid AS p
 /// Loads one provider by uuid.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn get(conn: &mut PgConnection, uuid: Uuid) -> Result<Option<ProviderRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!("{SELECT} WHERE rp.uuid = $1")))
+    crate::db::query_as(sqlx::AssertSqlSafe(format!("{SELECT} WHERE rp.uuid = $1")))
         .bind(uuid)
         .fetch_optional(conn)
         .await
@@ -49,7 +49,7 @@ pub async fn get_for_update(
     conn: &mut PgConnection,
     uuid: Uuid,
 ) -> Result<Option<ProviderRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    crate::db::query_as(sqlx::AssertSqlSafe(format!(
         "{SELECT} WHERE rp.uuid = $1 FOR UPDATE OF rp"
     )))
     .bind(uuid)
@@ -65,7 +65,7 @@ pub async fn lock_many(
     conn: &mut PgConnection,
     uuids: &[Uuid],
 ) -> Result<Vec<ProviderRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    crate::db::query_as(sqlx::AssertSqlSafe(format!(
         "{SELECT} WHERE rp.uuid = ANY($1) ORDER BY rp.id FOR UPDATE OF rp"
     )))
     .bind(uuids)
@@ -145,7 +145,10 @@ pub async fn list(
             .push(" <= (i.total - i.reserved) * i.allocation_ratio)");
     }
     q.push(" ORDER BY rp.id");
-    q.build_query_as().fetch_all(conn).await
+    q.build_query_as()
+        .persistent(super::statements::persistent())
+        .fetch_all(conn)
+        .await
 }
 
 /// Outcome of inserting a provider.
@@ -170,7 +173,7 @@ pub async fn create(
     name: &str,
     parent: Option<(i64, i64)>,
 ) -> Result<(), CreateError> {
-    let res = sqlx::query(
+    let res = crate::db::query(
         "WITH nid AS (SELECT nextval('resource_providers_id_seq') AS id)
          INSERT INTO resource_providers (id, uuid, name, root_provider_id, parent_provider_id)
          SELECT id, $1, $2, COALESCE($3, id), $4 FROM nid",
@@ -202,7 +205,7 @@ pub async fn update(
     name: &str,
     parent: Option<(i64, i64)>,
 ) -> Result<bool, sqlx::Error> {
-    let res = sqlx::query(
+    let res = crate::db::query(
         "UPDATE resource_providers SET name = $2, parent_provider_id = $3, updated_at = now() WHERE id = $1",
     )
     .bind(id)
@@ -218,7 +221,7 @@ pub async fn update(
         Err(e) => return Err(e),
     }
     let new_root = parent.map(|p| p.1).unwrap_or(id);
-    sqlx::query(
+    crate::db::query(
         "WITH RECURSIVE sub AS (
             SELECT id FROM resource_providers WHERE id = $1
             UNION ALL SELECT c.id FROM resource_providers c JOIN sub ON c.parent_provider_id = sub.id)
@@ -238,7 +241,7 @@ pub async fn is_in_subtree(
     id: i64,
     candidate: i64,
 ) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar(
+    crate::db::query_scalar(
         "WITH RECURSIVE sub AS (
             SELECT id FROM resource_providers WHERE id = $1
             UNION ALL SELECT c.id FROM resource_providers c JOIN sub ON c.parent_provider_id = sub.id)
@@ -261,7 +264,7 @@ pub enum DeleteBlock {
 /// Deletes a provider with its inventories, traits and aggregate links.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn delete(conn: &mut PgConnection, id: i64) -> Result<Option<DeleteBlock>, sqlx::Error> {
-    let children: bool = sqlx::query_scalar(
+    let children: bool = crate::db::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM resource_providers WHERE parent_provider_id = $1)",
     )
     .bind(id)
@@ -270,7 +273,7 @@ pub async fn delete(conn: &mut PgConnection, id: i64) -> Result<Option<DeleteBlo
     if children {
         return Ok(Some(DeleteBlock::HasChildren));
     }
-    let allocs: bool = sqlx::query_scalar(
+    let allocs: bool = crate::db::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM allocations WHERE resource_provider_id = $1)",
     )
     .bind(id)
@@ -279,7 +282,7 @@ pub async fn delete(conn: &mut PgConnection, id: i64) -> Result<Option<DeleteBlo
     if allocs {
         return Ok(Some(DeleteBlock::HasAllocations));
     }
-    sqlx::query("DELETE FROM resource_providers WHERE id = $1")
+    crate::db::query("DELETE FROM resource_providers WHERE id = $1")
         .bind(id)
         .execute(conn)
         .await?;
@@ -294,7 +297,7 @@ pub async fn bump_generation(
     id: i64,
     expected: i32,
 ) -> Result<bool, sqlx::Error> {
-    let res = sqlx::query(
+    let res = crate::db::query(
         "UPDATE resource_providers SET generation = generation + 1, updated_at = now()
          WHERE id = $1 AND generation = $2",
     )
@@ -308,7 +311,7 @@ pub async fn bump_generation(
 /// The generation of a provider now, after bumps in this transaction.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn generation(conn: &mut PgConnection, id: i64) -> Result<i32, sqlx::Error> {
-    sqlx::query_scalar("SELECT generation FROM resource_providers WHERE id = $1")
+    crate::db::query_scalar("SELECT generation FROM resource_providers WHERE id = $1")
         .bind(id)
         .fetch_one(conn)
         .await
@@ -317,7 +320,7 @@ pub async fn generation(conn: &mut PgConnection, id: i64) -> Result<i32, sqlx::E
 /// Bumps the generations of providers this transaction already holds locked.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn bump_locked(conn: &mut PgConnection, ids: &[i64]) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE resource_providers SET generation = generation + 1, updated_at = now() WHERE id = ANY($1)")
+    crate::db::query("UPDATE resource_providers SET generation = generation + 1, updated_at = now() WHERE id = ANY($1)")
         .bind(ids)
         .execute(conn)
         .await?;

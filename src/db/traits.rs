@@ -61,13 +61,16 @@ pub async fn list(
         None => {}
     }
     q.push(" ORDER BY t.name");
-    q.build_query_as().fetch_all(conn).await
+    q.build_query_as()
+        .persistent(super::statements::persistent())
+        .fetch_all(conn)
+        .await
 }
 
 /// One trait by name.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn get(conn: &mut PgConnection, name: &str) -> Result<Option<TraitRow>, sqlx::Error> {
-    sqlx::query_as("SELECT id, name, created_at, updated_at FROM traits WHERE name = $1")
+    crate::db::query_as("SELECT id, name, created_at, updated_at FROM traits WHERE name = $1")
         .bind(name)
         .fetch_optional(conn)
         .await
@@ -76,26 +79,29 @@ pub async fn get(conn: &mut PgConnection, name: &str) -> Result<Option<TraitRow>
 /// Creates a trait; false when it already existed.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn create(conn: &mut PgConnection, name: &str) -> Result<bool, sqlx::Error> {
-    let res = sqlx::query("INSERT INTO traits (name) VALUES ($1) ON CONFLICT (name) DO NOTHING")
-        .bind(name)
-        .execute(conn)
-        .await?;
+    let res =
+        crate::db::query("INSERT INTO traits (name) VALUES ($1) ON CONFLICT (name) DO NOTHING")
+            .bind(name)
+            .execute(conn)
+            .await?;
     Ok(res.rows_affected() == 1)
 }
 
 /// True when a provider has the trait.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn in_use(conn: &mut PgConnection, id: i32) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM resource_provider_traits WHERE trait_id = $1)")
-        .bind(id)
-        .fetch_one(conn)
-        .await
+    crate::db::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM resource_provider_traits WHERE trait_id = $1)",
+    )
+    .bind(id)
+    .fetch_one(conn)
+    .await
 }
 
 /// Deletes a trait (callers check standard and in-use first).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn delete(conn: &mut PgConnection, id: i32) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM traits WHERE id = $1")
+    crate::db::query("DELETE FROM traits WHERE id = $1")
         .bind(id)
         .execute(conn)
         .await?;
@@ -115,7 +121,7 @@ pub struct Resolved {
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn resolve(conn: &mut PgConnection, names: &[String]) -> Result<Resolved, sqlx::Error> {
     let rows: Vec<(i32, String)> =
-        sqlx::query_as("SELECT id, name FROM traits WHERE name = ANY($1)")
+        crate::db::query_as("SELECT id, name FROM traits WHERE name = ANY($1)")
             .bind(names)
             .fetch_all(conn)
             .await?;
@@ -136,7 +142,7 @@ pub async fn of_provider(
     conn: &mut PgConnection,
     rp_id: i64,
 ) -> Result<Vec<TraitRow>, sqlx::Error> {
-    sqlx::query_as(
+    crate::db::query_as(
         "SELECT t.id, t.name, t.created_at, t.updated_at FROM traits t
          JOIN resource_provider_traits r ON r.trait_id = t.id
          WHERE r.resource_provider_id = $1 ORDER BY t.name",
@@ -153,7 +159,7 @@ pub async fn set_for_provider(
     rp_id: i64,
     ids: &[i32],
 ) -> Result<bool, sqlx::Error> {
-    let mut current: Vec<i32> = sqlx::query_scalar(
+    let mut current: Vec<i32> = crate::db::query_scalar(
         "SELECT trait_id FROM resource_provider_traits WHERE resource_provider_id = $1",
     )
     .bind(rp_id)
@@ -166,11 +172,11 @@ pub async fn set_for_provider(
     if current == wanted {
         return Ok(false);
     }
-    sqlx::query("DELETE FROM resource_provider_traits WHERE resource_provider_id = $1")
+    crate::db::query("DELETE FROM resource_provider_traits WHERE resource_provider_id = $1")
         .bind(rp_id)
         .execute(&mut *conn)
         .await?;
-    sqlx::query("INSERT INTO resource_provider_traits (resource_provider_id, trait_id) SELECT $1, UNNEST($2::int[])")
+    crate::db::query("INSERT INTO resource_provider_traits (resource_provider_id, trait_id) SELECT $1, UNNEST($2::int[])")
         .bind(rp_id)
         .bind(&wanted)
         .execute(conn)

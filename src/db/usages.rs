@@ -8,7 +8,7 @@ pub async fn of_provider(
     conn: &mut PgConnection,
     rp_id: i64,
 ) -> Result<Vec<(String, i64)>, sqlx::Error> {
-    sqlx::query_as(
+    crate::db::query_as(
         "SELECT c.name, COALESCE((SELECT SUM(a.used) FROM allocations a
                  WHERE a.resource_provider_id = i.resource_provider_id
                    AND a.resource_class_id = i.resource_class_id), 0)::bigint
@@ -38,7 +38,7 @@ pub async fn of_project(
     project: &str,
     user: Option<&str>,
 ) -> Result<Vec<ProjectUsage>, sqlx::Error> {
-    sqlx::query_as(
+    crate::db::query_as(
         "SELECT ct.name AS consumer_type, rc.name AS resource_class, SUM(a.used)::bigint AS used
          FROM allocations a
          JOIN consumers c ON c.id = a.consumer_id
@@ -62,7 +62,7 @@ pub async fn consumer_counts(
     project: &str,
     user: Option<&str>,
 ) -> Result<Vec<(Option<String>, i64)>, sqlx::Error> {
-    sqlx::query_as(
+    crate::db::query_as(
         "SELECT ct.name, COUNT(DISTINCT c.id)::bigint
          FROM consumers c
          JOIN projects p ON p.id = c.project_id

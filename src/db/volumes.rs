@@ -22,7 +22,7 @@ pub async fn volumes(
     conn: &mut PgConnection,
     rp_ids: &[i64],
 ) -> Result<HashMap<i64, Disks>, sqlx::Error> {
-    let rows: Vec<(i64, String, i64, i64)> = sqlx::query_as(
+    let rows: Vec<(i64, String, i64, i64)> = crate::db::query_as(
         "SELECT v.resource_provider_id, v.device, v.size,
                 COALESCE((SELECT SUM(b.size) FROM volume_bindings b
                            WHERE b.resource_provider_id = v.resource_provider_id AND b.device = v.device), 0)::bigint
@@ -51,14 +51,14 @@ pub async fn set_volumes(
 ) -> Result<(), sqlx::Error> {
     let devices: Vec<&str> = disks.keys().map(String::as_str).collect();
     let sizes: Vec<i64> = disks.values().copied().collect();
-    sqlx::query(
+    crate::db::query(
         "DELETE FROM node_volumes WHERE resource_provider_id = $1 AND NOT device = ANY($2)",
     )
     .bind(rp_id)
     .bind(&devices)
     .execute(&mut *conn)
     .await?;
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO node_volumes (resource_provider_id, device, size)
          SELECT $1, d, s FROM UNNEST($2::text[], $3::bigint[]) AS t(d, s)
          ON CONFLICT (resource_provider_id, device) DO UPDATE SET size = EXCLUDED.size",
@@ -104,7 +104,7 @@ pub async fn insert_bindings(
     if consumers.is_empty() {
         return Ok(());
     }
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO volume_bindings (consumer_id, resource_provider_id, binding, device, size)
          SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[])",
     )

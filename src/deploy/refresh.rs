@@ -33,6 +33,9 @@ pub async fn announce(tx: &mut sqlx::PgConnection, nodes: usize) -> Result<(), s
 pub struct Caches {
     /// The database.
     pub pool: crate::db::Pool,
+    /// Connections with sessions of their own, for the listener (the same
+    /// database as `pool`, not through a transaction pooler).
+    pub sessions: sqlx::PgPool,
     /// The candidate snapshot.
     pub snapshot: Arc<SnapshotCache>,
     /// The deployment nodes' states.
@@ -53,7 +56,7 @@ pub async fn run(caches: Caches) {
 }
 
 async fn listen_and_refresh(caches: &Caches) -> Result<(), sqlx::Error> {
-    let mut listener = db::listen(&caches.pool, CHANNEL).await?;
+    let mut listener = db::listen(&caches.sessions, CHANNEL).await?;
     loop {
         listener.recv().await?;
         while listener.next_buffered().is_some() {}

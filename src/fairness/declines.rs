@@ -88,9 +88,11 @@ pub async fn decline(pool: &Pool, body: DeclinePost) -> Result<DeclineView> {
 
 /// Clears a project's filters (one user's when named); how many went.
 pub async fn revive(pool: &Pool, project: &str, user: Option<&str>) -> Result<u64> {
-    let mut conn = pool.acquire().await?;
-    let Some(id) = db::project_id(&mut conn, project).await? else {
+    let mut tx = pool.begin().await?;
+    let Some(id) = db::project_id(&mut tx, project).await? else {
         return Ok(0);
     };
-    Ok(db::revive(&mut conn, id, user).await?)
+    let revived = db::revive(&mut tx, id, user).await?;
+    tx.commit().await.map_err(Error::commit_failed)?;
+    Ok(revived)
 }

@@ -42,10 +42,6 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-async fn start_server(database_url: &str, label: &str) -> Server {
-    start_server_with(database_url, label, &[]).await
-}
-
 /// Starts `placement serve` on a free port with extra flags and waits
 /// until it answers `GET /`.
 pub async fn start_server_with(database_url: &str, label: &str, extra: &[&str]) -> Server {
@@ -102,11 +98,14 @@ pub struct Cluster {
     admin_url: String,
     db: String,
     microversion: String,
+    /// The pooler the servers go through, if any.
+    bouncer: Option<crate::pgbouncer::PgBouncer>,
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.servers.clear();
+        self.bouncer.take();
         common::drop_database(&self.admin_url, &self.db);
     }
 }
@@ -120,13 +119,51 @@ impl Cluster {
     /// `n` servers (started at once) on a fresh database.
     pub async fn with_servers(label: &str, microversion: &str, n: usize) -> Cluster {
         let (admin_url, db) = common::fresh_database().await;
-        let url = common::url_with_db(&admin_url, &db);
+        Self::start(label, microversion, n, admin_url, db, None).await
+    }
+
+    /// Two servers on a fresh database through PgBouncer in transaction
+    /// mode with 4 server connections (`--db-pooler transaction`; the
+    /// session URL goes to PostgreSQL directly).
+    pub async fn behind_pgbouncer(label: &str, microversion: &str) -> Cluster {
+        let (admin_url, db) = common::fresh_database().await;
+        let bouncer = crate::pgbouncer::PgBouncer::start(&admin_url, 4);
+        Self::start(label, microversion, 2, admin_url, db, Some(bouncer)).await
+    }
+
+    async fn start(
+        label: &str,
+        microversion: &str,
+        n: usize,
+        admin_url: String,
+        db: String,
+        bouncer: Option<crate::pgbouncer::PgBouncer>,
+    ) -> Cluster {
+        let direct = common::url_with_db(&admin_url, &db);
+        let (url, extra) = match &bouncer {
+            None => (direct, Vec::new()),
+            Some(b) => {
+                let user = admin_url
+                    .parse::<sqlx::postgres::PgConnectOptions>()
+                    .expect("admin URL")
+                    .get_username()
+                    .to_string();
+                let args = vec![
+                    "--db-pooler".to_string(),
+                    "transaction".to_string(),
+                    "--database-session-url".to_string(),
+                    direct,
+                ];
+                (b.url(&user, &db), args)
+            }
+        };
         let mut starting = Vec::new();
         for _ in 0..n {
-            let (url, label) = (url.clone(), label.to_string());
-            starting.push(tokio::spawn(
-                async move { start_server(&url, &label).await },
-            ));
+            let (url, label, extra) = (url.clone(), label.to_string(), extra.clone());
+            starting.push(tokio::spawn(async move {
+                let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+                start_server_with(&url, &label, &extra).await
+            }));
         }
         let mut servers = Vec::new();
         for s in starting {
@@ -141,6 +178,7 @@ impl Cluster {
             admin_url,
             db,
             microversion: format!("placement {microversion}"),
+            bouncer,
         }
     }
 

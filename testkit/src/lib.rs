@@ -6,6 +6,7 @@
 //! - [`cluster`]: real `placement serve` processes on one database;
 //! - [`load`]: claims and deletes with a ledger of what was promised,
 //!   audited against the database afterwards;
+//! - [`pgbouncer`]: PgBouncer in transaction mode in front of it;
 //! - [`pg`]: a private PostgreSQL that a test can stop, restart, kill,
 //!   replicate and promote.
 
@@ -14,6 +15,7 @@ pub mod cluster;
 pub mod common;
 pub mod load;
 pub mod pg;
+pub mod pgbouncer;
 
 /// The `placement` binary Cargo built for these tests: beside the test
 /// executable's `deps/` directory.

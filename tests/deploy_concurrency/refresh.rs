@@ -39,7 +39,18 @@ async fn post_web(c: &Cluster, server: usize, count: i64, dry_run: bool) -> (u16
 
 #[tokio::test]
 async fn a_large_deployment_refreshes_the_other_process() {
-    let c = Cluster::new("deploy-refresh", "1.39").await;
+    refreshes_the_other_process(Cluster::new("deploy-refresh", "1.39").await).await;
+}
+
+/// Through PgBouncer in transaction mode the listener takes the session
+/// URL, and the announcement still reaches the other process.
+#[tokio::test]
+async fn a_large_deployment_refreshes_the_other_process_through_a_transaction_pooler() {
+    refreshes_the_other_process(Cluster::behind_pgbouncer("deploy-refresh-pooled", "1.39").await)
+        .await;
+}
+
+async fn refreshes_the_other_process(c: Cluster) {
     let mut nodes = Vec::new();
     for i in 0..32 {
         nodes.push(c.node(&format!("rn{i}"), 4096, 4).await);

@@ -19,7 +19,7 @@ pub(super) async fn check_bound_shares(
     if ids.is_empty() {
         return Ok(());
     }
-    let bound: Vec<(i64, Uuid, i64)> = sqlx::query_as(
+    let bound: Vec<(i64, Uuid, i64)> = crate::db::query_as(
         "SELECT i.consumer_id, rp.uuid, (SELECT SUM(s) FROM UNNEST(i.core_shares) AS s)::bigint
            FROM instances i JOIN resource_providers rp ON rp.id = i.resource_provider_id
           WHERE i.consumer_id = ANY($1) AND cardinality(i.core_shares) > 0",

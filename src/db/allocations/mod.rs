@@ -58,7 +58,7 @@ pub async fn of_consumer(
     conn: &mut PgConnection,
     consumer: Uuid,
 ) -> Result<Vec<AllocationRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    crate::db::query_as(sqlx::AssertSqlSafe(format!(
         "{SELECT} WHERE c.uuid = $1 ORDER BY rp.id, rc.id"
     )))
     .bind(consumer)
@@ -72,7 +72,7 @@ pub async fn of_provider(
     conn: &mut PgConnection,
     rp_id: i64,
 ) -> Result<Vec<AllocationRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    crate::db::query_as(sqlx::AssertSqlSafe(format!(
         "{SELECT} WHERE a.resource_provider_id = $1 ORDER BY c.id, rc.id"
     )))
     .bind(rp_id)
@@ -232,7 +232,7 @@ pub async fn write(
     let cleared: Vec<Cleared> = match existing_ids.is_empty() {
         true => Vec::new(),
         false => {
-            sqlx::query_as(
+            crate::db::query_as(
                 "DELETE FROM allocations WHERE consumer_id = ANY($1)
                  RETURNING consumer_id, resource_provider_id, resource_class_id, used",
             )
@@ -293,7 +293,7 @@ async fn lock_and_resolve(
         .collect();
     wanted.sort_unstable();
     wanted.dedup();
-    let rows: Vec<(i64, Uuid)> = sqlx::query_as(
+    let rows: Vec<(i64, Uuid)> = crate::db::query_as(
         "SELECT id, uuid FROM resource_providers WHERE uuid = ANY($1) ORDER BY id FOR UPDATE",
     )
     .bind(&wanted)
@@ -311,7 +311,7 @@ async fn lock_and_resolve(
     class_names.sort();
     class_names.dedup();
     let class_rows: Vec<(i32, String)> =
-        sqlx::query_as("SELECT id, name FROM resource_classes WHERE name = ANY($1)")
+        crate::db::query_as("SELECT id, name FROM resource_classes WHERE name = ANY($1)")
             .bind(&class_names)
             .fetch_all(&mut *conn)
             .await?;
@@ -490,7 +490,7 @@ async fn insert_allocations(
             }
         }
     }
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used)
          SELECT * FROM UNNEST($1::bigint[], $2::bigint[], $3::int[], $4::int[])",
     )
@@ -528,7 +528,7 @@ async fn usage(
     conn: &mut PgConnection,
     rp_ids: &[i64],
 ) -> Result<HashMap<(i64, i32), i64>, sqlx::Error> {
-    let rows: Vec<(i64, i32, i64)> = sqlx::query_as(
+    let rows: Vec<(i64, i32, i64)> = crate::db::query_as(
         "SELECT resource_provider_id, resource_class_id, SUM(used)::bigint FROM allocations
          WHERE resource_provider_id = ANY($1) GROUP BY 1, 2",
     )
@@ -553,7 +553,7 @@ async fn inventories_of(
         step_size: i32,
         allocation_ratio: f64,
     }
-    let rows: Vec<Row> = sqlx::query_as(
+    let rows: Vec<Row> = crate::db::query_as(
         "SELECT resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit, step_size,
                 allocation_ratio FROM inventories WHERE resource_provider_id = ANY($1)",
     )
@@ -584,7 +584,7 @@ pub async fn delete_consumer(conn: &mut PgConnection, consumer: Uuid) -> Result<
     let Some(c) = consumers::get_for_update(conn, consumer).await? else {
         return Ok(false);
     };
-    let n = sqlx::query("DELETE FROM allocations WHERE consumer_id = $1")
+    let n = crate::db::query("DELETE FROM allocations WHERE consumer_id = $1")
         .bind(c.id)
         .execute(&mut *conn)
         .await?

@@ -42,7 +42,7 @@ pub async fn set_priorities(
     consumers: &[Uuid],
     p: &PriorityRow,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO consumer_priorities (consumer_uuid, priority_class, priority, eviction_enabled)
          SELECT UNNEST($1::uuid[]), $2, $3, $4
          ON CONFLICT (consumer_uuid) DO UPDATE SET
@@ -64,7 +64,7 @@ pub async fn priority(
     conn: &mut PgConnection,
     consumer: Uuid,
 ) -> Result<Option<PriorityRow>, sqlx::Error> {
-    sqlx::query_as("SELECT priority_class, priority, eviction_enabled FROM consumer_priorities WHERE consumer_uuid = $1")
+    crate::db::query_as("SELECT priority_class, priority, eviction_enabled FROM consumer_priorities WHERE consumer_uuid = $1")
         .bind(consumer)
         .fetch_optional(conn)
         .await
@@ -77,11 +77,11 @@ pub async fn held_classes(
     conn: &mut PgConnection,
     consumer: Uuid,
 ) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query("SELECT 1 FROM consumers WHERE uuid = $1 FOR UPDATE")
+    crate::db::query("SELECT 1 FROM consumers WHERE uuid = $1 FOR UPDATE")
         .bind(consumer)
         .execute(&mut *conn)
         .await?;
-    sqlx::query_scalar(
+    crate::db::query_scalar(
         "SELECT DISTINCT rc.name FROM allocations a JOIN consumers c ON c.id = a.consumer_id
            JOIN resource_classes rc ON rc.id = a.resource_class_id WHERE c.uuid = $1 ORDER BY 1",
     )
@@ -96,7 +96,7 @@ pub async fn policy(
     conn: &mut PgConnection,
     provider: Option<i64>,
 ) -> Result<Option<Value>, sqlx::Error> {
-    sqlx::query_scalar("SELECT policy FROM colocation_policies WHERE COALESCE(resource_provider_id, 0) = COALESCE($1, 0)")
+    crate::db::query_scalar("SELECT policy FROM colocation_policies WHERE COALESCE(resource_provider_id, 0) = COALESCE($1, 0)")
         .bind(provider)
         .fetch_optional(conn)
         .await
@@ -109,7 +109,7 @@ pub async fn policy_layers(
     conn: &mut PgConnection,
     provider: i64,
 ) -> Result<(Option<Value>, Option<Value>), sqlx::Error> {
-    sqlx::query_as(
+    crate::db::query_as(
         "SELECT (SELECT policy FROM colocation_policies WHERE resource_provider_id IS NULL),
                 (SELECT policy FROM colocation_policies WHERE resource_provider_id = $1)",
     )
@@ -147,7 +147,7 @@ pub async fn put_policy(
     provider: Option<i64>,
     fields: &Value,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO colocation_policies (resource_provider_id, policy) VALUES ($1, $2)
          ON CONFLICT (COALESCE(resource_provider_id, 0)) DO UPDATE SET policy = EXCLUDED.policy, updated_at = now()",
     )
@@ -164,7 +164,7 @@ pub async fn delete_policy(
     conn: &mut PgConnection,
     provider: Option<i64>,
 ) -> Result<bool, sqlx::Error> {
-    let r = sqlx::query(
+    let r = crate::db::query(
         "DELETE FROM colocation_policies WHERE COALESCE(resource_provider_id, 0) = COALESCE($1, 0)",
     )
     .bind(provider)
@@ -228,7 +228,7 @@ pub async fn record_report(
             a.2.push(c.memory_mb);
             a
         });
-    sqlx::query_as(
+    crate::db::query_as(
         "SELECT * FROM record_usage_report($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
     )
     .bind(provider)
@@ -272,7 +272,7 @@ pub async fn samples(
     rp: i64,
     window_seconds: i64,
 ) -> Result<Option<ProviderState>, sqlx::Error> {
-    let row: Option<SamplesRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    let row: Option<SamplesRow> = crate::db::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT l.*, w.be_used_avg, w.be_request_avg, w.be_real_limit_avg, w.covered,
                 (SELECT total::bigint FROM inventories WHERE resource_provider_id = $1 AND resource_class_id = $4) AS cpu_total,
                 (SELECT total::bigint FROM inventories WHERE resource_provider_id = $1 AND resource_class_id = $5) AS memory_total,
@@ -388,7 +388,7 @@ pub async fn node_consumers(
     conn: &mut PgConnection,
     rp: i64,
 ) -> Result<Vec<NodeConsumer>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    crate::db::query_as(sqlx::AssertSqlSafe(format!(
         "{CONSUMERS_OF_PROVIDER} ORDER BY consumer_uuid"
     )))
     .bind(rp)
@@ -404,7 +404,7 @@ pub async fn node_consumers(
 /// renamed nor deleted) if this is the first report ever.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn ensure_batch_classes(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO resource_classes (id, name) VALUES ($1, $2), ($3, $4) ON CONFLICT DO NOTHING",
     )
     .bind(BATCH_VCPU_MILLI.0)
@@ -435,7 +435,7 @@ pub struct BatchLedger {
 /// A provider's batch ledger.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn batch_ledger(conn: &mut PgConnection, rp: i64) -> Result<BatchLedger, sqlx::Error> {
-    sqlx::query_as(
+    crate::db::query_as(
         "SELECT (SELECT total::bigint FROM inventories WHERE resource_provider_id = $1 AND resource_class_id = $2) AS cpu_total,
                 (SELECT total::bigint FROM inventories WHERE resource_provider_id = $1 AND resource_class_id = $3) AS memory_total,
                 (SELECT batch_computed_at FROM provider_colocation WHERE resource_provider_id = $1) AS computed_at,
@@ -460,7 +460,7 @@ pub async fn write_batch(
     memory: i32,
     overcommitted: bool,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    crate::db::query(
         "WITH i AS (INSERT INTO inventories (resource_provider_id, resource_class_id, total, reserved, min_unit,
                                               max_unit, step_size, allocation_ratio)
               VALUES ($1, $2, $4, 0, 1, GREATEST($4, 1), 1, 1.0), ($1, $3, $5, 0, 1, GREATEST($5, 1), 1, 1.0)
@@ -489,7 +489,7 @@ pub async fn degrade_stale(
     cluster_minutes: i64,
 ) -> Result<u64, sqlx::Error> {
     // Overrides were validated as integers ≥ 1 when they were stored.
-    let r = sqlx::query(
+    let r = crate::db::query(
         "UPDATE inventories i SET total = 0, max_unit = 1, updated_at = now()
            FROM provider_colocation pc
            LEFT JOIN colocation_policies cp ON cp.resource_provider_id = pc.resource_provider_id
@@ -520,7 +520,7 @@ pub async fn record_evictions(
     } else {
         "cpu_cooldown_until"
     };
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO evictions (resource_provider_id, consumer_uuid, trigger) SELECT $1, UNNEST($2::uuid[]), $3",
     )
     .bind(rp)
@@ -528,7 +528,7 @@ pub async fn record_evictions(
     .bind(trigger)
     .execute(&mut *conn)
     .await?;
-    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+    crate::db::query_scalar(sqlx::AssertSqlSafe(format!(
         "INSERT INTO provider_colocation (resource_provider_id, last_sampled_at, {column})
          VALUES ($1, '-infinity', now() + make_interval(secs => $2))
          ON CONFLICT (resource_provider_id) DO UPDATE SET {column} = EXCLUDED.{column}
@@ -552,7 +552,7 @@ pub struct Cooldowns {
 /// The cooldowns in force.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn cooldowns(conn: &mut PgConnection, rp: i64) -> Result<Cooldowns, sqlx::Error> {
-    Ok(sqlx::query_as(
+    Ok(crate::db::query_as(
         "SELECT cpu_cooldown_until AS cpu_until, memory_cooldown_until AS memory_until
            FROM provider_colocation WHERE resource_provider_id = $1",
     )

@@ -40,7 +40,7 @@ pub async fn reports(
     conn: &mut PgConnection,
     ids: Option<&[i64]>,
 ) -> Result<Vec<ReportRow>, sqlx::Error> {
-    sqlx::query_as(
+    crate::db::query_as(
         "SELECT resource_provider_id AS rp_id, last_sampled_at AS sampled_at,
                 node_cpu_milli AS cpu_milli, node_memory_mb AS memory_mb
            FROM provider_colocation
@@ -59,7 +59,7 @@ pub async fn pending(
     conn: &mut PgConnection,
     ids: Option<&[i64]>,
 ) -> Result<Vec<PendingRow>, sqlx::Error> {
-    sqlx::query_as(
+    crate::db::query_as(
         "SELECT a.resource_provider_id AS rp_id,
                 SUM(CASE a.resource_class_id WHEN $3 THEN a.used::bigint * 1000 WHEN $5 THEN a.used ELSE 0 END)::bigint AS cpu_milli,
                 SUM(CASE a.resource_class_id WHEN $4 THEN a.used WHEN $6 THEN a.used ELSE 0 END)::bigint AS memory_mb
@@ -85,7 +85,7 @@ pub async fn pending(
 pub async fn policy_scopes(
     conn: &mut PgConnection,
 ) -> Result<Vec<(Option<i64>, Value)>, sqlx::Error> {
-    sqlx::query_as("SELECT resource_provider_id, policy FROM colocation_policies")
+    crate::db::query_as("SELECT resource_provider_id, policy FROM colocation_policies")
         .fetch_all(conn)
         .await
 }

@@ -12,7 +12,7 @@ pub async fn insert_decline(
     resources: &serde_json::Value,
     seconds: f64,
 ) -> Result<chrono::DateTime<chrono::Utc>, sqlx::Error> {
-    sqlx::query_scalar(
+    crate::db::query_scalar(
         "INSERT INTO decline_filters (project_id, user_id, resource_provider_id, resources, expires_at)
          VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5)) RETURNING expires_at",
     )
@@ -32,7 +32,7 @@ pub async fn revive(
     project: i32,
     user: Option<&str>,
 ) -> Result<u64, sqlx::Error> {
-    Ok(sqlx::query(
+    Ok(crate::db::query(
         "DELETE FROM decline_filters WHERE project_id = $1 AND ($2::text IS NULL OR user_id = $2)",
     )
     .bind(project)
@@ -58,10 +58,10 @@ pub struct DeclineRow {
 /// Decline filters still in force (expired ones are deleted on the way).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn active_declines(conn: &mut PgConnection) -> Result<Vec<DeclineRow>, sqlx::Error> {
-    sqlx::query("DELETE FROM decline_filters WHERE expires_at <= now()")
+    crate::db::query("DELETE FROM decline_filters WHERE expires_at <= now()")
         .execute(&mut *conn)
         .await?;
-    sqlx::query_as(
+    crate::db::query_as(
         "SELECT p.external_id AS project, d.user_id, d.resource_provider_id AS rp_id, d.resources
            FROM decline_filters d JOIN projects p ON p.id = d.project_id ORDER BY d.id",
     )
@@ -78,7 +78,7 @@ pub async fn record_round(
     request: &str,
     result: &str,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO admission_rounds (id, seed, request, result) VALUES ($1, $2, $3::json, $4::json)",
     )
         .bind(id)
@@ -94,7 +94,7 @@ pub async fn record_round(
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn prune_rounds(conn: &mut PgConnection, keep_secs: u64) -> Result<u64, sqlx::Error> {
     let keep = i64::try_from(keep_secs).unwrap_or(i64::MAX);
-    Ok(sqlx::query(
+    Ok(crate::db::query(
         "DELETE FROM admission_rounds WHERE started_at < now() - make_interval(secs => $1::double precision)",
     )
     .bind(keep)

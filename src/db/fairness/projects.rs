@@ -18,7 +18,7 @@ pub async fn project_id(
     conn: &mut PgConnection,
     external: &str,
 ) -> Result<Option<i32>, sqlx::Error> {
-    sqlx::query_scalar("SELECT id FROM projects WHERE external_id = $1")
+    crate::db::query_scalar("SELECT id FROM projects WHERE external_id = $1")
         .bind(external)
         .fetch_optional(conn)
         .await
@@ -31,7 +31,7 @@ pub async fn lock_projects(conn: &mut PgConnection, ids: &[i32]) -> Result<(), s
     ids.sort_unstable();
     ids.dedup();
     for id in ids {
-        sqlx::query("SELECT pg_advisory_xact_lock($1, $2)")
+        crate::db::query("SELECT pg_advisory_xact_lock($1, $2)")
             .bind(PROJECT_LOCK)
             .bind(id)
             .execute(&mut *conn)
@@ -43,7 +43,7 @@ pub async fn lock_projects(conn: &mut PgConnection, ids: &[i32]) -> Result<(), s
 /// Serialises admission rounds across processes until the transaction ends.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn lock_admissions(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+    crate::db::query("SELECT pg_advisory_xact_lock($1)")
         .bind(ADMISSION_LOCK)
         .execute(conn)
         .await?;
@@ -74,7 +74,7 @@ pub async fn fairness(
     conn: &mut PgConnection,
     project: i32,
 ) -> Result<Option<FairnessRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    crate::db::query_as(sqlx::AssertSqlSafe(format!(
         "{FAIRNESS} WHERE f.project_id = $1"
     )))
     .bind(project)
@@ -85,7 +85,7 @@ pub async fn fairness(
 /// Every project's fairness settings.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn all_fairness(conn: &mut PgConnection) -> Result<Vec<FairnessRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    crate::db::query_as(sqlx::AssertSqlSafe(format!(
         "{FAIRNESS} ORDER BY p.external_id"
     )))
     .fetch_all(conn)
@@ -95,7 +95,7 @@ pub async fn all_fairness(conn: &mut PgConnection) -> Result<Vec<FairnessRow>, s
 /// `project` and its ancestors, nearest first (stops at a cycle).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn lineage(conn: &mut PgConnection, project: i32) -> Result<Vec<i32>, sqlx::Error> {
-    sqlx::query_scalar(
+    crate::db::query_scalar(
         "WITH RECURSIVE up(id, depth) AS (
              SELECT $1::int, 0
              UNION ALL
@@ -116,7 +116,7 @@ pub async fn put_fairness(
     parent: Option<i32>,
     weight: f64,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO project_fairness (project_id, parent_project_id, weight) VALUES ($1, $2, $3)
          ON CONFLICT (project_id) DO UPDATE
             SET parent_project_id = EXCLUDED.parent_project_id, weight = EXCLUDED.weight, updated_at = now()",
@@ -136,7 +136,7 @@ pub async fn add_allocation_counts(
     counts: &[(i32, i64)],
 ) -> Result<(), sqlx::Error> {
     let (ids, ns): (Vec<i32>, Vec<i64>) = counts.iter().copied().unzip();
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO project_fairness (project_id, allocation_count)
          SELECT * FROM UNNEST($1::int[], $2::bigint[])
          ON CONFLICT (project_id) DO UPDATE
@@ -156,7 +156,7 @@ pub async fn subtrees(
     projects: &[i32],
 ) -> Result<Vec<(i32, Vec<i32>)>, sqlx::Error> {
     let mut out: Vec<(i32, Vec<i32>)> = projects.iter().map(|&p| (p, vec![p])).collect();
-    let has_children: bool = sqlx::query_scalar(
+    let has_children: bool = crate::db::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM project_fairness WHERE parent_project_id = ANY($1))",
     )
     .bind(projects)
@@ -165,7 +165,7 @@ pub async fn subtrees(
     if !has_children {
         return Ok(out);
     }
-    let rows: Vec<(i32, i32)> = sqlx::query_as(
+    let rows: Vec<(i32, i32)> = crate::db::query_as(
         "WITH RECURSIVE sub(root, id) AS (
              SELECT r, r FROM UNNEST($1::int[]) r
              UNION SELECT sub.root, f.project_id FROM project_fairness f JOIN sub ON f.parent_project_id = sub.id)
@@ -187,7 +187,7 @@ pub async fn subtrees(
 pub async fn project_allocations(
     conn: &mut PgConnection,
 ) -> Result<Vec<(String, i32, i64)>, sqlx::Error> {
-    sqlx::query_as(
+    crate::db::query_as(
         "SELECT p.external_id, pa.resource_class_id, SUM(pa.used)::bigint
            FROM project_allocations pa JOIN projects p ON p.id = pa.project_id
           GROUP BY 1, 2 HAVING SUM(pa.used) > 0 ORDER BY 1, 2",
@@ -202,7 +202,7 @@ pub async fn existing_consumers(
     conn: &mut PgConnection,
     uuids: &[uuid::Uuid],
 ) -> Result<Vec<uuid::Uuid>, sqlx::Error> {
-    sqlx::query_scalar("SELECT uuid FROM consumers WHERE uuid = ANY($1) ORDER BY uuid")
+    crate::db::query_scalar("SELECT uuid FROM consumers WHERE uuid = ANY($1) ORDER BY uuid")
         .bind(uuids)
         .fetch_all(conn)
         .await
@@ -214,7 +214,7 @@ pub async fn subtree_names(
     conn: &mut PgConnection,
     project: i32,
 ) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar(
+    crate::db::query_scalar(
         "WITH RECURSIVE sub(id) AS (
              SELECT $1::int
              UNION SELECT f.project_id FROM project_fairness f JOIN sub ON f.parent_project_id = sub.id)
@@ -232,7 +232,7 @@ pub async fn project_ids(
     external: &[String],
 ) -> Result<HashMap<String, i32>, sqlx::Error> {
     let rows: Vec<(String, i32)> =
-        sqlx::query_as("SELECT external_id, id FROM projects WHERE external_id = ANY($1)")
+        crate::db::query_as("SELECT external_id, id FROM projects WHERE external_id = ANY($1)")
             .bind(external)
             .fetch_all(conn)
             .await?;

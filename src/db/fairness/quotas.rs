@@ -26,7 +26,7 @@ const QUOTAS: &str =
 /// One project's quota.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn quota(conn: &mut PgConnection, project: i32) -> Result<Vec<QuotaRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    crate::db::query_as(sqlx::AssertSqlSafe(format!(
         "{QUOTAS} WHERE q.project_id = $1 ORDER BY rc.name"
     )))
     .bind(project)
@@ -37,7 +37,7 @@ pub async fn quota(conn: &mut PgConnection, project: i32) -> Result<Vec<QuotaRow
 /// Every quota.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn all_quotas(conn: &mut PgConnection) -> Result<Vec<QuotaRow>, sqlx::Error> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    crate::db::query_as(sqlx::AssertSqlSafe(format!(
         "{QUOTAS} ORDER BY p.external_id, rc.name"
     )))
     .fetch_all(conn)
@@ -51,14 +51,14 @@ pub async fn replace_quota(
     project: i32,
     rows: &[(i32, Option<i64>, Option<i64>)],
 ) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM project_quotas WHERE project_id = $1")
+    crate::db::query("DELETE FROM project_quotas WHERE project_id = $1")
         .bind(project)
         .execute(&mut *conn)
         .await?;
     let classes: Vec<i32> = rows.iter().map(|r| r.0).collect();
     let guarantees: Vec<Option<i64>> = rows.iter().map(|r| r.1).collect();
     let limits: Vec<Option<i64>> = rows.iter().map(|r| r.2).collect();
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO project_quotas (project_id, resource_class_id, guarantee, \"limit\")
          SELECT $1, * FROM UNNEST($2::int[], $3::bigint[], $4::bigint[])",
     )
@@ -96,7 +96,7 @@ pub async fn holdings_of(
     conn: &mut PgConnection,
     projects: &[i32],
 ) -> Result<HashMap<i32, Holdings>, sqlx::Error> {
-    let rows: Vec<(i32, String, i64, i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    let rows: Vec<(i32, String, i64, i64, i64)> = crate::db::query_as(sqlx::AssertSqlSafe(format!(
         "{CONSUMPTION} SELECT root, rc.name, SUM(COALESCE(alloc.n, 0))::bigint, SUM(COALESCE(res.n, 0))::bigint,
                 SUM(GREATEST(COALESCE(alloc.n, 0), COALESCE(res.n, 0)))::bigint
            FROM alloc FULL JOIN res USING (root, rp, class_id) JOIN resource_classes rc ON rc.id = class_id
@@ -160,7 +160,7 @@ pub async fn consumption_of(
 ) -> Result<HashMap<(i32, i32), i64>, sqlx::Error> {
     let mut out = HashMap::new();
     for (root, members) in subtrees {
-        let rows: Vec<(i32, i64)> = sqlx::query_as(
+        let rows: Vec<(i32, i64)> = crate::db::query_as(
             "WITH alloc AS (
                  SELECT resource_provider_id AS rp, resource_class_id AS cls, SUM(used) AS n
                    FROM project_allocations
@@ -210,7 +210,7 @@ pub async fn limits_over(
     projects: &[String],
     classes: &[String],
 ) -> Result<Vec<LimitRow>, sqlx::Error> {
-    sqlx::query_as(TREE_LIMITS)
+    crate::db::query_as(TREE_LIMITS)
         .bind(projects)
         .bind(classes)
         .bind(PROJECT_LOCK)
@@ -258,7 +258,7 @@ pub async fn checks_needed(
     classes: &[i32],
     consumers: &[uuid::Uuid],
 ) -> Result<Needed, sqlx::Error> {
-    sqlx::query_as(
+    crate::db::query_as(
         "WITH RECURSIVE up(id, depth) AS (
              SELECT id, 0 FROM projects WHERE external_id = ANY($2)
              UNION SELECT f.parent_project_id, up.depth + 1 FROM project_fairness f JOIN up ON f.project_id = up.id
@@ -301,7 +301,7 @@ pub async fn bump_then_flat_limits_used(
     projects: &[String],
     classes: &[i32],
 ) -> Result<Vec<LimitUse>, sqlx::Error> {
-    sqlx::query_as("SELECT * FROM bump_then_flat_limits_used($1, $2, $3, $4)")
+    crate::db::query_as("SELECT * FROM bump_then_flat_limits_used($1, $2, $3, $4)")
         .bind(bump)
         .bind(projects)
         .bind(classes)

@@ -15,7 +15,7 @@ pub async fn unused_reservations(
 ) -> Result<HashMap<(i64, i32), i64>, sqlx::Error> {
     // Most pools have no reservations: answer that with a cheap statement
     // rather than planning the recursive one below.
-    let any: bool = sqlx::query_scalar(
+    let any: bool = crate::db::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM project_reservations
                          WHERE $1::bigint[] IS NULL OR resource_provider_id = ANY($1))",
     )
@@ -25,7 +25,7 @@ pub async fn unused_reservations(
     if !any {
         return Ok(HashMap::new());
     }
-    let rows: Vec<(i64, i32, i64)> = sqlx::query_as(
+    let rows: Vec<(i64, i32, i64)> = crate::db::query_as(
         "WITH RECURSIVE r AS (
              SELECT resource_provider_id AS rp, resource_class_id AS rc, project_id AS owner, amount
                FROM project_reservations WHERE $1::bigint[] IS NULL OR resource_provider_id = ANY($1)),
@@ -64,7 +64,7 @@ pub async fn reservations(
     provider: i64,
     project: i32,
 ) -> Result<BTreeMap<String, i64>, sqlx::Error> {
-    let rows: Vec<(String, i32)> = sqlx::query_as(
+    let rows: Vec<(String, i32)> = crate::db::query_as(
         "SELECT rc.name, r.amount FROM project_reservations r JOIN resource_classes rc ON rc.id = r.resource_class_id
           WHERE r.resource_provider_id = $1 AND r.project_id = $2 ORDER BY rc.name",
     )
@@ -93,7 +93,7 @@ pub struct ReservationRow {
 /// Every reservation.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn all_reservations(conn: &mut PgConnection) -> Result<Vec<ReservationRow>, sqlx::Error> {
-    sqlx::query_as(
+    crate::db::query_as(
         "SELECT r.resource_provider_id AS rp_id, r.project_id AS project,
                 p.external_id AS project_external_id, r.resource_class_id AS class_id, r.amount
            FROM project_reservations r JOIN projects p ON p.id = r.project_id
@@ -110,7 +110,7 @@ pub async fn reserved_by_others(
     provider: i64,
     except: i32,
 ) -> Result<HashMap<i32, i64>, sqlx::Error> {
-    let rows: Vec<(i32, i64)> = sqlx::query_as(
+    let rows: Vec<(i32, i64)> = crate::db::query_as(
         "SELECT resource_class_id, SUM(amount)::bigint FROM project_reservations
           WHERE resource_provider_id = $1 AND project_id <> $2 GROUP BY 1",
     )
@@ -129,7 +129,7 @@ pub async fn replace_reservations(
     project: i32,
     rows: &[(i32, i32)],
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    crate::db::query(
         "DELETE FROM project_reservations WHERE resource_provider_id = $1 AND project_id = $2",
     )
     .bind(provider)
@@ -137,7 +137,7 @@ pub async fn replace_reservations(
     .execute(&mut *conn)
     .await?;
     let (classes, amounts): (Vec<i32>, Vec<i32>) = rows.iter().copied().unzip();
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO project_reservations (resource_provider_id, project_id, resource_class_id, amount)
          SELECT $1, $2, * FROM UNNEST($3::int[], $4::int[])",
     )
@@ -157,7 +157,7 @@ pub async fn project_allocations_on(
     conn: &mut PgConnection,
     providers: &[i64],
 ) -> Result<Vec<(String, i64, i32, i64)>, sqlx::Error> {
-    sqlx::query_as(
+    crate::db::query_as(
         "SELECT p.external_id, pa.resource_provider_id, pa.resource_class_id, pa.used
            FROM project_allocations pa JOIN projects p ON p.id = pa.project_id
           WHERE pa.resource_provider_id = ANY($1) AND pa.used > 0",
@@ -173,7 +173,7 @@ pub async fn provider_usage(
     conn: &mut PgConnection,
     provider: i64,
 ) -> Result<HashMap<i32, i64>, sqlx::Error> {
-    let rows: Vec<(i32, i64)> = sqlx::query_as(
+    let rows: Vec<(i32, i64)> = crate::db::query_as(
         "SELECT resource_class_id, SUM(used)::bigint FROM allocations WHERE resource_provider_id = $1 GROUP BY 1",
     )
     .bind(provider)
@@ -185,7 +185,7 @@ pub async fn provider_usage(
 /// Σ (total − reserved) × allocation_ratio over every provider, by class id.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn pool_capacity(conn: &mut PgConnection) -> Result<Vec<(i32, f64)>, sqlx::Error> {
-    sqlx::query_as(
+    crate::db::query_as(
         "SELECT resource_class_id, SUM((total - reserved) * allocation_ratio)::float8
            FROM inventories GROUP BY 1 ORDER BY 1",
     )

@@ -95,10 +95,10 @@ pub struct Snapshot {
 
 /// Opens the read-only, repeatable-read transaction and checks the schema.
 pub async fn begin(conn: &mut PgConnection) -> Result<(), SourceError> {
-    sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    crate::db::query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         .execute(&mut *conn)
         .await?;
-    let tables: Vec<String> = sqlx::query_scalar(
+    let tables: Vec<String> = crate::db::query_scalar(
         "SELECT t FROM unnest(ARRAY['alembic_version','resource_providers','inventories','allocations','consumers']) t
           WHERE to_regclass(t) IS NULL",
     )
@@ -111,7 +111,7 @@ pub async fn begin(conn: &mut PgConnection) -> Result<(), SourceError> {
         )));
     }
     let version: Option<String> =
-        sqlx::query_scalar("SELECT version_num::text FROM alembic_version LIMIT 1")
+        crate::db::query_scalar("SELECT version_num::text FROM alembic_version LIMIT 1")
             .fetch_optional(&mut *conn)
             .await?;
     match version.as_deref() {
@@ -128,21 +128,21 @@ pub async fn begin(conn: &mut PgConnection) -> Result<(), SourceError> {
 
 /// Reads every table, in the transaction [`begin`] opened.
 pub async fn read(conn: &mut PgConnection) -> Result<Snapshot, SourceError> {
-    let pairs = |sql: &'static str| sqlx::query_as::<_, (i32, String)>(sql);
-    let links = |sql: &'static str| sqlx::query_as::<_, (i32, i32)>(sql);
+    let pairs = |sql: &'static str| crate::db::query_as::<_, (i32, String)>(sql);
+    let links = |sql: &'static str| crate::db::query_as::<_, (i32, i32)>(sql);
     let classes = pairs("SELECT id, name::text FROM resource_classes ORDER BY id")
         .fetch_all(&mut *conn)
         .await?;
     let traits = pairs("SELECT id, name::text FROM traits ORDER BY id")
         .fetch_all(&mut *conn)
         .await?;
-    let providers = sqlx::query_as(
+    let providers = crate::db::query_as(
         "SELECT id, uuid::text, name::text, generation, root_provider_id, parent_provider_id
            FROM resource_providers ORDER BY id",
     )
     .fetch_all(&mut *conn)
     .await?;
-    let inventories = sqlx::query_as(
+    let inventories = crate::db::query_as(
         "SELECT resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit, step_size,
                 allocation_ratio::float8 AS allocation_ratio
            FROM inventories ORDER BY resource_provider_id, resource_class_id",
@@ -161,7 +161,7 @@ pub async fn read(conn: &mut PgConnection) -> Result<Snapshot, SourceError> {
         links("SELECT resource_provider_id, trait_id FROM resource_provider_traits ORDER BY 1, 2")
             .fetch_all(&mut *conn)
             .await?;
-    let consumers = sqlx::query_as(
+    let consumers = crate::db::query_as(
         "SELECT c.uuid::text, p.external_id::text AS project, u.external_id::text AS user,
                 c.generation, t.name::text AS consumer_type
            FROM consumers c
@@ -172,7 +172,7 @@ pub async fn read(conn: &mut PgConnection) -> Result<Snapshot, SourceError> {
     )
     .fetch_all(&mut *conn)
     .await?;
-    let allocations = sqlx::query_as(
+    let allocations = crate::db::query_as(
         "SELECT resource_provider_id, consumer_id::text, resource_class_id, used FROM allocations ORDER BY id",
     )
     .fetch_all(&mut *conn)
@@ -208,5 +208,5 @@ pub fn incomplete_consumers(s: &Snapshot) -> Vec<String> {
 
 /// Ends the read-only transaction.
 pub async fn finish(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-    sqlx::query("ROLLBACK").execute(conn).await.map(|_| ())
+    crate::db::query("ROLLBACK").execute(conn).await.map(|_| ())
 }

@@ -39,7 +39,7 @@ pub struct Counts {
 
 /// True when ours holds no provider and no consumer.
 pub async fn is_empty(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar(
+    crate::db::query_scalar(
         "SELECT NOT EXISTS (SELECT 1 FROM resource_providers) AND NOT EXISTS (SELECT 1 FROM consumers)",
     )
     .fetch_one(conn)
@@ -58,7 +58,7 @@ async fn class_map(
     s: &Snapshot,
 ) -> Result<HashMap<i32, i32>, TargetError> {
     let names: Vec<String> = s.classes.iter().map(|(_, n)| n.clone()).collect();
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO resource_classes (id, name)
          SELECT nextval('custom_resource_class_id_seq'), n FROM UNNEST($1::text[]) n
          ON CONFLICT (name) DO NOTHING",
@@ -66,7 +66,7 @@ async fn class_map(
     .bind(&names)
     .execute(&mut *conn)
     .await?;
-    let ours: Vec<(i32, String)> = sqlx::query_as("SELECT id, name FROM resource_classes")
+    let ours: Vec<(i32, String)> = crate::db::query_as("SELECT id, name FROM resource_classes")
         .fetch_all(&mut *conn)
         .await?;
     let by_name: HashMap<&str, i32> = ours.iter().map(|(i, n)| (n.as_str(), *i)).collect();
@@ -90,12 +90,12 @@ async fn trait_map(
     s: &Snapshot,
 ) -> Result<HashMap<i32, i32>, TargetError> {
     let names: Vec<String> = s.traits.iter().map(|(_, n)| n.clone()).collect();
-    sqlx::query("INSERT INTO traits (name) SELECT n FROM UNNEST($1::text[]) n ON CONFLICT (name) DO NOTHING")
+    crate::db::query("INSERT INTO traits (name) SELECT n FROM UNNEST($1::text[]) n ON CONFLICT (name) DO NOTHING")
         .bind(&names)
         .execute(&mut *conn)
         .await?;
     let ours: Vec<(i32, String)> =
-        sqlx::query_as("SELECT id, name FROM traits WHERE name = ANY($1)")
+        crate::db::query_as("SELECT id, name FROM traits WHERE name = ANY($1)")
             .bind(&names)
             .fetch_all(&mut *conn)
             .await?;
@@ -114,9 +114,10 @@ async fn trait_map(
 /// Providers keep their uuid, name, generation and tree; their ids move
 /// by the largest id ours already has. Returns that offset.
 async fn providers(conn: &mut PgConnection, s: &Snapshot) -> Result<i64, TargetError> {
-    let offset: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) FROM resource_providers")
-        .fetch_one(&mut *conn)
-        .await?;
+    let offset: i64 =
+        crate::db::query_scalar("SELECT COALESCE(MAX(id), 0) FROM resource_providers")
+            .fetch_one(&mut *conn)
+            .await?;
     let mut ids = Vec::new();
     let mut uuids = Vec::new();
     let mut names = Vec::new();
@@ -133,7 +134,7 @@ async fn providers(conn: &mut PgConnection, s: &Snapshot) -> Result<i64, TargetE
         roots.push(i64::from(p.root_provider_id.unwrap_or(p.id)) + offset);
         parents.push(p.parent_provider_id.map(|x| i64::from(x) + offset));
     }
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO resource_providers (id, uuid, name, generation, root_provider_id, parent_provider_id)
          SELECT * FROM UNNEST($1::bigint[], $2::uuid[], $3::text[], $4::int[], $5::bigint[], $6::bigint[])",
     )
@@ -146,7 +147,7 @@ async fn providers(conn: &mut PgConnection, s: &Snapshot) -> Result<i64, TargetE
     .execute(&mut *conn)
     .await
     .map_err(|e| conflict(e, "a provider uuid or name already exists here"))?;
-    sqlx::query("SELECT setval('resource_providers_id_seq', GREATEST((SELECT MAX(id) FROM resource_providers), 1))")
+    crate::db::query("SELECT setval('resource_providers_id_seq', GREATEST((SELECT MAX(id) FROM resource_providers), 1))")
         .execute(&mut *conn)
         .await?;
     Ok(offset)
@@ -176,7 +177,7 @@ async fn inventories(
         .collect::<Result<_, _>>()?;
     let col = |f: fn(&super::source::Inventory) -> i32| -> Vec<i32> { inv.iter().map(f).collect() };
     let ratios: Vec<f64> = inv.iter().map(|i| i.allocation_ratio).collect();
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO inventories (resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit, step_size, allocation_ratio)
          SELECT * FROM UNNEST($1::bigint[], $2::int[], $3::int[], $4::int[], $5::int[], $6::int[], $7::int[], $8::float8[])",
     )
@@ -219,7 +220,7 @@ async fn links(
         .map(|(i, _)| *i)
         .zip(agg_uuids.iter().copied())
         .collect();
-    sqlx::query("INSERT INTO placement_aggregates (uuid) SELECT u FROM UNNEST($1::uuid[]) u ON CONFLICT (uuid) DO NOTHING")
+    crate::db::query("INSERT INTO placement_aggregates (uuid) SELECT u FROM UNNEST($1::uuid[]) u ON CONFLICT (uuid) DO NOTHING")
         .bind(&agg_uuids)
         .execute(&mut *conn)
         .await?;
@@ -231,7 +232,7 @@ async fn links(
         rps.push(i64::from(*rp) + offset);
         aggs.push(*uuid);
     }
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO resource_provider_aggregates (resource_provider_id, aggregate_id)
          SELECT l.rp, a.id FROM UNNEST($1::bigint[], $2::uuid[]) l(rp, agg) JOIN placement_aggregates a ON a.uuid = l.agg",
     )
@@ -247,7 +248,7 @@ async fn links(
         rps.push(i64::from(*rp) + offset);
         ts.push(*ours);
     }
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO resource_provider_traits (resource_provider_id, trait_id) SELECT * FROM UNNEST($1::bigint[], $2::int[])",
     )
     .bind(&rps)
@@ -312,7 +313,7 @@ async fn consumers(
             None,
         );
     }
-    sqlx::query(
+    crate::db::query(
         "WITH p AS (INSERT INTO projects (external_id) SELECT DISTINCT x FROM UNNEST($1::text[]) x ON CONFLICT DO NOTHING),
               u AS (INSERT INTO users (external_id) SELECT DISTINCT x FROM UNNEST($2::text[]) x ON CONFLICT DO NOTHING),
               t AS (INSERT INTO consumer_types (name) SELECT DISTINCT x FROM UNNEST($3::text[]) x WHERE x IS NOT NULL ON CONFLICT DO NOTHING)
@@ -323,7 +324,7 @@ async fn consumers(
     .bind(&cols.types)
     .execute(&mut *conn)
     .await?;
-    sqlx::query(
+    crate::db::query(
         "INSERT INTO consumers (uuid, project_id, user_id, generation, consumer_type_id)
          SELECT c.uuid, p.id, u.id, c.gen, t.id
            FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[]) c(uuid, project, usr, gen, ctype)
@@ -356,7 +357,7 @@ async fn allocations(
         cols.2.push(class_of(classes, a.resource_class_id)?);
         cols.3.push(a.used);
     }
-    let written = sqlx::query(
+    let written = crate::db::query(
         "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used)
          SELECT a.rp, c.id, a.class, a.used
            FROM UNNEST($1::bigint[], $2::uuid[], $3::int[], $4::int[]) a(rp, consumer, class, used)
@@ -416,7 +417,7 @@ pub async fn verify(
         .iter()
         .map(|p| i64::from(p.id) + offset)
         .collect();
-    let ours: Vec<(i64, i32, i64)> = sqlx::query_as(
+    let ours: Vec<(i64, i32, i64)> = crate::db::query_as(
         "SELECT rp.id, rp.generation,
                 (SELECT COUNT(*) FROM inventories i WHERE i.resource_provider_id = rp.id)
            FROM resource_providers rp WHERE rp.id = ANY($1) ORDER BY rp.id",
@@ -455,7 +456,7 @@ pub async fn verify(
         );
         *want.entry(key).or_default() += i64::from(a.used);
     }
-    let have: Vec<(i64, i32, i64)> = sqlx::query_as(
+    let have: Vec<(i64, i32, i64)> = crate::db::query_as(
         "SELECT resource_provider_id, resource_class_id, SUM(used)::bigint FROM allocations
           WHERE resource_provider_id = ANY($1) GROUP BY 1, 2",
     )
@@ -493,7 +494,7 @@ async fn verify_counts(
         .iter()
         .map(|c| parse_uuid(&c.uuid, "consumer uuid"))
         .collect::<Result<_, _>>()?;
-    let (traits, aggs, consumers): (i64, i64, i64) = sqlx::query_as(
+    let (traits, aggs, consumers): (i64, i64, i64) = crate::db::query_as(
         "SELECT (SELECT COUNT(*) FROM resource_provider_traits WHERE resource_provider_id = ANY($1)),
                 (SELECT COUNT(*) FROM resource_provider_aggregates WHERE resource_provider_id = ANY($1)),
                 (SELECT COUNT(*) FROM consumers WHERE uuid = ANY($2))",
