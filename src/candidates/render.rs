@@ -6,7 +6,7 @@
 
 use super::snapshot::{Node, Snapshot};
 use super::solve::Candidate;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::fmt::Write;
 
 /// What the microversion changes in the rendering.
@@ -148,27 +148,27 @@ fn provider_summaries(
     cands: &[Candidate],
     shape: Shape,
 ) {
-    let used: HashSet<usize> = cands
+    let used: BTreeSet<usize> = cands
         .iter()
         .flat_map(|c| c.allocations.iter().map(|a| a.0))
         .collect();
-    let roots: HashSet<usize> = used.iter().map(|&p| snap.nodes[p].root).collect();
     let only_used = !shape.nested && snap.any_nested;
-    let mut first = true;
-    for (i, node) in snap.nodes.iter().enumerate() {
-        let include = if only_used {
-            used.contains(&i)
-        } else {
-            roots.contains(&node.root)
-        };
-        if !include {
-            continue;
-        }
-        if !first {
+    // In provider order, as before; found from the candidates' own trees
+    // rather than by walking every provider of the snapshot.
+    let listed: BTreeSet<usize> = if only_used {
+        used
+    } else {
+        let roots: BTreeSet<usize> = used.iter().map(|&p| snap.nodes[p].root).collect();
+        roots
+            .iter()
+            .flat_map(|&r| snap.tree(r).iter().copied())
+            .collect()
+    };
+    for (k, &i) in listed.iter().enumerate() {
+        if k > 0 {
             out.push(',');
         }
-        first = false;
-        provider_summary(out, snap, node, requested, shape);
+        provider_summary(out, snap, &snap.nodes[i], requested, shape);
     }
 }
 

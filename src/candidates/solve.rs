@@ -423,24 +423,36 @@ struct Anchors<'a> {
     snap: &'a Snapshot,
     req: &'a Request,
     sharing: SharingIndex,
-    order: Vec<usize>,
+    /// The roots shuffled, when randomising; else the snapshot's own list
+    /// is visited (a million roots are not copied per request).
+    shuffled: Option<Vec<usize>>,
     rng: Option<rand::rngs::StdRng>,
 }
 
 impl<'a> Anchors<'a> {
     /// Anchors in id order, shuffled when randomising.
     fn new(snap: &'a Snapshot, req: &'a Request, limits: &Limits) -> Self {
-        let mut order: Vec<usize> = snap.index.roots.clone();
         let mut rng = limits.shuffle_seed.map(rand::rngs::StdRng::seed_from_u64);
-        if let Some(rng) = rng.as_mut() {
+        let shuffled = rng.as_mut().map(|rng| {
+            let mut order = snap.index.roots.clone();
             order.shuffle(rng);
-        }
+            order
+        });
         Anchors {
             snap,
             req,
             sharing: SharingIndex::new(snap),
-            order,
+            shuffled,
             rng,
+        }
+    }
+
+    /// The anchors in visiting order (taken once per search).
+    fn take_order(&mut self) -> std::borrow::Cow<'a, [usize]> {
+        let snap: &'a Snapshot = self.snap;
+        match self.shuffled.take() {
+            Some(order) => std::borrow::Cow::Owned(order),
+            None => std::borrow::Cow::Borrowed(&snap.index.roots[..]),
         }
     }
 
@@ -494,8 +506,8 @@ fn anchored(out: &Output, anchor: usize, kept: bool, c: &Candidate) -> bool {
 
 /// Every result of one tree before the next.
 fn depth_first(anchors: &mut Anchors, out: &mut Output, budget: &mut Budget) {
-    let order = anchors.order.clone();
-    for a in order {
+    let order = anchors.take_order();
+    for &a in order.iter() {
         if out.full() || budget.stopped().is_some() {
             return;
         }
@@ -516,9 +528,9 @@ fn depth_first(anchors: &mut Anchors, out: &mut Output, budget: &mut Budget) {
 
 /// One result of each tree in turn.
 fn breadth_first(anchors: &mut Anchors, out: &mut Output, budget: &mut Budget) {
-    let order = anchors.order.clone();
+    let order = anchors.take_order();
     let mut products: Vec<(usize, AnchorProduct)> = Vec::new();
-    for a in order {
+    for &a in order.iter() {
         if budget.stopped().is_some() {
             break;
         }
