@@ -15,8 +15,9 @@
 //!   first process made 10,000 writes, beside its steady p50.
 //!
 //! Needs DATABASE_URL (a server where it may create a database).
-//! `BENCH_SCALE_W1=1000000` and `BENCH_SCALE_TREES=100000` choose the sizes
-//! (0 skips one); `BENCH_RUNS` the repetitions (default 50).
+//! `BENCH_SCALE_W1=10000,100000,1000000` (default 1000000) and
+//! `BENCH_SCALE_TREES=100000` choose the sizes (0 skips); `BENCH_RUNS` the
+//! repetitions (default 50).
 
 use serde_json::json;
 use std::process::{Child, Command, Stdio};
@@ -394,6 +395,18 @@ fn size(var: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// A comma-separated list of sizes (0 or none: skip).
+fn sizes(var: &str, default: usize) -> Vec<usize> {
+    match std::env::var(var) {
+        Ok(v) => v
+            .split(',')
+            .filter_map(|n| n.trim().replace('_', "").parse().ok())
+            .filter(|n| *n > 0)
+            .collect(),
+        Err(_) => vec![default],
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let Ok(base_url) = std::env::var("DATABASE_URL") else {
@@ -401,9 +414,8 @@ async fn main() {
         return;
     };
     let runs = size("BENCH_RUNS", 50).max(1);
-    let n = size("BENCH_SCALE_W1", 1_000_000);
     let t = size("BENCH_SCALE_TREES", 100_000);
-    if n > 0 {
+    for n in sizes("BENCH_SCALE_W1", 1_000_000) {
         w1(&base_url, n, runs).await;
     }
     if t > 0 {
