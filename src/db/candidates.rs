@@ -75,49 +75,71 @@ pub struct NodeData {
 }
 
 /// Inventories with usage, traits and aggregates of the given providers (all when None).
+///
+/// The two cases are separate statements: one statement for both (`$2 OR
+/// id = ANY($1)`) gets a generic plan after a few runs on a connection,
+/// and a generic plan cannot use the provider index, so a catch-up of a
+/// few providers would scan every allocation and inventory.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn node_data(
     conn: &mut PgConnection,
     ids: Option<&[i64]>,
 ) -> Result<NodeData, sqlx::Error> {
-    let all = ids.is_none();
-    let ids = ids.unwrap_or(&[]);
-    let stock: Vec<StockRow> = crate::db::query_as(
-        "SELECT i.resource_provider_id AS provider_id, i.resource_class_id AS class_id, i.total, i.reserved,
+    const STOCK_ALL: &str = "SELECT i.resource_provider_id AS provider_id, i.resource_class_id AS class_id, i.total, i.reserved,
                 i.min_unit, i.max_unit, i.step_size, i.allocation_ratio, COALESCE(u.used, 0)::bigint AS used
            FROM inventories i
            LEFT JOIN (SELECT resource_provider_id, resource_class_id, SUM(used) AS used FROM allocations
-                       WHERE $2 OR resource_provider_id = ANY($1) GROUP BY 1, 2) u
+                       GROUP BY 1, 2) u
              ON u.resource_provider_id = i.resource_provider_id AND u.resource_class_id = i.resource_class_id
-          WHERE $2 OR i.resource_provider_id = ANY($1)
-          ORDER BY i.resource_provider_id, i.resource_class_id",
-    )
-    .bind(ids)
-    .bind(all)
-    .fetch_all(&mut *conn)
-    .await?;
-    let traits: Vec<TraitRow> = crate::db::query_as(
-        "SELECT r.resource_provider_id AS provider_id, r.trait_id, t.name FROM resource_provider_traits r
-           JOIN traits t ON t.id = r.trait_id WHERE $2 OR r.resource_provider_id = ANY($1)
-          ORDER BY r.resource_provider_id, r.trait_id",
-    )
-    .bind(ids)
-    .bind(all)
-    .fetch_all(&mut *conn)
-    .await?;
-    let memberships: Vec<Membership> = crate::db::query_as(
+          ORDER BY i.resource_provider_id, i.resource_class_id";
+    const STOCK_OF: &str = "SELECT i.resource_provider_id AS provider_id, i.resource_class_id AS class_id, i.total, i.reserved,
+                i.min_unit, i.max_unit, i.step_size, i.allocation_ratio, COALESCE(u.used, 0)::bigint AS used
+           FROM inventories i
+           LEFT JOIN (SELECT resource_provider_id, resource_class_id, SUM(used) AS used FROM allocations
+                       WHERE resource_provider_id = ANY($1) GROUP BY 1, 2) u
+             ON u.resource_provider_id = i.resource_provider_id AND u.resource_class_id = i.resource_class_id
+          WHERE i.resource_provider_id = ANY($1)
+          ORDER BY i.resource_provider_id, i.resource_class_id";
+    const TRAITS_ALL: &str = "SELECT r.resource_provider_id AS provider_id, r.trait_id, t.name FROM resource_provider_traits r
+           JOIN traits t ON t.id = r.trait_id ORDER BY r.resource_provider_id, r.trait_id";
+    const TRAITS_OF: &str = "SELECT r.resource_provider_id AS provider_id, r.trait_id, t.name FROM resource_provider_traits r
+           JOIN traits t ON t.id = r.trait_id WHERE r.resource_provider_id = ANY($1)
+          ORDER BY r.resource_provider_id, r.trait_id";
+    const AGGS_ALL: &str =
         "SELECT resource_provider_id AS provider_id, aggregate_id FROM resource_provider_aggregates
-          WHERE $2 OR resource_provider_id = ANY($1) ORDER BY resource_provider_id, aggregate_id",
-    )
-    .bind(ids)
-    .bind(all)
-    .fetch_all(&mut *conn)
-    .await?;
+          ORDER BY resource_provider_id, aggregate_id";
+    const AGGS_OF: &str =
+        "SELECT resource_provider_id AS provider_id, aggregate_id FROM resource_provider_aggregates
+          WHERE resource_provider_id = ANY($1) ORDER BY resource_provider_id, aggregate_id";
+    let (stock, traits, aggs) = match ids {
+        None => (STOCK_ALL, TRAITS_ALL, AGGS_ALL),
+        Some(_) => (STOCK_OF, TRAITS_OF, AGGS_OF),
+    };
+    let stock: Vec<StockRow> = bind_ids(crate::db::query_as(stock), ids)
+        .fetch_all(&mut *conn)
+        .await?;
+    let traits: Vec<TraitRow> = bind_ids(crate::db::query_as(traits), ids)
+        .fetch_all(&mut *conn)
+        .await?;
+    let memberships: Vec<Membership> = bind_ids(crate::db::query_as(aggs), ids)
+        .fetch_all(&mut *conn)
+        .await?;
     Ok(NodeData {
         stock,
         traits,
         memberships,
     })
+}
+
+/// Binds the provider ids when the statement takes them (`Some`).
+fn bind_ids<'q, O>(
+    q: sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
+    ids: Option<&'q [i64]>,
+) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments> {
+    match ids {
+        Some(ids) => q.bind(ids),
+        None => q,
+    }
 }
 
 /// Every provider's place in its tree, ordered by id.
