@@ -68,20 +68,7 @@ async fn main() {
         .then(|| placement_testkit::pgbouncer::PgBouncer::start(&base_url, 8));
     let (server_url, extra) = match &bouncer {
         None => (url.clone(), Vec::new()),
-        Some(b) => {
-            let user = base_url
-                .parse::<sqlx::postgres::PgConnectOptions>()
-                .expect("DATABASE_URL")
-                .get_username()
-                .to_string();
-            let args = vec![
-                "--db-pooler".to_string(),
-                "transaction".to_string(),
-                "--database-session-url".to_string(),
-                url.clone(),
-            ];
-            (b.url(&user, &db), args)
-        }
+        Some(b) => b.serve(&base_url, &db, &url),
     };
     let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
     let mut servers = Servers(Vec::new());

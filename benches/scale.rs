@@ -53,13 +53,6 @@ impl Server {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
-}
-
 fn admin(rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
     rb.header("x-auth-token", "admin")
         .header("openstack-api-version", "placement 1.39")
@@ -68,7 +61,7 @@ fn admin(rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
 /// Spawns a server and waits for its first candidates answer to `query`;
 /// the server and the time that took.
 async fn start(http: &reqwest::Client, db_url: &str, query: &str) -> (Server, Duration) {
-    let port = free_port();
+    let port = placement_testkit::cluster::free_port();
     let started = Instant::now();
     let child = Command::new(env!("CARGO_BIN_EXE_placement"))
         .args(["serve", "--bind", &format!("127.0.0.1:{port}")])

@@ -9,11 +9,10 @@
 //! exactly what the new primary holds. The 503 window, from promotion to
 //! the first 204, is printed. Bounded: about half a minute.
 
-use placement_testkit::load::{audit, make_provider, run_load, Load};
+use placement_testkit::load::{audit, run_load, Load};
 use placement_testkit::{cluster, pg};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PROVIDERS: usize = 8;
@@ -32,23 +31,9 @@ async fn a_failover_to_the_standby_loses_nothing_acknowledged() {
         cluster::start_server_with(&url, "failover1", &args)
     );
     let servers = [s0, s1];
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(20))
-        .build()
-        .unwrap();
     let bases: Vec<String> = servers.iter().map(|s| s.base.clone()).collect();
-    let mut providers = Vec::new();
-    for i in 0..PROVIDERS {
-        providers.push(make_provider(&client, &bases[i % 2], &format!("cn{i}")).await);
-    }
-    let load = Arc::new(Load {
-        client: client.clone(),
-        bases: bases.clone(),
-        providers: providers.clone(),
-        ledger: Arc::default(),
-        stop: Arc::default(),
-        workers: CLIENTS,
-    });
+    let load = Load::over(bases.clone(), PROVIDERS, CLIENTS).await;
+    let client = load.client.clone();
 
     let during = {
         let load = load.clone();
@@ -87,15 +72,7 @@ async fn a_failover_to_the_standby_loses_nothing_acknowledged() {
     for (kind, list) in &problems {
         assert!(list.is_empty(), "audit: {kind}: {list:?}");
     }
-    let server_errors: Vec<_> = ledger
-        .counts
-        .iter()
-        .filter(|(k, _)| {
-            k.split(' ')
-                .nth(1)
-                .is_some_and(|s| s.starts_with('5') && !s.starts_with("503"))
-        })
-        .collect();
+    let server_errors = ledger.server_errors();
     assert!(
         server_errors.is_empty(),
         "5xx other than 503: {server_errors:?}"
@@ -141,7 +118,8 @@ async fn a_failover_to_the_standby_loses_nothing_acknowledged() {
             .json()
             .await
             .unwrap();
-        let mut seen: Vec<String> = providers
+        let mut seen: Vec<String> = load
+            .providers
             .iter()
             .map(|rp| {
                 let used = r["provider_summaries"][rp]["resources"]["VCPU"]["used"]

@@ -17,7 +17,6 @@ use placement_testkit::pg;
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PROVIDERS: usize = 8;
@@ -91,23 +90,9 @@ async fn writes_survive_database_outages_killed_servers_and_racing_reshapes() {
         cluster::start_server_with(&url, "fault1", &args)
     );
     let mut servers = [s0, s1];
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(20))
-        .build()
-        .unwrap();
     let bases: Vec<String> = servers.iter().map(|s| s.base.clone()).collect();
-    let mut providers = Vec::new();
-    for i in 0..PROVIDERS {
-        providers.push(make_provider(&client, &bases[i % 2], &format!("cn{i}")).await);
-    }
-    let load = Arc::new(Load {
-        client: client.clone(),
-        bases: bases.clone(),
-        providers,
-        ledger: Arc::default(),
-        stop: Arc::default(),
-        workers: WORKERS,
-    });
+    let load = Load::over(bases.clone(), PROVIDERS, WORKERS).await;
+    let client = load.client.clone();
 
     // 1. PostgreSQL stopped for 10 s under load, then started again.
     let during = {
@@ -167,15 +152,7 @@ async fn writes_survive_database_outages_killed_servers_and_racing_reshapes() {
             .map(|(k, v)| (*k, v.len()))
             .collect::<BTreeMap<_, _>>()
     );
-    let server_errors: Vec<_> = ledger
-        .counts
-        .iter()
-        .filter(|(k, _)| {
-            k.split(' ')
-                .nth(1)
-                .is_some_and(|s| s.starts_with('5') && !s.starts_with("503"))
-        })
-        .collect();
+    let server_errors = ledger.server_errors();
     assert!(
         server_errors.is_empty(),
         "5xx other than 503: {server_errors:?}"

@@ -142,20 +142,7 @@ impl Cluster {
         let direct = common::url_with_db(&admin_url, &db);
         let (url, extra) = match &bouncer {
             None => (direct, Vec::new()),
-            Some(b) => {
-                let user = admin_url
-                    .parse::<sqlx::postgres::PgConnectOptions>()
-                    .expect("admin URL")
-                    .get_username()
-                    .to_string();
-                let args = vec![
-                    "--db-pooler".to_string(),
-                    "transaction".to_string(),
-                    "--database-session-url".to_string(),
-                    direct,
-                ];
-                (b.url(&user, &db), args)
-            }
+            Some(b) => b.serve(&admin_url, &db, &direct),
         };
         let mut starting = Vec::new();
         for _ in 0..n {

@@ -31,6 +31,20 @@ pub struct Ledger {
     pub successes: Vec<Instant>,
 }
 
+impl Ledger {
+    /// The answers that were a 5xx other than 503, by kind.
+    pub fn server_errors(&self) -> Vec<(&String, &u64)> {
+        self.counts
+            .iter()
+            .filter(|(k, _)| {
+                k.split(' ')
+                    .nth(1)
+                    .is_some_and(|s| s.starts_with('5') && !s.starts_with("503"))
+            })
+            .collect()
+    }
+}
+
 pub type Shared = Arc<Mutex<Ledger>>;
 
 fn count(ledger: &Shared, what: String) {
@@ -60,6 +74,27 @@ pub struct Load {
 }
 
 impl Load {
+    /// `providers` providers (VCPU 64, DISK_GB 1000) made through the
+    /// servers at `bases` in turn, and a load of `workers` clients on them.
+    pub async fn over(bases: Vec<String>, providers: usize, workers: usize) -> Arc<Load> {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(20))
+            .build()
+            .unwrap();
+        let mut made = Vec::new();
+        for i in 0..providers {
+            made.push(make_provider(&client, &bases[i % bases.len()], &format!("cn{i}")).await);
+        }
+        Arc::new(Load {
+            client,
+            bases,
+            providers: made,
+            ledger: Arc::default(),
+            stop: Arc::default(),
+            workers,
+        })
+    }
+
     pub async fn claim(&self, server: usize, n: u64) {
         let consumer = Uuid::new_v4();
         let rp = self.providers[(n as usize * 7) % self.providers.len()].clone();

@@ -94,6 +94,27 @@ impl PgBouncer {
         format!("postgres://{user}@127.0.0.1:{}/{db}", self.port)
     }
 
+    /// The database URL and the flags for a server on database `db`
+    /// through the pooler, with `direct` (PostgreSQL itself) as its
+    /// session URL; the user is `admin_url`'s.
+    pub fn serve(&self, admin_url: &str, db: &str, direct: &str) -> (String, Vec<String>) {
+        let user = admin_url
+            .parse::<sqlx::postgres::PgConnectOptions>()
+            .expect("admin URL")
+            .get_username()
+            .to_string();
+        let flags = [
+            "--db-pooler",
+            "transaction",
+            "--database-session-url",
+            direct,
+        ];
+        (
+            self.url(&user, db),
+            flags.iter().map(|f| f.to_string()).collect(),
+        )
+    }
+
     /// Its log.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("pgbouncer.log")).unwrap_or_default()
