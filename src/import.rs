@@ -105,6 +105,7 @@ pub async fn run(o: &ImportOptions) -> Result<Report, ImportError> {
     let settings = crate::db::primary::PoolSettings {
         max_connections: 1,
         acquire_timeout: std::time::Duration::from_secs(30),
+        ping_idle: true,
     };
     let pool = crate::db::primary::open(target, settings, |o| o)
         .await

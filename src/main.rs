@@ -213,6 +213,7 @@ async fn run(
     let settings = db::primary::PoolSettings {
         max_connections: args.db_max_connections,
         acquire_timeout: std::time::Duration::from_secs(args.db_acquire_timeout),
+        ping_idle: args.db_pooler == DbPooler::None,
     };
     let (pool, sessions) = match args.db_pooler {
         DbPooler::None => {
@@ -229,6 +230,7 @@ async fn run(
                 session_target,
                 db::primary::PoolSettings {
                     max_connections: 2,
+                    ping_idle: true,
                     ..settings
                 },
                 |o| o,

@@ -42,6 +42,12 @@ pub type Tune = fn(PgConnectOptions) -> PgConnectOptions;
 pub struct PoolSettings {
     pub max_connections: u32,
     pub acquire_timeout: Duration,
+    /// Whether an idle connection is pinged before it is handed out. Off
+    /// behind a transaction pooler: there a ping waits for a server
+    /// connection of the pooler's few, and the pooler itself keeps its
+    /// servers alive (a dead client connection still fails its query and
+    /// is dropped, answered 503).
+    pub ping_idle: bool,
 }
 
 /// Which host the pool uses, and since when.
@@ -187,6 +193,7 @@ pub async fn open(target: DbTarget, settings: PoolSettings, tune: Tune) -> Resul
         .max_connections(settings.max_connections)
         // While the database is down a request waits this long, then 503.
         .acquire_timeout(settings.acquire_timeout)
+        .test_before_acquire(settings.ping_idle)
         .after_connect(|conn, _meta| {
             Box::pin(async move {
                 if is_read_only(conn).await? {

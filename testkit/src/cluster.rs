@@ -124,7 +124,9 @@ impl Cluster {
 
     /// Two servers on a fresh database through PgBouncer in transaction
     /// mode with 4 server connections (`--db-pooler transaction`; the
-    /// session URL goes to PostgreSQL directly).
+    /// session URL goes to PostgreSQL directly). Their 20 connections
+    /// queue for those 4, so a request may wait up to 10 s for one (not
+    /// the default 3) on a loaded test machine.
     pub async fn behind_pgbouncer(label: &str, microversion: &str) -> Cluster {
         let (admin_url, db) = common::fresh_database().await;
         let bouncer = crate::pgbouncer::PgBouncer::start(&admin_url, 4);

@@ -96,7 +96,8 @@ impl PgBouncer {
 
     /// The database URL and the flags for a server on database `db`
     /// through the pooler, with `direct` (PostgreSQL itself) as its
-    /// session URL; the user is `admin_url`'s.
+    /// session URL; the user is `admin_url`'s. Connections queue for the
+    /// pooler's few, so a request may wait up to 10 s for one.
     pub fn serve(&self, admin_url: &str, db: &str, direct: &str) -> (String, Vec<String>) {
         let user = admin_url
             .parse::<sqlx::postgres::PgConnectOptions>()
@@ -108,6 +109,8 @@ impl PgBouncer {
             "transaction",
             "--database-session-url",
             direct,
+            "--db-acquire-timeout",
+            "10",
         ];
         (
             self.url(&user, db),
