@@ -19,7 +19,8 @@ pub struct PgCluster {
 /// A test database need not survive the machine: commits return at once.
 const FAST_COMMITS: &str = "-c synchronous_commit=off";
 
-fn is_root() -> bool {
+/// Whether the tests run as root.
+pub(crate) fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
@@ -28,7 +29,7 @@ fn is_root() -> bool {
 }
 
 /// Runs a PostgreSQL binary, as `postgres` when we are root.
-fn as_pg(bin: &std::path::Path, args: &[&str]) -> bool {
+pub(crate) fn as_pg(bin: &std::path::Path, args: &[&str]) -> bool {
     let mut cmd = if is_root() {
         let mut c = Command::new("runuser");
         c.args(["-u", "postgres", "--"]).arg(bin);

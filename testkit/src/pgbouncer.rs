@@ -15,14 +15,6 @@ pub struct PgBouncer {
     pub port: u16,
 }
 
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
-}
-
 /// Where Debian puts it.
 fn binary() -> PathBuf {
     let found = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"]
@@ -58,23 +50,14 @@ impl PgBouncer {
             format!("\"{}\" \"\"\n", o.get_username()),
         )
         .unwrap();
-        // PgBouncer refuses to run as root.
-        let mut cmd = if is_root() {
+        // PgBouncer refuses to run as root: as PostgreSQL's own user then.
+        if crate::pg::is_root() {
             let _ = Command::new("chown")
                 .args(["-R", "postgres:postgres", dir.to_str().unwrap()])
                 .status();
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(binary());
-            c
-        } else {
-            Command::new(binary())
-        };
-        let started = cmd
-            .arg("-d")
-            .arg(dir.join("pgbouncer.ini"))
-            .stdin(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
+        }
+        let ini = dir.join("pgbouncer.ini");
+        let started = crate::pg::as_pg(&binary(), &["-d", ini.to_str().unwrap()]);
         assert!(started, "pgbouncer did not start");
         let bouncer = PgBouncer { dir, port };
         let deadline = Instant::now() + Duration::from_secs(10);
