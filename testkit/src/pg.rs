@@ -63,6 +63,12 @@ impl PgCluster {
         Self::start_with(None, FAST_COMMITS)
     }
 
+    /// Durable commits, as in production: `fsync` and
+    /// `synchronous_commit` on (the benches that count a write's cost).
+    pub fn start_durable() -> PgCluster {
+        Self::start_with(None, "-c fsync=on -c synchronous_commit=on")
+    }
+
     /// The same, TLS only: `ssl = on` with this certificate and key (PEM),
     /// and `pg_hba.conf` admitting nothing but `hostssl` connections.
     pub fn start_tls(cert_pem: &str, key_pem: &str) -> PgCluster {
@@ -171,6 +177,14 @@ impl PgCluster {
 /// Replication: a primary whose every commit waits until a streaming
 /// standby has applied it, as "nothing acknowledged lost" needs.
 impl PgCluster {
+    /// The postmaster's process id, from `postmaster.pid`.
+    pub fn postmaster_pid(&self) -> u32 {
+        let pid_file = self.dir.join("data").join("postmaster.pid");
+        let text = std::fs::read_to_string(pid_file).expect("postmaster.pid");
+        let first = text.lines().next().unwrap_or("").trim();
+        first.parse().expect("a pid on postmaster.pid's first line")
+    }
+
     /// A primary and its synchronous standby (`pg_basebackup -R`), with
     /// `synchronous_standby_names = '*'` and `synchronous_commit =
     /// remote_apply` on the primary once the standby streams.
@@ -234,9 +248,7 @@ impl PgCluster {
 
     /// SIGKILL to the postmaster, as a crash or a lost machine ends it.
     pub fn kill(&self) {
-        let pid_file = self.dir.join("data").join("postmaster.pid");
-        let text = std::fs::read_to_string(pid_file).expect("postmaster.pid");
-        let pid = text.lines().next().unwrap_or("").trim().to_string();
+        let pid = self.postmaster_pid().to_string();
         assert!(
             Command::new("kill")
                 .args(["-9", &pid])
