@@ -73,6 +73,12 @@ pub mod codes {
     pub const RESERVATION_UNAVAILABLE: &str = "placement.reservation.unavailable";
     /// 409: a new limit is below what the project consumes (use `force`).
     pub const QUOTA_BELOW_CONSUMPTION: &str = "placement.quota.below_consumption";
+    /// 409: a queued request's consumer is already queued (pending or admitted).
+    pub const QUEUE_CONSUMER_QUEUED: &str = "placement.queue.consumer_queued";
+    /// 409: a queued request's consumer already exists (holds allocations).
+    pub const QUEUE_CONSUMER_EXISTS: &str = "placement.queue.consumer_exists";
+    /// 409: only a pending request can be cancelled.
+    pub const QUEUE_NOT_PENDING: &str = "placement.queue.not_pending";
     /// A provider has not reported usage yet.
     pub const COLOCATION_NO_REPORT: &str = "placement.colocation.no_report";
     /// A consumer's priority class may not use a resource class (§C.3:

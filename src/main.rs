@@ -253,10 +253,19 @@ async fn run(
     }
     tokio::spawn(placement::deploy::refresh::run(
         placement::deploy::refresh::Caches {
-            sessions,
+            sessions: sessions.clone(),
             pool: state.pool.clone(),
             snapshot: state.candidates.clone(),
             nodes: state.nodes.clone(),
+        },
+    ));
+    tokio::spawn(placement::fairness::queue_round::run(
+        placement::fairness::queue_round::Leader {
+            pool: state.pool.clone(),
+            sessions: sessions.clone(),
+            settings: placement::fairness::admission::RoundSettings::of(&state.settings),
+            interval: std::time::Duration::from_secs(args.admission_interval),
+            signals: state.queue.clone(),
         },
     ));
     tokio::spawn(housekeeping(pool.clone(), args.admission_round_retention));
@@ -321,7 +330,10 @@ async fn housekeeping(pool: sqlx::PgPool, round_retention: u64) {
             db::candidates::prune_change_log(&mut tx, 600.0).await?;
             let rounds = match round_retention {
                 0 => 0,
-                retention => db::fairness::prune_rounds(&mut tx, retention).await?,
+                retention => {
+                    db::fairness::queue::prune(&mut tx, retention).await?;
+                    db::fairness::prune_rounds(&mut tx, retention).await?
+                }
             };
             tx.commit().await?;
             Ok::<u64, sqlx::Error>(rounds)

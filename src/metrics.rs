@@ -42,6 +42,13 @@ pub struct PoolState {
     pub state: String,
 }
 
+/// A queued request's state: `pending`, `admitted`, `cancelled`, `expired`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueState {
+    /// The state's name.
+    pub state: String,
+}
+
 /// How something ended: `placed`, `refused`, `invalid`, `failed`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Outcome {
@@ -79,6 +86,17 @@ pub struct Metrics {
     pub deployments: Family<Outcome, Counter>,
     /// Admission rounds run.
     pub admission_rounds: Counter,
+    /// Queued requests by state, as the round leader last counted them
+    /// (other processes keep 0: take the maximum across processes).
+    pub queue_requests: Family<QueueState, Gauge>,
+    /// Seconds from submission to admission of queued requests.
+    pub queue_wait: Histogram,
+    /// 1 while this process leads the fair queue's rounds.
+    pub queue_leader: Gauge,
+    /// Rounds over the fair queue run by this process.
+    pub queue_rounds: Counter,
+    /// Their duration, decision and commit.
+    pub queue_round_duration: Histogram,
     /// Evictions recorded by node agents.
     pub evictions: Counter,
     /// Usage reports accepted.
@@ -107,6 +125,12 @@ impl Metrics {
             write_conflicts: Counter::default(),
             deployments: Family::default(),
             admission_rounds: Counter::default(),
+            queue_requests: Family::default(),
+            // 1 ms to about 35 minutes.
+            queue_wait: Histogram::new(exponential_buckets(0.001, 2.0, 22)),
+            queue_leader: Gauge::default(),
+            queue_rounds: Counter::default(),
+            queue_round_duration: latency_histogram(),
             evictions: Counter::default(),
             usage_reports: Counter::default(),
             registry: Registry::with_prefix("placement"),
@@ -172,6 +196,13 @@ impl Metrics {
             "Writes that lost every retry (409 concurrent update)",
             self.write_conflicts.clone(),
         );
+        self.register_work();
+    }
+
+    /// The series of the scheduling work: deployments, rounds, the queue,
+    /// colocation.
+    fn register_work(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "deployments",
             "Deployments by outcome",
@@ -181,6 +212,31 @@ impl Metrics {
             "admission_rounds",
             "Admission rounds run",
             self.admission_rounds.clone(),
+        );
+        r.register(
+            "queue_requests",
+            "Queued requests by state (the round leader's count)",
+            self.queue_requests.clone(),
+        );
+        r.register(
+            "queue_wait_seconds",
+            "Seconds from submission to admission of queued requests",
+            self.queue_wait.clone(),
+        );
+        r.register(
+            "queue_leader",
+            "1 while this process leads the fair queue's rounds",
+            self.queue_leader.clone(),
+        );
+        r.register(
+            "queue_rounds",
+            "Rounds over the fair queue run by this process",
+            self.queue_rounds.clone(),
+        );
+        r.register(
+            "queue_round_duration_seconds",
+            "Duration of rounds over the fair queue, decision and commit",
+            self.queue_round_duration.clone(),
         );
         r.register(
             "evictions",

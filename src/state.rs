@@ -78,6 +78,8 @@ pub struct AppState {
     pub security: Arc<Security>,
     /// This process's copy of the deployment nodes' state.
     pub nodes: Arc<crate::deploy::cache::NodeCache>,
+    /// Wakes this process's long polls of the fair queue.
+    pub queue: Arc<crate::fairness::queue_round::QueueSignals>,
 }
 
 impl AppState {
@@ -92,6 +94,7 @@ impl AppState {
             )),
             security: Arc::new(Security::noauth()),
             nodes: Arc::default(),
+            queue: Arc::default(),
         }
     }
 

@@ -3,7 +3,7 @@
 use super::extract::JsonBody;
 use super::policy::{project_target, Authorize};
 use super::respond::Reply;
-use super::schema::extensions::{amounts_schema, project_id_schema};
+use super::schema::extensions::admission_request_properties;
 use crate::api::respond::ApiResult;
 use crate::fairness::admission::{self as service, AdmissionPost, RoundSettings};
 use crate::state::AppState;
@@ -12,8 +12,11 @@ use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
 fn schema() -> Value {
-    let mut resources = amounts_schema(1);
-    resources["minProperties"] = json!(1);
+    let mut item = admission_request_properties();
+    item.insert(
+        "id".into(),
+        json!({"type": "string", "minLength": 1, "maxLength": 255}),
+    );
     json!({
         "type": "object",
         "properties": {
@@ -21,17 +24,7 @@ fn schema() -> Value {
             "seed": {"type": "integer", "minimum": 0, "maximum": 4294967295_u64},
             "requests": {"type": "array", "maxItems": 100000, "items": {
                 "type": "object",
-                "properties": {
-                    "id": {"type": "string", "minLength": 1, "maxLength": 255},
-                    "consumer_uuid": {"type": "string", "format": "uuid"},
-                    "project_id": project_id_schema(),
-                    "user_id": project_id_schema(),
-                    "resources": resources,
-                    "required": {"type": "array", "maxItems": 64, "items": {"type": "string", "pattern": "^!?[A-Z0-9_]{1,255}$"}},
-                    "member_of": {"type": "array", "maxItems": 64, "items": {"type": "string", "format": "uuid"}},
-                    "priority_class": {"enum": ["prod", "mid", "batch", "free"]},
-                    "consumer_type": {"type": "string", "pattern": "^[A-Z0-9_]+$", "maxLength": 255}
-                },
+                "properties": item,
                 "required": ["id", "consumer_uuid", "project_id", "user_id", "resources"],
                 "additionalProperties": false
             }}
@@ -59,14 +52,7 @@ pub async fn create(
             .into_iter()
             .map(|(p, u)| project_target(Some(p), Some(u))),
     )?;
-    let settings = RoundSettings {
-        excluded: st.settings.fairness_excluded_resource_classes.clone(),
-        max_steps: match st.settings.admission_max_steps {
-            0 => u64::MAX,
-            n => n,
-        },
-        retries: st.settings.allocation_conflict_retry_count,
-    };
+    let settings = RoundSettings::of(&st.settings);
     let round = service::run(&st.pool, &settings, b).await?;
     crate::metrics::metrics().admission_rounds.inc();
     Ok(Reply::ok(&round))

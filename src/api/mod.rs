@@ -18,6 +18,7 @@ pub mod microversion;
 pub mod middleware;
 pub mod policy;
 pub mod projects;
+pub mod queue;
 pub mod reservations;
 pub mod reshaper;
 pub mod resource_classes;

@@ -156,9 +156,14 @@ pub struct ServeArgs {
     /// latency, for log pipelines).
     #[arg(long, env = "PLACEMENT_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
-    /// Seconds committed admission rounds are kept for audit and replay
-    /// (default 7 days; 0 keeps them forever). Older ones are pruned every
-    /// minute.
+    /// Seconds between rounds over the fair queue (`POST /queue`), run by
+    /// one process at a time (0: only when requests arrive in an empty
+    /// queue or allocations are deleted while requests wait).
+    #[arg(long, env = "PLACEMENT_ADMISSION_INTERVAL", default_value_t = 1)]
+    pub admission_interval: u64,
+    /// Seconds committed admission rounds, and queued requests once
+    /// decided, are kept for audit and replay (default 7 days; 0 keeps
+    /// them forever). Older ones are pruned every minute.
     #[arg(long, env = "PLACEMENT_ADMISSION_ROUND_RETENTION", default_value_t = 7 * 86_400)]
     pub admission_round_retention: u64,
     /// Seconds SIGTERM (or Ctrl-C) waits for requests in flight before exit.

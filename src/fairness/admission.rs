@@ -83,6 +83,20 @@ pub struct RoundSettings {
     pub retries: u32,
 }
 
+impl RoundSettings {
+    /// The service's settings for a round.
+    pub fn of(settings: &crate::config::Settings) -> RoundSettings {
+        RoundSettings {
+            excluded: settings.fairness_excluded_resource_classes.clone(),
+            max_steps: match settings.admission_max_steps {
+                0 => u64::MAX,
+                n => n,
+            },
+            retries: settings.allocation_conflict_retry_count,
+        }
+    }
+}
+
 /// Runs one round and commits it (unless `dry_run`).
 pub async fn run(
     pool: &Pool,
@@ -94,48 +108,14 @@ pub async fn run(
     with_retries(settings.retries, || async {
         let started = std::time::Instant::now();
         let mut tx = pool.begin().await?;
-        db::lock_admissions(&mut tx).await?;
-        refuse_existing(&mut tx, &body).await?;
-        let loaded = load(
-            &mut tx,
-            &body.requests,
-            seed,
-            &settings.excluded,
-            settings.max_steps,
-        )
-        .await?;
-        let loaded_ms = ms(started);
-        let (loaded, result) = tokio::task::spawn_blocking(move || {
-            let result = round::admit(&loaded.round);
-            (loaded, result)
-        })
-        .await
-        .map_err(|e| Error::internal(format!("admission round failed: {e}")))?;
-        let decided_ms = ms(started);
-        let answer = answer(&body, &loaded, &result, seed);
+        let answer = round_in(&mut tx, settings, &body, seed).await?;
         if body.dry_run {
             tx.rollback().await?;
-            return Ok(answer);
+        } else {
+            tx.commit().await.map_err(Error::commit_failed)?;
         }
-        commit(&mut tx, &body, &loaded, &result).await?;
-        let written_ms = ms(started);
-        let request = serde_json::to_string(&body).unwrap_or_default();
-        let recorded = serde_json::to_string(&answer).unwrap_or_default();
-        db::record_round(
-            &mut tx,
-            answer.round_id,
-            i64::from(seed),
-            &request,
-            &recorded,
-        )
-        .await?;
-        tx.commit().await.map_err(Error::commit_failed)?;
         tracing::info!(
             requests = body.requests.len(),
-            steps = result.steps,
-            loaded_ms,
-            decided_ms,
-            written_ms,
             committed_ms = ms(started),
             "admission round"
         );
@@ -144,12 +124,60 @@ pub async fn run(
     .await
 }
 
+/// One round inside the caller's transaction: decides, and (unless
+/// `dry_run`) writes the admitted allocations and the round's record.
+/// The caller commits or rolls back; the fair queue's rounds add their
+/// own rows to the same transaction.
+pub async fn round_in(
+    tx: &mut sqlx::PgConnection,
+    settings: &RoundSettings,
+    body: &AdmissionPost,
+    seed: u32,
+) -> Result<AdmissionAnswer> {
+    let started = std::time::Instant::now();
+    db::lock_admissions(tx).await?;
+    refuse_existing(tx, body).await?;
+    let loaded = load(
+        tx,
+        &body.requests,
+        seed,
+        &settings.excluded,
+        settings.max_steps,
+    )
+    .await?;
+    let loaded_ms = ms(started);
+    let (loaded, result) = tokio::task::spawn_blocking(move || {
+        let result = round::admit(&loaded.round);
+        (loaded, result)
+    })
+    .await
+    .map_err(|e| Error::internal(format!("admission round failed: {e}")))?;
+    let decided_ms = ms(started);
+    let answer = answer(body, &loaded, &result, seed);
+    if body.dry_run {
+        return Ok(answer);
+    }
+    commit(tx, body, &loaded, &result).await?;
+    let request = serde_json::to_string(body).unwrap_or_default();
+    let recorded = serde_json::to_string(&answer).unwrap_or_default();
+    db::record_round(tx, answer.round_id, i64::from(seed), &request, &recorded).await?;
+    tracing::debug!(
+        requests = body.requests.len(),
+        steps = result.steps,
+        loaded_ms,
+        decided_ms,
+        written_ms = ms(started),
+        "admission round decided"
+    );
+    Ok(answer)
+}
+
 fn ms(since: std::time::Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1e3
 }
 
 /// 400 for duplicate request ids or consumers.
-fn check_batch(body: &AdmissionPost) -> Result<()> {
+pub fn check_batch(body: &AdmissionPost) -> Result<()> {
     let mut ids = BTreeSet::new();
     let mut consumers = BTreeSet::new();
     for r in &body.requests {

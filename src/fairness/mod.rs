@@ -10,6 +10,8 @@ pub mod admission;
 pub mod declines;
 mod load;
 pub mod projects;
+pub mod queue;
+pub mod queue_round;
 pub mod request;
 pub mod reservations;
 pub mod shares;

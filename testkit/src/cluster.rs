@@ -171,6 +171,11 @@ impl Cluster {
         }
     }
 
+    /// The database the servers share (directly, not through a pooler).
+    pub fn database_url(&self) -> String {
+        common::url_with_db(&self.admin_url, &self.db)
+    }
+
     pub fn request(
         &self,
         server: usize,

@@ -53,11 +53,20 @@ struct World {
     provider: String,
     /// (project, its app, the consumer of its one instance), for A and B.
     owned: Vec<(&'static str, String, String)>,
+    /// (project, its queued request that never fits), for A and B.
+    queued: Vec<(&'static str, String)>,
 }
 
 impl World {
     fn app_of(&self, project: &str) -> &str {
         self.owned
+            .iter()
+            .find(|o| o.0 == project)
+            .map_or("", |o| &o.1)
+    }
+
+    fn queued_of(&self, project: &str) -> &str {
+        self.queued
             .iter()
             .find(|o| o.0 == project)
             .map_or("", |o| &o.1)
@@ -162,6 +171,28 @@ fn probes(route: &routes::Route, w: &World, target: &str) -> Option<Vec<Probe>> 
                 .map(|b| probe(m, "/admissions".into(), Some(b)))
                 .collect()
         }
+        ("/queue", "GET") => query_forms(target)
+            .into_iter()
+            .map(|q| probe(m, format!("/queue?{q}"), None))
+            .collect(),
+        ("/queue", _) => {
+            let item = |p: &str| {
+                json!({"consumer_uuid": uuid::Uuid::new_v4(), "project_id": p, "user_id": "ua",
+                       "resources": {"VCPU": 1000}})
+            };
+            let mut forms = body_forms(
+                &json!({"consumer_uuid": uuid::Uuid::new_v4(), "project_id": "@P",
+                        "user_id": "ua", "resources": {"VCPU": 1000}}),
+                target,
+            );
+            // Several projects in one batch: each must pass.
+            forms.push(json!({"requests": [item(A), item(target)]}).to_string());
+            forms
+                .into_iter()
+                .map(|b| probe(m, "/queue".into(), Some(b)))
+                .collect()
+        }
+        ("/queue/{id}", _) => vec![probe(m, format!("/queue/{}", w.queued_of(target)), None)],
         ("/deployments", "POST") => body_forms(
             &json!({"app": "walk", "count": 1, "cpu": 1, "memory_mb": 64,
                     "project_id": "@P", "user_id": "ua", "dry_run": true}),
@@ -224,8 +255,14 @@ async fn state_of_b(base: &str, w: &World) -> Vec<Value> {
         ),
         format!("/consumers/{}/priority", w.consumer_of(B)),
         format!("/deployments/{}", w.app_of(B)),
+        format!("/queue/{}", w.queued_of(B)),
     ] {
         let mut shown = call(base, "GET", &path, None, &admin).await.1;
+        // A queued request's wait grows and its reason comes with rounds:
+        // only its state is B's to keep.
+        if path.starts_with("/queue/") {
+            shown = shown["state"].clone();
+        }
         // The provider's generation moves with A's own writes.
         if let Some(o) = shown.as_object_mut() {
             o.remove("resource_provider_generation");
@@ -318,9 +355,20 @@ async fn seed(base: &str) -> World {
             .to_string();
         owned.push((project, app, consumer));
     }
+    let mut queued = Vec::new();
+    for project in [A, B] {
+        let request = json!({"consumer_uuid": uuid::Uuid::new_v4(), "project_id": project,
+                             "user_id": "u", "resources": {"VCPU": 1000}});
+        let shown = ok(
+            call(base, "POST", "/queue", Some(&request.to_string()), &admin).await,
+            "queued",
+        );
+        queued.push((project, shown["id"].as_str().expect("an id").to_string()));
+    }
     World {
         provider: rp,
         owned,
+        queued,
     }
 }
 

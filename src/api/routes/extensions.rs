@@ -4,7 +4,7 @@
 
 use super::{Route, Subject};
 use crate::api::microversion::Microversion;
-use crate::api::{admissions, colocation as colo, declines, projects, reservations, shares};
+use crate::api::{admissions, colocation as colo, declines, projects, queue, reservations, shares};
 use axum::http::Method;
 use axum::routing::{delete, get, post, put};
 
@@ -108,6 +108,50 @@ pub const FAIRNESS: &[Route] = &[
         takes: Some("AdmissionPost"),
         answer: Some("AdmissionAnswer"),
         handler: || post(admissions::create),
+    },
+    Route {
+        path: "/queue",
+        method: Method::POST,
+        since: Microversion::new(1, 0),
+        rule: Some("placement:queue:create"),
+        target: Subject::Handler,
+        summary: "Queue a request (or {\"requests\": [...]}) for the fair queue's rounds: 202 with its id, state pending and position in its project; 409 placement.queue.consumer_queued or placement.queue.consumer_exists (extension). Example: {\"consumer_uuid\": \"…\", \"project_id\": \"A\", \"user_id\": \"u1\", \"resources\": {\"VCPU\": 1}, \"expires_in\": 3600}",
+        takes: Some("QueuePost"),
+        answer: Some("QueueView"),
+        handler: || post(queue::create),
+    },
+    Route {
+        path: "/queue",
+        method: Method::GET,
+        since: Microversion::new(1, 0),
+        rule: Some("placement:queue:list"),
+        target: Subject::QueryProject,
+        summary: "Queued requests in submission order (?project_id=…&state=pending&limit=…&marker=…) (extension)",
+        takes: None,
+        answer: Some("QueueList"),
+        handler: || get(queue::list),
+    },
+    Route {
+        path: "/queue/{id}",
+        method: Method::GET,
+        since: Microversion::new(1, 0),
+        rule: Some("placement:queue:show"),
+        target: Subject::Handler,
+        summary: "A queued request: state (pending with the last round's reason, admitted with its allocations, cancelled, expired) and time waited; ?wait=N holds the answer until it leaves pending or N seconds (at most 60) pass (extension)",
+        takes: None,
+        answer: Some("QueueView"),
+        handler: || get(queue::show),
+    },
+    Route {
+        path: "/queue/{id}",
+        method: Method::DELETE,
+        since: Microversion::new(1, 0),
+        rule: Some("placement:queue:delete"),
+        target: Subject::Handler,
+        summary: "Cancel a pending queued request; 409 placement.queue.not_pending once it left pending (extension)",
+        takes: None,
+        answer: None,
+        handler: || delete(queue::cancel),
     },
     Route {
         path: "/declines",

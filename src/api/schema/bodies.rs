@@ -326,6 +326,7 @@ pub fn components() -> Schemas {
     register::<crate::fairness::projects::QuotaPut>(&mut out);
     register::<crate::fairness::reservations::ReservationPut>(&mut out);
     register::<crate::fairness::admission::AdmissionPost>(&mut out);
+    register::<crate::fairness::queue::QueuePost>(&mut out);
     register::<crate::fairness::declines::DeclinePost>(&mut out);
     register::<crate::colocation::priority::PriorityPut>(&mut out);
     register::<crate::colocation::reports::UsageReport>(&mut out);

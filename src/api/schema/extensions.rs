@@ -15,3 +15,25 @@ pub fn amounts_schema(minimum: i64) -> Value {
         "additionalProperties": false
     })
 }
+
+/// The fields of one admission request, shared by `POST /admissions`
+/// (which adds the caller's `id`) and `POST /queue` (which adds
+/// `priority` and `expires_in`).
+pub fn admission_request_properties() -> serde_json::Map<String, Value> {
+    let mut resources = amounts_schema(1);
+    resources["minProperties"] = json!(1);
+    let properties = json!({
+        "consumer_uuid": {"type": "string", "format": "uuid"},
+        "project_id": project_id_schema(),
+        "user_id": project_id_schema(),
+        "resources": resources,
+        "required": {"type": "array", "maxItems": 64, "items": {"type": "string", "pattern": "^!?[A-Z0-9_]{1,255}$"}},
+        "member_of": {"type": "array", "maxItems": 64, "items": {"type": "string", "format": "uuid"}},
+        "priority_class": {"enum": ["prod", "mid", "batch", "free"]},
+        "consumer_type": {"type": "string", "pattern": "^[A-Z0-9_]+$", "maxLength": 255}
+    });
+    match properties {
+        Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    }
+}

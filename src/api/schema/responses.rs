@@ -544,6 +544,8 @@ pub fn components() -> Schemas {
     register::<crate::fairness::shares::Shares>(&mut out);
     register::<crate::fairness::admission::AdmissionAnswer>(&mut out);
     register::<crate::fairness::declines::DeclineView>(&mut out);
+    register::<crate::fairness::queue::QueueView>(&mut out);
+    register::<crate::fairness::queue::QueueList>(&mut out);
     register::<crate::colocation::priority::PriorityView>(&mut out);
     register::<crate::colocation::policy::PolicyView>(&mut out);
     register::<crate::colocation::reports::ReportAccepted>(&mut out);

@@ -15,6 +15,7 @@
 
 mod admissions;
 mod projects;
+pub mod queue;
 mod quotas;
 mod reservations;
 

@@ -1,0 +1,192 @@
+//! `/queue` (our extension): the fair queue. Requests are submitted and
+//! wait in the service; rounds admit them (`fairness::queue_round`).
+
+use super::extract::{JsonBody, PathParams, QueryPairs};
+use super::policy::{project_target, Authorize};
+use super::respond::Reply;
+use super::schema::extensions::{admission_request_properties, project_id_schema};
+use crate::api::respond::ApiResult;
+use crate::error::Error;
+use crate::fairness::queue::{self as service, ListFilter, QueueList, QueuePost, QueueView};
+use crate::state::AppState;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+fn item_schema() -> Value {
+    let mut item = admission_request_properties();
+    item.insert(
+        "priority".into(),
+        json!({"type": "integer", "minimum": -2147483648_i64, "maximum": 2147483647}),
+    );
+    item.insert(
+        "expires_in".into(),
+        json!({"type": "integer", "minimum": 1, "maximum": 31536000}),
+    );
+    json!({
+        "type": "object",
+        "properties": item,
+        "required": ["consumer_uuid", "project_id", "user_id", "resources"],
+        "additionalProperties": false
+    })
+}
+
+fn schema() -> Value {
+    json!({
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {"requests": {"type": "array", "minItems": 1, "maxItems": 10000, "items": item_schema()}},
+                "required": ["requests"],
+                "additionalProperties": false
+            },
+            item_schema()
+        ]
+    })
+}
+
+/// `POST /queue`: 202 with the queued request (or `{"requests": [...]}`
+/// for a batch); checked against every project and user it names.
+pub async fn create(
+    State(st): State<AppState>,
+    auth: Authorize,
+    body: JsonBody,
+) -> ApiResult<Reply> {
+    let post: QueuePost = body.parse(&schema())?;
+    let items = post.items();
+    auth.check(
+        items
+            .iter()
+            .map(|i| project_target(Some(&i.project_id), Some(&i.user_id))),
+    )?;
+    let mut views = service::submit(&st.pool, &post).await?;
+    Ok(match post {
+        QueuePost::One(_) if views.len() == 1 => {
+            Reply::json(StatusCode::ACCEPTED, &views.remove(0))
+        }
+        _ => Reply::json(StatusCode::ACCEPTED, &QueueList { requests: views }),
+    })
+}
+
+/// The query of `GET /queue/{id}`.
+#[derive(Debug, Deserialize)]
+struct Wait {
+    /// Digits only (the schema's pattern).
+    wait: Option<String>,
+}
+
+fn wait_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"wait": {"type": "string", "pattern": "^[0-9]{1,9}$"}},
+        "additionalProperties": false
+    })
+}
+
+fn queue_id(raw: &str) -> Result<uuid::Uuid, Error> {
+    raw.parse()
+        .map_err(|_| Error::not_found(format!("No queued request {raw}.")))
+}
+
+/// `GET /queue/{id}[?wait=N]`: the request, checked against its owner;
+/// with `wait`, held until it leaves `pending` or N seconds pass (at most
+/// 60).
+pub async fn show(
+    State(st): State<AppState>,
+    auth: Authorize,
+    PathParams(id): PathParams<String>,
+    query: QueryPairs,
+) -> ApiResult<Reply> {
+    let w: Wait = query.typed(&wait_schema())?;
+    let wait = digits(w.wait.as_deref())?.unwrap_or(0);
+    let id = queue_id(&id)?;
+    // Subscribed before the first read, so a decision between the read
+    // and the wait is not missed.
+    let mut decided = st.queue.subscribe();
+    let mut view = service::show(&st.pool, id).await?;
+    auth.check([project_target(Some(&view.project_id), Some(&view.user_id))])?;
+    let seconds = wait.min(service::MAX_WAIT_SECONDS);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    while view.is_pending() && still_waiting(&mut decided, deadline).await {
+        view = service::show(&st.pool, id).await?;
+    }
+    Ok(Reply::ok(&view))
+}
+
+/// Waits for the next decision; false once `deadline` passed.
+async fn still_waiting(
+    decided: &mut tokio::sync::watch::Receiver<u64>,
+    deadline: tokio::time::Instant,
+) -> bool {
+    // A request can also lapse without a round: look again at least
+    // every second.
+    let next = deadline.min(tokio::time::Instant::now() + Duration::from_secs(1));
+    let _ = tokio::time::timeout_at(next, decided.changed()).await;
+    tokio::time::Instant::now() < deadline
+}
+
+fn list_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "project_id": project_id_schema(),
+            "state": {"enum": ["pending", "admitted", "cancelled", "expired"]},
+            "limit": {"type": "string", "pattern": "^[1-9][0-9]{0,3}$"},
+            "marker": {"type": "string", "format": "uuid"}
+        },
+        "additionalProperties": false
+    })
+}
+
+/// The query of `GET /queue`.
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    project_id: Option<String>,
+    state: Option<String>,
+    /// Digits only (the schema's pattern).
+    limit: Option<String>,
+    marker: Option<uuid::Uuid>,
+}
+
+/// A number the schema has already checked is digits.
+fn digits(raw: Option<&str>) -> Result<Option<u64>, Error> {
+    raw.map(|r| {
+        r.parse().map_err(|_| {
+            Error::invalid(format!(
+                "Invalid query string parameters: {r} is not a number"
+            ))
+        })
+    })
+    .transpose()
+}
+
+/// `GET /queue[?project_id=…&state=…&limit=…&marker=…]`: requests in
+/// submission order, at most `limit` (1000, default 100) after `marker`.
+pub async fn list(State(st): State<AppState>, query: QueryPairs) -> ApiResult<Reply> {
+    let q: ListQuery = query.typed(&list_schema())?;
+    let limit = digits(q.limit.as_deref())?.unwrap_or(100).min(1000);
+    let filter = ListFilter {
+        project_id: q.project_id,
+        state: q.state,
+        marker: q.marker,
+        limit: i64::try_from(limit).unwrap_or(1000),
+    };
+    let requests: Vec<QueueView> = service::list(&st.pool, &filter).await?;
+    Ok(Reply::ok(&QueueList { requests }))
+}
+
+/// `DELETE /queue/{id}`: cancels a pending request (204), checked against
+/// its owner; 409 once admitted, cancelled or expired.
+pub async fn cancel(
+    State(st): State<AppState>,
+    auth: Authorize,
+    PathParams(id): PathParams<String>,
+) -> ApiResult<Reply> {
+    let id = queue_id(&id)?;
+    let view = service::show(&st.pool, id).await?;
+    auth.check([project_target(Some(&view.project_id), Some(&view.user_id))])?;
+    service::cancel(&st.pool, id).await?;
+    Ok(Reply::empty(StatusCode::NO_CONTENT))
+}

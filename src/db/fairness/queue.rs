@@ -1,0 +1,319 @@
+//! The fair queue's rows (`migrations/*_queue.sql`): submitted requests,
+//! their state, the last round's reason and, once admitted, where.
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// The channel the queue's wake-ups and decisions go out on.
+pub const QUEUE_CHANNEL: &str = "placement_queue";
+
+/// The session advisory lock the round leader holds.
+const QUEUE_LEADER_LOCK: i64 = 0x5155_4555_4c45_4144; // "QUEUELEAD"
+
+/// A request to store.
+#[derive(Debug, Clone)]
+pub struct NewQueued {
+    /// Its id.
+    pub id: Uuid,
+    /// The consumer to create when admitted.
+    pub consumer_uuid: Uuid,
+    /// Owner.
+    pub project_id: String,
+    /// Owner.
+    pub user_id: String,
+    /// The request's own fields, as JSON.
+    pub request: serde_json::Value,
+    /// Seconds until it expires, if it does.
+    pub expires_in: Option<f64>,
+}
+
+/// One stored request.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct QueuedRow {
+    /// Its id.
+    pub id: Uuid,
+    /// FIFO order.
+    pub seq: i64,
+    /// The consumer to create.
+    pub consumer_uuid: Uuid,
+    /// Owner.
+    pub project_id: String,
+    /// Owner.
+    pub user_id: String,
+    /// The request's own fields.
+    pub request: serde_json::Value,
+    /// pending, admitted, cancelled or expired.
+    pub state: String,
+    /// The last round's reason (pending).
+    pub reason: Option<String>,
+    /// The round that admitted it.
+    pub round_id: Option<Uuid>,
+    /// Where it was admitted.
+    pub allocations: Option<serde_json::Value>,
+    /// When it was queued.
+    pub submitted_at: chrono::DateTime<chrono::Utc>,
+    /// When it expires.
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// When it left `pending`.
+    pub decided_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Pending requests of its project at or before it (pending only).
+    pub position_in_project: Option<i64>,
+    /// The database's clock, for waiting times.
+    pub now: chrono::DateTime<chrono::Utc>,
+}
+
+const COLUMNS: &str = "q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.request, q.state,
+    q.reason, q.round_id, q.allocations, q.submitted_at, q.expires_at, q.decided_at,
+    CASE WHEN q.state = 'pending' THEN (SELECT count(*) FROM queue_requests o
+        WHERE o.state = 'pending' AND o.project_id = q.project_id AND o.seq <= q.seq) END
+        AS position_in_project,
+    now() AS now";
+
+/// Stores requests in submission order; a consumer already live in the
+/// queue fails the statement (unique violation).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn insert(conn: &mut PgConnection, rows: &[NewQueued]) -> Result<(), sqlx::Error> {
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+    let consumers: Vec<Uuid> = rows.iter().map(|r| r.consumer_uuid).collect();
+    let projects: Vec<&str> = rows.iter().map(|r| r.project_id.as_str()).collect();
+    let users: Vec<&str> = rows.iter().map(|r| r.user_id.as_str()).collect();
+    let requests: Vec<&serde_json::Value> = rows.iter().map(|r| &r.request).collect();
+    let expires: Vec<Option<f64>> = rows.iter().map(|r| r.expires_in).collect();
+    crate::db::query(
+        "INSERT INTO queue_requests (id, consumer_uuid, project_id, user_id, request, expires_at)
+         SELECT id, c, p, u, r, now() + make_interval(secs => e)
+         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::float8[])
+              WITH ORDINALITY AS t(id, c, p, u, r, e, n)
+         ORDER BY n",
+    )
+    .bind(&ids)
+    .bind(&consumers)
+    .bind(&projects)
+    .bind(&users)
+    .bind(&requests)
+    .bind(&expires)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Consumers among `uuids` that are live in the queue.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn live_consumers(
+    conn: &mut PgConnection,
+    uuids: &[Uuid],
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    crate::db::query_scalar(
+        "SELECT consumer_uuid FROM queue_requests
+         WHERE consumer_uuid = ANY($1) AND state IN ('pending', 'admitted') ORDER BY 1",
+    )
+    .bind(uuids)
+    .fetch_all(conn)
+    .await
+}
+
+/// One request.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn get(conn: &mut PgConnection, id: Uuid) -> Result<Option<QueuedRow>, sqlx::Error> {
+    crate::db::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM queue_requests q WHERE q.id = $1"
+    )))
+    .bind(id)
+    .fetch_optional(conn)
+    .await
+}
+
+/// Requests by id, in submission order.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn get_many(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> Result<Vec<QueuedRow>, sqlx::Error> {
+    crate::db::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM queue_requests q WHERE q.id = ANY($1) ORDER BY q.seq"
+    )))
+    .bind(ids)
+    .fetch_all(conn)
+    .await
+}
+
+/// A page of requests in submission order, after `marker`'s.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn list(
+    conn: &mut PgConnection,
+    project: Option<&str>,
+    state: Option<&str>,
+    after: Option<i64>,
+    limit: i64,
+) -> Result<Vec<QueuedRow>, sqlx::Error> {
+    crate::db::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM queue_requests q
+         WHERE ($1::text IS NULL OR q.project_id = $1) AND ($2::text IS NULL OR q.state = $2)
+           AND q.seq > coalesce($3, 0)
+         ORDER BY q.seq LIMIT $4"
+    )))
+    .bind(project)
+    .bind(state)
+    .bind(after)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+}
+
+/// The sequence number of a request, for paging.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn seq_of(conn: &mut PgConnection, id: Uuid) -> Result<Option<i64>, sqlx::Error> {
+    crate::db::query_scalar("SELECT seq FROM queue_requests WHERE id = $1")
+        .bind(id)
+        .fetch_optional(conn)
+        .await
+}
+
+/// Cancels a pending request; false when it is not pending.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn cancel(conn: &mut PgConnection, id: Uuid) -> Result<bool, sqlx::Error> {
+    let done = crate::db::query(
+        "UPDATE queue_requests SET state = 'cancelled', decided_at = now()
+         WHERE id = $1 AND state = 'pending' AND (expires_at IS NULL OR expires_at > now())",
+    )
+    .bind(id)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Pending requests past their time become `expired`; how many.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn expire(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
+    let done = crate::db::query(
+        "UPDATE queue_requests SET state = 'expired', decided_at = now()
+         WHERE state = 'pending' AND expires_at <= now()",
+    )
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Pending requests whose consumer now exists (written by another path
+/// since they were queued) leave the queue as `cancelled`.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn cancel_taken(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
+    let done = crate::db::query(
+        "UPDATE queue_requests q SET state = 'cancelled', reason = 'consumer_exists', decided_at = now()
+         WHERE q.state = 'pending' AND EXISTS (SELECT 1 FROM consumers c WHERE c.uuid = q.consumer_uuid)",
+    )
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Requests that can no longer be decided (a class or trait they name
+/// was deleted) leave as `cancelled`, reason `invalid`.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn cancel_invalid(conn: &mut PgConnection, ids: &[Uuid]) -> Result<(), sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    crate::db::query(
+        "UPDATE queue_requests SET state = 'cancelled', reason = 'invalid', decided_at = now()
+         WHERE id = ANY($1)",
+    )
+    .bind(ids)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Every pending request, in submission order, locked for the round.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn pending(conn: &mut PgConnection) -> Result<Vec<QueuedRow>, sqlx::Error> {
+    crate::db::query_as(
+        "SELECT q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.request, q.state,
+                q.reason, q.round_id, q.allocations, q.submitted_at, q.expires_at, q.decided_at,
+                NULL::int8 AS position_in_project, now() AS now
+         FROM queue_requests q WHERE q.state = 'pending' ORDER BY q.seq FOR UPDATE",
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Marks requests admitted by `round`, with where each went.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn mark_admitted(
+    conn: &mut PgConnection,
+    round: Uuid,
+    ids: &[Uuid],
+    allocations: &[serde_json::Value],
+) -> Result<(), sqlx::Error> {
+    crate::db::query(
+        "UPDATE queue_requests q SET state = 'admitted', reason = NULL, round_id = $1,
+                allocations = t.a, decided_at = now()
+         FROM unnest($2::uuid[], $3::jsonb[]) AS t(id, a) WHERE q.id = t.id",
+    )
+    .bind(round)
+    .bind(ids)
+    .bind(allocations)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Records the reason each deferred request stays pending.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn mark_deferred(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+    reasons: &[&str],
+) -> Result<(), sqlx::Error> {
+    crate::db::query(
+        "UPDATE queue_requests q SET reason = t.r
+         FROM unnest($1::uuid[], $2::text[]) AS t(id, r)
+         WHERE q.id = t.id AND q.reason IS DISTINCT FROM t.r",
+    )
+    .bind(ids)
+    .bind(reasons)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Requests by state now, for the depth gauge.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn counts(conn: &mut PgConnection) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    crate::db::query_as("SELECT state, count(*) FROM queue_requests GROUP BY state")
+        .fetch_all(conn)
+        .await
+}
+
+/// Tells every process (at commit) that a round decided.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn announce_decided(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    crate::db::query("SELECT pg_notify($1, 'decided')")
+        .bind(QUEUE_CHANNEL)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Tries to become the round leader on this session; true when held.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn try_lead(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
+    crate::db::query_scalar("SELECT pg_try_advisory_lock($1)")
+        .bind(QUEUE_LEADER_LOCK)
+        .fetch_one(conn)
+        .await
+}
+
+/// Drops decided requests older than the retention window; how many.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn prune(conn: &mut PgConnection, keep_secs: u64) -> Result<u64, sqlx::Error> {
+    let keep = i64::try_from(keep_secs).unwrap_or(i64::MAX);
+    let done = crate::db::query(
+        "DELETE FROM queue_requests
+         WHERE decided_at IS NOT NULL AND decided_at < now() - make_interval(secs => $1::double precision)",
+    )
+    .bind(keep)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}

@@ -1,0 +1,300 @@
+//! The fair queue (`POST /queue`, our extension; `fairness_colocation.md`
+//! §C.2's stored requests): requests wait in the database until a round
+//! admits them (`queue_round`), and their owners read, list, wait for and
+//! cancel them here.
+
+use super::admission::AdmittedResources;
+use super::Amounts;
+use crate::db::fairness::queue::{self as db, NewQueued, QueuedRow};
+use crate::db::Pool;
+use crate::error::{codes, Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+pub use super::request::PriorityClass;
+
+/// The longest a `GET /queue/{id}?wait=` holds its answer, in seconds.
+pub const MAX_WAIT_SECONDS: u64 = 60;
+
+/// One request to queue.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueueItem {
+    /// The consumer to create when admitted.
+    pub consumer_uuid: Uuid,
+    /// The project asking.
+    pub project_id: String,
+    /// The user asking.
+    pub user_id: String,
+    /// Amounts by class, all from one provider.
+    pub resources: Amounts,
+    /// Traits the provider must have (`!T`: must not have).
+    #[serde(default)]
+    pub required: Vec<String>,
+    /// Aggregates of which the provider (or its root) must be in one.
+    #[serde(default)]
+    pub member_of: Vec<Uuid>,
+    /// Priority class (default prod).
+    #[serde(default)]
+    pub priority_class: Option<PriorityClass>,
+    /// Priority inside the class (higher first to keep; default 0).
+    #[serde(default)]
+    pub priority: Option<i32>,
+    /// Consumer type of the new consumer.
+    #[serde(default)]
+    pub consumer_type: Option<String>,
+    /// Seconds after which a request still pending leaves as `expired`.
+    #[serde(default, skip_serializing)]
+    pub expires_in: Option<u32>,
+}
+
+/// `POST /queue`: one request, or many in one transaction.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum QueuePost {
+    /// `{"requests": [...]}`.
+    Batch {
+        /// The requests, in submission order.
+        requests: Vec<QueueItem>,
+    },
+    /// One request.
+    One(Box<QueueItem>),
+}
+
+/// A queued request as its owner sees it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct QueueView {
+    /// Its id.
+    pub id: Uuid,
+    /// pending, admitted, cancelled or expired.
+    pub state: String,
+    /// The consumer it creates.
+    pub consumer_uuid: Uuid,
+    /// Owner.
+    pub project_id: String,
+    /// Owner.
+    pub user_id: String,
+    /// What it asks for.
+    pub resources: Amounts,
+    /// Pending requests of its project up to and including it (pending only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub position_in_project: Option<i64>,
+    /// Why the last round left it pending: no_capacity, quota_limit,
+    /// headroom, declined or not_reached (none before its first round);
+    /// consumer_exists or invalid when it was cancelled by the service.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When it was queued.
+    pub submitted_at: chrono::DateTime<chrono::Utc>,
+    /// Seconds it waited (so far, while pending).
+    pub waited_seconds: f64,
+    /// When it expires, if it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The round that admitted it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub round_id: Option<Uuid>,
+    /// Where it was admitted: provider uuid → resources.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocations: Option<BTreeMap<Uuid, AdmittedResources>>,
+}
+
+/// The answer of a batch `POST /queue` and of `GET /queue`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct QueueList {
+    /// In submission order.
+    pub requests: Vec<QueueView>,
+}
+
+impl QueueView {
+    fn of(row: QueuedRow) -> QueueView {
+        let item: Option<QueueItem> = serde_json::from_value(row.request).ok();
+        let until = row.decided_at.unwrap_or(row.now);
+        // Past its time it is expired, whether or not a round has said so.
+        let lapsed = row.state == "pending" && row.expires_at.is_some_and(|t| t <= row.now);
+        QueueView {
+            id: row.id,
+            state: if lapsed { "expired".into() } else { row.state },
+            consumer_uuid: row.consumer_uuid,
+            project_id: row.project_id,
+            user_id: row.user_id,
+            resources: item.map(|i| i.resources).unwrap_or_default(),
+            position_in_project: row.position_in_project,
+            reason: row.reason,
+            submitted_at: row.submitted_at,
+            waited_seconds: (until - row.submitted_at).as_seconds_f64().max(0.0),
+            expires_at: row.expires_at,
+            round_id: row.round_id,
+            allocations: row.allocations.and_then(|a| serde_json::from_value(a).ok()),
+        }
+    }
+
+    /// Still waiting for a round.
+    pub fn is_pending(&self) -> bool {
+        self.state == "pending"
+    }
+}
+
+impl QueuePost {
+    /// The requests, in submission order.
+    pub fn items(&self) -> Vec<&QueueItem> {
+        match self {
+            QueuePost::Batch { requests } => requests.iter().collect(),
+            QueuePost::One(item) => vec![item],
+        }
+    }
+}
+
+/// Queues the requests in one transaction: 400 for a consumer named
+/// twice or an unknown class or trait; 409 when a consumer is already
+/// queued or already exists.
+pub async fn submit(pool: &Pool, post: &QueuePost) -> Result<Vec<QueueView>> {
+    let items = post.items();
+    let mut consumers = BTreeSet::new();
+    if let Some(dup) = items.iter().find(|i| !consumers.insert(i.consumer_uuid)) {
+        let c = dup.consumer_uuid;
+        return Err(Error::invalid(format!(
+            "Consumer {c} appears in two requests."
+        )));
+    }
+    let uuids: Vec<Uuid> = consumers.into_iter().collect();
+    let mut tx = pool.begin().await?;
+    check_names(&mut tx, &items).await?;
+    if let Some(c) = db::live_consumers(&mut tx, &uuids).await?.first() {
+        return Err(queued_already(*c));
+    }
+    if let Some(c) = crate::db::fairness::existing_consumers(&mut tx, &uuids)
+        .await?
+        .first()
+    {
+        return Err(Error::conflict(format!(
+            "Consumer {c} already exists: a queued request creates a new consumer."
+        ))
+        .code(codes::QUEUE_CONSUMER_EXISTS));
+    }
+    let rows: Vec<NewQueued> = items.iter().map(|i| new_row(i)).collect();
+    db::insert(&mut tx, &rows)
+        .await
+        .map_err(|e| match unique_violation(&e) {
+            true => queued_already(rows[0].consumer_uuid),
+            false => e.into(),
+        })?;
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+    let stored = db::get_many(&mut tx, &ids).await?;
+    tx.commit().await.map_err(Error::commit_failed)?;
+    Ok(stored.into_iter().map(QueueView::of).collect())
+}
+
+fn new_row(item: &QueueItem) -> NewQueued {
+    NewQueued {
+        id: Uuid::new_v4(),
+        consumer_uuid: item.consumer_uuid,
+        project_id: item.project_id.clone(),
+        user_id: item.user_id.clone(),
+        request: serde_json::to_value(item).unwrap_or_default(),
+        expires_in: item.expires_in.map(f64::from),
+    }
+}
+
+fn queued_already(consumer: Uuid) -> Error {
+    Error::conflict(format!("Consumer {consumer} is already queued."))
+        .code(codes::QUEUE_CONSUMER_QUEUED)
+}
+
+fn unique_violation(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| c == "23505")
+}
+
+/// 400 naming the first class or trait that does not exist.
+async fn check_names(conn: &mut sqlx::PgConnection, items: &[&QueueItem]) -> Result<()> {
+    let classes: Vec<String> = items
+        .iter()
+        .flat_map(|i| i.resources.keys().cloned())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    super::class_ids(conn, &classes).await?;
+    let traits: Vec<String> = items
+        .iter()
+        .flat_map(|i| {
+            i.required
+                .iter()
+                .map(|t| t.trim_start_matches('!').to_string())
+        })
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let missing = crate::db::traits::resolve(conn, &traits).await?.missing;
+    match missing.is_empty() {
+        true => Ok(()),
+        false => Err(Error::invalid(format!(
+            "No such trait(s): {}.",
+            missing.join(", ")
+        ))),
+    }
+}
+
+/// One request, or 404.
+pub async fn show(pool: &Pool, id: Uuid) -> Result<QueueView> {
+    let mut conn = pool.acquire().await?;
+    match db::get(&mut conn, id).await? {
+        Some(row) => Ok(QueueView::of(row)),
+        None => Err(Error::not_found(format!("No queued request {id}."))),
+    }
+}
+
+/// What `GET /queue` filters on.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    /// Only this project's.
+    pub project_id: Option<String>,
+    /// Only in this state.
+    pub state: Option<String>,
+    /// After this request (the previous page's last).
+    pub marker: Option<Uuid>,
+    /// At most this many.
+    pub limit: i64,
+}
+
+/// A page of requests in submission order; 400 for an unknown marker.
+pub async fn list(pool: &Pool, filter: &ListFilter) -> Result<Vec<QueueView>> {
+    let mut conn = pool.acquire().await?;
+    let after = match filter.marker {
+        None => None,
+        Some(m) => Some(
+            db::seq_of(&mut conn, m)
+                .await?
+                .ok_or_else(|| Error::invalid(format!("No queued request {m} to page after.")))?,
+        ),
+    };
+    let rows = db::list(
+        &mut conn,
+        filter.project_id.as_deref(),
+        filter.state.as_deref(),
+        after,
+        filter.limit,
+    )
+    .await?;
+    Ok(rows.into_iter().map(QueueView::of).collect())
+}
+
+/// Cancels a pending request; 409 once it left `pending`.
+pub async fn cancel(pool: &Pool, id: Uuid) -> Result<()> {
+    let mut tx = pool.begin().await?;
+    if !db::cancel(&mut tx, id).await? {
+        let state = db::get(&mut tx, id).await?.map(|r| r.state);
+        return Err(match state {
+            None => Error::not_found(format!("No queued request {id}.")),
+            Some(s) => Error::conflict(format!(
+                "Queued request {id} is {s}: only a pending request can be cancelled."
+            ))
+            .code(codes::QUEUE_NOT_PENDING),
+        });
+    }
+    tx.commit().await.map_err(Error::commit_failed)?;
+    Ok(())
+}

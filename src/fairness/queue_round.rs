@@ -1,0 +1,302 @@
+//! Rounds over the fair queue: the same §C.2 round as `POST /admissions`
+//! (`admission::round_in`: the same placement, limits, reservations and
+//! one-transaction commit, stored and replayable from its seed) over every
+//! pending request in submission order. One process at a time leads, by a
+//! session advisory lock; it runs a round every `--admission-interval`
+//! and at once when requests arrive in an empty queue or allocations are
+//! deleted while requests wait (NOTIFY from triggers). Every process
+//! listens for `decided`, so a long poll in any process wakes at once.
+
+use super::admission::{self, AdmissionItem, AdmissionPost, RoundSettings};
+use super::queue::QueueItem;
+use crate::db::fairness::queue::{self as db, QueuedRow};
+use crate::db::Pool;
+use crate::error::{with_retries, Error, Result};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+/// Wakes long polls in this process when any process's round decided.
+#[derive(Debug)]
+pub struct QueueSignals {
+    decided: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for QueueSignals {
+    fn default() -> Self {
+        QueueSignals {
+            decided: tokio::sync::watch::channel(0).0,
+        }
+    }
+}
+
+impl QueueSignals {
+    /// A receiver that sees the next round's decision.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.decided.subscribe()
+    }
+
+    fn bump(&self) {
+        self.decided.send_modify(|n| *n += 1);
+    }
+}
+
+/// What one round did.
+#[derive(Debug, Clone, Default)]
+pub struct RoundOutcome {
+    /// Requests admitted.
+    pub admitted: usize,
+    /// Requests left pending.
+    pub deferred: usize,
+}
+
+/// One round over the stored queue, committed.
+pub async fn round(pool: &Pool, settings: &RoundSettings) -> Result<RoundOutcome> {
+    with_retries(settings.retries, || async {
+        let started = Instant::now();
+        let mut tx = pool.begin().await?;
+        crate::db::fairness::lock_admissions(&mut tx).await?;
+        let left = db::expire(&mut tx).await? + db::cancel_taken(&mut tx).await?;
+        let rows = db::pending(&mut tx).await?;
+        let rows = drop_invalid(&mut tx, rows).await?;
+        let mut outcome = RoundOutcome::default();
+        if !rows.is_empty() {
+            outcome = decide(&mut tx, settings, &rows).await?;
+        }
+        if left > 0 || outcome.admitted > 0 {
+            db::announce_decided(&mut tx).await?;
+        }
+        tx.commit().await.map_err(Error::commit_failed)?;
+        let m = crate::metrics::metrics();
+        m.queue_rounds.inc();
+        m.queue_round_duration
+            .observe(started.elapsed().as_secs_f64());
+        Ok(outcome)
+    })
+    .await
+}
+
+/// Runs the admission round over `rows` and records each decision.
+async fn decide(
+    tx: &mut sqlx::PgConnection,
+    settings: &RoundSettings,
+    rows: &[(QueuedRow, QueueItem)],
+) -> Result<RoundOutcome> {
+    let body = AdmissionPost {
+        dry_run: false,
+        seed: None,
+        requests: rows
+            .iter()
+            .map(|(row, item)| as_admission(row, item))
+            .collect(),
+    };
+    let answer = admission::round_in(tx, settings, &body, rand::random()).await?;
+    let (mut admitted, mut placed, mut deferred, mut reasons) = (vec![], vec![], vec![], vec![]);
+    let submitted: std::collections::HashMap<Uuid, &QueuedRow> =
+        rows.iter().map(|(r, _)| (r.id, r)).collect();
+    for d in &answer.decisions {
+        let Ok(id) = d.request.parse::<Uuid>() else {
+            continue;
+        };
+        match (&d.allocations, &d.reason) {
+            (Some(a), _) => {
+                admitted.push(id);
+                placed.push(serde_json::to_value(a).unwrap_or_default());
+                if let Some(r) = submitted.get(&id) {
+                    let waited = (r.now - r.submitted_at).as_seconds_f64().max(0.0);
+                    crate::metrics::metrics().queue_wait.observe(waited);
+                }
+            }
+            (None, reason) => {
+                deferred.push(id);
+                reasons.push(reason.as_deref().unwrap_or("no_capacity"));
+            }
+        }
+    }
+    db::mark_admitted(tx, answer.round_id, &admitted, &placed).await?;
+    db::mark_deferred(tx, &deferred, &reasons).await?;
+    Ok(RoundOutcome {
+        admitted: admitted.len(),
+        deferred: deferred.len(),
+    })
+}
+
+fn as_admission(row: &QueuedRow, item: &QueueItem) -> AdmissionItem {
+    AdmissionItem {
+        id: row.id.to_string(),
+        consumer_uuid: row.consumer_uuid,
+        project_id: row.project_id.clone(),
+        user_id: row.user_id.clone(),
+        resources: item.resources.clone(),
+        required: item.required.clone(),
+        member_of: item.member_of.clone(),
+        priority_class: item.priority_class,
+        consumer_type: item.consumer_type.clone(),
+    }
+}
+
+/// The stored requests as items; those naming a class or trait deleted
+/// since they were queued leave as `cancelled` (reason `invalid`), so one
+/// cannot stop every round.
+async fn drop_invalid(
+    tx: &mut sqlx::PgConnection,
+    rows: Vec<QueuedRow>,
+) -> Result<Vec<(QueuedRow, QueueItem)>> {
+    let classes: BTreeSet<String> = crate::db::classes::list(tx)
+        .await?
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    let mut items = Vec::with_capacity(rows.len());
+    let mut traits_named: BTreeSet<String> = BTreeSet::new();
+    for row in rows {
+        let item: Option<QueueItem> = serde_json::from_value(row.request.clone()).ok();
+        if let Some(i) = &item {
+            traits_named.extend(
+                i.required
+                    .iter()
+                    .map(|t| t.trim_start_matches('!').to_string()),
+            );
+        }
+        items.push((row, item));
+    }
+    let names: Vec<String> = traits_named.into_iter().collect();
+    let missing: BTreeSet<String> = crate::db::traits::resolve(tx, &names)
+        .await?
+        .missing
+        .into_iter()
+        .collect();
+    let (mut valid, mut invalid) = (Vec::new(), Vec::new());
+    for (row, item) in items {
+        match item {
+            Some(i)
+                if i.resources.keys().all(|c| classes.contains(c))
+                    && i.required
+                        .iter()
+                        .all(|t| !missing.contains(t.trim_start_matches('!'))) =>
+            {
+                valid.push((row, i))
+            }
+            _ => invalid.push(row.id),
+        }
+    }
+    db::cancel_invalid(tx, &invalid).await?;
+    Ok(valid)
+}
+
+/// How the leader runs.
+#[derive(Clone)]
+pub struct Leader {
+    /// The database.
+    pub pool: Pool,
+    /// Connections with sessions of their own (the lock and the listener).
+    pub sessions: sqlx::PgPool,
+    /// The round's limits.
+    pub settings: RoundSettings,
+    /// Between periodic rounds (zero: rounds only when woken).
+    pub interval: Duration,
+    /// This process's long polls.
+    pub signals: Arc<QueueSignals>,
+}
+
+/// Listens and, while it holds the lock, leads, for the life of the
+/// process. A lost connection is opened again after a pause.
+pub async fn run(leader: Leader) {
+    loop {
+        if let Err(e) = listen_and_lead(&leader).await {
+            tracing::warn!(error = %e, "the fair queue's listener or leader failed");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// How often a follower tries to take the lead (and the leader checks it
+/// still holds it).
+fn takeover_period(interval: Duration) -> Duration {
+    match interval.is_zero() {
+        true => Duration::from_secs(1),
+        false => interval.min(Duration::from_secs(1)),
+    }
+}
+
+async fn listen_and_lead(leader: &Leader) -> Result<()> {
+    let mut listener = crate::db::deployments::listen(&leader.sessions, db::QUEUE_CHANNEL).await?;
+    let mut lock: Option<sqlx::PgConnection> = None;
+    let period = takeover_period(leader.interval);
+    let mut next_check = Instant::now();
+    let mut next_round = Instant::now() + leader.interval;
+    loop {
+        if Instant::now() >= next_check {
+            lock = keep_or_take_lead(leader, lock).await;
+            crate::metrics::metrics()
+                .queue_leader
+                .set(i64::from(lock.is_some()));
+            next_check = Instant::now() + period;
+        }
+        let periodic = !leader.interval.is_zero() && Instant::now() >= next_round;
+        let woken = tokio::select! {
+            n = listener.recv() => match n?.payload() {
+                "decided" => { leader.signals.bump(); false }
+                _ => true,
+            },
+            _ = tokio::time::sleep(Duration::from_millis(50).min(period)) => false,
+        };
+        if lock.is_some() && (woken || periodic) {
+            while listener.next_buffered().is_some() {}
+            if periodic || !leader.interval.is_zero() {
+                next_round = Instant::now() + leader.interval;
+            }
+            lead_one(leader).await;
+        }
+    }
+}
+
+/// Keeps the leader's session (dropping it when it no longer answers) or
+/// tries to take the lock on a new one.
+async fn keep_or_take_lead(
+    leader: &Leader,
+    held: Option<sqlx::PgConnection>,
+) -> Option<sqlx::PgConnection> {
+    use sqlx::Connection;
+    if let Some(mut conn) = held {
+        return match conn.ping().await {
+            Ok(()) => Some(conn),
+            Err(e) => {
+                tracing::warn!(error = %e, "the fair queue's leader lost its session");
+                None
+            }
+        };
+    }
+    let options = leader.sessions.connect_options();
+    let mut conn = sqlx::PgConnection::connect_with(&options).await.ok()?;
+    match db::try_lead(&mut conn).await {
+        Ok(true) => {
+            tracing::info!("leading the fair queue's rounds");
+            Some(conn)
+        }
+        _ => None,
+    }
+}
+
+async fn lead_one(leader: &Leader) {
+    match round(&leader.pool, &leader.settings).await {
+        Ok(o) => {
+            tracing::debug!(admitted = o.admitted, deferred = o.deferred, "queue round");
+        }
+        Err(e) => tracing::warn!(error = %e, "a fair queue round failed"),
+    }
+    if let Ok(mut conn) = leader.pool.acquire().await {
+        if let Ok(counts) = db::counts(&mut conn).await {
+            let gauge = &crate::metrics::metrics().queue_requests;
+            for state in ["pending", "admitted", "cancelled", "expired"] {
+                let n = counts.iter().find(|(s, _)| s == state).map_or(0, |c| c.1);
+                gauge
+                    .get_or_create(&crate::metrics::QueueState {
+                        state: state.into(),
+                    })
+                    .set(n);
+            }
+        }
+    }
+}

@@ -1,0 +1,358 @@
+//! The fair queue through real server processes: submit, rounds that run
+//! by themselves (woken at once on an empty queue and on freed capacity),
+//! reasons, the long poll, cancel and expiry, paging, bad input, the
+//! leader's hand-over when its process dies, and no double admission
+//! when two processes take a thousand requests at once.
+
+use placement_testkit::cluster::Cluster;
+use reqwest::Method;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const MV: &str = "1.39";
+
+fn request_body(project: &str, vcpu: i64) -> Value {
+    json!({"consumer_uuid": uuid::Uuid::new_v4(), "project_id": project, "user_id": "u",
+           "resources": {"VCPU": vcpu}})
+}
+
+async fn send(
+    c: &Cluster,
+    server: usize,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut rb = c.request(server, method, path);
+    if let Some(b) = body {
+        rb = rb.json(&b);
+    }
+    let r = rb.send().await.expect("request");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn queue(c: &Cluster, server: usize, body: Value) -> Value {
+    let (status, v) = send(c, server, Method::POST, "/queue", Some(body)).await;
+    assert_eq!(status, 202, "{v}");
+    v
+}
+
+/// `GET /queue/{id}?wait=…` until `done` holds (or 30 s).
+async fn await_state(c: &Cluster, server: usize, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, v) = send(c, server, Method::GET, &format!("/queue/{id}?wait=5"), None).await;
+        assert_eq!(status, 200, "{v}");
+        if done(&v) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "never reached the state: {v}");
+    }
+}
+
+fn error_code(v: &Value) -> &str {
+    v["errors"][0]["code"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn queued_requests_are_admitted_by_rounds_and_wait_with_reasons() {
+    let c = Cluster::new("queue-rounds", MV).await;
+    let rp = c.provider("cn1", json!({"VCPU": {"total": 4}})).await;
+    let first = queue(&c, 0, request_body("A", 3)).await;
+    assert_eq!(first["state"], "pending");
+    assert_eq!(first["position_in_project"], 1);
+    let id = first["id"].as_str().unwrap().to_string();
+    // Woken at once (the queue was empty): the long poll returns admitted.
+    let started = Instant::now();
+    let admitted = await_state(&c, 1, &id, |v| v["state"] == "admitted").await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(admitted["allocations"][&rp]["resources"]["VCPU"], 3);
+    assert!(admitted["round_id"].is_string());
+    let consumer = admitted["consumer_uuid"].as_str().unwrap().to_string();
+    let held = c.json(0, &format!("/allocations/{consumer}")).await;
+    assert_eq!(held["allocations"][&rp]["resources"]["VCPU"], 3, "{held}");
+
+    // Too big for what is left: pending with the round's reason.
+    let second = queue(&c, 1, request_body("A", 2)).await;
+    let id2 = second["id"].as_str().unwrap().to_string();
+    let waiting = await_state(&c, 0, &id2, |v| v["reason"] == "no_capacity").await;
+    assert_eq!(waiting["state"], "pending");
+    assert!(waiting["waited_seconds"].as_f64().unwrap() >= 0.0);
+
+    // Freeing capacity wakes a round: admitted without anyone asking.
+    let (status, _) = send(
+        &c,
+        0,
+        Method::DELETE,
+        &format!("/allocations/{consumer}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 204);
+    let done = await_state(&c, 1, &id2, |v| v["state"] == "admitted").await;
+    assert_eq!(done["allocations"][&rp]["resources"]["VCPU"], 2);
+}
+
+#[tokio::test]
+async fn bad_input_conflicts_cancel_expiry_and_paging() {
+    let c = Cluster::with_servers("queue-api", MV, 1).await;
+    c.provider("cn1", json!({"VCPU": {"total": 1}})).await;
+    // Bad input: Placement's error body, 400.
+    for bad in [
+        json!({"project_id": "A", "user_id": "u", "resources": {"VCPU": 1}}),
+        json!({"consumer_uuid": uuid::Uuid::new_v4(), "project_id": "A", "user_id": "u", "resources": {}}),
+        json!({"consumer_uuid": uuid::Uuid::new_v4(), "project_id": "A", "user_id": "u", "resources": {"VCPU": 1}, "expires_in": 0}),
+        json!({"consumer_uuid": uuid::Uuid::new_v4(), "project_id": "A", "user_id": "u", "resources": {"NO_SUCH": 1}}),
+        json!({"consumer_uuid": uuid::Uuid::new_v4(), "project_id": "A", "user_id": "u", "resources": {"VCPU": 1}, "required": ["CUSTOM_NOPE"]}),
+        json!({"requests": []}),
+    ] {
+        let (status, v) = send(&c, 0, Method::POST, "/queue", Some(bad.clone())).await;
+        assert_eq!(status, 400, "{bad}: {v}");
+        assert!(v["errors"][0]["detail"].is_string(), "{v}");
+    }
+    let twice = request_body("A", 1);
+    let (status, _) = send(
+        &c,
+        0,
+        Method::POST,
+        "/queue",
+        Some(json!({"requests": [twice, twice]})),
+    )
+    .await;
+    assert_eq!(status, 400);
+
+    // The first fills the provider; the rest wait.
+    let batch: Vec<Value> = (0..5).map(|_| request_body("B", 1)).collect();
+    let (status, v) = send(
+        &c,
+        0,
+        Method::POST,
+        "/queue",
+        Some(json!({"requests": batch})),
+    )
+    .await;
+    assert_eq!(status, 202, "{v}");
+    let ids: Vec<String> = v["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(v["requests"][4]["position_in_project"], 5);
+    let admitted = await_state(&c, 0, &ids[0], |v| v["state"] == "admitted").await;
+
+    // A consumer already queued, or already holding allocations: 409.
+    let (status, v) = send(&c, 0, Method::POST, "/queue", Some(batch_item(&v, 1))).await;
+    assert_eq!(
+        (status, error_code(&v)),
+        (409, "placement.queue.consumer_queued"),
+        "{v}"
+    );
+    let mut exists = request_body("B", 1);
+    exists["consumer_uuid"] = admitted["consumer_uuid"].clone();
+    let (status, v) = send(&c, 0, Method::POST, "/queue", Some(exists)).await;
+    assert_eq!(status, 409, "{v}");
+
+    // Cancel: 204, then 409; an admitted one cannot be cancelled; 404 unknown.
+    let (status, _) = send(&c, 0, Method::DELETE, &format!("/queue/{}", ids[1]), None).await;
+    assert_eq!(status, 204);
+    let (status, v) = send(&c, 0, Method::DELETE, &format!("/queue/{}", ids[1]), None).await;
+    assert_eq!(
+        (status, error_code(&v)),
+        (409, "placement.queue.not_pending")
+    );
+    let (status, _) = send(&c, 0, Method::DELETE, &format!("/queue/{}", ids[0]), None).await;
+    assert_eq!(status, 409);
+    let (status, _) = send(
+        &c,
+        0,
+        Method::GET,
+        &format!("/queue/{}", uuid::Uuid::new_v4()),
+        None,
+    )
+    .await;
+    assert_eq!(status, 404);
+
+    // Paging: pending of B in submission order, two at a time.
+    let (_, page) = send(
+        &c,
+        0,
+        Method::GET,
+        "/queue?project_id=B&state=pending&limit=2",
+        None,
+    )
+    .await;
+    let got: Vec<&str> = page["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, [ids[2].as_str(), ids[3].as_str()]);
+    let (_, next) = send(
+        &c,
+        0,
+        Method::GET,
+        &format!(
+            "/queue?project_id=B&state=pending&limit=2&marker={}",
+            ids[3]
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(next["requests"][0]["id"], ids[4].as_str());
+    assert_eq!(next["requests"].as_array().unwrap().len(), 1);
+    for bad in ["limit=0", "state=gone", "marker=nope", "wait=1"] {
+        let (status, _) = send(&c, 0, Method::GET, &format!("/queue?{bad}"), None).await;
+        assert_eq!(status, 400, "{bad}");
+    }
+    let (status, _) = send(
+        &c,
+        0,
+        Method::GET,
+        &format!("/queue/{}?wait=-1", ids[2]),
+        None,
+    )
+    .await;
+    assert_eq!(status, 400);
+
+    // Expiry: a request that cannot fit leaves as expired.
+    let mut brief = request_body("C", 1);
+    brief["expires_in"] = json!(1);
+    let v = queue(&c, 0, brief).await;
+    let gone = await_state(&c, 0, v["id"].as_str().unwrap(), |v| {
+        v["state"] == "expired"
+    })
+    .await;
+    assert!(gone.get("allocations").is_none());
+}
+
+fn batch_item(answer: &Value, i: usize) -> Value {
+    json!({"consumer_uuid": answer["requests"][i]["consumer_uuid"], "project_id": "B", "user_id": "u",
+           "resources": {"VCPU": 1}})
+}
+
+/// Whether a process leads the rounds (its `placement_queue_leader` gauge).
+async fn leads(c: &Cluster, server: usize) -> bool {
+    let r = c
+        .request(server, Method::GET, "/metrics")
+        .send()
+        .await
+        .expect("metrics");
+    let text = r.text().await.unwrap_or_default();
+    text.lines().any(|l| l.trim() == "placement_queue_leader 1")
+}
+
+#[tokio::test]
+async fn another_process_leads_when_the_leader_dies() {
+    let mut c = Cluster::new("queue-leader", MV).await;
+    c.provider("cn1", json!({"VCPU": {"total": 8}})).await;
+    let first = queue(&c, 0, request_body("A", 1)).await;
+    await_state(&c, 0, first["id"].as_str().unwrap(), |v| {
+        v["state"] == "admitted"
+    })
+    .await;
+    let (zero, one) = (leads(&c, 0).await, leads(&c, 1).await);
+    assert!(zero != one, "exactly one process leads ({zero}, {one})");
+    let dead = if zero { 0 } else { 1 };
+    let alive = 1 - dead;
+    c.servers[dead].child.kill().expect("kill the leader");
+    let _ = c.servers[dead].child.wait();
+    let started = Instant::now();
+    let next = queue(&c, alive, request_body("A", 1)).await;
+    let v = await_state(&c, alive, next["id"].as_str().unwrap(), |v| {
+        v["state"] == "admitted"
+    })
+    .await;
+    assert_eq!(v["state"], "admitted");
+    println!(
+        "hand-over: admitted {:.2} s after the leader was killed",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(leads(&c, alive).await, "the survivor leads");
+}
+
+#[tokio::test]
+async fn two_processes_never_admit_a_request_twice_or_overcommit() {
+    let c = Cluster::new("queue-race", MV).await;
+    for i in 0..10 {
+        c.provider(&format!("cn{i}"), json!({"VCPU": {"total": 50}}))
+            .await;
+    }
+    // Project P0 may hold at most 20 VCPU.
+    let (status, v) = send(
+        &c,
+        0,
+        Method::PUT,
+        "/projects/P0/quota",
+        Some(json!({"limits": {"VCPU": 20}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    // 1,000 requests of 1 VCPU from 10 projects, in 20 batches through
+    // both processes at once, for 500 VCPU.
+    let batches = (0..20).map(|b| {
+        let c = &c;
+        async move {
+            let requests: Vec<Value> = (0..50)
+                .map(|i| request_body(&format!("P{}", (b * 50 + i) % 10), 1))
+                .collect();
+            queue(c, b % 2, json!({"requests": requests})).await
+        }
+    });
+    futures_util::future::join_all(batches).await;
+    // Wait until nothing is pending with room left, then check.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pool = sqlx::PgPool::connect(&c.database_url()).await.unwrap();
+    loop {
+        let (admitted, allocated): (i64, i64) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM queue_requests WHERE state = 'admitted'),
+                    (SELECT coalesce(sum(used), 0)::int8 FROM allocations)",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if allocated == 500 || Instant::now() > deadline {
+            assert_eq!(
+                admitted, allocated,
+                "every admitted request holds exactly its allocation"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (consumers, twice): (i64, i64) = sqlx::query_as(
+        "SELECT count(DISTINCT consumer_id), count(*) - count(DISTINCT consumer_id) FROM allocations",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((consumers, twice), (500, 0));
+    let over: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM inventories i WHERE (SELECT coalesce(sum(used), 0) FROM allocations a
+           WHERE a.resource_provider_id = i.resource_provider_id AND a.resource_class_id = i.resource_class_id) > i.total",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(over, 0, "overcommitted inventories");
+    let p0: i64 = sqlx::query_scalar(
+        "SELECT coalesce(sum(a.used), 0)::int8 FROM allocations a JOIN consumers c ON c.id = a.consumer_id
+         JOIN projects p ON p.id = c.project_id WHERE p.external_id = 'P0'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(p0 <= 20, "P0 holds {p0} VCPU over its limit of 20");
+    let pending: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM queue_requests WHERE state = 'pending'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(pending, 500, "the rest wait");
+}
