@@ -4,6 +4,11 @@
 //! written in one transaction). Prints both times and checks that the
 //! committed usages equal the admitted requests.
 //!
+//! Then the fair queue on the same server: a request queued into an
+//! idle queue until it is admitted (submit, then `GET /queue/{id}?wait=`),
+//! and 16 clients submitting one request each at a time for 5 s while the
+//! rounds admit them, with the rounds' mean duration from `/metrics`.
+//!
 //! `cargo bench --bench admissions` (starts its own PostgreSQL when
 //! DATABASE_URL is not set).
 
@@ -129,6 +134,104 @@ async fn main() {
     {
         println!("  {line}");
     }
+    idle_queue(&http, &server.base).await;
+    sustained_queue(&http, &server.base).await;
     drop(server);
     common::drop_database(&admin_url, &db);
+}
+
+fn queued_request(project: usize) -> Value {
+    json!({"consumer_uuid": uuid::Uuid::new_v4(), "project_id": format!("queue-{project:03}"),
+           "user_id": "u", "resources": {"VCPU": 1, "MEMORY_MB": 1024}})
+}
+
+fn ms_at(sorted: &[f64], q: f64) -> f64 {
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+/// Submit to admitted, one request at a time into an empty queue.
+async fn idle_queue(http: &reqwest::Client, base: &str) {
+    let mut took = Vec::new();
+    for i in 0..50 {
+        let started = Instant::now();
+        let r = admin(http.post(format!("{base}/queue")))
+            .json(&queued_request(i % 10))
+            .send()
+            .await
+            .expect("queue");
+        assert_eq!(r.status(), 202, "queue");
+        let id = r.json::<Value>().await.expect("queued")["id"]
+            .as_str()
+            .expect("id")
+            .to_string();
+        let r = admin(http.get(format!("{base}/queue/{id}?wait=10")))
+            .send()
+            .await
+            .expect("wait");
+        let v: Value = r.json().await.expect("state");
+        assert_eq!(v["state"], "admitted", "{v}");
+        took.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    took.sort_by(f64::total_cmp);
+    println!(
+        "queue, idle: submit to admitted p50 {:.1} ms, p99 {:.1} ms (50 requests one at a time)",
+        ms_at(&took, 0.5),
+        ms_at(&took, 0.99)
+    );
+}
+
+/// The rounds' count and total seconds so far, from `/metrics`.
+async fn round_metrics(http: &reqwest::Client, base: &str) -> (f64, f64) {
+    let text = admin(http.get(format!("{base}/metrics")))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .unwrap_or_default();
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (
+        value("placement_queue_round_duration_seconds_count"),
+        value("placement_queue_round_duration_seconds_sum"),
+    )
+}
+
+/// 16 clients submitting for 5 s while the rounds admit.
+async fn sustained_queue(http: &reqwest::Client, base: &str) {
+    let before = round_metrics(http, base).await;
+    let end = Instant::now() + Duration::from_secs(5);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for client in 0..16 {
+        let (http, base) = (http.clone(), base.to_string());
+        tasks.push(tokio::spawn(async move {
+            let mut sent = 0usize;
+            while Instant::now() < end {
+                let r = admin(http.post(format!("{base}/queue")))
+                    .json(&queued_request(client * 7 + sent % 7))
+                    .send()
+                    .await
+                    .expect("queue");
+                assert_eq!(r.status(), 202, "queue");
+                sent += 1;
+            }
+            sent
+        }));
+    }
+    let mut sent = 0;
+    for t in tasks {
+        sent += t.await.expect("client");
+    }
+    let rate = sent as f64 / started.elapsed().as_secs_f64();
+    let after = round_metrics(http, base).await;
+    let rounds = after.0 - before.0;
+    println!(
+        "queue, sustained: {rate:.0} submissions/s from 16 clients while {rounds:.0} rounds ran (mean {:.1} ms each)",
+        (after.1 - before.1) / rounds.max(1.0) * 1e3
+    );
 }
