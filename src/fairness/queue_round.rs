@@ -221,62 +221,51 @@ fn takeover_period(interval: Duration) -> Duration {
 }
 
 async fn listen_and_lead(leader: &Leader) -> Result<()> {
+    // One session per process: it listens, and it holds the leader's lock.
     let mut listener = crate::db::deployments::listen(&leader.sessions, db::QUEUE_CHANNEL).await?;
-    let mut lock: Option<sqlx::PgConnection> = None;
+    let mut leads = false;
     let period = takeover_period(leader.interval);
     let mut next_check = Instant::now();
     let mut next_round = Instant::now() + leader.interval;
     loop {
         if Instant::now() >= next_check {
-            lock = keep_or_take_lead(leader, lock).await;
-            crate::metrics::metrics()
-                .queue_leader
-                .set(i64::from(lock.is_some()));
+            leads = keep_or_take_lead(&mut listener, leads).await?;
+            crate::metrics::metrics().queue_leader.set(i64::from(leads));
             next_check = Instant::now() + period;
         }
         let periodic = !leader.interval.is_zero() && Instant::now() >= next_round;
         let woken = tokio::select! {
-            n = listener.recv() => match n?.payload() {
-                "decided" => { leader.signals.bump(); false }
-                _ => true,
+            n = listener.try_recv() => match n? {
+                Some(n) if n.payload() == "decided" => { leader.signals.bump(); false }
+                Some(_) => true,
+                // The session was lost (and is opened again): so is the lock.
+                None => { leads = false; false }
             },
             _ = tokio::time::sleep(Duration::from_millis(50).min(period)) => false,
         };
-        if lock.is_some() && (woken || periodic) {
+        if leads && (woken || periodic) {
             while listener.next_buffered().is_some() {}
-            if periodic || !leader.interval.is_zero() {
-                next_round = Instant::now() + leader.interval;
-            }
+            next_round = Instant::now() + leader.interval;
             lead_one(leader).await;
         }
     }
 }
 
-/// Keeps the leader's session (dropping it when it no longer answers) or
-/// tries to take the lock on a new one.
-async fn keep_or_take_lead(
-    leader: &Leader,
-    held: Option<sqlx::PgConnection>,
-) -> Option<sqlx::PgConnection> {
-    use sqlx::Connection;
-    if let Some(mut conn) = held {
-        return match conn.ping().await {
-            Ok(()) => Some(conn),
-            Err(e) => {
-                tracing::warn!(error = %e, "the fair queue's leader lost its session");
-                None
-            }
-        };
-    }
-    let options = leader.sessions.connect_options();
-    let mut conn = sqlx::PgConnection::connect_with(&options).await.ok()?;
-    match db::try_lead(&mut conn).await {
-        Ok(true) => {
-            tracing::info!("leading the fair queue's rounds");
-            Some(conn)
+/// Checks the lock is still held (a session opened again has lost it),
+/// or tries to take it.
+async fn keep_or_take_lead(session: &mut sqlx::postgres::PgListener, leads: bool) -> Result<bool> {
+    if leads {
+        let held = db::still_leads(&mut *session).await?;
+        if !held {
+            tracing::warn!("the fair queue's leader lost its lock");
         }
-        _ => None,
+        return Ok(held);
     }
+    let taken = db::try_lead(&mut *session).await?;
+    if taken {
+        tracing::info!("leading the fair queue's rounds");
+    }
+    Ok(taken)
 }
 
 async fn lead_one(leader: &Leader) {

@@ -297,11 +297,25 @@ pub async fn announce_decided(conn: &mut PgConnection) -> Result<(), sqlx::Error
 
 /// Tries to become the round leader on this session; true when held.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn try_lead(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
+pub async fn try_lead<'e>(session: impl sqlx::PgExecutor<'e>) -> Result<bool, sqlx::Error> {
     crate::db::query_scalar("SELECT pg_try_advisory_lock($1)")
         .bind(QUEUE_LEADER_LOCK)
-        .fetch_one(conn)
+        .fetch_one(session)
         .await
+}
+
+/// Whether this session holds the leader's lock (a session that was
+/// opened again has lost it).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn still_leads<'e>(session: impl sqlx::PgExecutor<'e>) -> Result<bool, sqlx::Error> {
+    crate::db::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+           AND pid = pg_backend_pid() AND objsubid = 1
+           AND classid = ($1 >> 32)::oid AND objid = ($1 & 4294967295)::oid)",
+    )
+    .bind(QUEUE_LEADER_LOCK)
+    .fetch_one(session)
+    .await
 }
 
 /// Drops decided requests older than the retention window; how many.
