@@ -7,7 +7,8 @@
 //!
 //! Starts its own durable PostgreSQL (`fsync` and `synchronous_commit`
 //! on): `cargo bench --bench costs`. `BENCH_COST_SECONDS` (5) per run,
-//! `BENCH_COST_REPEATS` (3) runs of each set-up, medians quoted.
+//! `BENCH_COST_REPEATS` (3) runs of each set-up, medians quoted. Under
+//! `cargo test --benches` it is a smoke run (0.3 s, once).
 
 use futures_util::stream::{self, StreamExt};
 use placement_testkit::{cluster::free_port, pg::PgCluster, placement_bin};
@@ -345,7 +346,14 @@ struct Bench {
 impl Bench {
     /// One measured run (after a one-second warm-up) of `route`.
     async fn run(&self, servers: &Servers, route: Route) -> Run {
-        drive(&self.http, servers, &self.fleet, route, 1.0).await;
+        drive(
+            &self.http,
+            servers,
+            &self.fleet,
+            route,
+            self.seconds.min(1.0),
+        )
+        .await;
         let pids: Vec<u32> = servers.children.iter().map(Child::id).collect();
         let postmaster = self.pg.postmaster_pid();
         let server_cpu = |c: &Clock| pids.iter().map(|p| c.own(*p)).sum::<f64>();
@@ -462,8 +470,10 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 
 #[tokio::main]
 async fn main() {
-    let seconds = env_or("BENCH_COST_SECONDS", 5.0);
-    let repeats = env_or("BENCH_COST_REPEATS", 3usize).max(1);
+    // Under `cargo test --benches` (no `--bench` flag) a short smoke run.
+    let measuring = std::env::args().any(|a| a == "--bench");
+    let seconds = env_or("BENCH_COST_SECONDS", if measuring { 5.0 } else { 0.3 });
+    let repeats = env_or("BENCH_COST_REPEATS", if measuring { 3usize } else { 1 }).max(1);
     let pg = PgCluster::start_durable();
     let http = reqwest::Client::new();
     let fleet = {

@@ -251,6 +251,28 @@ async fn run(
     if args.db_pooler == DbPooler::Transaction {
         state.pool = db::Pool::behind_transaction_pooler(pool.clone());
     }
+    spawn_background(args, &state, sessions, pool);
+    let listener = tokio::net::TcpListener::bind(&args.bind).await?;
+    tracing::info!(bind = %listener.local_addr()?, "placement listening");
+    let opts = placement::serve::ServeOptions {
+        header_timeout: std::time::Duration::from_secs(args.http_header_timeout),
+        max_connections: args.http_max_connections.max(1),
+        grace: std::time::Duration::from_secs(args.shutdown_grace),
+    };
+    placement::serve::serve(listener, app(state), opts, shutdown()).await;
+    tracing::info!("shut down");
+    Ok(())
+}
+
+/// The tasks every process runs beside the requests: the announcement
+/// listener, the fair queue's listener and leader, housekeeping and the
+/// stale-batch sweep.
+fn spawn_background(
+    args: &ServeArgs,
+    state: &AppState,
+    sessions: sqlx::PgPool,
+    pool: sqlx::PgPool,
+) {
     tokio::spawn(placement::deploy::refresh::run(
         placement::deploy::refresh::Caches {
             sessions: sessions.clone(),
@@ -265,6 +287,7 @@ async fn run(
             sessions: sessions.clone(),
             settings: placement::fairness::admission::RoundSettings::of(&state.settings),
             interval: std::time::Duration::from_secs(args.admission_interval),
+            hold_seconds: args.preemption_hold_seconds,
             signals: state.queue.clone(),
         },
     ));
@@ -273,16 +296,6 @@ async fn run(
         pool,
         std::time::Duration::from_secs(args.colocation_sweep_interval),
     ));
-    let listener = tokio::net::TcpListener::bind(&args.bind).await?;
-    tracing::info!(bind = %listener.local_addr()?, "placement listening");
-    let opts = placement::serve::ServeOptions {
-        header_timeout: std::time::Duration::from_secs(args.http_header_timeout),
-        max_connections: args.http_max_connections.max(1),
-        grace: std::time::Duration::from_secs(args.shutdown_grace),
-    };
-    placement::serve::serve(listener, app(state), opts, shutdown()).await;
-    tracing::info!("shut down");
-    Ok(())
 }
 
 /// Where the database is, for errors: its hosts and database, never the

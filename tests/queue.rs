@@ -356,3 +356,190 @@ async fn two_processes_never_admit_a_request_twice_or_overcommit() {
             .unwrap();
     assert_eq!(pending, 500, "the rest wait");
 }
+
+/// VCPU held by a project's consumers.
+async fn vcpu_of(c: &Cluster, project: &str) -> i64 {
+    let r = c
+        .request(0, Method::GET, &format!("/usages?project_id={project}"))
+        .send()
+        .await
+        .expect("usages");
+    let v: Value = r.json().await.expect("usages json");
+    // At 1.38 and later usages are grouped by consumer type.
+    v["usages"]
+        .as_object()
+        .map(|groups| groups.values().filter_map(|g| g["VCPU"].as_i64()).sum())
+        .unwrap_or(0)
+}
+
+/// Queues `n` single-core requests of `project`; their consumers.
+async fn queue_many(c: &Cluster, project: &str, n: usize) -> Vec<String> {
+    let requests: Vec<Value> = (0..n).map(|_| request_body(project, 1)).collect();
+    let consumers = requests
+        .iter()
+        .map(|r| r["consumer_uuid"].as_str().unwrap().to_string())
+        .collect();
+    queue(c, 0, json!({"requests": requests})).await;
+    consumers
+}
+
+/// Waits until `project` holds `vcpu` (or 30 s).
+async fn until_holds(c: &Cluster, project: &str, vcpu: i64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while vcpu_of(c, project).await != vcpu {
+        if Instant::now() > deadline {
+            let (_, q) = send(
+                c,
+                0,
+                Method::GET,
+                &format!("/queue?project_id={project}&limit=3"),
+                None,
+            )
+            .await;
+            let (_, u) = send(
+                c,
+                0,
+                Method::GET,
+                &format!("/usages?project_id={project}"),
+                None,
+            )
+            .await;
+            panic!("{project} never held {vcpu} VCPU: {u} {q}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Mesos' question four (weights 1:2; B uses the whole cluster while A is
+/// idle, then A queues work), with a guarantee for A given once B holds
+/// everything: the rounds advise
+/// removing B's newest consumers down to B's fair share, the freed room is
+/// held for A (a third project queuing meanwhile gets none of it), and the
+/// shares end at 1:2.
+#[tokio::test]
+async fn a_guarantee_is_won_back_through_preemption_advice() {
+    let c = Cluster::new("queue-preempt", "1.39").await;
+    for i in 0..3 {
+        c.provider(&format!("cn{i}"), json!({"VCPU": {"total": 10}}))
+            .await;
+    }
+    for (project, body) in [("A", json!({"weight": 1.0})), ("B", json!({"weight": 2.0}))] {
+        let (s, v) = send(
+            &c,
+            0,
+            Method::PUT,
+            &format!("/projects/{project}/fairness"),
+            Some(body),
+        )
+        .await;
+        assert_eq!(s, 200, "{v}");
+    }
+    // B fills the cluster while A is idle; then A is guaranteed a third
+    // (a guarantee in force earlier would have held that third back as
+    // headroom, so B could never have borrowed it).
+    queue_many(&c, "B", 30).await;
+    until_holds(&c, "B", 30).await;
+    let (s, v) = send(
+        &c,
+        0,
+        Method::PUT,
+        "/projects/A/quota",
+        Some(json!({"guarantees": {"VCPU": 10}})),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    queue_many(&c, "A", 15).await;
+    // The advice: ten of B's consumers, each for one of A's requests.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let advice = loop {
+        let (s, v) = send(&c, 1, Method::GET, "/preemptions?project_id=B", None).await;
+        assert_eq!(s, 200, "{v}");
+        if v["preemptions"].as_array().is_some_and(|a| a.len() == 10) {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "no advice: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let entries = advice["preemptions"].as_array().unwrap();
+    assert!(entries
+        .iter()
+        .all(|e| e["project_id"] == "B" && e["for_project_id"] == "A"));
+    assert!(
+        entries.iter().all(|e| e["held_until"].is_string()),
+        "{advice}"
+    );
+    // A third project queues before the owners act: the room is A's.
+    queue_many(&c, "C", 5).await;
+    for e in entries {
+        let path = format!("/allocations/{}", e["consumer_uuid"].as_str().unwrap());
+        let (s, _) = send(&c, 0, Method::DELETE, &path, None).await;
+        assert_eq!(s, 204);
+    }
+    until_holds(&c, "A", 10).await;
+    assert_eq!(vcpu_of(&c, "B").await, 20, "B keeps its fair share");
+    assert_eq!(vcpu_of(&c, "C").await, 0, "the held room went to A");
+    let (_, left) = send(&c, 0, Method::GET, "/preemptions", None).await;
+    assert_eq!(
+        left["preemptions"],
+        json!([]),
+        "advice done once A holds its guarantee"
+    );
+}
+
+/// The same without a guarantee (Mesos' behaviour): no advice; A gets
+/// what B frees, and as B's work ends and B queues more, the shares
+/// converge to the weights' 1:2.
+#[tokio::test]
+async fn without_a_guarantee_shares_converge_as_work_ends() {
+    let c = Cluster::new("queue-converge", "1.39").await;
+    for i in 0..3 {
+        c.provider(&format!("cn{i}"), json!({"VCPU": {"total": 10}}))
+            .await;
+    }
+    let (s, _) = send(
+        &c,
+        0,
+        Method::PUT,
+        "/projects/B/fairness",
+        Some(json!({"weight": 2.0})),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let mut running: std::collections::VecDeque<String> = queue_many(&c, "B", 30).await.into();
+    until_holds(&c, "B", 30).await;
+    queue_many(&c, "A", 30).await;
+    let mut b_waiting: std::collections::VecDeque<String> = queue_many(&c, "B", 30).await.into();
+    let (_, advice) = send(&c, 0, Method::GET, "/preemptions", None).await;
+    assert_eq!(advice["preemptions"], json!([]));
+    for _ in 0..30 {
+        // One of B's oldest ends; whoever the round picks takes its core.
+        let done = running.pop_front().expect("B runs something");
+        let (s, _) = send(&c, 0, Method::DELETE, &format!("/allocations/{done}"), None).await;
+        assert_eq!(s, 204);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while vcpu_of(&c, "A").await + vcpu_of(&c, "B").await != 30 {
+            assert!(Instant::now() < deadline, "the freed core was never given");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // B's newly admitted consumers join the ones that end later.
+        let pool = sqlx::PgPool::connect(&c.database_url()).await.unwrap();
+        let admitted: Vec<uuid::Uuid> = sqlx::query_scalar(
+            "SELECT consumer_uuid FROM queue_requests WHERE project_id = 'B' AND state = 'admitted' ORDER BY decided_at",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+        for u in admitted.iter().map(|u| u.to_string()) {
+            if let Some(i) = b_waiting.iter().position(|w| *w == u) {
+                b_waiting.remove(i);
+                running.push_back(u);
+            }
+        }
+    }
+    let (a, b) = (vcpu_of(&c, "A").await, vcpu_of(&c, "B").await);
+    assert!(
+        (9..=11).contains(&a) && a + b == 30,
+        "A {a}, B {b}: not 1:2"
+    );
+}

@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod microversion;
 pub mod middleware;
 pub mod policy;
+pub mod preemptions;
 pub mod projects;
 pub mod queue;
 pub mod reservations;

@@ -161,6 +161,11 @@ pub struct ServeArgs {
     /// queue or allocations are deleted while requests wait).
     #[arg(long, env = "PLACEMENT_ADMISSION_INTERVAL", default_value_t = 1)]
     pub admission_interval: u64,
+    /// Seconds the room that preemption advice makes is held for the
+    /// waiting request (added to its project's reservation on the
+    /// provider), so that no one else takes what the advised owners free.
+    #[arg(long, env = "PLACEMENT_PREEMPTION_HOLD_SECONDS", default_value_t = 300)]
+    pub preemption_hold_seconds: u64,
     /// Seconds committed admission rounds, and queued requests once
     /// decided, are kept for audit and replay (default 7 days; 0 keeps
     /// them forever). Older ones are pruned every minute.

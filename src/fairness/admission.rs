@@ -72,6 +72,74 @@ pub struct AdmissionAnswer {
     pub held_back_for_headroom: Amounts,
 }
 
+/// What a round saw and left, for the fair queue's preemption advice:
+/// the pool in the round's order and each request's allowed providers.
+#[derive(Debug, Clone, Default)]
+pub struct RoundView {
+    /// Class names by index.
+    pub classes: Vec<String>,
+    /// DRF denominators by class.
+    pub totals: Vec<f64>,
+    /// Classes that do not count towards shares.
+    pub excluded: Vec<bool>,
+    /// Provider uuids in the round's order.
+    pub providers: Vec<Uuid>,
+    /// Provider row ids in the same order.
+    pub provider_ids: Vec<i64>,
+    /// Free units per provider and class after the round's admissions.
+    pub free: Vec<Vec<i64>>,
+    /// Per request (in the round's order): the providers it may use.
+    pub allowed: Vec<Option<std::sync::Arc<[usize]>>>,
+    /// Guarantees by class of the round's projects (external id).
+    pub guarantees: std::collections::HashMap<String, Vec<i64>>,
+}
+
+impl RoundView {
+    /// The index of a class, if the round knows it.
+    pub fn class_ix(&self, name: &str) -> Option<usize> {
+        self.classes.iter().position(|c| c == name)
+    }
+
+    fn of(loaded: &Loaded, result: &round::Admitted) -> RoundView {
+        let r = &loaded.round;
+        let mut free: Vec<Vec<i64>> = r
+            .providers
+            .iter()
+            .map(|p| {
+                p.stock
+                    .iter()
+                    .map(|s| {
+                        s.as_ref()
+                            .map_or(0, |s| ((s.capacity - s.used as f64).floor() as i64).max(0))
+                    })
+                    .collect()
+            })
+            .collect();
+        for d in &result.decisions {
+            if let Outcome::Admitted { provider, .. } = d.outcome {
+                for &(c, n) in &r.requests[d.request].resources {
+                    free[provider][c] -= n;
+                }
+            }
+        }
+        RoundView {
+            classes: loaded.classes.clone(),
+            totals: r.totals.clone(),
+            excluded: r.excluded.clone(),
+            providers: loaded.providers.clone(),
+            provider_ids: loaded.provider_ids.clone(),
+            free,
+            allowed: r.requests.iter().map(|q| q.allowed.clone()).collect(),
+            guarantees: loaded
+                .projects
+                .iter()
+                .zip(&r.projects)
+                .map(|((name, _), p)| (name.clone(), p.guarantees.clone()))
+                .collect(),
+        }
+    }
+}
+
 /// Limits of one round that the service sets.
 #[derive(Debug, Clone)]
 pub struct RoundSettings {
@@ -108,7 +176,7 @@ pub async fn run(
     with_retries(settings.retries, || async {
         let started = std::time::Instant::now();
         let mut tx = pool.begin().await?;
-        let answer = round_in(&mut tx, settings, &body, seed).await?;
+        let (answer, _) = round_in(&mut tx, settings, &body, seed).await?;
         if body.dry_run {
             tx.rollback().await?;
         } else {
@@ -127,13 +195,13 @@ pub async fn run(
 /// One round inside the caller's transaction: decides, and (unless
 /// `dry_run`) writes the admitted allocations and the round's record.
 /// The caller commits or rolls back; the fair queue's rounds add their
-/// own rows to the same transaction.
+/// own rows to the same transaction, and read what it left in the view.
 pub async fn round_in(
     tx: &mut sqlx::PgConnection,
     settings: &RoundSettings,
     body: &AdmissionPost,
     seed: u32,
-) -> Result<AdmissionAnswer> {
+) -> Result<(AdmissionAnswer, RoundView)> {
     let started = std::time::Instant::now();
     db::lock_admissions(tx).await?;
     refuse_existing(tx, body).await?;
@@ -154,8 +222,9 @@ pub async fn round_in(
     .map_err(|e| Error::internal(format!("admission round failed: {e}")))?;
     let decided_ms = ms(started);
     let answer = answer(body, &loaded, &result, seed);
+    let view = RoundView::of(&loaded, &result);
     if body.dry_run {
-        return Ok(answer);
+        return Ok((answer, view));
     }
     commit(tx, body, &loaded, &result).await?;
     let request = serde_json::to_string(body).unwrap_or_default();
@@ -169,7 +238,7 @@ pub async fn round_in(
         written_ms = ms(started),
         "admission round decided"
     );
-    Ok(answer)
+    Ok((answer, view))
 }
 
 fn ms(since: std::time::Instant) -> f64 {

@@ -23,6 +23,8 @@ pub struct Loaded {
     pub classes: Vec<String>,
     /// Provider uuids by index.
     pub providers: Vec<Uuid>,
+    /// Provider row ids by index.
+    pub provider_ids: Vec<i64>,
     /// Project external ids and table ids by index.
     pub projects: Vec<(String, i32)>,
 }
@@ -87,6 +89,7 @@ pub async fn load(
             max_steps,
         },
         providers: order.iter().map(|&t| tree[t].uuid).collect(),
+        provider_ids: order.iter().map(|&t| tree[t].id).collect(),
         projects: projects
             .list
             .iter()

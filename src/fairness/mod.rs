@@ -9,6 +9,7 @@
 pub mod admission;
 pub mod declines;
 mod load;
+pub mod preemption;
 pub mod projects;
 pub mod queue;
 pub mod queue_round;

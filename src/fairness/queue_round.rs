@@ -49,20 +49,28 @@ pub struct RoundOutcome {
     pub admitted: usize,
     /// Requests left pending.
     pub deferred: usize,
+    /// Consumers advised for removal (preemption advice).
+    pub advised: usize,
 }
 
-/// One round over the stored queue, committed.
-pub async fn round(pool: &Pool, settings: &RoundSettings) -> Result<RoundOutcome> {
+/// One round over the stored queue, committed, with its preemption
+/// advice; room is held `hold_seconds` for each advised request.
+pub async fn round(
+    pool: &Pool,
+    settings: &RoundSettings,
+    hold_seconds: u64,
+) -> Result<RoundOutcome> {
     with_retries(settings.retries, || async {
         let started = Instant::now();
         let mut tx = pool.begin().await?;
         crate::db::fairness::lock_admissions(&mut tx).await?;
         let left = db::expire(&mut tx).await? + db::cancel_taken(&mut tx).await?;
+        crate::db::fairness::preemptions::release(&mut tx).await?;
         let rows = db::pending(&mut tx).await?;
         let rows = drop_invalid(&mut tx, rows).await?;
         let mut outcome = RoundOutcome::default();
         if !rows.is_empty() {
-            outcome = decide(&mut tx, settings, &rows).await?;
+            outcome = decide(&mut tx, settings, &rows, hold_seconds).await?;
         }
         if left > 0 || outcome.admitted > 0 {
             db::announce_decided(&mut tx).await?;
@@ -82,6 +90,7 @@ async fn decide(
     tx: &mut sqlx::PgConnection,
     settings: &RoundSettings,
     rows: &[(QueuedRow, QueueItem)],
+    hold_seconds: u64,
 ) -> Result<RoundOutcome> {
     let body = AdmissionPost {
         dry_run: false,
@@ -91,7 +100,7 @@ async fn decide(
             .map(|(row, item)| as_admission(row, item))
             .collect(),
     };
-    let answer = admission::round_in(tx, settings, &body, rand::random()).await?;
+    let (answer, view) = admission::round_in(tx, settings, &body, rand::random()).await?;
     let (mut admitted, mut placed, mut deferred, mut reasons) = (vec![], vec![], vec![], vec![]);
     let submitted: std::collections::HashMap<Uuid, &QueuedRow> =
         rows.iter().map(|(r, _)| (r.id, r)).collect();
@@ -116,9 +125,13 @@ async fn decide(
     }
     db::mark_admitted(tx, answer.round_id, &admitted, &placed).await?;
     db::mark_deferred(tx, &deferred, &reasons).await?;
+    // Holds of the requests just admitted end with this round.
+    crate::db::fairness::preemptions::release(tx).await?;
+    let advised = super::preemption::advise(tx, &view, &answer, rows, hold_seconds).await?;
     Ok(RoundOutcome {
         admitted: admitted.len(),
         deferred: deferred.len(),
+        advised,
     })
 }
 
@@ -196,6 +209,8 @@ pub struct Leader {
     pub settings: RoundSettings,
     /// Between periodic rounds (zero: rounds only when woken).
     pub interval: Duration,
+    /// How long room is held for a request given preemption advice.
+    pub hold_seconds: u64,
     /// This process's long polls.
     pub signals: Arc<QueueSignals>,
 }
@@ -269,9 +284,14 @@ async fn keep_or_take_lead(session: &mut sqlx::postgres::PgListener, leads: bool
 }
 
 async fn lead_one(leader: &Leader) {
-    match round(&leader.pool, &leader.settings).await {
+    match round(&leader.pool, &leader.settings, leader.hold_seconds).await {
         Ok(o) => {
-            tracing::debug!(admitted = o.admitted, deferred = o.deferred, "queue round");
+            tracing::debug!(
+                admitted = o.admitted,
+                deferred = o.deferred,
+                advised = o.advised,
+                "queue round"
+            );
         }
         Err(e) => tracing::warn!(error = %e, "a fair queue round failed"),
     }

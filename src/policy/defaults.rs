@@ -39,6 +39,7 @@ pub const EXTENSION_RULES: &[&str] = &[
     "placement:deployments:resize",
     "placement:deployments:show",
     "placement:fairness:shares",
+    "placement:preemptions:list",
     "placement:projects:fairness:show",
     "placement:projects:fairness:update",
     "placement:projects:quota:show",

@@ -23,6 +23,7 @@ pub mod error;
 pub mod memory;
 pub mod mesos;
 pub mod numa;
+pub mod preempt;
 pub mod quota;
 pub mod realloc;
 pub mod remap;

@@ -171,6 +171,10 @@ fn probes(route: &routes::Route, w: &World, target: &str) -> Option<Vec<Probe>> 
                 .map(|b| probe(m, "/admissions".into(), Some(b)))
                 .collect()
         }
+        ("/preemptions", _) => query_forms(target)
+            .into_iter()
+            .map(|q| probe(m, format!("/preemptions?{q}"), None))
+            .collect(),
         ("/queue", "GET") => query_forms(target)
             .into_iter()
             .map(|q| probe(m, format!("/queue?{q}"), None))

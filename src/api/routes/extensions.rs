@@ -4,7 +4,9 @@
 
 use super::{Route, Subject};
 use crate::api::microversion::Microversion;
-use crate::api::{admissions, colocation as colo, declines, projects, queue, reservations, shares};
+use crate::api::{
+    admissions, colocation as colo, declines, preemptions, projects, queue, reservations, shares,
+};
 use axum::http::Method;
 use axum::routing::{delete, get, post, put};
 
@@ -152,6 +154,17 @@ pub const FAIRNESS: &[Route] = &[
         takes: None,
         answer: None,
         handler: || delete(queue::cancel),
+    },
+    Route {
+        path: "/preemptions",
+        method: Method::GET,
+        since: Microversion::new(1, 0),
+        rule: Some("placement:preemptions:list"),
+        target: Subject::QueryProject,
+        summary: "Preemption advice of the fair queue's rounds: consumers of projects above their fair share whose owners are asked to delete them, each with the queued request (of a project below its guarantee) it makes room for and until when that room is held (?project_id=… for one victim project) (extension)",
+        takes: None,
+        answer: Some("PreemptionList"),
+        handler: || get(preemptions::list),
     },
     Route {
         path: "/declines",

@@ -546,6 +546,8 @@ pub fn components() -> Schemas {
     register::<crate::fairness::declines::DeclineView>(&mut out);
     register::<crate::fairness::queue::QueueView>(&mut out);
     register::<crate::fairness::queue::QueueList>(&mut out);
+    register::<crate::fairness::preemption::PreemptionView>(&mut out);
+    register::<crate::fairness::preemption::PreemptionList>(&mut out);
     register::<crate::colocation::priority::PriorityView>(&mut out);
     register::<crate::colocation::policy::PolicyView>(&mut out);
     register::<crate::colocation::reports::ReportAccepted>(&mut out);

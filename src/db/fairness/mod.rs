@@ -14,6 +14,7 @@
 //! checked one after another.
 
 mod admissions;
+pub mod preemptions;
 mod projects;
 pub mod queue;
 mod quotas;

@@ -1,0 +1,244 @@
+//! Preemption advice and holds (`migrations/*_preemption.sql`): which
+//! consumers a round advises removing for which waiting request, and the
+//! room held for that request meanwhile. A hold is an amount added to the
+//! waiting project's reservation on the provider (so the freed room is
+//! unavailable to everyone else, by the reservations' own rules) and
+//! taken off again when the request leaves `pending` or the hold lapses.
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// One consumer holding room the advice may take.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct HolderRow {
+    /// The consumer.
+    pub consumer_uuid: Uuid,
+    /// Its project (external id).
+    pub project_id: String,
+    /// Provider row id.
+    pub provider_id: i64,
+    /// Class name.
+    pub class_name: String,
+    /// Units held.
+    pub used: i64,
+    /// Consumer row id (larger is newer).
+    pub consumer_id: i64,
+    /// 0 prod, 1 mid, 2 batch, 3 free.
+    pub priority_class: i32,
+    /// Priority inside the class.
+    pub priority: i64,
+}
+
+/// Every allocation with its consumer's project and priority.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn holders(conn: &mut PgConnection) -> Result<Vec<HolderRow>, sqlx::Error> {
+    crate::db::query_as(
+        "SELECT c.uuid AS consumer_uuid, p.external_id AS project_id,
+                a.resource_provider_id AS provider_id, rc.name AS class_name,
+                a.used::int8 AS used, c.id AS consumer_id,
+                coalesce(cp.priority_class::int4,
+                         CASE q.request->>'priority_class' WHEN 'mid' THEN 1 WHEN 'batch' THEN 2
+                                                            WHEN 'free' THEN 3 ELSE 0 END) AS priority_class,
+                coalesce(cp.priority, (q.request->>'priority')::int4, 0)::int8 AS priority
+         FROM allocations a
+         JOIN consumers c ON c.id = a.consumer_id
+         JOIN projects p ON p.id = c.project_id
+         JOIN resource_classes rc ON rc.id = a.resource_class_id
+         LEFT JOIN consumer_priorities cp ON cp.consumer_uuid = c.uuid
+         LEFT JOIN queue_requests q ON q.consumer_uuid = c.uuid AND q.state = 'admitted'",
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Weights (default 1) of the named projects.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn weights(
+    conn: &mut PgConnection,
+    projects: &[String],
+) -> Result<Vec<(String, f64)>, sqlx::Error> {
+    crate::db::query_as(
+        "SELECT p.external_id, coalesce(f.weight, 1.0)
+         FROM projects p LEFT JOIN project_fairness f ON f.project_id = p.id
+         WHERE p.external_id = ANY($1)",
+    )
+    .bind(projects)
+    .fetch_all(conn)
+    .await
+}
+
+/// One advised victim.
+#[derive(Debug, Clone)]
+pub struct NewAdvice {
+    /// The waiting request.
+    pub request_id: Uuid,
+    /// The consumer to remove.
+    pub consumer_uuid: Uuid,
+    /// Its project.
+    pub victim_project_id: String,
+    /// Where the room is made.
+    pub provider_uuid: Uuid,
+}
+
+/// Replaces every advice with this round's.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn replace_advice(
+    conn: &mut PgConnection,
+    round: Uuid,
+    rows: &[NewAdvice],
+) -> Result<(), sqlx::Error> {
+    crate::db::query("DELETE FROM preemption_advice")
+        .execute(&mut *conn)
+        .await?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let requests: Vec<Uuid> = rows.iter().map(|r| r.request_id).collect();
+    let consumers: Vec<Uuid> = rows.iter().map(|r| r.consumer_uuid).collect();
+    let projects: Vec<&str> = rows.iter().map(|r| r.victim_project_id.as_str()).collect();
+    let providers: Vec<Uuid> = rows.iter().map(|r| r.provider_uuid).collect();
+    crate::db::query(
+        "INSERT INTO preemption_advice (request_id, consumer_uuid, victim_project_id, resource_provider_uuid, round_id)
+         SELECT r, c, p, rp, $5 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[]) AS t(r, c, p, rp)
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(&requests)
+    .bind(&consumers)
+    .bind(&projects)
+    .bind(&providers)
+    .bind(round)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Room to hold for one waiting request on one provider.
+#[derive(Debug, Clone)]
+pub struct NewHold {
+    /// The waiting request.
+    pub request_id: Uuid,
+    /// Provider row id.
+    pub provider_id: i64,
+    /// The waiting project's row id.
+    pub project_id: i32,
+    /// (class row id, units).
+    pub amounts: Vec<(i32, i32)>,
+}
+
+/// Holds room for requests that hold none yet, for `seconds`: each hold
+/// adds its units to the project's reservation on the provider.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn hold(
+    conn: &mut PgConnection,
+    holds: &[NewHold],
+    seconds: u64,
+) -> Result<(), sqlx::Error> {
+    let (mut requests, mut providers, mut projects, mut classes, mut amounts) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    for h in holds {
+        for &(class, amount) in &h.amounts {
+            requests.push(h.request_id);
+            providers.push(h.provider_id);
+            projects.push(h.project_id);
+            classes.push(class);
+            amounts.push(amount);
+        }
+    }
+    if requests.is_empty() {
+        return Ok(());
+    }
+    let keep = i64::try_from(seconds).unwrap_or(i64::MAX);
+    crate::db::query(
+        "WITH held AS (
+             INSERT INTO preemption_holds (request_id, resource_provider_id, project_id, resource_class_id, amount, expires_at)
+             SELECT r, rp, p, c, n, now() + make_interval(secs => $6::double precision)
+             FROM unnest($1::uuid[], $2::int8[], $3::int4[], $4::int4[], $5::int4[]) AS t(r, rp, p, c, n)
+             WHERE NOT EXISTS (SELECT 1 FROM preemption_holds h WHERE h.request_id = t.r)
+             ON CONFLICT DO NOTHING
+             RETURNING resource_provider_id, project_id, resource_class_id, amount)
+         INSERT INTO project_reservations (resource_provider_id, project_id, resource_class_id, amount)
+         SELECT resource_provider_id, project_id, resource_class_id, sum(amount)::int4 FROM held GROUP BY 1, 2, 3
+         ON CONFLICT (resource_provider_id, project_id, resource_class_id)
+         DO UPDATE SET amount = project_reservations.amount + EXCLUDED.amount",
+    )
+    .bind(&requests)
+    .bind(&providers)
+    .bind(&projects)
+    .bind(&classes)
+    .bind(&amounts)
+    .bind(keep)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Ends the holds of requests no longer pending and the holds past their
+/// time, taking their units off the reservations they were added to.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn release(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
+    let done = crate::db::query(
+        "WITH gone AS (
+             DELETE FROM preemption_holds h USING queue_requests q
+             WHERE q.id = h.request_id AND (q.state <> 'pending' OR h.expires_at <= now())
+             RETURNING h.resource_provider_id, h.project_id, h.resource_class_id, h.amount),
+         sums AS (
+             SELECT resource_provider_id, project_id, resource_class_id, sum(amount) AS amount
+             FROM gone GROUP BY 1, 2, 3),
+         lowered AS (
+             UPDATE project_reservations r SET amount = r.amount - s.amount FROM sums s
+             WHERE (r.resource_provider_id, r.project_id, r.resource_class_id)
+                 = (s.resource_provider_id, s.project_id, s.resource_class_id)
+               AND r.amount > s.amount
+             RETURNING 1)
+         DELETE FROM project_reservations r USING sums s
+         WHERE (r.resource_provider_id, r.project_id, r.resource_class_id)
+             = (s.resource_provider_id, s.project_id, s.resource_class_id)
+           AND r.amount <= s.amount",
+    )
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// One advised victim as listed.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct AdviceRow {
+    /// The consumer to remove.
+    pub consumer_uuid: Uuid,
+    /// Its project.
+    pub victim_project_id: String,
+    /// Where the room is made.
+    pub resource_provider_uuid: Uuid,
+    /// The waiting request it makes room for.
+    pub request_id: Uuid,
+    /// The waiting request's project.
+    pub request_project_id: String,
+    /// What the waiting request needs.
+    pub request: serde_json::Value,
+    /// The round that advised it.
+    pub round_id: Uuid,
+    /// When.
+    pub advised_at: chrono::DateTime<chrono::Utc>,
+    /// Until when the freed room is held for the request.
+    pub held_until: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// The advice in force, a victim project's only when named.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn list(
+    conn: &mut PgConnection,
+    project: Option<&str>,
+) -> Result<Vec<AdviceRow>, sqlx::Error> {
+    crate::db::query_as(
+        "SELECT a.consumer_uuid, a.victim_project_id, a.resource_provider_uuid, a.request_id,
+                q.project_id AS request_project_id, q.request, a.round_id, a.advised_at,
+                (SELECT max(h.expires_at) FROM preemption_holds h WHERE h.request_id = a.request_id) AS held_until
+         FROM preemption_advice a JOIN queue_requests q ON q.id = a.request_id
+         WHERE q.state = 'pending' AND ($1::text IS NULL OR a.victim_project_id = $1)
+           AND EXISTS (SELECT 1 FROM consumers c WHERE c.uuid = a.consumer_uuid)
+         ORDER BY a.advised_at, a.request_id, a.consumer_uuid",
+    )
+    .bind(project)
+    .fetch_all(conn)
+    .await
+}

@@ -1,0 +1,276 @@
+//! Preemption advice for the fair queue (`sched::preempt` decides): after
+//! a round, requests of projects below their guarantee that found no room
+//! get advice naming consumers of projects above their fair share, stored
+//! for `GET /preemptions`; the room is held for the request (added to its
+//! project's reservation on the provider) for `--preemption-hold-seconds`,
+//! so that what the owners free is not taken by someone else. The service
+//! never removes anything itself.
+
+use super::admission::{AdmissionAnswer, RoundView};
+use super::queue::QueueItem;
+use crate::db::fairness::preemptions::{self as db, AdviceRow, HolderRow, NewAdvice, NewHold};
+use crate::db::fairness::queue::QueuedRow;
+use crate::error::Result;
+use crate::sched::preempt::{self, Ask, Holder, Pool, Victim};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// One advised victim, as `GET /preemptions` lists it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PreemptionView {
+    /// The consumer whose allocations its owner is asked to delete.
+    pub consumer_uuid: Uuid,
+    /// Its project.
+    pub project_id: String,
+    /// The provider where the room is made.
+    pub resource_provider_uuid: Uuid,
+    /// The queued request it makes room for.
+    pub for_request: Uuid,
+    /// That request's project (below its guarantee).
+    pub for_project_id: String,
+    /// What that request needs.
+    pub resources: super::Amounts,
+    /// The round that advised it.
+    pub round_id: Uuid,
+    /// When.
+    pub advised_at: chrono::DateTime<chrono::Utc>,
+    /// Until when the freed room is held for the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_until: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// `GET /preemptions`' answer.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PreemptionList {
+    /// Advised victims, oldest advice first.
+    pub preemptions: Vec<PreemptionView>,
+}
+
+impl PreemptionView {
+    fn of(row: AdviceRow) -> PreemptionView {
+        let item: Option<QueueItem> = serde_json::from_value(row.request).ok();
+        PreemptionView {
+            consumer_uuid: row.consumer_uuid,
+            project_id: row.victim_project_id,
+            resource_provider_uuid: row.resource_provider_uuid,
+            for_request: row.request_id,
+            for_project_id: row.request_project_id,
+            resources: item.map(|i| i.resources).unwrap_or_default(),
+            round_id: row.round_id,
+            advised_at: row.advised_at,
+            held_until: row.held_until,
+        }
+    }
+}
+
+/// The advice in force (a victim project's only, when named).
+pub async fn list(pool: &crate::db::Pool, project: Option<&str>) -> Result<Vec<PreemptionView>> {
+    let mut conn = pool.acquire().await?;
+    let rows = db::list(&mut conn, project).await?;
+    Ok(rows.into_iter().map(PreemptionView::of).collect())
+}
+
+/// After a round: advice for the deferred requests of projects below
+/// their guarantee, and holds for them; the count of victims advised.
+pub async fn advise(
+    tx: &mut sqlx::PgConnection,
+    view: &RoundView,
+    answer: &AdmissionAnswer,
+    rows: &[(QueuedRow, QueueItem)],
+    hold_seconds: u64,
+) -> Result<usize> {
+    let waiting = waiting_for_room(view, answer, rows);
+    if waiting.is_empty() {
+        db::replace_advice(tx, answer.round_id, &[]).await?;
+        return Ok(0);
+    }
+    let inputs = Inputs::load(tx, view, &waiting, rows).await?;
+    let advice = preempt::advise(&inputs.pool, &inputs.holders, &inputs.victims, &inputs.asks);
+    let mut stored = Vec::new();
+    let mut holds = Vec::new();
+    for a in &advice {
+        let (row, item) = &rows[waiting[a.ask]];
+        for &v in &a.victims {
+            let victim = &inputs.victim_rows[v];
+            stored.push(NewAdvice {
+                request_id: row.id,
+                consumer_uuid: victim.0,
+                victim_project_id: victim.1.clone(),
+                provider_uuid: view.providers[a.provider],
+            });
+        }
+        let amounts = super::class_ids(tx, &item.resources.keys().cloned().collect::<Vec<_>>())
+            .await?
+            .into_iter()
+            .filter_map(|(name, id)| {
+                let n = i32::try_from(item.resources.get(&name).copied().unwrap_or(0)).ok()?;
+                Some((id, n))
+            })
+            .collect();
+        holds.push(NewHold {
+            request_id: row.id,
+            provider_id: view.provider_ids[a.provider],
+            project_id: super::project_row(tx, &row.project_id).await?,
+            amounts,
+        });
+    }
+    db::replace_advice(tx, answer.round_id, &stored).await?;
+    db::hold(tx, &holds, hold_seconds).await?;
+    Ok(stored.len())
+}
+
+/// Indexes (into `rows`) of the requests left for want of room whose
+/// project has a guarantee on one of their classes.
+fn waiting_for_room(
+    view: &RoundView,
+    answer: &AdmissionAnswer,
+    rows: &[(QueuedRow, QueueItem)],
+) -> Vec<usize> {
+    let reason: HashMap<&str, &str> = answer
+        .decisions
+        .iter()
+        .filter_map(|d| Some((d.request.as_str(), d.reason.as_deref()?)))
+        .collect();
+    rows.iter()
+        .enumerate()
+        .filter(|(_, (row, item))| {
+            let id = row.id.to_string();
+            matches!(reason.get(id.as_str()), Some(&"no_capacity"))
+                && view.guarantees.get(&row.project_id).is_some_and(|g| {
+                    item.resources.keys().any(|c| {
+                        view.class_ix(c)
+                            .is_some_and(|ix| g.get(ix).is_some_and(|n| *n > 0))
+                    })
+                })
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The pure advice's inputs, with the consumers behind the victims.
+struct Inputs {
+    pool: Pool,
+    holders: Vec<Holder>,
+    victims: Vec<Victim>,
+    asks: Vec<Ask>,
+    /// (consumer, project) per victim.
+    victim_rows: Vec<(Uuid, String)>,
+}
+
+impl Inputs {
+    async fn load(
+        tx: &mut sqlx::PgConnection,
+        view: &RoundView,
+        waiting: &[usize],
+        rows: &[(QueuedRow, QueueItem)],
+    ) -> Result<Inputs> {
+        let held = db::holders(tx).await?;
+        let mut projects: Vec<String> = held.iter().map(|h| h.project_id.clone()).collect();
+        projects.extend(waiting.iter().map(|&i| rows[i].0.project_id.clone()));
+        projects.sort();
+        projects.dedup();
+        let weights: HashMap<String, f64> = db::weights(tx, &projects).await?.into_iter().collect();
+        let project_ix: HashMap<&str, usize> = projects
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.as_str(), i))
+            .collect();
+        let mut holders: Vec<Holder> = projects
+            .iter()
+            .map(|p| Holder {
+                weight: weights.get(p).copied().unwrap_or(1.0),
+                allocated: vec![0; view.classes.len()],
+                guarantees: view
+                    .guarantees
+                    .get(p)
+                    .cloned()
+                    .unwrap_or_else(|| vec![0; view.classes.len()]),
+            })
+            .collect();
+        let (victims, victim_rows) = victims(view, &held, &project_ix, &mut holders);
+        let asks = waiting
+            .iter()
+            .map(|&i| ask(view, &project_ix, i, &rows[i]))
+            .collect();
+        let pool = Pool {
+            totals: view.totals.clone(),
+            excluded: view.excluded.clone(),
+            free: view.free.clone(),
+        };
+        Ok(Inputs {
+            pool,
+            holders,
+            victims,
+            asks,
+            victim_rows,
+        })
+    }
+}
+
+/// Each consumer's holding on each provider of the round as a possible
+/// victim, counting what every project holds on the way.
+fn victims(
+    view: &RoundView,
+    held: &[HolderRow],
+    project_ix: &HashMap<&str, usize>,
+    holders: &mut [Holder],
+) -> (Vec<Victim>, Vec<(Uuid, String)>) {
+    let position: HashMap<i64, usize> = view
+        .provider_ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (*id, i))
+        .collect();
+    let mut by_consumer: HashMap<(Uuid, usize), usize> = HashMap::new();
+    let (mut victims, mut victim_rows) = (Vec::new(), Vec::new());
+    for h in held {
+        let (Some(&provider), Some(class)) =
+            (position.get(&h.provider_id), view.class_ix(&h.class_name))
+        else {
+            continue;
+        };
+        let project = project_ix[h.project_id.as_str()];
+        holders[project].allocated[class] += h.used;
+        let v = *by_consumer
+            .entry((h.consumer_uuid, provider))
+            .or_insert_with(|| {
+                victims.push(Victim {
+                    project,
+                    provider,
+                    amounts: Vec::new(),
+                    priority: h.priority,
+                    prod: h.priority_class < 2,
+                    age_rank: u64::try_from(h.consumer_id).unwrap_or(0),
+                });
+                victim_rows.push((h.consumer_uuid, h.project_id.clone()));
+                victims.len() - 1
+            });
+        victims[v].amounts.push((class, h.used));
+    }
+    (victims, victim_rows)
+}
+
+/// A waiting request (index `i` of the round) as the advice sees it.
+fn ask(
+    view: &RoundView,
+    project_ix: &HashMap<&str, usize>,
+    i: usize,
+    (row, item): &(QueuedRow, QueueItem),
+) -> Ask {
+    use super::request::PriorityClass;
+    Ask {
+        project: project_ix[row.project_id.as_str()],
+        resources: item
+            .resources
+            .iter()
+            .filter_map(|(c, n)| Some((view.class_ix(c)?, *n)))
+            .collect(),
+        allowed: view.allowed[i].as_ref().map(|a| a.to_vec()),
+        batch: matches!(
+            item.priority_class,
+            Some(PriorityClass::Batch | PriorityClass::Free)
+        ),
+    }
+}

@@ -1,0 +1,262 @@
+//! Preemption advice for the fair queue: when a project below its
+//! guarantee waits for room that others borrowed, which of their
+//! consumers to remove so that its request fits (as Kueue and YuniKorn
+//! win guarantees back; Mesos' allocator does not). Pure: plain data in,
+//! advice out; nothing is ever removed by the service itself.
+//!
+//! Rules (issue 29):
+//! - victims come only from other projects above their weighted fair
+//!   share (`weight / Σ weight` of the active projects, against the
+//!   dominant share), checked again after each victim chosen, so a project
+//!   is never taken at or below its fair share;
+//! - never a `prod` consumer for a `batch` request;
+//! - on each provider the victims are taken in the order (priority
+//!   ascending, share above fair descending, newest first) until the
+//!   request fits; the provider needing the fewest victims wins (the
+//!   first in pool order on a tie);
+//! - requests are advised in queue order while their project's guarantee
+//!   is unsatisfied on one of their classes, counting what earlier advice
+//!   already wins back.
+
+/// Index of a resource class.
+pub type Class = usize;
+
+/// The pool: DRF denominators and what is free on each provider.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pool {
+    /// Σ capacity per class.
+    pub totals: Vec<f64>,
+    /// Classes that do not count towards shares.
+    pub excluded: Vec<bool>,
+    /// Free units per provider, per class (capacity − used, floored).
+    pub free: Vec<Vec<i64>>,
+}
+
+/// A project as the advice sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Holder {
+    /// DRF weight (> 0).
+    pub weight: f64,
+    /// What its consumers hold, per class.
+    pub allocated: Vec<i64>,
+    /// Guarantees per class (0: none).
+    pub guarantees: Vec<i64>,
+}
+
+/// A consumer that could make room.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Victim {
+    /// Its project.
+    pub project: usize,
+    /// The provider it holds room on.
+    pub provider: usize,
+    /// What it holds there.
+    pub amounts: Vec<(Class, i64)>,
+    /// Its priority (lower goes first).
+    pub priority: i64,
+    /// True for production work, never removed for a batch request.
+    pub prod: bool,
+    /// Larger is newer (newest go first).
+    pub age_rank: u64,
+}
+
+/// A waiting request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ask {
+    /// Its project.
+    pub project: usize,
+    /// What it needs, all on one provider.
+    pub resources: Vec<(Class, i64)>,
+    /// The providers it may use (None: all).
+    pub allowed: Option<Vec<usize>>,
+    /// True for batch or free work.
+    pub batch: bool,
+}
+
+/// Room to make for one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Advice {
+    /// Index into the asks.
+    pub ask: usize,
+    /// Where the room is made.
+    pub provider: usize,
+    /// Indexes into the victims, in the order chosen.
+    pub victims: Vec<usize>,
+}
+
+/// The running picture while advice is built.
+struct Picture<'a> {
+    pool: &'a Pool,
+    projects: &'a [Holder],
+    victims: &'a [Victim],
+    allocated: Vec<Vec<i64>>,
+    free: Vec<Vec<i64>>,
+    taken: Vec<bool>,
+    total_weight: f64,
+}
+
+impl<'a> Picture<'a> {
+    fn new(pool: &'a Pool, projects: &'a [Holder], victims: &'a [Victim], asks: &[Ask]) -> Self {
+        let asking: Vec<bool> = (0..projects.len())
+            .map(|p| asks.iter().any(|a| a.project == p))
+            .collect();
+        let total_weight = projects
+            .iter()
+            .enumerate()
+            .filter(|(p, h)| asking[*p] || h.allocated.iter().any(|n| *n > 0))
+            .map(|(_, h)| h.weight)
+            .sum();
+        Picture {
+            pool,
+            projects,
+            victims,
+            allocated: projects.iter().map(|h| h.allocated.clone()).collect(),
+            free: pool.free.clone(),
+            taken: vec![false; victims.len()],
+            total_weight,
+        }
+    }
+
+    fn share(&self, allocated: &[i64]) -> f64 {
+        allocated
+            .iter()
+            .enumerate()
+            .filter(|(c, _)| !self.pool.excluded.get(*c).copied().unwrap_or(false))
+            .filter(|(c, _)| self.pool.totals.get(*c).is_some_and(|t| *t > 0.0))
+            .map(|(c, n)| *n as f64 / self.pool.totals[c])
+            .fold(0.0, f64::max)
+    }
+
+    fn fair(&self, project: usize) -> f64 {
+        match self.total_weight > 0.0 {
+            true => self.projects[project].weight / self.total_weight,
+            false => 0.0,
+        }
+    }
+
+    /// The victims to take on `provider` for `ask`, or None if even every
+    /// eligible one would not make it fit.
+    fn victims_on(&self, provider: usize, ask: &Ask) -> Option<Vec<usize>> {
+        let mut need: Vec<(Class, i64)> = ask
+            .resources
+            .iter()
+            .map(|&(c, n)| (c, n - self.free[provider].get(c).copied().unwrap_or(0)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        if need.is_empty() {
+            return None;
+        }
+        let mut allocated = self.allocated.clone();
+        let mut picks: Vec<usize> = Vec::new();
+        while !need.is_empty() {
+            let next = (0..self.victims.len())
+                .filter(|&v| self.may_take(v, provider, ask, &picks, &need))
+                .map(|v| (v, self.above_fair(self.victims[v].project, &allocated)))
+                .filter(|(_, above)| *above > 1e-9)
+                .min_by(|(a, above_a), (b, above_b)| {
+                    let (va, vb) = (&self.victims[*a], &self.victims[*b]);
+                    va.priority
+                        .cmp(&vb.priority)
+                        .then(above_b.total_cmp(above_a))
+                        .then(vb.age_rank.cmp(&va.age_rank))
+                })?;
+            let v = &self.victims[next.0];
+            for &(c, n) in &v.amounts {
+                allocated[v.project][c] -= n;
+                if let Some(slot) = need.iter_mut().find(|(nc, _)| *nc == c) {
+                    slot.1 -= n;
+                }
+            }
+            need.retain(|(_, n)| *n > 0);
+            picks.push(next.0);
+        }
+        Some(picks)
+    }
+
+    fn above_fair(&self, project: usize, allocated: &[Vec<i64>]) -> f64 {
+        self.share(&allocated[project]) - self.fair(project)
+    }
+
+    fn may_take(
+        &self,
+        v: usize,
+        provider: usize,
+        ask: &Ask,
+        picks: &[usize],
+        need: &[(Class, i64)],
+    ) -> bool {
+        let victim = &self.victims[v];
+        !self.taken[v]
+            && victim.provider == provider
+            && victim.project != ask.project
+            && !(ask.batch && victim.prod)
+            && !picks.contains(&v)
+            && victim
+                .amounts
+                .iter()
+                .any(|(c, n)| *n > 0 && need.iter().any(|(nc, _)| nc == c))
+    }
+
+    fn apply(&mut self, ask: &Ask, provider: usize, picks: &[usize]) {
+        for &v in picks {
+            self.taken[v] = true;
+            let victim = &self.victims[v];
+            for &(c, n) in &victim.amounts {
+                self.allocated[victim.project][c] -= n;
+                self.free[provider][c] += n;
+            }
+        }
+        for &(c, n) in &ask.resources {
+            self.free[provider][c] -= n;
+            self.allocated[ask.project][c] += n;
+        }
+    }
+}
+
+/// Whether `ask`'s project still has a guarantee to win back on one of
+/// the request's classes (`won`: what earlier advice already wins).
+fn below_guarantee(holder: &Holder, won: &[i64], ask: &Ask) -> bool {
+    ask.resources.iter().any(|&(c, _)| {
+        let guaranteed = holder.guarantees.get(c).copied().unwrap_or(0);
+        let held = holder.allocated.get(c).copied().unwrap_or(0) + won.get(c).copied().unwrap_or(0);
+        guaranteed > held
+    })
+}
+
+/// The advice for `asks` (waiting requests that did not fit, in queue order).
+pub fn advise(pool: &Pool, projects: &[Holder], victims: &[Victim], asks: &[Ask]) -> Vec<Advice> {
+    let mut picture = Picture::new(pool, projects, victims, asks);
+    let mut won: Vec<Vec<i64>> = projects
+        .iter()
+        .map(|h| vec![0; h.allocated.len()])
+        .collect();
+    let mut out = Vec::new();
+    for (i, ask) in asks.iter().enumerate() {
+        if !below_guarantee(&projects[ask.project], &won[ask.project], ask) {
+            continue;
+        }
+        let every: Vec<usize> = (0..pool.free.len()).collect();
+        let allowed = ask.allowed.as_deref().unwrap_or(&every);
+        let best = allowed
+            .iter()
+            .filter_map(|&p| picture.victims_on(p, ask).map(|v| (p, v)))
+            .min_by_key(|(p, v)| (v.len(), *p));
+        let Some((provider, picks)) = best else {
+            continue;
+        };
+        picture.apply(ask, provider, &picks);
+        for &(c, n) in &ask.resources {
+            won[ask.project][c] += n;
+        }
+        out.push(Advice {
+            ask: i,
+            provider,
+            victims: picks,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "preempt_tests.rs"]
+mod tests;

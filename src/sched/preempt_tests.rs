@@ -1,0 +1,188 @@
+//! Preemption advice: Mesos' question four with a guarantee, the victim
+//! order, the batch/prod rule, the fair-share floor, and properties over
+//! random pools.
+
+use super::*;
+use proptest::prelude::*;
+
+const VCPU: Class = 0;
+
+fn pool(providers: usize, vcpu_each: i64, free: i64) -> Pool {
+    Pool {
+        totals: vec![(providers as i64 * vcpu_each) as f64],
+        excluded: vec![false],
+        free: vec![vec![free]; providers],
+    }
+}
+
+fn victim(project: usize, provider: usize, vcpu: i64, priority: i64, age_rank: u64) -> Victim {
+    Victim {
+        project,
+        provider,
+        amounts: vec![(VCPU, vcpu)],
+        priority,
+        prod: false,
+        age_rank,
+    }
+}
+
+fn ask(project: usize, vcpu: i64) -> Ask {
+    Ask {
+        project,
+        resources: vec![(VCPU, vcpu)],
+        allowed: None,
+        batch: false,
+    }
+}
+
+fn holder(weight: f64, allocated: i64, guarantee: i64) -> Holder {
+    Holder {
+        weight,
+        allocated: vec![allocated],
+        guarantees: vec![guarantee],
+    }
+}
+
+/// B (weight 2) fills 6 providers of 10 while A (weight 1) is idle; A
+/// then asks for 30 single cores with a guarantee of 20.
+fn question_four(guarantee: i64) -> (Pool, Vec<Holder>, Vec<Victim>, Vec<Ask>) {
+    let victims: Vec<Victim> = (0..60).map(|i| victim(1, i / 10, 1, 0, i as u64)).collect();
+    let projects = vec![holder(1.0, 0, guarantee), holder(2.0, 60, 0)];
+    let asks = (0..30).map(|_| ask(0, 1)).collect();
+    (pool(6, 10, 0), projects, victims, asks)
+}
+
+#[test]
+fn a_guarantee_is_won_back_down_to_the_weighted_shares() {
+    let (pool, projects, victims, asks) = question_four(20);
+    let advice = advise(&pool, &projects, &victims, &asks);
+    // A's guarantee of 20 is won back one victim each, and B keeps 40 of
+    // 60: exactly its fair share of 2/3, so the weights' 1:2.
+    assert_eq!(advice.len(), 20);
+    assert!(advice.iter().all(|a| a.victims.len() == 1));
+    let mut chosen: Vec<usize> = advice.iter().flat_map(|a| a.victims.clone()).collect();
+    chosen.sort_unstable();
+    chosen.dedup();
+    assert_eq!(chosen.len(), 20, "no victim twice");
+}
+
+#[test]
+fn without_a_guarantee_nothing_is_advised() {
+    let (pool, projects, victims, asks) = question_four(0);
+    assert!(advise(&pool, &projects, &victims, &asks).is_empty());
+}
+
+#[test]
+fn a_project_at_its_fair_share_is_never_taken() {
+    // B holds 40 of 60 with A holding 20: both at their fair shares.
+    let victims: Vec<Victim> = (0..40).map(|i| victim(1, i / 10, 1, 0, i as u64)).collect();
+    let projects = vec![holder(1.0, 20, 30), holder(2.0, 40, 0)];
+    let advice = advise(&pool(6, 10, 0), &projects, &victims, &[ask(0, 1)]);
+    assert!(advice.is_empty(), "{advice:?}");
+}
+
+#[test]
+fn lowest_priority_then_newest_go_first() {
+    let victims = vec![
+        victim(1, 0, 1, 5, 1),
+        victim(1, 0, 1, 1, 2),
+        victim(1, 0, 1, 1, 3),
+        victim(1, 0, 1, 9, 4),
+    ];
+    let projects = vec![holder(1.0, 0, 4), holder(1.0, 4, 0)];
+    let advice = advise(&pool(1, 4, 0), &projects, &victims, &[ask(0, 2)]);
+    assert_eq!(advice.len(), 1);
+    assert_eq!(
+        advice[0].victims,
+        vec![2, 1],
+        "priority 1 before 5, the newer first"
+    );
+}
+
+#[test]
+fn a_batch_request_never_removes_production() {
+    let mut victims: Vec<Victim> = (0..4).map(|i| victim(1, 0, 1, 0, i)).collect();
+    for v in &mut victims {
+        v.prod = true;
+    }
+    let projects = vec![holder(1.0, 0, 4), holder(1.0, 4, 0)];
+    let mut batch = ask(0, 1);
+    batch.batch = true;
+    assert!(advise(&pool(1, 4, 0), &projects, &victims, &[batch]).is_empty());
+    assert_eq!(
+        advise(&pool(1, 4, 0), &projects, &victims, &[ask(0, 1)]).len(),
+        1
+    );
+}
+
+#[test]
+fn the_provider_needing_fewest_victims_wins() {
+    // Provider 0 has 1 free and small victims; provider 1 has one big one.
+    let victims = vec![
+        victim(1, 0, 1, 0, 1),
+        victim(1, 0, 1, 0, 2),
+        victim(1, 1, 4, 0, 3),
+    ];
+    let mut p = pool(2, 4, 0);
+    p.free[0][VCPU] = 1;
+    let projects = vec![holder(1.0, 0, 4), holder(1.0, 6, 0)];
+    let advice = advise(&p, &projects, &victims, &[ask(0, 3)]);
+    assert_eq!(advice[0].provider, 1);
+    assert_eq!(advice[0].victims, vec![2]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Every advice makes its request fit, takes no victim twice, never
+    /// from the asking project, and leaves no victim's project below its
+    /// fair share before that victim was taken.
+    #[test]
+    fn advice_fits_and_respects_fair_shares(
+        sizes in proptest::collection::vec((0usize..3, 0usize..4, 1i64..4, 0i64..3), 1..30),
+        free in proptest::collection::vec(0i64..3, 4),
+        weights in proptest::collection::vec(1u8..4, 3),
+        asks_in in proptest::collection::vec((0usize..3, 1i64..5), 1..6),
+        guarantee in 0i64..20,
+    ) {
+        let victims: Vec<Victim> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &(p, rp, n, prio))| victim(p, rp, n, prio, i as u64))
+            .collect();
+        let projects: Vec<Holder> = (0..3)
+            .map(|p| {
+                let held: i64 = victims.iter().filter(|v| v.project == p).map(|v| v.amounts[0].1).sum();
+                holder(f64::from(weights[p]), held, guarantee)
+            })
+            .collect();
+        let used: i64 = victims.iter().map(|v| v.amounts[0].1).sum();
+        let total = used + free.iter().sum::<i64>();
+        let pool = Pool { totals: vec![total.max(1) as f64], excluded: vec![false], free: free.iter().map(|f| vec![*f]).collect() };
+        let asks: Vec<Ask> = asks_in.iter().map(|&(p, n)| ask(p, n)).collect();
+        let advice = advise(&pool, &projects, &victims, &asks);
+        let active: f64 = (0..3)
+            .filter(|&p| projects[p].allocated[0] > 0 || asks.iter().any(|a| a.project == p))
+            .map(|p| projects[p].weight)
+            .sum();
+        let mut seen = std::collections::BTreeSet::new();
+        let mut free_now: Vec<i64> = free.clone();
+        let mut held: Vec<i64> = projects.iter().map(|h| h.allocated[0]).collect();
+        for a in &advice {
+            for &v in &a.victims {
+                let owner = victims[v].project;
+                prop_assert!(seen.insert(v), "victim {} twice", v);
+                prop_assert!(victims[v].provider == a.provider);
+                prop_assert!(owner != asks[a.ask].project);
+                let share = held[owner] as f64 / pool.totals[0];
+                prop_assert!(share > projects[owner].weight / active, "taken at or below its fair share");
+                held[owner] -= victims[v].amounts[0].1;
+                free_now[a.provider] += victims[v].amounts[0].1;
+            }
+            let need = asks[a.ask].resources[0].1;
+            prop_assert!(free_now[a.provider] >= need, "the request does not fit after its advice");
+            free_now[a.provider] -= need;
+            held[asks[a.ask].project] += need;
+        }
+    }
+}
