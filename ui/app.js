@@ -238,6 +238,33 @@ async function loadSharing() {
   byId("sharing-note").textContent = `${shares.projects.length} projects; colocation policy in force below.`;
 }
 
+// ---- The fair queue ----
+
+/** Counts of each value, as "a: 2, b: 1". */
+function tally(values) {
+  const counts = new Map();
+  for (const v of values) counts.set(v, (counts.get(v) || 0) + 1);
+  return [...counts].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}: ${n}`).join(", ");
+}
+
+async function loadQueue() {
+  const pending = (await api("/queue?state=pending&limit=1000")).requests;
+  const advice = (await api("/preemptions")).preemptions;
+  const projects = new Set([...pending.map((r) => r.project_id), ...advice.map((a) => a.project_id)]);
+  const rows = [...projects].sort().map((p) => {
+    const mine = pending.filter((r) => r.project_id === p);
+    const longest = Math.max(0, ...mine.map((r) => r.waited_seconds));
+    return el("tr", { "data-project": p },
+      el("td", {}, p), el("td", { class: "pending" }, mine.length),
+      el("td", {}, mine.length ? `${longest.toFixed(1)} s` : ""),
+      el("td", { class: "reasons" }, tally(mine.map((r) => r.reason || "not yet tried"))),
+      el("td", { class: "victims" }, advice.filter((a) => a.project_id === p).length),
+      el("td", { class: "for" }, tally(advice.filter((a) => a.project_id === p).map((a) => a.for_project_id))));
+  });
+  byId("queue").tBodies[0].replaceChildren(...rows);
+  byId("queue-note").textContent = `${pending.length} pending${pending.length === 1000 ? " (the first 1000)" : ""}; ${advice.length} consumers advised for removal.`;
+}
+
 // ---- Wiring ----
 
 /** Runs one section's loader; a failure shows in that section only. */
@@ -254,13 +281,14 @@ async function section(noteId, load) {
 
 async function refresh() {
   byId("status").textContent = "Loading…";
-  for (const id of ["providers-note", "deployments-note", "sharing-note"]) byId(id).classList.remove("error");
+  for (const id of ["providers-note", "deployments-note", "sharing-note", "queue-note"]) byId(id).classList.remove("error");
   const providers = (await section("providers-note", loadProviders)) || [];
   const names = new Map(providers.map((p) => [p.uuid, p.name]));
   providerNames = names;
   await Promise.all([
     section("deployments-note", () => loadDeployments(names)),
     section("sharing-note", loadSharing),
+    section("queue-note", loadQueue),
   ]);
   byId("status").textContent = `Updated ${new Date().toLocaleTimeString()}`;
   document.body.dataset.loaded = "true";

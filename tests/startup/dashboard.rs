@@ -73,6 +73,25 @@ async fn seed(c: &Cluster) -> (String, String, String) {
         201,
     )
     .await;
+    // Two requests that cannot fit wait in the fair queue with a reason.
+    let waiting: Vec<Value> = (0..2)
+        .map(|_| {
+            json!({"consumer_uuid": uuid::Uuid::new_v4(), "project_id": "tenant-q",
+                        "user_id": "u", "resources": {"VCPU": 1000}})
+        })
+        .collect();
+    let queued = call(c, Method::POST, "/queue", json!({"requests": waiting}), 202).await;
+    let id = queued["requests"][0]["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    for _ in 0..100 {
+        let shown = c.json(0, &format!("/queue/{id}")).await;
+        if shown["reason"] == "no_capacity" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     (root, child, node)
 }
 
@@ -106,7 +125,8 @@ async fn the_dashboard_renders_what_the_api_holds() {
         "the trees",
         "return document.querySelectorAll('#trees .provider').length === 3 \
          && document.querySelectorAll('#apps .core').length === 4 \
-         && document.querySelectorAll('#shares tbody tr').length >= 2",
+         && document.querySelectorAll('#shares tbody tr').length >= 2 \
+         && document.querySelectorAll('#queue tbody tr').length === 1",
     )
     .await;
 
@@ -163,6 +183,17 @@ async fn the_dashboard_renders_what_the_api_holds() {
             .await;
         assert_eq!(found.len(), 1, "{project} has a row");
     }
+
+    // The queue per project, with why its requests wait.
+    let queue = "#queue tr[data-project='tenant-q']";
+    assert_eq!(
+        b.text(&b.find(&format!("{queue} td.pending")).await).await,
+        "2"
+    );
+    assert_eq!(
+        b.text(&b.find(&format!("{queue} td.reasons")).await).await,
+        "no_capacity: 2"
+    );
 
     let shot = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("target/test-artifacts/dashboard.png");
