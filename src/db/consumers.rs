@@ -92,6 +92,29 @@ pub async fn ensure_project(conn: &mut PgConnection, external: &str) -> Result<i
     ensure_named(conn, "projects", "external_id", external).await
 }
 
+/// Ids of several projects by external id, creating the missing ones:
+/// one statement for those that exist (the usual case), one each for the
+/// rest.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn ensure_projects(
+    conn: &mut PgConnection,
+    externals: &[String],
+) -> Result<std::collections::HashMap<String, i32>, sqlx::Error> {
+    let found: Vec<(String, i32)> =
+        crate::db::query_as("SELECT external_id, id FROM projects WHERE external_id = ANY($1)")
+            .bind(externals)
+            .fetch_all(&mut *conn)
+            .await?;
+    let mut ids: std::collections::HashMap<String, i32> = found.into_iter().collect();
+    for name in externals {
+        if !ids.contains_key(name) {
+            let id = ensure_project(conn, name).await?;
+            ids.insert(name.clone(), id);
+        }
+    }
+    Ok(ids)
+}
+
 /// Project, user and (optional) consumer-type ids of a consumer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Owner {

@@ -160,9 +160,11 @@ impl Projects {
         names.extend(settings.iter().filter_map(|s| s.parent_project_id.clone()));
         names.extend(quotas.iter().map(|q| q.project_id.clone()));
         names.extend(owners.iter().map(|o| o.project_external_id.clone()));
+        let names: Vec<String> = names.into_iter().collect();
+        let ids = crate::db::consumers::ensure_projects(conn, &names).await?;
         let mut list = Vec::with_capacity(names.len());
         for name in names {
-            let id = db::ensure_project(conn, &name).await?;
+            let id = ids[&name];
             let s = settings.iter().find(|s| s.project_id == name);
             list.push(ProjectRow {
                 parent: s.and_then(|s| s.parent_project_id.clone()),
@@ -213,7 +215,17 @@ impl Projects {
     ) -> Result<Vec<round::Project>> {
         let n = classes.len();
         let ids: Vec<i32> = self.list.iter().map(|p| p.id).collect();
-        let consumed = db::consumption(conn, &ids, None).await?;
+        // Consumption counts only against a limit or a guarantee: read it
+        // for the projects that have either (a round over a large cloud
+        // would otherwise sum every project's allocations).
+        let quoted: BTreeSet<&str> = self.quotas.iter().map(|q| q.project_id.as_str()).collect();
+        let with_quota: Vec<i32> = self
+            .list
+            .iter()
+            .filter(|p| quoted.contains(p.name.as_str()))
+            .map(|p| p.id)
+            .collect();
+        let consumed = db::consumption(conn, &with_quota, None).await?;
         let allocated = db::project_allocations(conn).await?;
         let mut out: Vec<round::Project> = self
             .list

@@ -158,29 +158,35 @@ pub async fn consumption_of(
     subtrees: &[(i32, Vec<i32>)],
     classes: Option<&[i32]>,
 ) -> Result<HashMap<(i32, i32), i64>, sqlx::Error> {
-    let mut out = HashMap::new();
-    for (root, members) in subtrees {
-        let rows: Vec<(i32, i64)> = crate::db::query_as(
-            "WITH alloc AS (
-                 SELECT resource_provider_id AS rp, resource_class_id AS cls, SUM(used) AS n
-                   FROM project_allocations
-                  WHERE project_id = ANY($1) AND ($2::int[] IS NULL OR resource_class_id = ANY($2))
-                  GROUP BY 1, 2),
-             res AS (
-                 SELECT resource_provider_id AS rp, resource_class_id AS cls, SUM(amount) AS n
-                   FROM project_reservations
-                  WHERE project_id = ANY($1) AND ($2::int[] IS NULL OR resource_class_id = ANY($2))
-                  GROUP BY 1, 2)
-             SELECT cls, SUM(GREATEST(COALESCE(alloc.n, 0), COALESCE(res.n, 0)))::bigint
-               FROM alloc FULL JOIN res USING (rp, cls) GROUP BY 1",
-        )
-        .bind(members)
-        .bind(classes)
-        .fetch_all(&mut *conn)
-        .await?;
-        out.extend(rows.into_iter().map(|(c, n)| ((*root, c), n)));
+    // One statement for every subtree: (root, member) pairs.
+    let (roots, members): (Vec<i32>, Vec<i32>) = subtrees
+        .iter()
+        .flat_map(|(root, members)| members.iter().map(move |m| (*root, *m)))
+        .unzip();
+    if roots.is_empty() {
+        return Ok(HashMap::new());
     }
-    Ok(out)
+    let rows: Vec<(i32, i32, i64)> = crate::db::query_as(
+        "WITH m AS (SELECT * FROM unnest($1::int[], $2::int[]) AS m(root, member)),
+         alloc AS (
+             SELECT m.root, pa.resource_provider_id AS rp, pa.resource_class_id AS cls, SUM(pa.used) AS n
+               FROM project_allocations pa JOIN m ON pa.project_id = m.member
+              WHERE $3::int[] IS NULL OR pa.resource_class_id = ANY($3)
+              GROUP BY 1, 2, 3),
+         res AS (
+             SELECT m.root, r.resource_provider_id AS rp, r.resource_class_id AS cls, SUM(r.amount) AS n
+               FROM project_reservations r JOIN m ON r.project_id = m.member
+              WHERE $3::int[] IS NULL OR r.resource_class_id = ANY($3)
+              GROUP BY 1, 2, 3)
+         SELECT root, cls, SUM(GREATEST(COALESCE(alloc.n, 0), COALESCE(res.n, 0)))::bigint
+           FROM alloc FULL JOIN res USING (root, rp, cls) GROUP BY 1, 2",
+    )
+    .bind(&roots)
+    .bind(&members)
+    .bind(classes)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows.into_iter().map(|(r, c, n)| ((r, c), n)).collect())
 }
 
 /// A limit that a write could break.
