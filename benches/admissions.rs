@@ -9,6 +9,12 @@
 //! and 16 clients submitting one request each at a time for 5 s while the
 //! rounds admit them, with the rounds' mean duration from `/metrics`.
 //!
+//! With `BENCH_QUEUE_PENDING=100000` (and `BENCH_QUEUE_PROVIDERS`, 10,000)
+//! it also times one round over that many pending requests from 1,000
+//! projects on a fresh database of providers of 2 VCPU each: the first
+//! 10,000 fill half the pool, the round under test admits the other half
+//! and leaves the rest pending.
+//!
 //! `cargo bench --bench admissions` (starts its own PostgreSQL when
 //! DATABASE_URL is not set).
 
@@ -136,6 +142,109 @@ async fn main() {
     }
     idle_queue(&http, &server.base).await;
     sustained_queue(&http, &server.base).await;
+    drop(server);
+    common::drop_database(&admin_url, &db);
+    let pending: usize = std::env::var("BENCH_QUEUE_PENDING")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    if pending > 0 {
+        let providers: usize = std::env::var("BENCH_QUEUE_PROVIDERS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(10_000);
+        large_queue(&http, pending, providers).await;
+    }
+}
+
+/// Creates `count` providers of 2 VCPU with 16 clients at once.
+async fn small_providers(http: &reqwest::Client, base: &str, count: usize) -> Vec<uuid::Uuid> {
+    let uuids: Vec<uuid::Uuid> = (0..count).map(|_| uuid::Uuid::new_v4()).collect();
+    let mut tasks = Vec::new();
+    for worker in 0..16 {
+        let (http, base, uuids) = (http.clone(), base.to_string(), uuids.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in (worker..uuids.len()).step_by(16) {
+                let rp = uuids[i];
+                let r = admin(http.post(format!("{base}/resource_providers")))
+                    .json(&json!({"name": format!("q{i:05}"), "uuid": rp}))
+                    .send()
+                    .await
+                    .expect("create provider");
+                assert!(r.status().is_success(), "create provider: {}", r.status());
+                let r = admin(http.put(format!("{base}/resource_providers/{rp}/inventories")))
+                    .json(&json!({"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 2}}}))
+                    .send()
+                    .await
+                    .expect("set inventory");
+                assert!(r.status().is_success(), "inventory: {}", r.status());
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("provider task");
+    }
+    uuids
+}
+
+/// One round over `pending` queued requests (rounds run only when woken).
+async fn large_queue(http: &reqwest::Client, pending: usize, providers: usize) {
+    let (admin_url, db) = common::fresh_database().await;
+    let url = common::url_with_db(&admin_url, &db);
+    let server =
+        cluster::start_server_with(&url, "bench-queue", &["--admission-interval", "0"]).await;
+    let base = server.base.clone();
+    let rps = small_providers(http, &base, providers).await;
+    // The first batch wakes a round (the queue was empty) that fills half
+    // the pool; the rest arrive in a queue that is not empty, so no round
+    // runs until capacity is freed.
+    let mut first: Option<String> = None;
+    for start in (0..pending).step_by(10_000) {
+        let requests: Vec<Value> = (start..pending.min(start + 10_000))
+            .map(|i| json!({"consumer_uuid": uuid::Uuid::new_v4(), "project_id": format!("q-{:04}", i % 1000),
+                            "user_id": "u", "resources": {"VCPU": 1}}))
+            .collect();
+        let r = admin(http.post(format!("{base}/queue")))
+            .json(&json!({"requests": requests}))
+            .send()
+            .await
+            .expect("queue batch");
+        assert_eq!(r.status(), 202, "queue batch");
+        let v: Value = r.json().await.expect("queued");
+        if first.is_none() {
+            first = v["requests"][0]["consumer_uuid"]
+                .as_str()
+                .map(str::to_string);
+            // Let the woken round finish before the rest arrive.
+            let id = v["requests"][0]["id"].as_str().expect("id");
+            admin(http.get(format!("{base}/queue/{id}?wait=60")))
+                .send()
+                .await
+                .expect("wait");
+        }
+    }
+    let before = round_metrics(http, &base).await;
+    // Freeing one allocation wakes the round under test.
+    let consumer = first.expect("a first consumer");
+    let r = admin(http.delete(format!("{base}/allocations/{consumer}")))
+        .send()
+        .await
+        .expect("free");
+    assert_eq!(r.status(), 204, "free one");
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let after = loop {
+        let now = round_metrics(http, &base).await;
+        if now.0 > before.0 {
+            break now;
+        }
+        assert!(Instant::now() < deadline, "the round never ran");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    println!(
+        "queue, large: one round over {pending} pending requests from 1,000 projects on {} providers took {:.0} ms, committed",
+        rps.len(),
+        (after.1 - before.1) * 1e3
+    );
     drop(server);
     common::drop_database(&admin_url, &db);
 }

@@ -285,7 +285,10 @@ fn spawn_background(
         placement::fairness::queue_round::Leader {
             pool: state.pool.clone(),
             sessions: sessions.clone(),
-            settings: placement::fairness::admission::RoundSettings::of(&state.settings),
+            settings: placement::fairness::admission::RoundSettings {
+                record_idle: false,
+                ..placement::fairness::admission::RoundSettings::of(&state.settings)
+            },
             interval: std::time::Duration::from_secs(args.admission_interval),
             hold_seconds: args.preemption_hold_seconds,
             signals: state.queue.clone(),

@@ -149,6 +149,10 @@ pub struct RoundSettings {
     pub max_steps: u64,
     /// Retries of a round that lost a database race.
     pub retries: u32,
+    /// Store rounds that admitted nothing too (`POST /admissions` does; the
+    /// fair queue's periodic rounds over requests that cannot fit do not,
+    /// or every second would store the whole queue).
+    pub record_idle: bool,
 }
 
 impl RoundSettings {
@@ -161,6 +165,7 @@ impl RoundSettings {
                 n => n,
             },
             retries: settings.allocation_conflict_retry_count,
+            record_idle: true,
         }
     }
 }
@@ -227,9 +232,12 @@ pub async fn round_in(
         return Ok((answer, view));
     }
     commit(tx, body, &loaded, &result).await?;
-    let request = serde_json::to_string(body).unwrap_or_default();
-    let recorded = serde_json::to_string(&answer).unwrap_or_default();
-    db::record_round(tx, answer.round_id, i64::from(seed), &request, &recorded).await?;
+    let admitted = answer.decisions.iter().any(|d| d.allocations.is_some());
+    if admitted || settings.record_idle {
+        let request = serde_json::to_string(body).unwrap_or_default();
+        let recorded = serde_json::to_string(&answer).unwrap_or_default();
+        db::record_round(tx, answer.round_id, i64::from(seed), &request, &recorded).await?;
+    }
     tracing::debug!(
         requests = body.requests.len(),
         steps = result.steps,
