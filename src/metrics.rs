@@ -42,13 +42,6 @@ pub struct PoolState {
     pub state: String,
 }
 
-/// A queued request's state: `pending`, `admitted`, `cancelled`, `expired`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct QueueState {
-    /// The state's name.
-    pub state: String,
-}
-
 /// How something ended: `placed`, `refused`, `invalid`, `failed`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Outcome {
@@ -86,9 +79,9 @@ pub struct Metrics {
     pub deployments: Family<Outcome, Counter>,
     /// Admission rounds run.
     pub admission_rounds: Counter,
-    /// Queued requests by state, as the round leader last counted them
+    /// Pending queued requests, as the round leader last counted them
     /// (other processes keep 0: take the maximum across processes).
-    pub queue_requests: Family<QueueState, Gauge>,
+    pub queue_pending: Gauge,
     /// Seconds from submission to admission of queued requests.
     pub queue_wait: Histogram,
     /// 1 while this process leads the fair queue's rounds.
@@ -125,7 +118,7 @@ impl Metrics {
             write_conflicts: Counter::default(),
             deployments: Family::default(),
             admission_rounds: Counter::default(),
-            queue_requests: Family::default(),
+            queue_pending: Gauge::default(),
             // 1 ms to about 35 minutes.
             queue_wait: Histogram::new(exponential_buckets(0.001, 2.0, 22)),
             queue_leader: Gauge::default(),
@@ -214,9 +207,9 @@ impl Metrics {
             self.admission_rounds.clone(),
         );
         r.register(
-            "queue_requests",
-            "Queued requests by state (the round leader's count)",
-            self.queue_requests.clone(),
+            "queue_pending",
+            "Pending queued requests (the round leader's count)",
+            self.queue_pending.clone(),
         );
         r.register(
             "queue_wait_seconds",

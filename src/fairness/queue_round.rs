@@ -67,7 +67,10 @@ pub async fn round(
         let left = db::expire(&mut tx).await? + db::cancel_taken(&mut tx).await?;
         crate::db::fairness::preemptions::release(&mut tx).await?;
         let rows = db::pending(&mut tx).await?;
-        let rows = drop_invalid(&mut tx, rows).await?;
+        let rows = match rows.is_empty() {
+            true => Vec::new(),
+            false => drop_invalid(&mut tx, rows).await?,
+        };
         let mut outcome = RoundOutcome::default();
         if !rows.is_empty() {
             outcome = decide(&mut tx, settings, &rows, hold_seconds).await?;
@@ -295,17 +298,11 @@ async fn lead_one(leader: &Leader) {
         }
         Err(e) => tracing::warn!(error = %e, "a fair queue round failed"),
     }
+    // Only the pending count: it reads the pending index, while the
+    // decided rows grow with the retention window.
     if let Ok(mut conn) = leader.pool.acquire().await {
-        if let Ok(counts) = db::counts(&mut conn).await {
-            let gauge = &crate::metrics::metrics().queue_requests;
-            for state in ["pending", "admitted", "cancelled", "expired"] {
-                let n = counts.iter().find(|(s, _)| s == state).map_or(0, |c| c.1);
-                gauge
-                    .get_or_create(&crate::metrics::QueueState {
-                        state: state.into(),
-                    })
-                    .set(n);
-            }
+        if let Ok(n) = db::pending_count(&mut conn).await {
+            crate::metrics::metrics().queue_pending.set(n);
         }
     }
 }

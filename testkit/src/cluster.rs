@@ -118,8 +118,14 @@ impl Cluster {
 
     /// `n` servers (started at once) on a fresh database.
     pub async fn with_servers(label: &str, microversion: &str, n: usize) -> Cluster {
+        Self::with_flags(label, microversion, n, &[]).await
+    }
+
+    /// `n` servers started with extra `serve` flags.
+    pub async fn with_flags(label: &str, microversion: &str, n: usize, flags: &[&str]) -> Cluster {
         let (admin_url, db) = common::fresh_database().await;
-        Self::start(label, microversion, n, admin_url, db, None).await
+        let flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+        Self::start(label, microversion, n, admin_url, db, None, flags).await
     }
 
     /// Two servers on a fresh database through PgBouncer in transaction
@@ -130,7 +136,16 @@ impl Cluster {
     pub async fn behind_pgbouncer(label: &str, microversion: &str) -> Cluster {
         let (admin_url, db) = common::fresh_database().await;
         let bouncer = crate::pgbouncer::PgBouncer::start(&admin_url, 4);
-        Self::start(label, microversion, 2, admin_url, db, Some(bouncer)).await
+        Self::start(
+            label,
+            microversion,
+            2,
+            admin_url,
+            db,
+            Some(bouncer),
+            Vec::new(),
+        )
+        .await
     }
 
     async fn start(
@@ -140,12 +155,14 @@ impl Cluster {
         admin_url: String,
         db: String,
         bouncer: Option<crate::pgbouncer::PgBouncer>,
+        flags: Vec<String>,
     ) -> Cluster {
         let direct = common::url_with_db(&admin_url, &db);
-        let (url, extra) = match &bouncer {
+        let (url, mut extra) = match &bouncer {
             None => (direct, Vec::new()),
             Some(b) => b.serve(&admin_url, &db, &direct),
         };
+        extra.extend(flags);
         let mut starting = Vec::new();
         for _ in 0..n {
             let (url, label, extra) = (url.clone(), label.to_string(), extra.clone());

@@ -277,11 +277,11 @@ pub async fn mark_deferred(
     Ok(())
 }
 
-/// Requests by state now, for the depth gauge.
+/// Pending requests now, for the depth gauge (the pending index alone).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn counts(conn: &mut PgConnection) -> Result<Vec<(String, i64)>, sqlx::Error> {
-    crate::db::query_as("SELECT state, count(*) FROM queue_requests GROUP BY state")
-        .fetch_all(conn)
+pub async fn pending_count(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
+    crate::db::query_scalar("SELECT count(*) FROM queue_requests WHERE state = 'pending'")
+        .fetch_one(conn)
         .await
 }
 
