@@ -386,16 +386,7 @@ impl Eligibility {
         pool: &PoolRows<'_>,
     ) -> Result<Self> {
         let (tree, order) = (pool.tree, pool.order);
-        let wanted: Vec<String> = items
-            .iter()
-            .flat_map(|i| {
-                i.required
-                    .iter()
-                    .map(|t| t.trim_start_matches('!').to_string())
-            })
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let wanted = super::trait_names(items.iter().flat_map(|i| &i.required));
         let missing = traits::resolve(conn, &wanted).await?.missing;
         if !missing.is_empty() {
             return Err(Error::invalid(format!(

@@ -38,6 +38,17 @@ pub async fn project_row(conn: &mut PgConnection, project: &str) -> Result<i32> 
     Ok(db::ensure_project(conn, project).await?)
 }
 
+/// The distinct trait names a set of `required` lists names, without the
+/// `!` of a forbidden one, sorted.
+pub fn trait_names<'a>(required: impl IntoIterator<Item = &'a String>) -> Vec<String> {
+    required
+        .into_iter()
+        .map(|t| t.trim_start_matches('!').to_string())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
 /// `a − b` per class of `a`, keeping what stays positive.
 pub fn positive_minus(a: &Amounts, b: &Amounts) -> Amounts {
     a.iter()

@@ -88,10 +88,24 @@ pub async fn advise(
     }
     let inputs = Inputs::load(tx, view, &waiting, rows).await?;
     let advice = preempt::advise(&inputs.pool, &inputs.holders, &inputs.victims, &inputs.asks);
+    // Class and project ids of every advised request, read once.
+    let advised: Vec<&(QueuedRow, QueueItem)> =
+        advice.iter().map(|a| &rows[waiting[a.ask]]).collect();
+    let classes: Vec<String> = advised
+        .iter()
+        .flat_map(|(_, item)| item.resources.keys().cloned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let class_id = super::class_ids(tx, &classes).await?;
+    let projects: Vec<String> = advised
+        .iter()
+        .map(|(row, _)| row.project_id.clone())
+        .collect();
+    let project_id = crate::db::consumers::ensure_projects(tx, &projects).await?;
     let mut stored = Vec::new();
     let mut holds = Vec::new();
-    for a in &advice {
-        let (row, item) = &rows[waiting[a.ask]];
+    for (a, (row, item)) in advice.iter().zip(&advised) {
         for &v in &a.victims {
             let victim = &inputs.victim_rows[v];
             stored.push(NewAdvice {
@@ -101,18 +115,15 @@ pub async fn advise(
                 provider_uuid: view.providers[a.provider],
             });
         }
-        let amounts = super::class_ids(tx, &item.resources.keys().cloned().collect::<Vec<_>>())
-            .await?
-            .into_iter()
-            .filter_map(|(name, id)| {
-                let n = i32::try_from(item.resources.get(&name).copied().unwrap_or(0)).ok()?;
-                Some((id, n))
-            })
+        let amounts = item
+            .resources
+            .iter()
+            .filter_map(|(name, n)| Some((*class_id.get(name)?, i32::try_from(*n).ok()?)))
             .collect();
         holds.push(NewHold {
             request_id: row.id,
             provider_id: view.provider_ids[a.provider],
-            project_id: super::project_row(tx, &row.project_id).await?,
+            project_id: project_id[&row.project_id],
             amounts,
         });
     }

@@ -218,16 +218,7 @@ async fn check_names(conn: &mut sqlx::PgConnection, items: &[&QueueItem]) -> Res
         .into_iter()
         .collect();
     super::class_ids(conn, &classes).await?;
-    let traits: Vec<String> = items
-        .iter()
-        .flat_map(|i| {
-            i.required
-                .iter()
-                .map(|t| t.trim_start_matches('!').to_string())
-        })
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let traits = super::trait_names(items.iter().flat_map(|i| &i.required));
     let missing = crate::db::traits::resolve(conn, &traits).await?.missing;
     match missing.is_empty() {
         true => Ok(()),

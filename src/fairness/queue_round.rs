@@ -65,7 +65,6 @@ pub async fn round(
         let mut tx = pool.begin().await?;
         crate::db::fairness::lock_admissions(&mut tx).await?;
         let left = db::expire(&mut tx).await? + db::cancel_taken(&mut tx).await?;
-        crate::db::fairness::preemptions::release(&mut tx).await?;
         let rows = db::pending(&mut tx).await?;
         let rows = match rows.is_empty() {
             true => Vec::new(),
@@ -75,6 +74,9 @@ pub async fn round(
         if !rows.is_empty() {
             outcome = decide(&mut tx, settings, &rows, hold_seconds).await?;
         }
+        // Holds end with their request (admitted, cancelled, expired) or
+        // their time; the ones just made belong to pending requests.
+        crate::db::fairness::preemptions::release(&mut tx).await?;
         if left > 0 || outcome.admitted > 0 {
             db::announce_decided(&mut tx).await?;
         }
@@ -128,8 +130,6 @@ async fn decide(
     }
     db::mark_admitted(tx, answer.round_id, &admitted, &placed).await?;
     db::mark_deferred(tx, &deferred, &reasons).await?;
-    // Holds of the requests just admitted end with this round.
-    crate::db::fairness::preemptions::release(tx).await?;
     let advised = super::preemption::advise(tx, &view, &answer, rows, hold_seconds).await?;
     Ok(RoundOutcome {
         admitted: admitted.len(),
@@ -164,20 +164,18 @@ async fn drop_invalid(
         .into_iter()
         .map(|c| c.name)
         .collect();
-    let mut items = Vec::with_capacity(rows.len());
-    let mut traits_named: BTreeSet<String> = BTreeSet::new();
-    for row in rows {
-        let item: Option<QueueItem> = serde_json::from_value(row.request.clone()).ok();
-        if let Some(i) = &item {
-            traits_named.extend(
-                i.required
-                    .iter()
-                    .map(|t| t.trim_start_matches('!').to_string()),
-            );
-        }
-        items.push((row, item));
-    }
-    let names: Vec<String> = traits_named.into_iter().collect();
+    let items: Vec<(QueuedRow, Option<QueueItem>)> = rows
+        .into_iter()
+        .map(|row| {
+            let item = serde_json::from_value(row.request.clone()).ok();
+            (row, item)
+        })
+        .collect();
+    let names = super::trait_names(
+        items
+            .iter()
+            .flat_map(|(_, i)| i.iter().flat_map(|i| &i.required)),
+    );
     let missing: BTreeSet<String> = crate::db::traits::resolve(tx, &names)
         .await?
         .missing
