@@ -31,23 +31,31 @@ fn admin(rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         .header("openstack-api-version", "placement 1.39")
 }
 
-/// Creates the providers (64 VCPU, 256 GiB each) with 8 clients at once.
-async fn providers(http: &reqwest::Client, base: &str) {
+/// Creates `count` providers named `{prefix}{i}` with `inventories`, 16
+/// clients at once; their uuids.
+async fn providers(
+    http: &reqwest::Client,
+    base: &str,
+    count: usize,
+    prefix: &'static str,
+    inventories: Value,
+) -> Vec<uuid::Uuid> {
+    let uuids: Vec<uuid::Uuid> = (0..count).map(|_| uuid::Uuid::new_v4()).collect();
     let mut tasks = Vec::new();
-    for worker in 0..8 {
-        let (http, base) = (http.clone(), base.to_string());
+    for worker in 0..16 {
+        let (http, base, uuids) = (http.clone(), base.to_string(), uuids.clone());
+        let inventories = inventories.clone();
         tasks.push(tokio::spawn(async move {
-            for i in (worker..PROVIDERS).step_by(8) {
-                let rp = uuid::Uuid::new_v4();
+            for i in (worker..uuids.len()).step_by(16) {
+                let rp = uuids[i];
                 let r = admin(http.post(format!("{base}/resource_providers")))
-                    .json(&json!({"name": format!("cn{i:04}"), "uuid": rp}))
+                    .json(&json!({"name": format!("{prefix}{i:05}"), "uuid": rp}))
                     .send()
                     .await
                     .expect("create provider");
                 assert!(r.status().is_success(), "create provider: {}", r.status());
                 let r = admin(http.put(format!("{base}/resource_providers/{rp}/inventories")))
-                    .json(&json!({"resource_provider_generation": 0, "inventories": {
-                        "VCPU": {"total": 64}, "MEMORY_MB": {"total": 262_144}}}))
+                    .json(&json!({"resource_provider_generation": 0, "inventories": inventories}))
                     .send()
                     .await
                     .expect("set inventory");
@@ -58,6 +66,7 @@ async fn providers(http: &reqwest::Client, base: &str) {
     for t in tasks {
         t.await.expect("provider task");
     }
+    uuids
 }
 
 fn batch(dry_run: bool) -> Value {
@@ -100,7 +109,8 @@ async fn main() {
         .timeout(Duration::from_secs(300))
         .build()
         .expect("client");
-    providers(&http, &server.base).await;
+    let inventories = json!({"VCPU": {"total": 64}, "MEMORY_MB": {"total": 262_144}});
+    providers(&http, &server.base, PROVIDERS, "cn", inventories).await;
     for (p, weight) in [(0, 2.0), (1, 3.0)] {
         let r = admin(http.put(format!("{}/projects/project-{p:03}/fairness", server.base)))
             .json(&json!({"weight": weight}))
@@ -157,44 +167,21 @@ async fn main() {
     }
 }
 
-/// Creates `count` providers of 2 VCPU with 16 clients at once.
-async fn small_providers(http: &reqwest::Client, base: &str, count: usize) -> Vec<uuid::Uuid> {
-    let uuids: Vec<uuid::Uuid> = (0..count).map(|_| uuid::Uuid::new_v4()).collect();
-    let mut tasks = Vec::new();
-    for worker in 0..16 {
-        let (http, base, uuids) = (http.clone(), base.to_string(), uuids.clone());
-        tasks.push(tokio::spawn(async move {
-            for i in (worker..uuids.len()).step_by(16) {
-                let rp = uuids[i];
-                let r = admin(http.post(format!("{base}/resource_providers")))
-                    .json(&json!({"name": format!("q{i:05}"), "uuid": rp}))
-                    .send()
-                    .await
-                    .expect("create provider");
-                assert!(r.status().is_success(), "create provider: {}", r.status());
-                let r = admin(http.put(format!("{base}/resource_providers/{rp}/inventories")))
-                    .json(&json!({"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 2}}}))
-                    .send()
-                    .await
-                    .expect("set inventory");
-                assert!(r.status().is_success(), "inventory: {}", r.status());
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.expect("provider task");
-    }
-    uuids
-}
-
 /// One round over `pending` queued requests (rounds run only when woken).
-async fn large_queue(http: &reqwest::Client, pending: usize, providers: usize) {
+async fn large_queue(http: &reqwest::Client, pending: usize, providers_wanted: usize) {
     let (admin_url, db) = common::fresh_database().await;
     let url = common::url_with_db(&admin_url, &db);
     let server =
         cluster::start_server_with(&url, "bench-queue", &["--admission-interval", "0"]).await;
     let base = server.base.clone();
-    let rps = small_providers(http, &base, providers).await;
+    let rps = providers(
+        http,
+        &base,
+        providers_wanted,
+        "q",
+        json!({"VCPU": {"total": 2}}),
+    )
+    .await;
     // The first batch wakes a round (the queue was empty) that fills half
     // the pool; the rest arrive in a queue that is not empty, so no round
     // runs until capacity is freed.
