@@ -11,6 +11,7 @@
 //! `cargo test --benches` it is a smoke run (0.3 s, once).
 
 use futures_util::stream::{self, StreamExt};
+use placement_testkit::cpu::{children, Clock};
 use placement_testkit::{cluster::free_port, pg::PgCluster, placement_bin};
 use serde_json::{json, Value};
 use std::process::{Child, Command, Stdio};
@@ -98,56 +99,6 @@ impl Route {
 /// What the requests address (deployments choose their own nodes).
 struct Fleet {
     providers: Vec<uuid::Uuid>,
-}
-
-/// CPU time in clock ticks, read from `/proc`.
-struct Clock {
-    ticks_per_second: f64,
-}
-
-impl Clock {
-    fn new() -> Clock {
-        let out = Command::new("getconf").arg("CLK_TCK").output();
-        let ticks = out
-            .ok()
-            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-            .unwrap_or(100.0);
-        Clock {
-            ticks_per_second: ticks,
-        }
-    }
-
-    /// (utime + stime, cutime + cstime, ppid) of a process, in ticks.
-    fn stat(pid: u32) -> Option<(u64, u64, u32)> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // The command name may hold spaces; the fields start after its ')'.
-        let rest = &text[text.rfind(')')? + 2..];
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-        Some((n(11) + n(12), n(13) + n(14), u32::try_from(n(1)).ok()?))
-    }
-
-    fn own(&self, pid: u32) -> f64 {
-        Self::stat(pid).map_or(0.0, |s| s.0 as f64) / self.ticks_per_second
-    }
-
-    /// The postmaster, every live child, and the children it has reaped.
-    fn postgres(&self, postmaster: u32) -> f64 {
-        let mut ticks = Self::stat(postmaster).map_or(0, |(own, reaped, _)| own + reaped);
-        for pid in children(postmaster) {
-            ticks += Self::stat(pid).map_or(0, |s| s.0);
-        }
-        ticks as f64 / self.ticks_per_second
-    }
-}
-
-fn children(parent: u32) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| Clock::stat(*pid).is_some_and(|s| s.2 == parent))
-        .collect()
 }
 
 /// Pins a process and all its threads to `cpus` (a taskset list).

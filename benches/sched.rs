@@ -1,9 +1,14 @@
-//! Capacity + AUTO distribution of 10,000 instances (1.7 CPU bound, 2 GiB) over 1K and 10K nodes of 64 cores.
+//! Capacity + AUTO distribution of 10,000 instances (1.7 CPU bound, 2 GiB) over 1K and 10K nodes of 64 cores;
+//! one admission round's decision; and the candidate engine's CPU work for Placement's CI query
+//! (solve and render 1,000 candidates, no database: the server-side floor `benches/perfload.rs` sits on).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use placement::candidates::render::{render, Shape};
+use placement::candidates::snapshot::{Node, Snapshot, Stock};
+use placement::candidates::solve;
 use placement::sched::admission;
 use placement::sched::{
     calculate_deploy, nodes_capacity, plan_deploy, CoreId, CpuMap, NodeName, NodeResource,
@@ -152,5 +157,88 @@ fn admission_bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench, admission_bench);
+/// The snapshot `placeload` leaves: 1,000 root providers of VCPU 32,
+/// MEMORY_MB 8192 and DISK_GB 8192, in the job's aggregate, with AVX2.
+fn perfload_snapshot() -> Snapshot {
+    const AVX2: i32 = 7;
+    let stock = |class, total, min_unit, max_unit| Stock {
+        class,
+        total,
+        reserved: 0,
+        min_unit,
+        max_unit,
+        step_size: 1,
+        allocation_ratio: 1.0,
+        used: 0,
+    };
+    let nodes = (0..1_000u128)
+        .map(|i| {
+            std::sync::Arc::new(Node {
+                id: i64::try_from(i).unwrap_or(0) + 1,
+                uuid: uuid::Uuid::from_u128(i + 1),
+                parent: None,
+                root: usize::try_from(i).unwrap_or(0),
+                traits: vec![AVX2],
+                aggs: vec![1],
+                stock: vec![
+                    stock(0, 32, 1, 16),
+                    stock(1, 8192, 128, 8192),
+                    stock(2, 8192, 5, 8192),
+                ],
+                report: None,
+                stamp: 0,
+            })
+        })
+        .collect();
+    let mut snap = Snapshot {
+        nodes,
+        class_names: [(0, "VCPU"), (1, "MEMORY_MB"), (2, "DISK_GB")]
+            .map(|(id, n)| (id, n.to_string()))
+            .into_iter()
+            .collect(),
+        trait_names: [(AVX2, "HW_CPU_X86_AVX2".to_string())]
+            .into_iter()
+            .collect(),
+        ..Snapshot::default()
+    };
+    snap.index();
+    snap
+}
+
+fn candidates_bench(c: &mut Criterion) {
+    let snap = perfload_snapshot();
+    let req = solve::Request {
+        groups: vec![solve::Group {
+            resources: vec![(0, 1), (2, 10), (1, 256)],
+            required: vec![vec![7]],
+            member_of: vec![vec![1]],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let limits = solve::Limits {
+        nested_aware: true,
+        ..Default::default()
+    };
+    let shape = Shape {
+        dict_form: true,
+        traits: true,
+        all_classes: true,
+        nested: true,
+        mappings: true,
+    };
+    let requested: BTreeSet<i32> = [0, 1, 2].into();
+    let suffixes = [String::new()];
+    c.bench_function(
+        "candidates: solve 1,000 of 1,000 providers (perfload query)",
+        |b| b.iter(|| black_box(solve::solve(&snap, &req, &limits))),
+    );
+    let found = solve::solve(&snap, &req, &limits).candidates;
+    assert_eq!(found.len(), 1_000);
+    c.bench_function("candidates: render 1,000 at 1.39", |b| {
+        b.iter(|| black_box(render(&snap, &suffixes, &requested, &found, shape)))
+    });
+}
+
+criterion_group!(benches, bench, admission_bench, candidates_bench);
 criterion_main!(benches);

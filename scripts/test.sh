@@ -87,6 +87,19 @@ if ! command -v pgbouncer >/dev/null 2>&1 && ! [ -x /usr/sbin/pgbouncer ]; then
     fi
 fi
 
+# ab (Debian's apache2-utils), for the smoke run of benches/perfload.rs:
+# Placement's own CI performance job, which drives the service with it.
+if ! command -v ab >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        say "installing apache2-utils (ab)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends apache2-utils >/dev/null
+    else
+        echo "ab is not installed: apt-get install apache2-utils" >&2
+        exit 1
+    fi
+fi
+
 # --- 1. cargo test ------------------------------------------------------------
 # Every target. The benches run as smoke tests without DATABASE_URL (their
 # database workloads skip themselves; `cargo bench` runs them for real).

@@ -8,6 +8,13 @@ use placement::state::Security;
 use placement::{app, db, AppState};
 use std::process::ExitCode;
 
+/// mimalloc rather than glibc's malloc: answers of hundreds of kilobytes are
+/// built on the blocking pool and freed on the async workers, and glibc's
+/// per-thread arenas gave that memory back and faulted it in again, which
+/// cost up to a third of a 1,000-candidate answer's CPU (docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     // placement.conf first: it can turn on debug logging and gives the

@@ -25,6 +25,26 @@ impl SnapshotCache {
     /// The provider data as of (at least) the transaction open on `conn`.
     pub async fn current(&self, conn: &mut PgConnection) -> Result<Arc<Snapshot>, sqlx::Error> {
         let now = db::current_snapshot(conn).await?;
+        self.current_at(conn, now).await
+    }
+
+    /// The cached data when it reflects exactly the PostgreSQL snapshot
+    /// `now` (read by the caller's own statement): then that statement
+    /// needed no transaction around it. None when it does not.
+    pub async fn exactly_at(&self, now: &str) -> Option<Arc<Snapshot>> {
+        match self.state.lock().await.as_ref() {
+            Some((at, snap)) if at == now => Some(snap.clone()),
+            _ => None,
+        }
+    }
+
+    /// The provider data as of (at least) `now`, the snapshot of the
+    /// repeatable-read transaction open on `conn`.
+    pub async fn current_at(
+        &self,
+        conn: &mut PgConnection,
+        now: String,
+    ) -> Result<Arc<Snapshot>, sqlx::Error> {
         let mut state = self.state.lock().await;
         let delta = match state.as_ref() {
             None => Delta::Full,
@@ -32,7 +52,14 @@ impl SnapshotCache {
             Some((at, _)) => db::delta(conn, at, &now).await?,
         };
         match (delta, state.as_mut()) {
-            (Delta::None, Some((_, snap))) => Ok(snap.clone()),
+            (Delta::None, Some((at, snap))) => {
+                // No provider changed in between: the data reflects `now`
+                // too, so the next statement at `now` needs no delta.
+                // (Should `now` be older than data already patched in,
+                // the next delta re-reads those providers: idempotent.)
+                *at = now;
+                Ok(snap.clone())
+            }
             (Delta::Providers(ids), Some((at, snap))) => {
                 let started = std::time::Instant::now();
                 let mut next = Snapshot::clone(snap);

@@ -10,11 +10,10 @@ use super::request::Version;
 use super::snapshot::Snapshot;
 use super::solve::{self, Candidate, Group, Limits, Stopped};
 use crate::config::{GenerationStrategy, Settings};
-use crate::db::{candidates as db, classes, fairness, traits};
+use crate::db::{candidates as db, fairness};
 use crate::error::{Error, Result};
 use crate::sched::colocation::CpuMem;
 use crate::types::PriorityClass;
-use sqlx::PgConnection;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -178,23 +177,12 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
             .iter()
             .flat_map(|g| g.resources.iter().map(|(c, _)| c)),
     )?;
-    let mut tx = db::begin_snapshot(engine.pool).await?;
-    let ids = resolve(&mut tx, parsed).await?;
-    let snap = engine.cache.current(&mut tx).await?;
-    let usable_by = search.project.as_deref();
-    let withheld = fairness::unused_reservations(&mut tx, None, usable_by).await?;
-    let snap = if withheld.is_empty() {
-        snap
-    } else {
-        Arc::new(snap.withholding(&withheld))
+    let names = Names::of(parsed);
+    let read = match read_at_rest(engine, &names, priority).await? {
+        Some(read) => read,
+        None => read_in_snapshot(engine, &names, search).await?,
     };
-    let (snap, refused) = if priority.low() {
-        let (restricted, refused) = batch::restrict(&mut tx, &snap, batch_request(parsed)).await?;
-        (Arc::new(restricted), refused)
-    } else {
-        (snap, HashMap::new())
-    };
-    tx.commit().await?;
+    let (snap, ids, adjusted) = (read.snap, read.ids, read.adjusted);
     let mut found = Candidates {
         snap,
         candidates: Vec::new(),
@@ -202,7 +190,7 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
         requested: ids.class.values().copied().collect(),
         request: None,
         cut: false,
-        adjusted: Adjustments { withheld, refused },
+        adjusted,
     };
     let Some(request) = solver_request(&found.snap, parsed, &ids) else {
         // An unknown in_tree matches nothing.
@@ -246,44 +234,140 @@ fn batch_request(q: &CandidateQuery) -> CpuMem {
         })
 }
 
-/// Class, trait and aggregate names of the query as ids (unknown classes
-/// and traits are 400s; unknown aggregates simply match nothing).
-async fn resolve(conn: &mut PgConnection, q: &CandidateQuery) -> Result<Ids> {
-    let class_names: Vec<String> = q
-        .groups
-        .iter()
-        .flat_map(|g| g.resources.iter().map(|(c, _)| c.clone()))
-        .collect();
-    let class_ids = classes::ids(conn, &class_names).await?.map_err(|rc| {
-        Error::invalid(format!(
-            "Invalid resource class in resources parameter: No such resource class {rc}."
-        ))
-    })?;
-    let mut trait_names: BTreeSet<String> = q.root_required.names();
-    for g in &q.groups {
-        trait_names.extend(g.traits.names());
+/// What a search reads from the database before it solves.
+struct Read {
+    /// The providers, adjusted for reservations and the load filter.
+    snap: Arc<Snapshot>,
+    ids: Ids,
+    adjusted: Adjustments,
+}
+
+/// The read at rest: one statement, no transaction. When this process's
+/// snapshot reflects exactly that statement's PostgreSQL snapshot, no
+/// project holds a reservation and the search is for prod work, the
+/// statement's names and the cached providers are all a search reads, as
+/// of one PostgreSQL snapshot. None when it does not apply (the providers
+/// changed since, reservations, batch work); unknown names are the same
+/// 400s either way.
+async fn read_at_rest(
+    engine: &Engine<'_>,
+    names: &Names,
+    priority: PriorityClass,
+) -> Result<Option<Read>> {
+    if priority.low() {
+        return Ok(None);
     }
-    let trait_names: Vec<String> = trait_names.into_iter().collect();
-    let traits::Resolved { found, missing } = traits::resolve(conn, &trait_names).await?;
-    if !missing.is_empty() {
-        return Err(Error::invalid(format!(
-            "No such trait(s): {}.",
-            missing.join(", ")
-        )));
+    let look = {
+        let mut conn = engine.pool.acquire().await?;
+        db::look(&mut conn, &names.classes, &names.traits, &names.aggregates).await?
+    };
+    let ids = names.resolve(&look)?;
+    if look.reservations {
+        return Ok(None);
     }
-    let agg_uuids: Vec<uuid::Uuid> = q
-        .groups
-        .iter()
-        .flat_map(|g| {
-            let m = &g.member_of;
-            m.any_of.iter().flatten().chain(&m.forbidden).copied()
-        })
-        .collect();
-    Ok(Ids {
-        class: class_names.into_iter().zip(class_ids).collect(),
-        trait_: found.into_iter().collect(),
-        agg: db::aggregate_ids(conn, &agg_uuids).await?,
+    Ok(engine
+        .cache
+        .exactly_at(&look.snapshot)
+        .await
+        .map(|snap| Read {
+            snap,
+            ids,
+            adjusted: Adjustments::default(),
+        }))
+}
+
+/// The full read, in one repeatable-read transaction: names, the snapshot
+/// brought up to date, other projects' unused reservations withheld, and
+/// for batch work the load filter.
+async fn read_in_snapshot(engine: &Engine<'_>, names: &Names, search: &Search) -> Result<Read> {
+    let mut tx = db::begin_snapshot(engine.pool).await?;
+    let look = db::look(&mut tx, &names.classes, &names.traits, &names.aggregates).await?;
+    let ids = names.resolve(&look)?;
+    let snap = engine.cache.current_at(&mut tx, look.snapshot).await?;
+    let withheld = if look.reservations {
+        fairness::unused_reservations(&mut tx, None, search.project.as_deref()).await?
+    } else {
+        HashMap::new()
+    };
+    let snap = if withheld.is_empty() {
+        snap
+    } else {
+        Arc::new(snap.withholding(&withheld))
+    };
+    let (snap, refused) = if search.priority.low() {
+        let (restricted, refused) =
+            batch::restrict(&mut tx, &snap, batch_request(&search.query)).await?;
+        (Arc::new(restricted), refused)
+    } else {
+        (snap, HashMap::new())
+    };
+    tx.commit().await?;
+    Ok(Read {
+        snap,
+        ids,
+        adjusted: Adjustments { withheld, refused },
     })
+}
+
+/// The class, trait and aggregate names a query uses.
+struct Names {
+    /// In the query's order (the first unknown one is the 400's).
+    classes: Vec<String>,
+    /// Sorted.
+    traits: Vec<String>,
+    aggregates: Vec<uuid::Uuid>,
+}
+
+impl Names {
+    fn of(q: &CandidateQuery) -> Names {
+        let mut traits: BTreeSet<String> = q.root_required.names();
+        for g in &q.groups {
+            traits.extend(g.traits.names());
+        }
+        Names {
+            classes: q
+                .groups
+                .iter()
+                .flat_map(|g| g.resources.iter().map(|(c, _)| c.clone()))
+                .collect(),
+            traits: traits.into_iter().collect(),
+            aggregates: q
+                .groups
+                .iter()
+                .flat_map(|g| {
+                    let m = &g.member_of;
+                    m.any_of.iter().flatten().chain(&m.forbidden).copied()
+                })
+                .collect(),
+        }
+    }
+
+    /// The names as ids (unknown classes and traits are 400s; unknown
+    /// aggregates simply match nothing).
+    fn resolve(&self, look: &db::Look) -> Result<Ids> {
+        if let Some(rc) = self.classes.iter().find(|c| !look.classes.contains_key(*c)) {
+            return Err(Error::invalid(format!(
+                "Invalid resource class in resources parameter: No such resource class {rc}."
+            )));
+        }
+        let missing: Vec<&str> = self
+            .traits
+            .iter()
+            .filter(|t| !look.traits.contains_key(*t))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            return Err(Error::invalid(format!(
+                "No such trait(s): {}.",
+                missing.join(", ")
+            )));
+        }
+        Ok(Ids {
+            class: look.classes.clone(),
+            trait_: look.traits.clone(),
+            agg: look.aggregates.clone(),
+        })
+    }
 }
 
 /// The parsed query over snapshot ids; None when an `in_tree` names no

@@ -93,8 +93,8 @@ pub async fn load(conn: &mut PgConnection) -> Result<Snapshot, sqlx::Error> {
         nodes,
         sharing_trait: sharing,
         any_nested,
-        class_names: db::class_names(conn).await?,
-        trait_names: HashMap::new(),
+        class_names: db::class_names(conn).await?.into_iter().collect(),
+        trait_names: Default::default(),
         ..Default::default()
     };
     let data = db::node_data(conn, None).await?;
@@ -144,7 +144,7 @@ pub async fn patch(
             .any(|s| !snap.class_names.contains_key(&s.class))
     });
     if unknown_class {
-        snap.class_names = db::class_names(conn).await?;
+        snap.class_names = db::class_names(conn).await?.into_iter().collect();
     }
     Ok(())
 }

@@ -2,12 +2,14 @@
 //! dict form after, `mappings` from 1.34) and `provider_summaries`.
 //!
 //! Written straight to JSON text: building a `serde_json::Value` tree for a
-//! thousand candidates cost ten times more than solving them.
+//! thousand candidates cost ten times more than solving them. Names are
+//! quoted once per answer and uuids and integers written without the
+//! formatting machinery: an answer of 1,000 candidates writes several
+//! thousand of each.
 
 use super::snapshot::{Node, Snapshot};
 use super::solve::Candidate;
 use std::collections::BTreeSet;
-use std::fmt::Write;
 
 /// What the microversion changes in the rendering.
 #[derive(Debug, Clone, Copy, Default)]
@@ -24,32 +26,229 @@ pub struct Shape {
     pub mappings: bool,
 }
 
-fn string(out: &mut String, s: &str) {
+/// A JSON string of `s`.
+fn quoted(s: &str) -> String {
     // Names are plain ASCII by validation; escape anything else anyway.
     if s.bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     {
-        out.push('"');
-        out.push_str(s);
-        out.push('"');
+        format!("\"{s}\"")
     } else {
-        out.push_str(&serde_json::Value::String(s.to_string()).to_string());
+        serde_json::Value::String(s.to_string()).to_string()
     }
 }
 
-fn resources(out: &mut String, snap: &Snapshot, entries: &[(i32, i64)]) {
-    out.push('{');
-    for (k, &(c, n)) in entries.iter().enumerate() {
-        if k > 0 {
-            out.push(',');
-        }
-        string(
-            out,
-            snap.class_names.get(&c).map(String::as_str).unwrap_or(""),
-        );
-        let _ = write!(out, ":{n}");
+/// Class and trait names as JSON strings, quoted the first time an answer
+/// uses them (an answer uses a handful: a list beats a hash).
+#[derive(Default)]
+struct Quoted {
+    classes: Vec<(i32, String)>,
+    traits: Vec<(i32, Option<String>)>,
+}
+
+impl Quoted {
+    fn class(&mut self, snap: &Snapshot, id: i32) -> &str {
+        let k = match self.classes.iter().position(|c| c.0 == id) {
+            Some(k) => k,
+            None => {
+                let name = snap.class_names.get(&id).map_or("", String::as_str);
+                self.classes.push((id, quoted(name)));
+                self.classes.len() - 1
+            }
+        };
+        &self.classes[k].1
     }
-    out.push('}');
+
+    /// None for a trait the snapshot has no name for (left out).
+    fn trait_(&mut self, snap: &Snapshot, id: i32) -> Option<&str> {
+        let k = match self.traits.iter().position(|t| t.0 == id) {
+            Some(k) => k,
+            None => {
+                let name = snap.trait_names.get(&id).map(|n| quoted(n));
+                self.traits.push((id, name));
+                self.traits.len() - 1
+            }
+        };
+        self.traits[k].1.as_deref()
+    }
+}
+
+/// The answer being written.
+struct Writer<'a> {
+    out: String,
+    snap: &'a Snapshot,
+    shape: Shape,
+    quoted: Quoted,
+}
+
+impl Writer<'_> {
+    fn push(&mut self, s: &str) {
+        self.out.push_str(s);
+    }
+
+    fn comma_after_first(&mut self, k: usize) {
+        if k > 0 {
+            self.out.push(',');
+        }
+    }
+
+    /// A node's uuid in quotes.
+    fn uuid(&mut self, node: usize) {
+        let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        self.out.push('"');
+        let text = self.snap.nodes[node]
+            .uuid
+            .hyphenated()
+            .encode_lower(&mut buf);
+        self.out.push_str(text);
+        self.out.push('"');
+    }
+
+    fn int(&mut self, n: i64) {
+        self.out.push_str(itoa::Buffer::new().format(n));
+    }
+
+    fn class(&mut self, id: i32) {
+        let name = self.quoted.class(self.snap, id);
+        self.out.push_str(name);
+    }
+
+    /// `{"CLASS":n,...}` of one provider's part of a candidate.
+    fn resources(&mut self, entries: &[(usize, i32, i64)]) {
+        self.out.push('{');
+        for (k, &(_, c, n)) in entries.iter().enumerate() {
+            self.comma_after_first(k);
+            self.class(c);
+            self.out.push(':');
+            self.int(n);
+        }
+        self.out.push('}');
+    }
+
+    /// One allocation request: its allocations by provider (a dict from
+    /// 1.12, a list before), and its mappings from 1.34 (suffixes quoted).
+    fn allocation_request(&mut self, suffixes: &[String], cand: &Candidate) {
+        let dict_form = self.shape.dict_form;
+        self.push(if dict_form {
+            "{\"allocations\":{"
+        } else {
+            "{\"allocations\":["
+        });
+        // Allocations are sorted by node, so each provider's classes are contiguous.
+        for (j, list) in cand.allocations.chunk_by(|a, b| a.0 == b.0).enumerate() {
+            self.comma_after_first(j);
+            if dict_form {
+                self.uuid(list[0].0);
+                self.push(":{\"resources\":");
+            } else {
+                self.push("{\"resource_provider\":{\"uuid\":");
+                self.uuid(list[0].0);
+                self.push("},\"resources\":");
+            }
+            self.resources(list);
+            self.out.push('}');
+        }
+        self.out.push(if dict_form { '}' } else { ']' });
+        if self.shape.mappings {
+            self.mappings(suffixes, cand);
+        }
+        self.out.push('}');
+    }
+
+    /// `"mappings": {suffix: [provider uuids]}` (suffixes quoted).
+    fn mappings(&mut self, suffixes: &[String], cand: &Candidate) {
+        self.push(",\"mappings\":{");
+        for (j, (suffix, providers)) in suffixes.iter().zip(&cand.mappings).enumerate() {
+            self.comma_after_first(j);
+            self.push(suffix);
+            self.push(":[");
+            for (i, &p) in providers.iter().enumerate() {
+                self.comma_after_first(i);
+                self.uuid(p);
+            }
+            self.out.push(']');
+        }
+        self.out.push('}');
+    }
+
+    /// The summaries: whole trees of contributing providers (1.29+), else
+    /// only the providers used when nested providers exist.
+    fn provider_summaries(&mut self, requested: &BTreeSet<i32>, cands: &[Candidate]) {
+        let snap = self.snap;
+        let mut listed: Vec<usize> = cands
+            .iter()
+            .flat_map(|c| c.allocations.iter().map(|a| a.0))
+            .collect();
+        listed.sort_unstable();
+        listed.dedup();
+        // Whole trees from 1.29, found from the candidates' own trees
+        // rather than by walking every provider of the snapshot. (While no
+        // provider is nested, every tree is its root alone: the providers
+        // used are the trees.)
+        if self.shape.nested && snap.any_nested {
+            let mut roots: Vec<usize> = listed.iter().map(|&p| snap.nodes[p].root).collect();
+            roots.sort_unstable();
+            roots.dedup();
+            listed = roots
+                .iter()
+                .flat_map(|&r| snap.tree(r).iter().copied())
+                .collect();
+            // In provider order, as before.
+            listed.sort_unstable();
+        }
+        for (k, &i) in listed.iter().enumerate() {
+            self.comma_after_first(k);
+            self.provider_summary(i, &snap.nodes[i], requested);
+        }
+    }
+
+    /// One provider's summary: capacity and usage per class (all classes
+    /// from 1.27, the requested ones before), traits from 1.17, tree from
+    /// 1.29.
+    fn provider_summary(&mut self, i: usize, node: &Node, requested: &BTreeSet<i32>) {
+        self.uuid(i);
+        self.push(":{\"resources\":{");
+        let all_classes = self.shape.all_classes;
+        let listed = node
+            .stock
+            .iter()
+            .filter(|s| all_classes || requested.contains(&s.class));
+        for (k, s) in listed.enumerate() {
+            self.comma_after_first(k);
+            self.class(s.class);
+            self.push(":{\"capacity\":");
+            self.int(s.capacity_int());
+            self.push(",\"used\":");
+            self.int(s.used);
+            self.out.push('}');
+        }
+        self.out.push('}');
+        if self.shape.traits {
+            // Trait id order (standard traits first), as Placement lists them.
+            self.push(",\"traits\":[");
+            let mut k = 0;
+            for &t in &node.traits {
+                if let Some(name) = self.quoted.trait_(self.snap, t) {
+                    if k > 0 {
+                        self.out.push(',');
+                    }
+                    self.out.push_str(name);
+                    k += 1;
+                }
+            }
+            self.out.push(']');
+        }
+        if self.shape.nested {
+            self.push(",\"parent_provider_uuid\":");
+            match node.parent {
+                Some(p) => self.uuid(p),
+                None => self.push("null"),
+            }
+            self.push(",\"root_provider_uuid\":");
+            self.uuid(node.root);
+        }
+        self.out.push('}');
+    }
 }
 
 /// Renders the response body as JSON text.
@@ -60,179 +259,21 @@ pub fn render(
     cands: &[Candidate],
     shape: Shape,
 ) -> String {
-    let mut out = String::with_capacity(256 + cands.len() * 256);
-    out.push_str("{\"allocation_requests\":[");
-    for (k, cand) in cands.iter().enumerate() {
-        if k > 0 {
-            out.push(',');
-        }
-        allocation_request(&mut out, snap, suffixes, cand, shape);
-    }
-    out.push_str("],\"provider_summaries\":{");
-    provider_summaries(&mut out, snap, requested, cands, shape);
-    out.push_str("}}");
-    out
-}
-
-/// One allocation request: its allocations by provider (a dict from 1.12,
-/// a list before), and its mappings from 1.34.
-fn allocation_request(
-    out: &mut String,
-    snap: &Snapshot,
-    suffixes: &[String],
-    cand: &Candidate,
-    shape: Shape,
-) {
-    // Allocations are sorted by node, so each provider's classes are contiguous.
-    let mut by_provider: Vec<(usize, Vec<(i32, i64)>)> = Vec::new();
-    for &(p, c, n) in &cand.allocations {
-        match by_provider.last_mut() {
-            Some((q, list)) if *q == p => list.push((c, n)),
-            _ => by_provider.push((p, vec![(c, n)])),
-        }
-    }
-    out.push_str(if shape.dict_form {
-        "{\"allocations\":{"
-    } else {
-        "{\"allocations\":["
-    });
-    for (j, (p, list)) in by_provider.iter().enumerate() {
-        if j > 0 {
-            out.push(',');
-        }
-        let uuid = snap.nodes[*p].uuid;
-        if shape.dict_form {
-            let _ = write!(out, "\"{uuid}\":{{\"resources\":");
-        } else {
-            let _ = write!(
-                out,
-                "{{\"resource_provider\":{{\"uuid\":\"{uuid}\"}},\"resources\":"
-            );
-        }
-        resources(out, snap, list);
-        out.push('}');
-    }
-    out.push(if shape.dict_form { '}' } else { ']' });
-    if shape.mappings {
-        mappings(out, snap, suffixes, cand);
-    }
-    out.push('}');
-}
-
-/// `"mappings": {suffix: [provider uuids]}`.
-fn mappings(out: &mut String, snap: &Snapshot, suffixes: &[String], cand: &Candidate) {
-    out.push_str(",\"mappings\":{");
-    for (j, (suffix, providers)) in suffixes.iter().zip(&cand.mappings).enumerate() {
-        if j > 0 {
-            out.push(',');
-        }
-        string(out, suffix);
-        out.push_str(":[");
-        for (i, &p) in providers.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            let _ = write!(out, "\"{}\"", snap.nodes[p].uuid);
-        }
-        out.push(']');
-    }
-    out.push('}');
-}
-
-/// The summaries: whole trees of contributing providers (1.29+), else only
-/// the providers used when nested providers exist.
-fn provider_summaries(
-    out: &mut String,
-    snap: &Snapshot,
-    requested: &BTreeSet<i32>,
-    cands: &[Candidate],
-    shape: Shape,
-) {
-    let used: BTreeSet<usize> = cands
-        .iter()
-        .flat_map(|c| c.allocations.iter().map(|a| a.0))
-        .collect();
-    let only_used = !shape.nested && snap.any_nested;
-    // In provider order, as before; found from the candidates' own trees
-    // rather than by walking every provider of the snapshot.
-    let listed: BTreeSet<usize> = if only_used {
-        used
-    } else {
-        let roots: BTreeSet<usize> = used.iter().map(|&p| snap.nodes[p].root).collect();
-        roots
-            .iter()
-            .flat_map(|&r| snap.tree(r).iter().copied())
-            .collect()
+    let mut w = Writer {
+        // About 450 bytes a candidate with its summary: one allocation, no copy.
+        out: String::with_capacity(256 + cands.len() * 512),
+        snap,
+        shape,
+        quoted: Quoted::default(),
     };
-    for (k, &i) in listed.iter().enumerate() {
-        if k > 0 {
-            out.push(',');
-        }
-        provider_summary(out, snap, &snap.nodes[i], requested, shape);
+    let suffixes: Vec<String> = suffixes.iter().map(|s| quoted(s)).collect();
+    w.push("{\"allocation_requests\":[");
+    for (k, cand) in cands.iter().enumerate() {
+        w.comma_after_first(k);
+        w.allocation_request(&suffixes, cand);
     }
-}
-
-/// One provider's summary: capacity and usage per class (all classes from
-/// 1.27, the requested ones before), traits from 1.17, tree from 1.29.
-fn provider_summary(
-    out: &mut String,
-    snap: &Snapshot,
-    node: &Node,
-    requested: &BTreeSet<i32>,
-    shape: Shape,
-) {
-    let _ = write!(out, "\"{}\":{{\"resources\":{{", node.uuid);
-    let listed = node
-        .stock
-        .iter()
-        .filter(|s| shape.all_classes || requested.contains(&s.class));
-    for (k, s) in listed.enumerate() {
-        if k > 0 {
-            out.push(',');
-        }
-        string(
-            out,
-            snap.class_names
-                .get(&s.class)
-                .map(String::as_str)
-                .unwrap_or(""),
-        );
-        let _ = write!(
-            out,
-            ":{{\"capacity\":{},\"used\":{}}}",
-            s.capacity_int(),
-            s.used
-        );
-    }
-    out.push('}');
-    if shape.traits {
-        // Trait id order (standard traits first), as Placement lists them.
-        out.push_str(",\"traits\":[");
-        for (j, t) in node
-            .traits
-            .iter()
-            .filter_map(|t| snap.trait_names.get(t))
-            .enumerate()
-        {
-            if j > 0 {
-                out.push(',');
-            }
-            string(out, t);
-        }
-        out.push(']');
-    }
-    if shape.nested {
-        match node.parent {
-            Some(p) => {
-                let _ = write!(out, ",\"parent_provider_uuid\":\"{}\"", snap.nodes[p].uuid);
-            }
-            None => out.push_str(",\"parent_provider_uuid\":null"),
-        }
-        let _ = write!(
-            out,
-            ",\"root_provider_uuid\":\"{}\"",
-            snap.nodes[node.root].uuid
-        );
-    }
-    out.push('}');
+    w.push("],\"provider_summaries\":{");
+    w.provider_summaries(requested, cands);
+    w.push("}}");
+    w.out
 }

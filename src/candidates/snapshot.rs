@@ -6,6 +6,12 @@ use crate::sched::colocation::CpuMem;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// The maps the solver and the renderer read per anchor and per candidate:
+/// keys are the engine's own ids, never request input, so a fast hash
+/// (foldhash) serves instead of SipHash's flood resistance, which cost a
+/// tenth of a 1,000-candidate answer.
+pub type FastMap<K, V> = hashbrown::HashMap<K, V>;
+
 /// One inventory record with its current usage.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stock {
@@ -108,13 +114,13 @@ impl Node {
 #[derive(Debug, Clone, Default)]
 pub struct TreeIndex {
     /// Node index by provider uuid.
-    pub by_uuid: HashMap<uuid::Uuid, usize>,
+    pub by_uuid: FastMap<uuid::Uuid, usize>,
     /// Node index by database id.
-    pub by_id: HashMap<i64, usize>,
+    pub by_id: FastMap<i64, usize>,
     /// Root nodes, ordered by id.
     pub roots: Vec<usize>,
     /// Every node of each tree, keyed by its root, ordered by id.
-    pub trees: HashMap<usize, Vec<usize>>,
+    pub trees: FastMap<usize, Vec<usize>>,
 }
 
 /// Every provider the candidate engine knows, cheap to clone and patch:
@@ -126,7 +132,7 @@ pub struct Snapshot {
     /// Structure lookups.
     pub index: Arc<TreeIndex>,
     /// Nodes of each aggregate.
-    pub agg_members: Arc<HashMap<i32, Vec<usize>>>,
+    pub agg_members: Arc<FastMap<i32, Vec<usize>>>,
     /// Nodes with MISC_SHARES_VIA_AGGREGATE.
     pub sharing_nodes: Arc<Vec<usize>>,
     /// Id of the MISC_SHARES_VIA_AGGREGATE trait.
@@ -134,9 +140,9 @@ pub struct Snapshot {
     /// Whether any provider anywhere has a parent (changes pre-1.29 answers).
     pub any_nested: bool,
     /// Resource class names by id.
-    pub class_names: HashMap<i32, String>,
+    pub class_names: FastMap<i32, String>,
     /// Trait names by id (those present in the snapshot).
-    pub trait_names: HashMap<i32, String>,
+    pub trait_names: FastMap<i32, String>,
 }
 
 impl Snapshot {
@@ -158,7 +164,7 @@ impl Snapshot {
     /// Rebuilds the aggregate membership lists and the sharing providers
     /// (after aggregates or traits changed).
     pub fn index_aggregates(&mut self) {
-        let mut members: HashMap<i32, Vec<usize>> = HashMap::new();
+        let mut members: FastMap<i32, Vec<usize>> = FastMap::new();
         let mut sharing = Vec::new();
         for (i, n) in self.nodes.iter().enumerate() {
             for &a in &n.aggs {

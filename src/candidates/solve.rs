@@ -7,10 +7,11 @@
 //! one step [`Budget`]. A request with no answer in a wide tree (n+1 groups
 //! that each need a whole child of n) would otherwise search n! prefixes.
 
-use super::snapshot::Snapshot;
+use super::snapshot::{FastMap, Snapshot};
+use hashbrown::HashSet;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -124,12 +125,12 @@ fn in_tree_ok(snap: &Snapshot, g: &Group, i: usize) -> bool {
 /// aggregates, so an anchor's sharing providers are found from its own
 /// tree's aggregates, at the cost of the trees generation reaches.
 struct SharingIndex {
-    by_agg: HashMap<i32, Vec<usize>>,
+    by_agg: FastMap<i32, Vec<usize>>,
 }
 
 impl SharingIndex {
     fn new(snap: &Snapshot) -> Self {
-        let mut by_agg: HashMap<i32, Vec<usize>> = HashMap::new();
+        let mut by_agg: FastMap<i32, Vec<usize>> = FastMap::new();
         for &node in snap.sharing_nodes.iter() {
             for &a in &snap.nodes[node].aggs {
                 by_agg.entry(a).or_default().push(node);
@@ -170,6 +171,21 @@ fn reachable<'a>(
         .chain(sharing.iter().copied())
 }
 
+/// Whether provider `i` alone satisfies group `g`: capacity and units of
+/// every class, traits, aggregates, `in_tree`.
+fn provider_fits(snap: &Snapshot, g: &Group, i: usize) -> bool {
+    let node = &snap.nodes[i];
+    in_tree_ok(snap, g, i)
+        && g.resources
+            .iter()
+            .all(|&(c, n)| node.stock(c).is_some_and(|s| s.fits(n)))
+        && traits_ok(snap, &[i], g)
+        && g.member_of
+            .iter()
+            .all(|set| set.iter().any(|&a| node.in_agg(a)))
+        && !g.forbidden_aggs.iter().any(|&a| node.in_agg(a))
+}
+
 /// A single-provider group's candidates at one anchor.
 fn single_at(
     snap: &Snapshot,
@@ -180,18 +196,7 @@ fn single_at(
 ) -> Vec<GroupCandidate> {
     reachable(snap, sharing, anchor)
         .take_while(|_| budget.step())
-        .filter(|&i| {
-            let node = &snap.nodes[i];
-            in_tree_ok(snap, g, i)
-                && g.resources
-                    .iter()
-                    .all(|&(c, n)| node.stock(c).is_some_and(|s| s.fits(n)))
-                && traits_ok(snap, &[i], g)
-                && g.member_of
-                    .iter()
-                    .all(|set| set.iter().any(|&a| node.in_agg(a)))
-                && !g.forbidden_aggs.iter().any(|&a| node.in_agg(a))
-        })
+        .filter(|&i| provider_fits(snap, g, i))
         .map(|i| GroupCandidate {
             alloc: g.resources.iter().map(|&(c, n)| (i, c, n)).collect(),
             providers: vec![i],
@@ -253,11 +258,13 @@ fn tree_candidates(
     budget: &mut Budget,
 ) -> Vec<GroupCandidate> {
     let mut out = Vec::new();
-    let mut seen = HashSet::new();
+    // Two choices give the same allocation only when a class repeats in
+    // the group (parsed queries merge repeats; typed searches need not).
+    let mut seen = (!classes_distinct(g)).then(HashSet::new);
     let mut choice = vec![0usize; lists.len()];
     'product: while budget.step() {
         let chosen: Vec<usize> = choice.iter().zip(lists).map(|(&j, l)| l[j]).collect();
-        let mut providers: Vec<usize> = Vec::new();
+        let mut providers: Vec<usize> = Vec::with_capacity(chosen.len());
         for &p in &chosen {
             if !providers.contains(&p) {
                 providers.push(p);
@@ -271,7 +278,7 @@ fn tree_candidates(
                 .map(|(&(c, n), &p)| (p, c, n))
                 .collect();
             let cand = GroupCandidate { alloc, providers };
-            if seen.insert(cand.clone()) {
+            if seen.as_mut().is_none_or(|seen| seen.insert(cand.clone())) {
                 out.push(cand);
             }
         }
@@ -288,12 +295,21 @@ fn tree_candidates(
     out
 }
 
+fn classes_distinct(g: &Group) -> bool {
+    g.resources
+        .iter()
+        .enumerate()
+        .all(|(i, (c, _))| g.resources[..i].iter().all(|(d, _)| d != c))
+}
+
 /// Lazy, capacity-pruned product of one anchor's group candidates.
 struct AnchorProduct {
     lists: Vec<Vec<GroupCandidate>>,
     choice: Vec<usize>,
     depth: usize,
-    usage: HashMap<(usize, i32), i64>,
+    /// (node, class, units) the chosen prefix takes: a handful of entries,
+    /// searched in place (a hash map per anchor cost more than the search).
+    usage: Vec<(usize, i32, i64)>,
     done: bool,
 }
 
@@ -304,7 +320,7 @@ impl AnchorProduct {
             lists,
             choice: vec![0; n],
             depth: 0,
-            usage: HashMap::new(),
+            usage: Vec::new(),
             done: false,
         }
     }
@@ -312,14 +328,24 @@ impl AnchorProduct {
     fn apply(&mut self, d: usize, sign: i64) {
         let cand = &self.lists[d][self.choice[d]];
         for &(node, class, n) in &cand.alloc {
-            *self.usage.entry((node, class)).or_default() += sign * n;
+            match self.usage.iter_mut().find(|u| u.0 == node && u.1 == class) {
+                Some(u) => u.2 += sign * n,
+                None => self.usage.push((node, class, sign * n)),
+            }
         }
+    }
+
+    fn used(&self, node: usize, class: i32) -> i64 {
+        self.usage
+            .iter()
+            .find(|u| u.0 == node && u.1 == class)
+            .map_or(0, |u| u.2)
     }
 
     fn fits(&self, snap: &Snapshot, req: &Request, d: usize) -> bool {
         let cand = &self.lists[d][self.choice[d]];
         let ok_capacity = cand.alloc.iter().all(|&(node, class, n)| {
-            let sum = self.usage.get(&(node, class)).copied().unwrap_or(0) + n;
+            let sum = self.used(node, class) + n;
             snap.nodes[node]
                 .stock(class)
                 .is_some_and(|s| s.used + sum <= s.capacity_int() && sum <= s.max_unit)
@@ -383,12 +409,8 @@ impl AnchorProduct {
     }
 
     fn candidate(&self) -> Candidate {
-        let mut sums: Vec<(usize, i32, i64)> = self
-            .usage
-            .iter()
-            .filter(|(_, &n)| n > 0)
-            .map(|(&(p, c), &n)| (p, c, n))
-            .collect();
+        let mut sums: Vec<(usize, i32, i64)> =
+            self.usage.iter().copied().filter(|u| u.2 > 0).collect();
         sums.sort_unstable();
         Candidate {
             allocations: sums,
@@ -427,6 +449,9 @@ struct Anchors<'a> {
     /// is visited (a million roots are not copied per request).
     shuffled: Option<Vec<usize>>,
     rng: Option<rand::rngs::StdRng>,
+    /// One group, no same_subtree, no class twice: a tree of one provider
+    /// has at most one candidate (see [`Anchors::lone_provider`]).
+    one_group: bool,
 }
 
 impl<'a> Anchors<'a> {
@@ -444,7 +469,42 @@ impl<'a> Anchors<'a> {
             sharing: SharingIndex::new(snap),
             shuffled,
             rng,
+            one_group: match &req.groups[..] {
+                [g] => req.same_subtree.is_empty() && classes_distinct(g),
+                _ => false,
+            },
         }
+    }
+
+    /// The one candidate at a tree of a single provider that no sharing
+    /// provider serves, for a one-group request: what [`Self::product_at`]
+    /// and its product would find (the provider, if it fits, with the
+    /// group's amounts), without building them. Most clouds' compute
+    /// nodes, and every W1 query, are such trees. None when it does not
+    /// apply.
+    fn lone_provider(&self, anchor: usize, budget: &mut Budget) -> Option<Option<Candidate>> {
+        let (snap, req) = (self.snap, self.req);
+        let g = req.groups.first().filter(|_| self.one_group)?;
+        if snap.tree(anchor).len() != 1
+            || (!self.sharing.by_agg.is_empty()
+                && !self.sharing.serving(snap, anchor, budget).is_empty())
+        {
+            return None;
+        }
+        if !budget.step() || !root_ok(snap, req, anchor) || !provider_fits(snap, g, anchor) {
+            return Some(None);
+        }
+        let mut allocations: Vec<(usize, i32, i64)> = g
+            .resources
+            .iter()
+            .filter(|&&(_, n)| n > 0)
+            .map(|&(c, n)| (anchor, c, n))
+            .collect();
+        allocations.sort_unstable();
+        Some(Some(Candidate {
+            allocations,
+            mappings: vec![vec![anchor]],
+        }))
     }
 
     /// The anchors in visiting order (taken once per search).
@@ -498,10 +558,10 @@ pub fn anchor_of(snap: &Snapshot, c: &Candidate) -> Option<usize> {
     Some(snap.nodes[own].root)
 }
 
-/// Whether the search is done with `anchor` after keeping `c` (only with
+/// Whether the search is done with `anchor` once it keeps `c` (only with
 /// [`Limits::one_per_anchor`]).
-fn anchored(out: &Output, anchor: usize, kept: bool, c: &Candidate) -> bool {
-    out.one_per_anchor && kept && anchor_of(out.snap, c) == Some(anchor)
+fn anchored_here(out: &Output, anchor: usize, c: &Candidate) -> bool {
+    out.one_per_anchor && anchor_of(out.snap, c) == Some(anchor)
 }
 
 /// Every result of one tree before the next.
@@ -511,15 +571,28 @@ fn depth_first(anchors: &mut Anchors, out: &mut Output, budget: &mut Budget) {
         if out.full() || budget.stopped().is_some() {
             return;
         }
+        if let Some(lone) = anchors.lone_provider(a, budget) {
+            // At most one candidate: nothing to leave early. Only a
+            // sharing provider's could also be found from another tree.
+            match lone {
+                Some(c) if anchors.snap.is_sharing(a) => {
+                    out.push(c);
+                }
+                Some(c) => out.push_distinct(c),
+                None => {}
+            }
+            continue;
+        }
         let Some(mut p) = anchors.product_at(a, budget) else {
             continue;
         };
         while let Some(c) = p.next(anchors.snap, anchors.req, budget) {
-            let kept = out.push(c.clone());
+            let anchors_here = anchored_here(out, a, &c);
+            let kept = out.push(c);
             if out.full() {
                 return;
             }
-            if anchored(out, a, kept, &c) {
+            if kept && anchors_here {
                 break;
             }
         }
@@ -540,8 +613,9 @@ fn breadth_first(anchors: &mut Anchors, out: &mut Output, budget: &mut Budget) {
     while !products.is_empty() && !out.full() && budget.stopped().is_none() {
         products.retain_mut(|(a, p)| match p.next(snap, req, budget) {
             Some(c) if !out.full() => {
-                let kept = out.push(c.clone());
-                !anchored(out, *a, kept, &c)
+                let anchors_here = anchored_here(out, *a, &c);
+                let kept = out.push(c);
+                !(kept && anchors_here)
             }
             Some(_) => true,
             None => false,

@@ -257,14 +257,66 @@ pub async fn aggregate_ids(
     Ok(rows.into_iter().map(|(id, u)| (u, id)).collect())
 }
 
-/// Starts the read-only, repeatable-read transaction a candidates request runs in.
+/// Starts the read-only, repeatable-read transaction a candidates request
+/// runs in (one statement: BEGIN with its isolation level).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn begin_snapshot(
     pool: &super::Pool,
 ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    crate::db::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        .execute(&mut *tx)
-        .await?;
-    Ok(tx)
+    pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .await
+}
+
+/// What a candidates query reads besides the providers, from one
+/// statement (so one PostgreSQL snapshot and one round trip).
+#[derive(Debug, Clone)]
+pub struct Look {
+    /// The statement's snapshot, as text (see [`current_snapshot`]).
+    pub snapshot: String,
+    /// Ids of the asked class names that exist.
+    pub classes: HashMap<String, i32>,
+    /// Ids of the asked trait names that exist.
+    pub traits: HashMap<String, i32>,
+    /// Ids of the asked aggregates that exist.
+    pub aggregates: HashMap<uuid::Uuid, i32>,
+    /// Whether any project reservation exists (then the search must
+    /// withhold other projects' unused ones).
+    pub reservations: bool,
+}
+
+/// Reads a [`Look`] for these names.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn look(
+    conn: &mut PgConnection,
+    classes: &[String],
+    traits: &[String],
+    aggregates: &[uuid::Uuid],
+) -> Result<Look, sqlx::Error> {
+    use sqlx::types::Json;
+    type Ids<K> = Json<HashMap<K, i32>>;
+    let (snapshot, classes, traits, aggregates, reservations): (
+        String,
+        Ids<String>,
+        Ids<String>,
+        Ids<uuid::Uuid>,
+        bool,
+    ) = crate::db::query_as(
+        "SELECT pg_current_snapshot()::text,
+                (SELECT coalesce(jsonb_object_agg(name, id), '{}') FROM resource_classes WHERE name = ANY($1)),
+                (SELECT coalesce(jsonb_object_agg(name, id), '{}') FROM traits WHERE name = ANY($2)),
+                (SELECT coalesce(jsonb_object_agg(uuid, id), '{}') FROM placement_aggregates WHERE uuid = ANY($3)),
+                EXISTS (SELECT 1 FROM project_reservations)",
+    )
+    .bind(classes)
+    .bind(traits)
+    .bind(aggregates)
+    .fetch_one(conn)
+    .await?;
+    Ok(Look {
+        snapshot,
+        classes: classes.0,
+        traits: traits.0,
+        aggregates: aggregates.0,
+        reservations,
+    })
 }

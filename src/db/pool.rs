@@ -100,6 +100,16 @@ impl Pool {
         let _waiting = Waiting::start();
         self.inner.begin().await
     }
+
+    /// A transaction opened by `statement` (a `BEGIN` with its options:
+    /// one round trip instead of `BEGIN` then `SET TRANSACTION`).
+    pub async fn begin_with(
+        &self,
+        statement: &'static str,
+    ) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+        let _waiting = Waiting::start();
+        self.inner.begin_with(statement).await
+    }
 }
 
 /// Everything else (size, idle count, close, options) is sqlx's own.

@@ -6,6 +6,7 @@
 //! - [`cluster`]: real `placement serve` processes on one database;
 //! - [`load`]: claims and deletes with a ledger of what was promised,
 //!   audited against the database afterwards;
+//! - [`cpu`]: CPU seconds of a process or a PostgreSQL cluster, for benches;
 //! - [`pgbouncer`]: PgBouncer in transaction mode in front of it;
 //! - [`pg`]: a private PostgreSQL that a test can stop, restart, kill,
 //!   replicate and promote.
@@ -13,6 +14,7 @@
 pub mod browser;
 pub mod cluster;
 pub mod common;
+pub mod cpu;
 pub mod load;
 pub mod pg;
 pub mod pgbouncer;

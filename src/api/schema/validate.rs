@@ -17,7 +17,7 @@ use regex::Regex;
 use serde_json::{Map, Value};
 use std::cmp::Ordering;
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// One step of a path into a schema or an instance: a key or an index,
 /// printed as Python prints them (`['key']`, `[2]`).
@@ -222,14 +222,16 @@ fn whole(f: f64) -> Option<i64> {
     text.parse::<i64>().ok()
 }
 
-fn regex(pattern: &str) -> Option<Regex> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Regex>>> = OnceLock::new();
+/// The compiled pattern, shared: a cloned `Regex` starts an empty match
+/// cache of its own, which every request then rebuilt.
+fn regex(pattern: &str) -> Option<Arc<Regex>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Regex>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     let mut guard = cache.lock().ok()?;
     if let Some(r) = guard.get(pattern) {
         return Some(r.clone());
     }
-    let r = Regex::new(pattern).ok()?;
+    let r = Arc::new(Regex::new(pattern).ok()?);
     guard.insert(pattern.to_string(), r.clone());
     Some(r)
 }
