@@ -3,10 +3,22 @@
 //! runs out. Reports claims/s, the 409 count, and verifies afterwards that
 //! no inventory is overcommitted and every 204 is an allocation.
 //!
+//! Then the scheduler's shape (Placement's perfload inventory on 2,000
+//! providers): each client asks `GET /allocation_candidates?…&limit=10`
+//! and claims the first candidate, as a naive scheduler does; once with
+//! the candidates in Placement's order and once with the servers started
+//! with `--randomize-allocation-candidates`.
+//!
 //! Needs DATABASE_URL (a server where it may create a database):
 //! `cargo bench --bench claims`; `BENCH_POOLER=pgbouncer` runs the servers
-//! through PgBouncer in transaction mode.
+//! through PgBouncer in transaction mode; `BENCH_CLAIMS=direct` or
+//! `=candidates` runs one of the two scenarios, `BENCH_ORDER=placement`
+//! or `=random` one of the scheduler's two orders.
 
+#[path = "claims/scheduler.rs"]
+mod scheduler;
+
+use scheduler::scheduler_claims;
 use serde_json::{json, Value};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -56,12 +68,6 @@ async fn main() {
     let (prefix, _) = base_url.rsplit_once('/').expect("database url with a name");
     let url = format!("{prefix}/{db}");
 
-    // BENCH_SERVERS (default 2): how many server processes share the load.
-    let count: usize = std::env::var("BENCH_SERVERS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(2);
     // BENCH_POOLER=pgbouncer: the servers go through PgBouncer in
     // transaction mode, 8 server connections for the database.
     let bouncer = (std::env::var("BENCH_POOLER").as_deref() == Ok("pgbouncer"))
@@ -70,13 +76,40 @@ async fn main() {
         None => (url.clone(), Vec::new()),
         Some(b) => b.serve(&base_url, &db, &url),
     };
+    let scenario = std::env::var("BENCH_CLAIMS").unwrap_or_default();
+    if scenario != "candidates" {
+        let (servers, bases) = start_servers(&server_url, &extra).await;
+        direct_claims(&bases).await;
+        drop(servers);
+    }
+    if scenario != "direct" {
+        scheduler_claims(&server_url, &extra).await;
+    }
+    drop(bouncer);
+    admin_pool.close().await;
+    let admin_pool = sqlx::PgPool::connect(&base_url).await.expect("connect");
+    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {db} WITH (FORCE)"
+    )))
+    .execute(&admin_pool)
+    .await;
+}
+
+/// Starts BENCH_SERVERS (default 2) server processes on `url` with
+/// `extra` flags and waits until each answers; their base URLs.
+async fn start_servers(url: &str, extra: &[String]) -> (Servers, Vec<String>) {
+    let count: usize = std::env::var("BENCH_SERVERS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(2);
     let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
     let mut servers = Servers(Vec::new());
     for &p in &ports {
         let child = Command::new(env!("CARGO_BIN_EXE_placement"))
             .args(["serve", "--bind", &format!("127.0.0.1:{p}")])
-            .args(&extra)
-            .env("DATABASE_URL", &server_url)
+            .args(extra)
+            .env("DATABASE_URL", url)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .spawn()
@@ -96,7 +129,13 @@ async fn main() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+    (servers, bases)
+}
 
+/// Claims straight at a provider, with and without quota limits on the
+/// claiming projects.
+async fn direct_claims(bases: &[String]) {
+    let http = reqwest::Client::new();
     // The same load on projects that have a limit (high enough never to
     // refuse): the cost of the quota check on every write. The two loads
     // alternate, so that warm-up and a growing database weigh on both.
@@ -110,8 +149,8 @@ async fn main() {
     }
     let (mut plain, mut limited) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS {
-        plain.push(phase(&http, &bases, &format!("without limits {round}"), "free").await);
-        limited.push(phase(&http, &bases, &format!("with limits {round}"), "limited").await);
+        plain.push(phase(&http, bases, &format!("without limits {round}"), "free").await);
+        limited.push(phase(&http, bases, &format!("with limits {round}"), "limited").await);
     }
     let (plain, limited) = (median(plain), median(limited));
     println!(
@@ -120,15 +159,6 @@ async fn main() {
         plain,
         (limited / plain - 1.0) * 100.0
     );
-    drop(servers);
-    drop(bouncer);
-    admin_pool.close().await;
-    let admin_pool = sqlx::PgPool::connect(&base_url).await.expect("connect");
-    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {db} WITH (FORCE)"
-    )))
-    .execute(&admin_pool)
-    .await;
 }
 
 /// The middle value.

@@ -12,13 +12,22 @@ use super::load;
 use super::snapshot::Snapshot;
 use crate::db::candidates::{self as db, Delta};
 use sqlx::PgConnection;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use tokio::sync::Mutex;
+
+/// How many searches skip the read at rest after one found the cache
+/// behind its statement's snapshot.
+const SKIP_AFTER_BEHIND: u32 = 8;
 
 /// The cached snapshot and the PostgreSQL snapshot it reflects.
 #[derive(Default)]
 pub struct SnapshotCache {
     state: Mutex<Option<(String, Arc<Snapshot>)>>,
+    /// Searches left that go straight to the transaction: under a stream
+    /// of writes the cache is behind at nearly every search, and the
+    /// statement at rest would be a wasted round trip before it.
+    skip_at_rest: AtomicU32,
 }
 
 impl SnapshotCache {
@@ -34,8 +43,21 @@ impl SnapshotCache {
     pub async fn exactly_at(&self, now: &str) -> Option<Arc<Snapshot>> {
         match self.state.lock().await.as_ref() {
             Some((at, snap)) if at == now => Some(snap.clone()),
-            _ => None,
+            _ => {
+                self.skip_at_rest
+                    .store(SKIP_AFTER_BEHIND, Ordering::Relaxed);
+                None
+            }
         }
+    }
+
+    /// Whether a search should try the read at rest: not for the next
+    /// few after one found the cache behind (both reads are exact; this
+    /// only picks the cheaper one for the moment).
+    pub fn worth_reading_at_rest(&self) -> bool {
+        self.skip_at_rest
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_err()
     }
 
     /// The provider data as of (at least) `now`, the snapshot of the

@@ -247,14 +247,14 @@ struct Read {
 /// project holds a reservation and the search is for prod work, the
 /// statement's names and the cached providers are all a search reads, as
 /// of one PostgreSQL snapshot. None when it does not apply (the providers
-/// changed since, reservations, batch work); unknown names are the same
-/// 400s either way.
+/// changed since, reservations, batch work, or a recent look found the
+/// cache behind); unknown names are the same 400s either way.
 async fn read_at_rest(
     engine: &Engine<'_>,
     names: &Names,
     priority: PriorityClass,
 ) -> Result<Option<Read>> {
-    if priority.low() {
+    if priority.low() || !engine.cache.worth_reading_at_rest() {
         return Ok(None);
     }
     let look = {

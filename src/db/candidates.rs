@@ -192,21 +192,16 @@ pub async fn current_snapshot(conn: &mut PgConnection) -> Result<String, sqlx::E
 /// Providers changed by transactions visible in `now` but not in `since`.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn delta(conn: &mut PgConnection, since: &str, now: &str) -> Result<Delta, sqlx::Error> {
-    let pruned_past: bool = crate::db::query_scalar(
-        "SELECT xid >= pg_snapshot_xmin($1::pg_snapshot) FROM change_log_horizon",
-    )
-    .bind(since)
-    .fetch_one(&mut *conn)
-    .await?;
-    if pruned_past {
-        return Ok(Delta::Full);
-    }
-    let rows: Vec<(i64, bool)> = crate::db::query_as(
+    // One statement: the changes, and a row without a provider when the
+    // log was pruned past `since` (then only a full load is exact).
+    let rows: Vec<(Option<i64>, bool)> = crate::db::query_as(
         "SELECT provider_id, bool_or(structural) FROM change_log
           WHERE xid >= pg_snapshot_xmin($1::pg_snapshot)
             AND pg_visible_in_snapshot(xid, $2::pg_snapshot)
             AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
-          GROUP BY provider_id",
+          GROUP BY provider_id
+         UNION ALL
+         SELECT NULL, true FROM change_log_horizon WHERE xid >= pg_snapshot_xmin($1::pg_snapshot)",
     )
     .bind(since)
     .bind(now)
@@ -217,7 +212,7 @@ pub async fn delta(conn: &mut PgConnection, since: &str, now: &str) -> Result<De
     } else if rows.iter().any(|r| r.1) {
         Delta::Full
     } else {
-        Delta::Providers(rows.into_iter().map(|r| r.0).collect())
+        Delta::Providers(rows.into_iter().filter_map(|r| r.0).collect())
     })
 }
 

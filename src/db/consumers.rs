@@ -169,11 +169,29 @@ pub async fn ensure_owner(
     user: &str,
     consumer_type: Option<&str>,
 ) -> Result<Owner, sqlx::Error> {
-    let p = ensure_named(conn, "projects", "external_id", project).await?;
-    let u = ensure_named(conn, "users", "external_id", user).await?;
-    let t = match consumer_type {
-        Some(t) => Some(ensure_named(conn, "consumer_types", "name", t).await?),
-        None => None,
+    // The three exist nearly always: one statement finds them.
+    let (p, u, t): (Option<i32>, Option<i32>, Option<i32>) = crate::db::query_as(
+        "SELECT (SELECT id FROM projects WHERE external_id = $1),
+                (SELECT id FROM users WHERE external_id = $2),
+                (SELECT id FROM consumer_types WHERE name = $3)",
+    )
+    .bind(project)
+    .bind(user)
+    .bind(consumer_type)
+    .fetch_one(&mut *conn)
+    .await?;
+    let p = match p {
+        Some(id) => id,
+        None => ensure_named(conn, "projects", "external_id", project).await?,
+    };
+    let u = match u {
+        Some(id) => id,
+        None => ensure_named(conn, "users", "external_id", user).await?,
+    };
+    let t = match (t, consumer_type) {
+        (Some(id), _) => Some(id),
+        (None, Some(t)) => Some(ensure_named(conn, "consumer_types", "name", t).await?),
+        (None, None) => None,
     };
     Ok(Owner {
         project: p,

@@ -25,5 +25,6 @@ mod provider_lists;
 mod providers;
 mod reshaper;
 mod resource_classes;
+mod snapshot_cache;
 mod traits;
 mod usages;

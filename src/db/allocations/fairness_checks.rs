@@ -2,7 +2,7 @@
 //! other projects' reservations, run inside the write's transaction after
 //! its provider locks (see `db::fairness` for the consumption rule).
 
-use super::{inventories_of, usage, AllocError, Cleared, ConsumerWrite, Locked};
+use super::{usage, AllocError, Cleared, ConsumerWrite, Inventories, Locked};
 use crate::db::{fairness, providers};
 use sqlx::PgConnection;
 use std::collections::HashMap;
@@ -140,12 +140,12 @@ pub(super) async fn check_reservations(
     conn: &mut PgConnection,
     writes: &[ConsumerWrite],
     locked: &Locked,
+    inventories: &Inventories,
     before: &HashMap<(i64, i32), i64>,
     reserved_before: &HashMap<(i64, i32), i64>,
 ) -> Result<(), AllocError> {
     let used_after = usage(conn, &locked.providers).await?;
     let reserved_after = fairness::unused_reservations(conn, Some(&locked.providers), None).await?;
-    let inventories = inventories_of(conn, &locked.providers).await?;
     let claimed = |used: &HashMap<(i64, i32), i64>, reserved: &HashMap<(i64, i32), i64>, k| {
         used.get(&k).copied().unwrap_or(0) + reserved.get(&k).copied().unwrap_or(0)
     };

@@ -174,6 +174,14 @@ pub enum AllocError {
     Db(#[from] sqlx::Error),
 }
 
+/// Opens an allocation write's transaction, in one round trip. Its
+/// statements are planned once per connection (a generic plan): each
+/// takes its rows by key (`= ANY($1)` of uuids or ids), so a plan for
+/// the values at hand is no better, and PostgreSQL's default would plan
+/// most of them anew on every claim (an array's length changes the
+/// estimate), which cost a claim more than running them.
+pub const BEGIN_WRITE: &str = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan";
+
 /// (project, user, consumer type) names of a write.
 type OwnerKey<'a> = (&'a str, &'a str, Option<&'a str>);
 
@@ -227,7 +235,7 @@ pub async fn write(
     };
     // Usage before the request on the locked providers, then remove the
     // consumers' current allocations (Placement's shrink rule needs both).
-    let before = usage(conn, &locked.providers).await?;
+    let (before, inventories) = usage_and_inventories(conn, &locked.providers).await?;
     let existing_ids: Vec<i64> = locked.existing.values().map(|c| c.id).collect();
     let cleared: Vec<Cleared> = match existing_ids.is_empty() {
         true => Vec::new(),
@@ -246,11 +254,19 @@ pub async fn write(
         true => before.clone(),
         false => usage(conn, &locked.providers).await?,
     };
-    check_capacity(conn, writes, &locked, &before, &after_delete).await?;
+    check_capacity(writes, &locked, &inventories, &before, &after_delete)?;
     let new_ids = write_consumers(conn, writes, &locked.existing).await?;
     insert_allocations(conn, writes, &locked, &new_ids).await?;
     if !reserved_before.is_empty() {
-        check_reservations(conn, writes, &locked, &before, &reserved_before).await?;
+        check_reservations(
+            conn,
+            writes,
+            &locked,
+            &inventories,
+            &before,
+            &reserved_before,
+        )
+        .await?;
     }
     let bump = providers_to_bump(writes, &locked, &cleared);
     if needed.limits {
@@ -367,14 +383,13 @@ fn check_consumer_generations(
 /// Every amount against its inventory's units and capacity. Missing
 /// inventory lists classes in class id order, as Placement does;
 /// shrinking an already over-committed provider is allowed.
-async fn check_capacity(
-    conn: &mut PgConnection,
+fn check_capacity(
     writes: &[ConsumerWrite],
     locked: &Locked,
-    before: &HashMap<(i64, i32), i64>,
-    after_delete: &HashMap<(i64, i32), i64>,
+    inventories: &Inventories,
+    before: &Usage,
+    after_delete: &Usage,
 ) -> Result<(), AllocError> {
-    let inventories = inventories_of(conn, &locked.providers).await?;
     let key = |rp: &Uuid, rc: &str| (locked.provider_ids[rp], locked.class_ids[rc]);
     let mut requested: HashMap<(i64, i32), i64> = HashMap::new();
     for w in writes {
@@ -524,10 +539,7 @@ fn providers_to_bump(writes: &[ConsumerWrite], locked: &Locked, cleared: &[Clear
     bump
 }
 
-async fn usage(
-    conn: &mut PgConnection,
-    rp_ids: &[i64],
-) -> Result<HashMap<(i64, i32), i64>, sqlx::Error> {
+async fn usage(conn: &mut PgConnection, rp_ids: &[i64]) -> Result<Usage, sqlx::Error> {
     let rows: Vec<(i64, i32, i64)> = crate::db::query_as(
         "SELECT resource_provider_id, resource_class_id, SUM(used)::bigint FROM allocations
          WHERE resource_provider_id = ANY($1) GROUP BY 1, 2",
@@ -538,44 +550,63 @@ async fn usage(
     Ok(rows.into_iter().map(|(rp, rc, n)| ((rp, rc), n)).collect())
 }
 
-async fn inventories_of(
+/// Units used per (provider, class).
+type Usage = HashMap<(i64, i32), i64>;
+
+/// Inventories per (provider, class).
+type Inventories = HashMap<(i64, i32), Inventory>;
+
+/// The locked providers' usage and inventories, in one statement: rows
+/// with a total are inventories, rows with a sum are usage (a class may
+/// be used without inventory, on a provider overcommitted before).
+async fn usage_and_inventories(
     conn: &mut PgConnection,
     rp_ids: &[i64],
-) -> Result<HashMap<(i64, i32), Inventory>, sqlx::Error> {
+) -> Result<(Usage, Inventories), sqlx::Error> {
     #[derive(sqlx::FromRow)]
     struct Row {
         resource_provider_id: i64,
         resource_class_id: i32,
-        total: i32,
+        total: Option<i32>,
         reserved: i32,
         min_unit: i32,
         max_unit: i32,
         step_size: i32,
         allocation_ratio: f64,
+        used: Option<i64>,
     }
     let rows: Vec<Row> = crate::db::query_as(
         "SELECT resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit, step_size,
-                allocation_ratio FROM inventories WHERE resource_provider_id = ANY($1)",
+                allocation_ratio, NULL::bigint AS used
+           FROM inventories WHERE resource_provider_id = ANY($1)
+         UNION ALL
+         SELECT resource_provider_id, resource_class_id, NULL, 0, 0, 0, 0, 0, SUM(used)::bigint
+           FROM allocations WHERE resource_provider_id = ANY($1) GROUP BY 1, 2",
     )
     .bind(rp_ids)
     .fetch_all(conn)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| {
-            (
-                (r.resource_provider_id, r.resource_class_id),
+    let (mut usage, mut inventories) = (Usage::new(), Inventories::new());
+    for r in rows {
+        let key = (r.resource_provider_id, r.resource_class_id);
+        if let Some(used) = r.used {
+            usage.insert(key, used);
+        }
+        if let Some(total) = r.total {
+            inventories.insert(
+                key,
                 Inventory {
-                    total: r.total,
+                    total,
                     reserved: r.reserved,
                     min_unit: r.min_unit,
                     max_unit: r.max_unit,
                     step_size: r.step_size,
                     allocation_ratio: r.allocation_ratio,
                 },
-            )
-        })
-        .collect())
+            );
+        }
+    }
+    Ok((usage, inventories))
 }
 
 /// Deletes all of a consumer's allocations and the consumer; false when it had none.

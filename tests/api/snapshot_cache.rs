@@ -1,0 +1,50 @@
+//! The candidate snapshot each process keeps stays exact: writes reach it
+//! through the change log, and a log pruned past the cached snapshot
+//! makes the next search load everything again.
+
+use crate::common::{uuid, TestApp};
+use serde_json::json;
+
+const QUERY: &str = "/allocation_candidates?resources=VCPU:1";
+
+async fn candidates(t: &TestApp) -> usize {
+    t.get(QUERY, "1.29").await.expect(200).json()["allocation_requests"]
+        .as_array()
+        .map_or(0, Vec::len)
+}
+
+async fn claim(t: &TestApp, rp: &str, vcpu: i64) {
+    t.put(
+        &format!("/allocations/{}", uuid()),
+        "1.29",
+        json!({"allocations": {rp: {"resources": {"VCPU": vcpu}}},
+               "project_id": "p", "user_id": "u", "consumer_generation": null}),
+    )
+    .await
+    .expect(204);
+}
+
+/// A claim after the cache was loaded is seen by the next search, and so
+/// is one whose change-log row was pruned before any search read it.
+#[tokio::test]
+async fn searches_see_claims_even_when_the_change_log_was_pruned() {
+    let t = TestApp::new().await;
+    let (a, b) = (t.create_rp("a").await, t.create_rp("b").await);
+    t.set_inventories(&a, json!({"VCPU": {"total": 2}})).await;
+    t.set_inventories(&b, json!({"VCPU": {"total": 2}})).await;
+    assert_eq!(candidates(&t).await, 2);
+    claim(&t, &a, 2).await;
+    assert_eq!(candidates(&t).await, 1, "the claim reached the cache");
+    // Several searches in a row, after the look at rest found the cache
+    // behind: each is still exact.
+    for _ in 0..10 {
+        assert_eq!(candidates(&t).await, 1);
+    }
+    claim(&t, &b, 2).await;
+    let mut conn = t.pool.acquire().await.unwrap();
+    let pruned = placement::db::candidates::prune_change_log(&mut conn, 0.0)
+        .await
+        .unwrap();
+    assert!(pruned > 0, "the claim's row was pruned");
+    assert_eq!(candidates(&t).await, 0, "a full load saw the pruned claim");
+}
