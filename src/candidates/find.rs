@@ -257,11 +257,11 @@ async fn read_at_rest(
     if priority.low() || !engine.cache.worth_reading_at_rest() {
         return Ok(None);
     }
-    let look = {
+    let mut look = {
         let mut conn = engine.pool.acquire().await?;
         db::look(&mut conn, &names.classes, &names.traits, &names.aggregates).await?
     };
-    let ids = names.resolve(&look)?;
+    let ids = names.resolve(&mut look)?;
     if look.reservations {
         return Ok(None);
     }
@@ -281,8 +281,8 @@ async fn read_at_rest(
 /// for batch work the load filter.
 async fn read_in_snapshot(engine: &Engine<'_>, names: &Names, search: &Search) -> Result<Read> {
     let mut tx = db::begin_snapshot(engine.pool).await?;
-    let look = db::look(&mut tx, &names.classes, &names.traits, &names.aggregates).await?;
-    let ids = names.resolve(&look)?;
+    let mut look = db::look(&mut tx, &names.classes, &names.traits, &names.aggregates).await?;
+    let ids = names.resolve(&mut look)?;
     let snap = engine.cache.current_at(&mut tx, look.snapshot).await?;
     let withheld = if look.reservations {
         fairness::unused_reservations(&mut tx, None, search.project.as_deref()).await?
@@ -343,8 +343,8 @@ impl Names {
     }
 
     /// The names as ids (unknown classes and traits are 400s; unknown
-    /// aggregates simply match nothing).
-    fn resolve(&self, look: &db::Look) -> Result<Ids> {
+    /// aggregates simply match nothing). Takes the look's maps.
+    fn resolve(&self, look: &mut db::Look) -> Result<Ids> {
         if let Some(rc) = self.classes.iter().find(|c| !look.classes.contains_key(*c)) {
             return Err(Error::invalid(format!(
                 "Invalid resource class in resources parameter: No such resource class {rc}."
@@ -363,9 +363,9 @@ impl Names {
             )));
         }
         Ok(Ids {
-            class: look.classes.clone(),
-            trait_: look.traits.clone(),
-            agg: look.aggregates.clone(),
+            class: std::mem::take(&mut look.classes),
+            trait_: std::mem::take(&mut look.traits),
+            agg: std::mem::take(&mut look.aggregates),
         })
     }
 }
