@@ -161,6 +161,18 @@ async fn direct_claims(bases: &[String]) {
     );
 }
 
+/// Units of `class` the provider's usages report.
+async fn used(http: &reqwest::Client, base: &str, rp: impl std::fmt::Display, class: &str) -> i64 {
+    let u: Value = admin(http.get(format!("{base}/resource_providers/{rp}/usages")))
+        .send()
+        .await
+        .expect("usages")
+        .json()
+        .await
+        .expect("usages json");
+    u["usages"][class].as_i64().unwrap_or(0)
+}
+
 /// The middle value.
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
@@ -236,17 +248,7 @@ async fn phase(http: &reqwest::Client, bases: &[String], label: &str, projects: 
     let mut used_total = 0;
     let mut overcommitted = 0;
     for rp in &providers {
-        let u: Value = admin(http.get(format!(
-            "{}/resource_providers/{rp}/usages",
-            bases[bases.len() - 1]
-        )))
-        .send()
-        .await
-        .expect("usages")
-        .json()
-        .await
-        .expect("usages json");
-        let used = u["usages"]["VCPU"].as_i64().unwrap_or(0);
+        let used = used(http, &bases[bases.len() - 1], rp, "VCPU").await;
         used_total += used;
         if used > VCPU_PER_PROVIDER {
             overcommitted += 1;

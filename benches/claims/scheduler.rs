@@ -3,7 +3,7 @@
 //! perfload inventory (32 VCPU, 8 GiB, 8 TiB each), in Placement's order
 //! and with `--randomize-allocation-candidates`.
 
-use super::{admin, start_servers, CLIENTS};
+use super::{admin, start_servers, used, CLIENTS};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -193,17 +193,10 @@ async fn audit(base: &str, providers: &[String], committed: u64) {
     let http = reqwest::Client::new();
     let (mut vcpu, mut over) = (0, 0);
     for rp in providers {
-        let u: Value = admin(http.get(format!("{base}/resource_providers/{rp}/usages")))
-            .send()
-            .await
-            .expect("usages")
-            .json()
-            .await
-            .expect("usages json");
-        let used = u["usages"]["VCPU"].as_i64().unwrap_or(0);
-        let memory = u["usages"]["MEMORY_MB"].as_i64().unwrap_or(0);
-        vcpu += used;
-        over += usize::from(used > 32 || memory > 8192);
+        let cpu = used(&http, base, rp, "VCPU").await;
+        let memory = used(&http, base, rp, "MEMORY_MB").await;
+        vcpu += cpu;
+        over += usize::from(cpu > 32 || memory > 8192);
     }
     println!(
         "scheduler claims check: {committed} committed, {vcpu} VCPU allocated, overcommitted providers {over}"

@@ -2,7 +2,8 @@
 //! other projects' reservations, run inside the write's transaction after
 //! its provider locks (see `db::fairness` for the consumption rule).
 
-use super::{usage, AllocError, Cleared, ConsumerWrite, Inventories, Locked};
+use super::stock::{usage, Inventories};
+use super::{AllocError, Cleared, ConsumerWrite, Locked};
 use crate::db::{fairness, providers};
 use sqlx::PgConnection;
 use std::collections::HashMap;
