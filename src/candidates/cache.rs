@@ -107,3 +107,22 @@ impl SnapshotCache {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A look that finds the cache behind sends the next few searches
+    /// straight to the transaction, and then the look at rest comes back.
+    #[tokio::test]
+    async fn a_cache_found_behind_skips_the_look_at_rest_for_a_while() {
+        let cache = SnapshotCache::default();
+        assert!(cache.worth_reading_at_rest());
+        assert!(cache.exactly_at("10:10:").await.is_none());
+        for _ in 0..SKIP_AFTER_BEHIND {
+            assert!(!cache.worth_reading_at_rest());
+        }
+        assert!(cache.worth_reading_at_rest());
+        assert!(cache.worth_reading_at_rest());
+    }
+}
