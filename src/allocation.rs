@@ -55,7 +55,7 @@ pub async fn write_with_retry(
     let result = with_retries(retries, || {
         attempts += 1;
         async {
-            let mut tx = pool.begin_with(db::BEGIN_WRITE).await?;
+            let mut tx = pool.begin_keyed().await?;
             db::write(&mut tx, writes)
                 .await
                 .map_err(|e| alloc_error(e, put_consumer))?;

@@ -291,6 +291,7 @@ fn spawn_background(
     tokio::spawn(placement::fairness::queue_round::run(
         placement::fairness::queue_round::Leader {
             pool: state.pool.clone(),
+            cache: state.candidates.clone(),
             sessions: sessions.clone(),
             settings: placement::fairness::admission::RoundSettings {
                 record_idle: false,

@@ -71,7 +71,7 @@ impl SnapshotCache {
         let delta = match state.as_ref() {
             None => Delta::Full,
             Some((at, _)) if *at == now => Delta::None,
-            Some((at, _)) => db::delta(conn, at, &now).await?,
+            Some((at, _)) => db::delta(conn, at, Some(&now)).await?,
         };
         match (delta, state.as_mut()) {
             (Delta::None, Some((at, snap))) => {

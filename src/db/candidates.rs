@@ -189,15 +189,20 @@ pub async fn current_snapshot(conn: &mut PgConnection) -> Result<String, sqlx::E
         .await
 }
 
-/// Providers changed by transactions visible in `now` but not in `since`.
+/// Providers changed by transactions visible in `now` (this statement's
+/// own snapshot when None) but not in `since`.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn delta(conn: &mut PgConnection, since: &str, now: &str) -> Result<Delta, sqlx::Error> {
+pub async fn delta(
+    conn: &mut PgConnection,
+    since: &str,
+    now: Option<&str>,
+) -> Result<Delta, sqlx::Error> {
     // One statement: the changes, and a row without a provider when the
     // log was pruned past `since` (then only a full load is exact).
     let rows: Vec<(Option<i64>, bool)> = crate::db::query_as(
         "SELECT provider_id, bool_or(structural) FROM change_log
           WHERE xid >= pg_snapshot_xmin($1::pg_snapshot)
-            AND pg_visible_in_snapshot(xid, $2::pg_snapshot)
+            AND pg_visible_in_snapshot(xid, COALESCE($2::pg_snapshot, pg_current_snapshot()))
             AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
           GROUP BY provider_id
          UNION ALL

@@ -101,6 +101,18 @@ impl Pool {
         self.inner.begin().await
     }
 
+    /// A transaction whose statements each take their rows by key (`=
+    /// ANY($1)` of uuids or ids; an allocation write, a queue submission),
+    /// opened in one round trip. Its statements are planned once per
+    /// connection (a generic plan): a plan for the values at hand is no
+    /// better for them, and PostgreSQL's default would plan most of them
+    /// anew on every call (an array's length changes the estimate), which
+    /// cost a claim more than running them.
+    pub async fn begin_keyed(&self) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+        self.begin_with("BEGIN; SET LOCAL plan_cache_mode = force_generic_plan")
+            .await
+    }
+
     /// A transaction opened by `statement` (a `BEGIN` with its options:
     /// one round trip instead of `BEGIN` then `SET TRANSACTION`).
     pub async fn begin_with(

@@ -6,8 +6,10 @@
 //! `admission_rounds` with its seed, so it can be replayed.
 
 use super::load::{load, Loaded};
+use super::pool::{self as providers, Cached};
 use super::Amounts;
 use crate::allocation::alloc_error;
+use crate::candidates::cache::SnapshotCache;
 use crate::db::allocations::{self as alloc_db, AllocError, ConsumerWrite, GenerationCheck};
 use crate::db::fairness as db;
 use crate::db::Pool;
@@ -170,9 +172,11 @@ impl RoundSettings {
     }
 }
 
-/// Runs one round and commits it (unless `dry_run`).
+/// Runs one round and commits it (unless `dry_run`), placing on the
+/// providers of this process's candidate snapshot.
 pub async fn run(
     pool: &Pool,
+    cache: &SnapshotCache,
     settings: &RoundSettings,
     body: AdmissionPost,
 ) -> Result<AdmissionAnswer> {
@@ -180,8 +184,10 @@ pub async fn run(
     let seed = body.seed.unwrap_or_else(rand::random);
     with_retries(settings.retries, || async {
         let started = std::time::Instant::now();
+        let cached = providers::refresh(pool, cache).await?;
         let mut tx = pool.begin().await?;
-        let (answer, _) = round_in(&mut tx, settings, &body, seed).await?;
+        db::lock_admissions(&mut tx).await?;
+        let (answer, _) = round_in(&mut tx, cached, settings, &body, seed).await?;
         if body.dry_run {
             tx.rollback().await?;
         } else {
@@ -201,17 +207,22 @@ pub async fn run(
 /// `dry_run`) writes the admitted allocations and the round's record.
 /// The caller commits or rolls back; the fair queue's rounds add their
 /// own rows to the same transaction, and read what it left in the view.
+/// The caller holds the admissions lock (`db::lock_admissions`) in `tx`;
+/// `cached` is the provider snapshot refreshed before `tx` opened
+/// (`pool::refresh`).
 pub async fn round_in(
     tx: &mut sqlx::PgConnection,
+    cached: Cached,
     settings: &RoundSettings,
     body: &AdmissionPost,
     seed: u32,
 ) -> Result<(AdmissionAnswer, RoundView)> {
     let started = std::time::Instant::now();
-    db::lock_admissions(tx).await?;
     refuse_existing(tx, body).await?;
+    let snap = providers::as_of_now(tx, cached).await?;
     let loaded = load(
         tx,
+        &snap,
         &body.requests,
         seed,
         &settings.excluded,

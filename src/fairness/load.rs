@@ -1,9 +1,11 @@
-//! Builds an admission round (`sched::admission::Round`) from the
-//! database: the pool's providers in a seeded shuffle, every project that
-//! asks, owns a reservation, has a quota or sits above one of those, the
-//! reservations' unused parts, and the active decline filters.
+//! Builds an admission round (`sched::admission::Round`): the pool's
+//! providers (from the candidate snapshot, see `fairness::pool`) in a
+//! seeded shuffle, every project that asks, owns a reservation, has a
+//! quota or sits above one of those, the reservations' unused parts, and
+//! the active decline filters.
 
 use super::request::AdmissionItem;
+use crate::candidates::snapshot::Snapshot;
 use crate::db::{candidates as pool_db, fairness as db, traits};
 use crate::error::{Error, Result};
 use crate::sched::admission::{self as round, Class, ProjectIx, ProviderIx, Round};
@@ -29,57 +31,95 @@ pub struct Loaded {
     pub projects: Vec<(String, i32)>,
 }
 
-/// Everything a round reads, in the caller's transaction.
+/// The round's classes: names by index (sorted) and the maps to them.
+struct Classes {
+    names: Vec<String>,
+    by_id: HashMap<i32, Class>,
+}
+
+impl Classes {
+    /// The snapshot's classes and the requests' own (400 for a class that
+    /// does not exist; one created since the snapshot's load does).
+    async fn of(conn: &mut PgConnection, snap: &Snapshot, items: &[AdmissionItem]) -> Result<Self> {
+        let asked: Vec<String> = items
+            .iter()
+            .flat_map(|i| i.resources.keys().cloned())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut ids: HashMap<i32, String> = snap
+            .class_names
+            .iter()
+            .map(|(id, n)| (*id, n.clone()))
+            .collect();
+        ids.extend(
+            super::class_ids(conn, &asked)
+                .await?
+                .into_iter()
+                .map(|(n, id)| (id, n)),
+        );
+        let mut names: Vec<String> = ids.values().cloned().collect();
+        names.sort();
+        names.dedup();
+        let mut classes = Classes {
+            names,
+            by_id: HashMap::new(),
+        };
+        let ix = classes.index();
+        let by_id = ids
+            .iter()
+            .filter_map(|(id, n)| ix.get(n.as_str()).map(|&c| (*id, c)))
+            .collect();
+        classes.by_id = by_id;
+        Ok(classes)
+    }
+
+    /// Class indexes by name.
+    fn index(&self) -> HashMap<&str, Class> {
+        self.names
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.as_str(), i))
+            .collect()
+    }
+}
+
+/// Everything a round reads, in the caller's transaction, over the
+/// providers of `snap` (current as of that transaction).
 pub async fn load(
     conn: &mut PgConnection,
+    snap: &Snapshot,
     items: &[AdmissionItem],
     seed: u32,
     excluded: &[String],
     max_steps: u64,
 ) -> Result<Loaded> {
-    let tree = pool_db::provider_rows(conn).await?;
-    let pool_db::NodeData {
-        stock,
-        traits: trait_rows,
-        memberships,
-    } = pool_db::node_data(conn, None).await?;
-    let names = pool_db::class_names(conn).await?;
-    let mut order: Vec<usize> = (0..tree.len()).collect();
+    let mut order: Vec<usize> = (0..snap.nodes.len()).collect();
     order.shuffle(&mut StdRng::seed_from_u64(u64::from(seed)));
     let ix_of_id: HashMap<i64, ProviderIx> = order
         .iter()
         .enumerate()
-        .map(|(ix, &t)| (tree[t].id, ix))
+        .map(|(ix, &t)| (snap.nodes[t].id, ix))
         .collect();
-    let mut classes: Vec<String> = names.values().cloned().collect();
-    classes.sort();
-    let class_ix: HashMap<&str, Class> = classes
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (c.as_str(), i))
-        .collect();
-    let class_of_id: HashMap<i32, Class> = names
-        .iter()
-        .filter_map(|(id, n)| class_ix.get(n.as_str()).map(|&c| (*id, c)))
-        .collect();
-    let (mut providers, totals) = pool(stock, classes.len(), &ix_of_id, &class_of_id);
+    let classes = Classes::of(conn, snap, items).await?;
+    let class_ix = classes.index();
+    let class_of_id = &classes.by_id;
+    let (mut providers, totals) = pool(snap, &order, classes.names.len(), class_of_id);
     let mut projects = Projects::load(conn, items).await?;
-    reservations(conn, &mut providers, &mut projects, &ix_of_id, &class_of_id).await?;
+    reservations(conn, &mut providers, &mut projects, &ix_of_id, class_of_id).await?;
     let rows = PoolRows {
-        tree: &tree,
+        snap,
         order: &order,
-        traits: &trait_rows,
-        aggs: &memberships,
     };
     let request_list = requests(conn, items, &projects, &class_ix, rows).await?;
     let declines = declines(conn, &projects, &ix_of_id, &class_ix).await?;
     let held = projects
-        .holdings(conn, &classes, &class_ix, &class_of_id)
+        .holdings(conn, &classes.names, &class_ix, class_of_id)
         .await?;
-    let excluded = classes.iter().map(|c| excluded.contains(c)).collect();
+    let excluded = classes.names.iter().map(|c| excluded.contains(c)).collect();
     Ok(Loaded {
         round: Round {
-            classes: classes.len(),
+            classes: classes.names.len(),
             totals,
             excluded,
             providers,
@@ -88,47 +128,50 @@ pub async fn load(
             declines,
             max_steps,
         },
-        providers: order.iter().map(|&t| tree[t].uuid).collect(),
-        provider_ids: order.iter().map(|&t| tree[t].id).collect(),
+        providers: order.iter().map(|&t| snap.nodes[t].uuid).collect(),
+        provider_ids: order.iter().map(|&t| snap.nodes[t].id).collect(),
         projects: projects
             .list
             .iter()
             .map(|p| (p.name.clone(), p.id))
             .collect(),
-        classes,
+        classes: classes.names,
     })
 }
 
 /// The pool's inventories as round providers (in round order) and the
 /// DRF totals: Σ capacity per class.
 fn pool(
-    stock: Vec<pool_db::StockRow>,
+    snap: &Snapshot,
+    order: &[usize],
     classes: usize,
-    ix_of_id: &HashMap<i64, ProviderIx>,
     class_of_id: &HashMap<i32, Class>,
 ) -> (Vec<round::Provider>, Vec<f64>) {
-    let empty = round::Provider {
-        stock: vec![None; classes],
-        reservations: Vec::new(),
-    };
-    let mut providers = vec![empty; ix_of_id.len()];
     let mut totals = vec![0.0; classes];
-    for s in stock {
-        let (Some(&p), Some(&c)) = (ix_of_id.get(&s.provider_id), class_of_id.get(&s.class_id))
-        else {
-            continue;
-        };
-        let capacity =
-            crate::types::capacity(s.total.into(), s.reserved.into(), s.allocation_ratio);
-        totals[c] += capacity;
-        providers[p].stock[c] = Some(round::Stock {
-            capacity,
-            used: s.used,
-            min_unit: s.min_unit.into(),
-            max_unit: s.max_unit.into(),
-            step_size: s.step_size.into(),
-        });
-    }
+    let providers = order
+        .iter()
+        .map(|&t| {
+            let mut stock = vec![None; classes];
+            for s in &snap.nodes[t].stock {
+                let Some(&c) = class_of_id.get(&s.class) else {
+                    continue;
+                };
+                let capacity = crate::types::capacity(s.total, s.reserved, s.allocation_ratio);
+                totals[c] += capacity;
+                stock[c] = Some(round::Stock {
+                    capacity,
+                    used: s.used,
+                    min_unit: s.min_unit,
+                    max_unit: s.max_unit,
+                    step_size: s.step_size,
+                });
+            }
+            round::Provider {
+                stock,
+                reservations: Vec::new(),
+            }
+        })
+        .collect();
     (providers, totals)
 }
 
@@ -146,6 +189,10 @@ struct Projects {
     list: Vec<ProjectRow>,
     by_name: HashMap<String, ProjectIx>,
     quotas: Vec<db::QuotaRow>,
+    /// Every reservation (their owners are among the projects).
+    reservations: Vec<db::ReservationRow>,
+    /// The projects with requests in the round.
+    asking: BTreeSet<String>,
 }
 
 impl Projects {
@@ -154,12 +201,13 @@ impl Projects {
     async fn load(conn: &mut PgConnection, items: &[AdmissionItem]) -> Result<Self> {
         let settings = db::all_fairness(conn).await?;
         let quotas = db::all_quotas(conn).await?;
-        let owners = db::all_reservations(conn).await?;
-        let mut names: BTreeSet<String> = items.iter().map(|i| i.project_id.clone()).collect();
+        let reservations = db::all_reservations(conn).await?;
+        let asking: BTreeSet<String> = items.iter().map(|i| i.project_id.clone()).collect();
+        let mut names = asking.clone();
         names.extend(settings.iter().map(|s| s.project_id.clone()));
         names.extend(settings.iter().filter_map(|s| s.parent_project_id.clone()));
         names.extend(quotas.iter().map(|q| q.project_id.clone()));
-        names.extend(owners.iter().map(|o| o.project_external_id.clone()));
+        names.extend(reservations.iter().map(|o| o.project_external_id.clone()));
         let names: Vec<String> = names.into_iter().collect();
         let ids = crate::db::consumers::ensure_projects(conn, &names).await?;
         let mut list = Vec::with_capacity(names.len());
@@ -183,6 +231,8 @@ impl Projects {
             list,
             by_name,
             quotas,
+            reservations,
+            asking,
         })
     }
 
@@ -203,6 +253,25 @@ impl Projects {
             out.push(a);
         }
         out
+    }
+
+    /// The projects whose allocations the DRF sorter compares: those of
+    /// every tree with a project asking in the round (a parent's share
+    /// sums its subtree's). A project of another tree never competes, so
+    /// its allocations are not read (every project that ever had an
+    /// admission has settings, so is in the round's list).
+    fn compared(&self) -> Vec<i32> {
+        let root = |p: ProjectIx| self.lineage(p).last().copied().unwrap_or(p);
+        let trees: BTreeSet<ProjectIx> = self
+            .asking
+            .iter()
+            .filter_map(|name| self.by_name.get(name))
+            .map(|&p| root(p))
+            .collect();
+        (0..self.list.len())
+            .filter(|&p| trees.contains(&root(p)))
+            .map(|p| self.list[p].id)
+            .collect()
     }
 
     /// The sched projects: allocations, consumption, limits, guarantees.
@@ -226,7 +295,7 @@ impl Projects {
             .map(|p| p.id)
             .collect();
         let consumed = db::consumption(conn, &with_quota, None).await?;
-        let allocated = db::project_allocations(conn).await?;
+        let allocated = db::project_allocations(conn, &self.compared()).await?;
         let mut out: Vec<round::Project> = self
             .list
             .iter()
@@ -242,9 +311,10 @@ impl Projects {
                 guarantees: vec![0; n],
             })
             .collect();
+        let ix_of_id: HashMap<i32, ProjectIx> =
+            ids.iter().enumerate().map(|(i, &id)| (id, i)).collect();
         for ((pid, cid), units) in consumed {
-            let (Some(p), Some(c)) = (ids.iter().position(|&x| x == pid), class_of_id.get(&cid))
-            else {
+            let (Some(&p), Some(c)) = (ix_of_id.get(&pid), class_of_id.get(&cid)) else {
                 continue;
             };
             out[p].consumed[*c] = units;
@@ -280,7 +350,7 @@ async fn reservations(
     ix_of_id: &HashMap<i64, ProviderIx>,
     class_of_id: &HashMap<i32, Class>,
 ) -> Result<()> {
-    let rows = db::all_reservations(conn).await?;
+    let rows = std::mem::take(&mut projects.reservations);
     if rows.is_empty() {
         return Ok(());
     }
@@ -320,12 +390,10 @@ async fn reservations(
 /// A request's provider filter: (required traits, member_of).
 type FilterKey = (Vec<String>, Vec<Uuid>);
 
-/// The pool's rows as loaded, with the round's provider order.
+/// The pool's providers with the round's order.
 struct PoolRows<'a> {
-    tree: &'a [pool_db::TreeRow],
+    snap: &'a Snapshot,
     order: &'a [usize],
-    traits: &'a [pool_db::TraitRow],
-    aggs: &'a [pool_db::Membership],
 }
 
 /// The requests as round requests; 400 for unknown classes or traits.
@@ -336,7 +404,7 @@ async fn requests(
     class_ix: &HashMap<&str, Class>,
     pool: PoolRows<'_>,
 ) -> Result<Vec<round::Request>> {
-    let filter = Eligibility::new(conn, items, &pool).await?;
+    let filter = Eligibility::new(conn, items, pool).await?;
     let mut cache: HashMap<FilterKey, Arc<[ProviderIx]>> = HashMap::new();
     items
         .iter()
@@ -373,70 +441,67 @@ async fn requests(
 }
 
 /// Which providers a request's traits and aggregates allow.
-struct Eligibility {
-    /// Per round provider: its trait names, its own and its root's aggregate uuids.
-    traits: Vec<BTreeSet<String>>,
-    aggs: Vec<BTreeSet<Uuid>>,
+struct Eligibility<'a> {
+    pool: PoolRows<'a>,
+    /// Ids of the traits the requests name (all exist).
+    traits: HashMap<String, i32>,
+    /// Ids of the aggregates the requests name (unknown ones are left out).
+    aggs: HashMap<Uuid, i32>,
 }
 
-impl Eligibility {
+impl<'a> Eligibility<'a> {
+    /// 400 for a trait that does not exist.
     async fn new(
         conn: &mut PgConnection,
         items: &[AdmissionItem],
-        pool: &PoolRows<'_>,
+        pool: PoolRows<'a>,
     ) -> Result<Self> {
-        let (tree, order) = (pool.tree, pool.order);
         let wanted = super::trait_names(items.iter().flat_map(|i| &i.required));
-        let missing = traits::resolve(conn, &wanted).await?.missing;
-        if !missing.is_empty() {
+        let resolved = traits::resolve(conn, &wanted).await?;
+        if !resolved.missing.is_empty() {
             return Err(Error::invalid(format!(
                 "No such trait(s): {}.",
-                missing.join(", ")
+                resolved.missing.join(", ")
             )));
         }
-        let agg_uuids = crate::db::aggregates::uuids_by_id(conn).await?;
-        let position: HashMap<i64, usize> = order
+        let named: Vec<Uuid> = items
             .iter()
-            .enumerate()
-            .map(|(ix, &t)| (tree[t].id, ix))
+            .flat_map(|i| i.member_of.iter().copied())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
             .collect();
-        let mut traits_of = vec![BTreeSet::new(); tree.len()];
-        for t in pool.traits {
-            if let Some(&p) = position.get(&t.provider_id) {
-                traits_of[p].insert(t.name.clone());
-            }
-        }
-        let mut own_aggs: HashMap<i64, BTreeSet<Uuid>> = HashMap::new();
-        for m in pool.aggs {
-            if let Some(u) = agg_uuids.get(&m.aggregate_id) {
-                own_aggs.entry(m.provider_id).or_default().insert(*u);
-            }
-        }
-        let mut aggs = vec![BTreeSet::new(); tree.len()];
-        for r in tree {
-            let Some(&p) = position.get(&r.id) else {
-                continue;
-            };
-            for source in [&r.id, &r.root_id] {
-                aggs[p].extend(own_aggs.get(source).into_iter().flatten().copied());
-            }
-        }
+        let aggs = match named.is_empty() {
+            true => HashMap::new(),
+            false => pool_db::aggregate_ids(conn, &named).await?,
+        };
         Ok(Eligibility {
-            traits: traits_of,
+            pool,
+            traits: resolved.found.into_iter().collect(),
             aggs,
         })
     }
 
     /// Providers (round indexes, ascending) with every required trait, no
-    /// forbidden one (`!T`), and in one of the aggregates when named.
+    /// forbidden one (`!T`), and, when aggregates are named, in one of
+    /// them themselves or through their root.
     fn allowed(&self, item: &AdmissionItem) -> Arc<[ProviderIx]> {
-        (0..self.traits.len())
+        let has = |node: &crate::candidates::snapshot::Node, t: &str| {
+            self.traits.get(t).is_some_and(|&id| node.has_trait(id))
+        };
+        let nodes = &self.pool.snap.nodes;
+        (0..self.pool.order.len())
             .filter(|&p| {
+                let node = &nodes[self.pool.order[p]];
+                let root = &nodes[node.root];
                 item.required.iter().all(|t| match t.strip_prefix('!') {
-                    Some(forbidden) => !self.traits[p].contains(forbidden),
-                    None => self.traits[p].contains(t),
+                    Some(forbidden) => !has(node, forbidden),
+                    None => has(node, t),
                 }) && (item.member_of.is_empty()
-                    || item.member_of.iter().any(|a| self.aggs[p].contains(a)))
+                    || item.member_of.iter().any(|a| {
+                        self.aggs
+                            .get(a)
+                            .is_some_and(|&id| node.in_agg(id) || root.in_agg(id))
+                    }))
             })
             .collect()
     }

@@ -9,6 +9,7 @@
 pub mod admission;
 pub mod declines;
 mod load;
+pub mod pool;
 pub mod preemption;
 pub mod projects;
 pub mod queue;

@@ -160,29 +160,25 @@ pub async fn submit(pool: &Pool, post: &QueuePost) -> Result<Vec<QueueView>> {
         )));
     }
     let uuids: Vec<Uuid> = consumers.into_iter().collect();
-    let mut tx = pool.begin().await?;
+    let mut tx = pool.begin_keyed().await?;
     check_names(&mut tx, &items).await?;
-    if let Some(c) = db::live_consumers(&mut tx, &uuids).await?.first() {
+    let taken = db::taken_consumers(&mut tx, &uuids).await?;
+    if let Some((c, _)) = taken.iter().find(|(_, queued)| *queued) {
         return Err(queued_already(*c));
     }
-    if let Some(c) = crate::db::fairness::existing_consumers(&mut tx, &uuids)
-        .await?
-        .first()
-    {
+    if let Some((c, _)) = taken.first() {
         return Err(Error::conflict(format!(
             "Consumer {c} already exists: a queued request creates a new consumer."
         ))
         .code(codes::QUEUE_CONSUMER_EXISTS));
     }
     let rows: Vec<NewQueued> = items.iter().map(|i| new_row(i)).collect();
-    db::insert(&mut tx, &rows)
+    let stored = db::insert(&mut tx, &rows)
         .await
         .map_err(|e| match unique_violation(&e) {
             true => queued_already(rows[0].consumer_uuid),
             false => e.into(),
         })?;
-    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
-    let stored = db::get_many(&mut tx, &ids).await?;
     tx.commit().await.map_err(Error::commit_failed)?;
     Ok(stored.into_iter().map(QueueView::of).collect())
 }
@@ -219,6 +215,9 @@ async fn check_names(conn: &mut sqlx::PgConnection, items: &[&QueueItem]) -> Res
         .collect();
     super::class_ids(conn, &classes).await?;
     let traits = super::trait_names(items.iter().flat_map(|i| &i.required));
+    if traits.is_empty() {
+        return Ok(());
+    }
     let missing = crate::db::traits::resolve(conn, &traits).await?.missing;
     match missing.is_empty() {
         true => Ok(()),

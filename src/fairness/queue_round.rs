@@ -9,6 +9,7 @@
 
 use super::admission::{self, AdmissionItem, AdmissionPost, RoundSettings};
 use super::queue::QueueItem;
+use crate::candidates::cache::SnapshotCache;
 use crate::db::fairness::queue::{self as db, QueuedRow};
 use crate::db::Pool;
 use crate::error::{with_retries, Error, Result};
@@ -57,11 +58,14 @@ pub struct RoundOutcome {
 /// advice; room is held `hold_seconds` for each advised request.
 pub async fn round(
     pool: &Pool,
+    cache: &SnapshotCache,
     settings: &RoundSettings,
     hold_seconds: u64,
 ) -> Result<RoundOutcome> {
     with_retries(settings.retries, || async {
         let started = Instant::now();
+        // Before the transaction: a round never holds two connections.
+        let cached = super::pool::refresh(pool, cache).await?;
         let mut tx = pool.begin().await?;
         crate::db::fairness::lock_admissions(&mut tx).await?;
         let left = db::expire(&mut tx).await? + db::cancel_taken(&mut tx).await?;
@@ -72,7 +76,7 @@ pub async fn round(
         };
         let mut outcome = RoundOutcome::default();
         if !rows.is_empty() {
-            outcome = decide(&mut tx, settings, &rows, hold_seconds).await?;
+            outcome = decide(&mut tx, cached, settings, &rows, hold_seconds).await?;
         }
         // Holds end with their request (admitted, cancelled, expired) or
         // their time; the ones just made belong to pending requests.
@@ -93,6 +97,7 @@ pub async fn round(
 /// Runs the admission round over `rows` and records each decision.
 async fn decide(
     tx: &mut sqlx::PgConnection,
+    cached: super::pool::Cached,
     settings: &RoundSettings,
     rows: &[(QueuedRow, QueueItem)],
     hold_seconds: u64,
@@ -105,7 +110,7 @@ async fn decide(
             .map(|(row, item)| as_admission(row, item))
             .collect(),
     };
-    let (answer, view) = admission::round_in(tx, settings, &body, rand::random()).await?;
+    let (answer, view) = admission::round_in(tx, cached, settings, &body, rand::random()).await?;
     let (mut admitted, mut placed, mut deferred, mut reasons) = (vec![], vec![], vec![], vec![]);
     let submitted: std::collections::HashMap<Uuid, &QueuedRow> =
         rows.iter().map(|(r, _)| (r.id, r)).collect();
@@ -204,6 +209,8 @@ async fn drop_invalid(
 pub struct Leader {
     /// The database.
     pub pool: Pool,
+    /// This process's provider snapshot, which rounds place on.
+    pub cache: Arc<SnapshotCache>,
     /// Connections with sessions of their own (the lock and the listener).
     pub sessions: sqlx::PgPool,
     /// The round's limits.
@@ -285,7 +292,14 @@ async fn keep_or_take_lead(session: &mut sqlx::postgres::PgListener, leads: bool
 }
 
 async fn lead_one(leader: &Leader) {
-    match round(&leader.pool, &leader.settings, leader.hold_seconds).await {
+    match round(
+        &leader.pool,
+        &leader.cache,
+        &leader.settings,
+        leader.hold_seconds,
+    )
+    .await
+    {
         Ok(o) => {
             tracing::debug!(
                 admitted = o.admitted,

@@ -56,8 +56,7 @@ pub async fn shares(pool: &Pool, excluded: &[String]) -> Result<Shares> {
         .collect();
     let settings = db::all_fairness(&mut tx).await?;
     let quotas = db::all_quotas(&mut tx).await?;
-    let allocations = db::project_allocations(&mut tx).await?;
-    let mut projects: BTreeSet<String> = allocations.iter().map(|a| a.0.clone()).collect();
+    let mut projects: BTreeSet<String> = db::projects_holding(&mut tx).await?.into_iter().collect();
     projects.extend(settings.iter().map(|s| s.project_id.clone()));
     projects.extend(quotas.iter().map(|q| q.project_id.clone()));
     let projects: Vec<String> = projects.into_iter().collect();

@@ -57,7 +57,12 @@ pub async fn start_on_port(database_url: &str, label: &str, extra: &[&str], port
         .args(extra)
         .env("DATABASE_URL", database_url)
         .env("PLACEMENT_DB_MAX_CONNECTIONS", "10")
-        .env("RUST_LOG", "warn")
+        // TESTKIT_RUST_LOG: a bench's servers log more (their log files
+        // are in the temporary directory, named by label and port).
+        .env(
+            "RUST_LOG",
+            std::env::var("TESTKIT_RUST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdin(Stdio::null())
         .stdout(out.try_clone().unwrap())
         .stderr(out)

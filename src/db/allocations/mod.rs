@@ -175,14 +175,6 @@ pub enum AllocError {
     Db(#[from] sqlx::Error),
 }
 
-/// Opens an allocation write's transaction, in one round trip. Its
-/// statements are planned once per connection (a generic plan): each
-/// takes its rows by key (`= ANY($1)` of uuids or ids), so a plan for
-/// the values at hand is no better, and PostgreSQL's default would plan
-/// most of them anew on every claim (an array's length changes the
-/// estimate), which cost a claim more than running them.
-pub const BEGIN_WRITE: &str = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan";
-
 /// (project, user, consumer type) names of a write.
 type OwnerKey<'a> = (&'a str, &'a str, Option<&'a str>);
 

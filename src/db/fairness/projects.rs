@@ -182,16 +182,36 @@ pub async fn subtrees(
     Ok(out)
 }
 
-/// Allocations of every project's own consumers: (external id, class id, units).
+/// The projects whose own consumers hold allocations (external ids).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn projects_holding(conn: &mut PgConnection) -> Result<Vec<String>, sqlx::Error> {
+    crate::db::query_scalar(
+        "SELECT p.external_id FROM projects p
+          WHERE EXISTS (SELECT 1 FROM project_allocations pa WHERE pa.project_id = p.id AND pa.used > 0)
+          ORDER BY 1",
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Allocations of these projects' own consumers: (external id, class id, units).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn project_allocations(
     conn: &mut PgConnection,
+    projects: &[i32],
 ) -> Result<Vec<(String, i32, i64)>, sqlx::Error> {
     crate::db::query_as(
-        "SELECT p.external_id, pa.resource_class_id, SUM(pa.used)::bigint
-           FROM project_allocations pa JOIN projects p ON p.id = pa.project_id
-          GROUP BY 1, 2 HAVING SUM(pa.used) > 0 ORDER BY 1, 2",
+        // Per project through its key (a lateral join): a plan for the
+        // whole array could choose to scan every project's rows.
+        "SELECT p.external_id, s.resource_class_id, s.used
+           FROM unnest($1::int[]) AS x(id) JOIN projects p ON p.id = x.id
+           CROSS JOIN LATERAL (
+               SELECT pa.resource_class_id, SUM(pa.used)::bigint AS used
+                 FROM project_allocations pa WHERE pa.project_id = x.id
+                GROUP BY 1 HAVING SUM(pa.used) > 0) s
+          ORDER BY 1, 2",
     )
+    .bind(projects)
     .fetch_all(conn)
     .await
 }

@@ -69,22 +69,37 @@ const COLUMNS: &str = "q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.
         AS position_in_project,
     now() AS now";
 
-/// Stores requests in submission order; a consumer already live in the
-/// queue fails the statement (unique violation).
+/// Stores requests in submission order and returns them as stored; a
+/// consumer already live in the queue fails the statement (unique
+/// violation). One statement: the new rows are not visible to its own
+/// count, so a row's position is the project's pending requests before
+/// the statement plus its place among the project's new ones.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn insert(conn: &mut PgConnection, rows: &[NewQueued]) -> Result<(), sqlx::Error> {
+pub async fn insert(
+    conn: &mut PgConnection,
+    rows: &[NewQueued],
+) -> Result<Vec<QueuedRow>, sqlx::Error> {
     let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
     let consumers: Vec<Uuid> = rows.iter().map(|r| r.consumer_uuid).collect();
     let projects: Vec<&str> = rows.iter().map(|r| r.project_id.as_str()).collect();
     let users: Vec<&str> = rows.iter().map(|r| r.user_id.as_str()).collect();
     let requests: Vec<&serde_json::Value> = rows.iter().map(|r| &r.request).collect();
     let expires: Vec<Option<f64>> = rows.iter().map(|r| r.expires_in).collect();
-    crate::db::query(
-        "INSERT INTO queue_requests (id, consumer_uuid, project_id, user_id, request, expires_at)
-         SELECT id, c, p, u, r, now() + make_interval(secs => e)
-         FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::float8[])
-              WITH ORDINALITY AS t(id, c, p, u, r, e, n)
-         ORDER BY n",
+    crate::db::query_as(
+        "WITH q AS (
+            INSERT INTO queue_requests (id, consumer_uuid, project_id, user_id, request, expires_at)
+            SELECT id, c, p, u, r, now() + make_interval(secs => e)
+              FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::float8[])
+                   WITH ORDINALITY AS t(id, c, p, u, r, e, n)
+             ORDER BY n
+            RETURNING *)
+         SELECT q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.request, q.state,
+                q.reason, q.round_id, q.allocations, q.submitted_at, q.expires_at, q.decided_at,
+                (SELECT count(*) FROM queue_requests o
+                  WHERE o.state = 'pending' AND o.project_id = q.project_id)
+                + row_number() OVER (PARTITION BY q.project_id ORDER BY q.seq) AS position_in_project,
+                now() AS now
+           FROM q ORDER BY q.seq",
     )
     .bind(&ids)
     .bind(&consumers)
@@ -92,20 +107,23 @@ pub async fn insert(conn: &mut PgConnection, rows: &[NewQueued]) -> Result<(), s
     .bind(&users)
     .bind(&requests)
     .bind(&expires)
-    .execute(conn)
-    .await?;
-    Ok(())
+    .fetch_all(conn)
+    .await
 }
 
-/// Consumers among `uuids` that are live in the queue.
+/// Consumers among `uuids` that are live in the queue (`true`), then
+/// those that are consumers already (`false`), each in uuid order.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn live_consumers(
+pub async fn taken_consumers(
     conn: &mut PgConnection,
     uuids: &[Uuid],
-) -> Result<Vec<Uuid>, sqlx::Error> {
-    crate::db::query_scalar(
-        "SELECT consumer_uuid FROM queue_requests
-         WHERE consumer_uuid = ANY($1) AND state IN ('pending', 'admitted') ORDER BY 1",
+) -> Result<Vec<(Uuid, bool)>, sqlx::Error> {
+    crate::db::query_as(
+        "SELECT consumer_uuid, true FROM queue_requests
+          WHERE consumer_uuid = ANY($1) AND state IN ('pending', 'admitted')
+         UNION ALL
+         SELECT uuid, false FROM consumers WHERE uuid = ANY($1)
+         ORDER BY 2 DESC, 1",
     )
     .bind(uuids)
     .fetch_all(conn)
@@ -120,20 +138,6 @@ pub async fn get(conn: &mut PgConnection, id: Uuid) -> Result<Option<QueuedRow>,
     )))
     .bind(id)
     .fetch_optional(conn)
-    .await
-}
-
-/// Requests by id, in submission order.
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn get_many(
-    conn: &mut PgConnection,
-    ids: &[Uuid],
-) -> Result<Vec<QueuedRow>, sqlx::Error> {
-    crate::db::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM queue_requests q WHERE q.id = ANY($1) ORDER BY q.seq"
-    )))
-    .bind(ids)
-    .fetch_all(conn)
     .await
 }
 
