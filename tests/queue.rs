@@ -543,3 +543,54 @@ async fn without_a_guarantee_shares_converge_as_work_ends() {
         "A {a}, B {b}: not 1:2"
     );
 }
+
+/// One `POST /admissions` request of `vcpu` for project P on `server`;
+/// its decision.
+async fn admit_once(c: &Cluster, server: usize, vcpu: i64, dry_run: bool) -> Value {
+    let mut item = request_body("P", vcpu);
+    item["id"] = json!("r");
+    let body = json!({"dry_run": dry_run, "requests": [item]});
+    let (status, v) = send(c, server, Method::POST, "/admissions", Some(body)).await;
+    assert_eq!(status, 200, "{v}");
+    v["decisions"][0].clone()
+}
+
+/// Rounds place on their process's cached providers: what another
+/// process wrote since that cache was read is seen at once, whether it
+/// took room (no overcommit) or freed it (no room refused).
+#[tokio::test]
+async fn a_round_sees_what_another_process_wrote_since_its_cache_was_read() {
+    let c = Cluster::new("queue-cache", MV).await;
+    let rp = c.provider("cn1", json!({"VCPU": {"total": 4}})).await;
+    // Server 1's cache now holds the provider empty.
+    assert_eq!(admit_once(&c, 1, 4, true).await["decision"], "admitted");
+    let consumer = uuid::Uuid::new_v4();
+    let (status, v) = send(
+        &c,
+        0,
+        Method::PUT,
+        &format!("/allocations/{consumer}"),
+        Some(json!({"allocations": {&rp: {"resources": {"VCPU": 3}}},
+                    "project_id": "other", "user_id": "u", "consumer_generation": null,
+                    "consumer_type": "INSTANCE"})),
+    )
+    .await;
+    assert_eq!(status, 204, "{v}");
+    let refused = admit_once(&c, 1, 2, false).await;
+    assert_eq!(refused["decision"], "deferred", "{refused}");
+    assert_eq!(refused["reason"], "no_capacity", "{refused}");
+    assert_eq!(admit_once(&c, 1, 1, false).await["decision"], "admitted");
+    let usages = c.json(0, &format!("/resource_providers/{rp}/usages")).await;
+    assert_eq!(usages["usages"]["VCPU"], 4, "{usages}");
+    // Freed through server 0: server 1's next round uses the room.
+    let (status, _) = send(
+        &c,
+        0,
+        Method::DELETE,
+        &format!("/allocations/{consumer}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 204);
+    assert_eq!(admit_once(&c, 1, 3, false).await["decision"], "admitted");
+}

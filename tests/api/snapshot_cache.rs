@@ -1,6 +1,7 @@
 //! The candidate snapshot each process keeps stays exact: writes reach it
 //! through the change log, and a log pruned past the cached snapshot
-//! makes the next search load everything again.
+//! makes the next search load everything again. Admission rounds place on
+//! the same cache, with the providers changed since read again.
 
 use crate::common::{uuid, TestApp};
 use serde_json::json;
@@ -47,4 +48,34 @@ async fn searches_see_claims_even_when_the_change_log_was_pruned() {
         .unwrap();
     assert!(pruned > 0, "the claim's row was pruned");
     assert_eq!(candidates(&t).await, 0, "a full load saw the pruned claim");
+}
+
+/// An admission round places on the cache as refreshed before its
+/// transaction opened; inside it, the providers changed since are read
+/// again, into the round's own copy (the cache keeps its snapshot).
+#[tokio::test]
+async fn a_round_reads_again_the_providers_changed_after_its_cache() {
+    use placement::candidates::cache::SnapshotCache;
+    use placement::fairness::pool;
+    let t = TestApp::new().await;
+    let (a, b) = (t.create_rp("a").await, t.create_rp("b").await);
+    t.set_inventories(&a, json!({"VCPU": {"total": 2}})).await;
+    t.set_inventories(&b, json!({"VCPU": {"total": 2}})).await;
+    let db = placement::db::Pool::new(t.pool.clone());
+    let cache = SnapshotCache::default();
+    let cached = pool::refresh(&db, &cache).await.unwrap();
+    claim(&t, &a, 2).await;
+    let mut tx = db.begin().await.unwrap();
+    let snap = pool::as_of_now(&mut tx, cached).await.unwrap();
+    let used = |snap: &placement::candidates::snapshot::Snapshot, rp: &str| {
+        let i = snap.by_uuid(&rp.parse().unwrap()).unwrap();
+        snap.nodes[i].stock.iter().map(|s| s.used).sum::<i64>()
+    };
+    assert_eq!(used(&snap, &a), 2, "the claim after the refresh is seen");
+    assert_eq!(used(&snap, &b), 0);
+    tx.rollback().await.unwrap();
+    // The cache itself is untouched until its next refresh, which sees it.
+    let again = pool::refresh(&db, &cache).await.unwrap();
+    let mut tx = db.begin().await.unwrap();
+    assert_eq!(used(&pool::as_of_now(&mut tx, again).await.unwrap(), &a), 2);
 }
