@@ -232,6 +232,14 @@ async fn large_queue(http: &reqwest::Client, pending: usize, providers_wanted: u
         rps.len(),
         (after.1 - before.1) * 1e3
     );
+    // Its phases, when the server logs them (TESTKIT_RUST_LOG=warn,placement::fairness=debug).
+    for line in server
+        .log()
+        .lines()
+        .filter(|l| l.contains("admission round decided"))
+    {
+        println!("  {line}");
+    }
     drop(server);
     common::drop_database(&admin_url, &db);
 }
