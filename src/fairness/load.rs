@@ -4,9 +4,10 @@
 //! quota or sits above one of those, the reservations' unused parts, and
 //! the active decline filters.
 
+use super::eligibility::{Eligibility, PoolRows};
 use super::request::AdmissionItem;
 use crate::candidates::snapshot::Snapshot;
-use crate::db::{candidates as pool_db, fairness as db, traits};
+use crate::db::fairness as db;
 use crate::error::{Error, Result};
 use crate::sched::admission::{self as round, Class, ProjectIx, ProviderIx, Round};
 use rand::rngs::StdRng;
@@ -390,12 +391,6 @@ async fn reservations(
 /// A request's provider filter: (required traits, member_of).
 type FilterKey = (Vec<String>, Vec<Uuid>);
 
-/// The pool's providers with the round's order.
-struct PoolRows<'a> {
-    snap: &'a Snapshot,
-    order: &'a [usize],
-}
-
 /// The requests as round requests; 400 for unknown classes or traits.
 async fn requests(
     conn: &mut PgConnection,
@@ -438,73 +433,6 @@ async fn requests(
             })
         })
         .collect()
-}
-
-/// Which providers a request's traits and aggregates allow.
-struct Eligibility<'a> {
-    pool: PoolRows<'a>,
-    /// Ids of the traits the requests name (all exist).
-    traits: HashMap<String, i32>,
-    /// Ids of the aggregates the requests name (unknown ones are left out).
-    aggs: HashMap<Uuid, i32>,
-}
-
-impl<'a> Eligibility<'a> {
-    /// 400 for a trait that does not exist.
-    async fn new(
-        conn: &mut PgConnection,
-        items: &[AdmissionItem],
-        pool: PoolRows<'a>,
-    ) -> Result<Self> {
-        let wanted = super::trait_names(items.iter().flat_map(|i| &i.required));
-        let resolved = traits::resolve(conn, &wanted).await?;
-        if !resolved.missing.is_empty() {
-            return Err(Error::invalid(format!(
-                "No such trait(s): {}.",
-                resolved.missing.join(", ")
-            )));
-        }
-        let named: Vec<Uuid> = items
-            .iter()
-            .flat_map(|i| i.member_of.iter().copied())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let aggs = match named.is_empty() {
-            true => HashMap::new(),
-            false => pool_db::aggregate_ids(conn, &named).await?,
-        };
-        Ok(Eligibility {
-            pool,
-            traits: resolved.found.into_iter().collect(),
-            aggs,
-        })
-    }
-
-    /// Providers (round indexes, ascending) with every required trait, no
-    /// forbidden one (`!T`), and, when aggregates are named, in one of
-    /// them themselves or through their root.
-    fn allowed(&self, item: &AdmissionItem) -> Arc<[ProviderIx]> {
-        let has = |node: &crate::candidates::snapshot::Node, t: &str| {
-            self.traits.get(t).is_some_and(|&id| node.has_trait(id))
-        };
-        let nodes = &self.pool.snap.nodes;
-        (0..self.pool.order.len())
-            .filter(|&p| {
-                let node = &nodes[self.pool.order[p]];
-                let root = &nodes[node.root];
-                item.required.iter().all(|t| match t.strip_prefix('!') {
-                    Some(forbidden) => !has(node, forbidden),
-                    None => has(node, t),
-                }) && (item.member_of.is_empty()
-                    || item.member_of.iter().any(|a| {
-                        self.aggs
-                            .get(a)
-                            .is_some_and(|&id| node.in_agg(id) || root.in_agg(id))
-                    }))
-            })
-            .collect()
-    }
 }
 
 /// Active decline filters as round filters (unknown classes never match).

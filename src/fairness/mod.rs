@@ -8,6 +8,7 @@
 
 pub mod admission;
 pub mod declines;
+mod eligibility;
 mod load;
 pub mod pool;
 pub mod preemption;
