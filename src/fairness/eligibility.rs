@@ -8,7 +8,7 @@ use crate::db::{candidates as pool_db, traits};
 use crate::error::{Error, Result};
 use crate::sched::admission::ProviderIx;
 use sqlx::PgConnection;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -44,12 +44,8 @@ impl<'a> Eligibility<'a> {
                 resolved.missing.join(", ")
             )));
         }
-        let named: Vec<Uuid> = items
-            .iter()
-            .flat_map(|i| i.member_of.iter().copied())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let named: Vec<Uuid> =
+            super::sorted_distinct(items.iter().flat_map(|i| i.member_of.iter().copied()));
         let aggs = match named.is_empty() {
             true => HashMap::new(),
             false => pool_db::aggregate_ids(conn, &named).await?,

@@ -42,12 +42,7 @@ impl Classes {
     /// The snapshot's classes and the requests' own (400 for a class that
     /// does not exist; one created since the snapshot's load does).
     async fn of(conn: &mut PgConnection, snap: &Snapshot, items: &[AdmissionItem]) -> Result<Self> {
-        let asked: Vec<String> = items
-            .iter()
-            .flat_map(|i| i.resources.keys().cloned())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let asked = super::sorted_distinct(items.iter().flat_map(|i| i.resources.keys().cloned()));
         let mut ids: HashMap<i32, String> = snap
             .class_names
             .iter()

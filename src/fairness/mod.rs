@@ -43,9 +43,18 @@ pub async fn project_row(conn: &mut PgConnection, project: &str) -> Result<i32> 
 /// The distinct trait names a set of `required` lists names, without the
 /// `!` of a forbidden one, sorted.
 pub fn trait_names<'a>(required: impl IntoIterator<Item = &'a String>) -> Vec<String> {
-    required
+    sorted_distinct(
+        required
+            .into_iter()
+            .map(|t| t.trim_start_matches('!').to_string()),
+    )
+}
+
+/// The distinct values, sorted: the key lists a round reads ids for, so
+/// each id is asked once and in the same order by every round.
+pub fn sorted_distinct<T: Ord>(values: impl IntoIterator<Item = T>) -> Vec<T> {
+    values
         .into_iter()
-        .map(|t| t.trim_start_matches('!').to_string())
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect()

@@ -91,12 +91,11 @@ pub async fn advise(
     // Class and project ids of every advised request, read once.
     let advised: Vec<&(QueuedRow, QueueItem)> =
         advice.iter().map(|a| &rows[waiting[a.ask]]).collect();
-    let classes: Vec<String> = advised
-        .iter()
-        .flat_map(|(_, item)| item.resources.keys().cloned())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let classes = super::sorted_distinct(
+        advised
+            .iter()
+            .flat_map(|(_, item)| item.resources.keys().cloned()),
+    );
     let class_id = super::class_ids(tx, &classes).await?;
     let projects: Vec<String> = advised
         .iter()

@@ -207,12 +207,7 @@ fn unique_violation(e: &sqlx::Error) -> bool {
 
 /// 400 naming the first class or trait that does not exist.
 async fn check_names(conn: &mut sqlx::PgConnection, items: &[&QueueItem]) -> Result<()> {
-    let classes: Vec<String> = items
-        .iter()
-        .flat_map(|i| i.resources.keys().cloned())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let classes = super::sorted_distinct(items.iter().flat_map(|i| i.resources.keys().cloned()));
     super::class_ids(conn, &classes).await?;
     let traits = super::trait_names(items.iter().flat_map(|i| &i.required));
     if traits.is_empty() {
