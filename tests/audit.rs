@@ -120,6 +120,44 @@ async fn audit_finds_each_kind_of_problem() {
         "cpu_bind": true, "volumes": ["AUTO:/data:rw:600"], "project_id": "p1", "user_id": "u1"}),
     )
     .await;
+    // A provider whose allocations are gone may be deleted; its per-project
+    // totals (zero) go with it, or the audit below finds them dangling.
+    let gone = call(
+        b,
+        reqwest::Method::POST,
+        "/resource_providers",
+        json!({"name": "gone"}),
+    )
+    .await["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    call(
+        b,
+        reqwest::Method::PUT,
+        &format!("/resource_providers/{gone}/inventories"),
+        json!({"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}}),
+    )
+    .await;
+    let brief = uuid::Uuid::new_v4();
+    call(
+        b,
+        reqwest::Method::PUT,
+        &format!("/allocations/{brief}"),
+        json!({
+        "allocations": {&gone: {"resources": {"VCPU": 1}}},
+        "project_id": "p2", "user_id": "u1", "consumer_generation": null, "consumer_type": "INSTANCE"}),
+    )
+    .await;
+    let del = reqwest::Method::DELETE;
+    call(
+        b,
+        del.clone(),
+        &format!("/allocations/{brief}"),
+        json!(null),
+    )
+    .await;
+    call(b, del, &format!("/resource_providers/{gone}"), json!(null)).await;
     drop(server);
 
     let (code, report, err) = audit(&url);
@@ -152,10 +190,15 @@ async fn audit_finds_each_kind_of_problem() {
         ),
         ("UPDATE project_allocations SET used = used + 1", "project_totals_drift"),
         (
+            "INSERT INTO project_allocations (project_id, resource_provider_id, resource_class_id, used) \
+             SELECT MIN(id), -1, 0, 0 FROM projects",
+            "dangling_reference",
+        ),
+        (
             "UPDATE allocations SET resource_class_id = 99999 WHERE id = (SELECT MIN(id) FROM allocations)",
             "dangling_reference",
         ),
-        ("ALTER TABLE allocations DISABLE TRIGGER allocations_log_ins", "change_log"),
+        ("ALTER TABLE allocations DISABLE TRIGGER allocations_changed_ins", "change_log"),
     ] {
         sql(corruption).execute(&pool).await.expect(corruption);
         let (code, report, err) = audit(&url);
@@ -169,7 +212,7 @@ async fn audit_finds_each_kind_of_problem() {
         .expect("audit");
     let text = String::from_utf8_lossy(&human.stdout);
     assert!(
-        text.contains("trigger allocations_log_ins on allocations is disabled"),
+        text.contains("trigger allocations_changed_ins on allocations is disabled"),
         "{text}"
     );
     assert!(text.trim_end().ends_with("problem(s) found"), "{text}");

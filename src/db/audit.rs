@@ -19,15 +19,14 @@ const TRIGGERS: &[(&str, &str)] = &[
     ("inventories", "inventories_log_ins"),
     ("inventories", "inventories_log_upd"),
     ("inventories", "inventories_log_del"),
-    ("allocations", "allocations_log_ins"),
-    ("allocations", "allocations_log_upd"),
-    ("allocations", "allocations_log_del"),
+    ("allocations", "allocations_changed_ins"),
+    ("allocations", "allocations_changed_upd"),
+    ("allocations", "allocations_changed_del"),
+    ("resource_providers", "resource_providers_drop_totals"),
     ("resource_provider_traits", "rp_traits_log_ins"),
     ("resource_provider_traits", "rp_traits_log_del"),
     ("resource_provider_aggregates", "rp_aggs_log_ins"),
     ("resource_provider_aggregates", "rp_aggs_log_del"),
-    ("allocations", "allocations_project_insert"),
-    ("allocations", "allocations_project_delete"),
     ("provider_colocation", "provider_colocation_log_ins"),
     ("provider_colocation", "provider_colocation_log_upd"),
     ("node_volumes", "node_volumes_log_ins"),
@@ -180,6 +179,15 @@ const DANGLING: &str = "
       LEFT JOIN consumers c ON c.id = held.consumer_id
       LEFT JOIN resource_providers rp ON rp.id = held.resource_provider_id
      WHERE c.id IS NULL OR rp.id IS NULL
+    UNION ALL
+    SELECT format('totals of project id %s on provider id %s class id %s: %s', pa.project_id,
+                  pa.resource_provider_id, pa.resource_class_id, concat_ws(', ',
+                  CASE WHEN p.id IS NULL THEN 'the project is missing' END,
+                  CASE WHEN rp.id IS NULL THEN 'the provider is missing' END))
+      FROM project_allocations pa
+      LEFT JOIN projects p ON p.id = pa.project_id
+      LEFT JOIN resource_providers rp ON rp.id = pa.resource_provider_id
+     WHERE p.id IS NULL OR rp.id IS NULL
      ORDER BY 1";
 
 /// The per-project totals the allocation triggers keep, against the rows.
