@@ -151,7 +151,18 @@ async fn main() {
         println!("  {line}");
     }
     idle_queue(&http, &server.base).await;
+    let logged = server.log().lines().count();
     sustained_queue(&http, &server.base).await;
+    // Its rounds' phases, when the server logs them
+    // (TESTKIT_RUST_LOG=warn,placement::fairness=debug).
+    for line in server
+        .log()
+        .lines()
+        .skip(logged)
+        .filter(|l| l.contains("admission round decided") || l.contains("queue round"))
+    {
+        println!("  {line}");
+    }
     drop(server);
     common::drop_database(&admin_url, &db);
     let pending: usize = std::env::var("BENCH_QUEUE_PENDING")
@@ -236,7 +247,7 @@ async fn large_queue(http: &reqwest::Client, pending: usize, providers_wanted: u
     for line in server
         .log()
         .lines()
-        .filter(|l| l.contains("admission round decided"))
+        .filter(|l| l.contains("admission round decided") || l.contains("queue round"))
     {
         println!("  {line}");
     }

@@ -344,7 +344,8 @@ async fn shutdown() {
 
 /// Every minute (and at start): keeps the candidates change log short
 /// (entries older than ten minutes go; a cache that far behind reloads in
-/// full), and drops admission rounds past their retention (0: kept).
+/// full), drops the queue's reasons of requests no longer pending, and
+/// drops admission rounds past their retention (0: kept).
 async fn housekeeping(pool: sqlx::PgPool, round_retention: u64) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
     loop {
@@ -352,6 +353,7 @@ async fn housekeeping(pool: sqlx::PgPool, round_retention: u64) {
         let pruned = async {
             let mut tx = pool.begin().await?;
             db::candidates::prune_change_log(&mut tx, 600.0).await?;
+            db::fairness::queue::prune_reasons(&mut tx).await?;
             let rounds = match round_retention {
                 0 => 0,
                 retention => {

@@ -7,6 +7,7 @@
 use placement_testkit::cluster::Cluster;
 use reqwest::Method;
 use serde_json::{json, Value};
+use sqlx::Connection;
 use std::time::{Duration, Instant};
 
 const MV: &str = "1.39";
@@ -96,6 +97,22 @@ async fn queued_requests_are_admitted_by_rounds_and_wait_with_reasons() {
     assert_eq!(status, 204);
     let done = await_state(&c, 1, &id2, |v| v["state"] == "admitted").await;
     assert_eq!(done["allocations"][&rp]["resources"]["VCPU"], 2);
+    assert_eq!(done["reason"], Value::Null, "{done}");
+
+    // A request that waits keeps its reason through housekeeping; the
+    // reasons of requests that left `pending` go.
+    let third = queue(&c, 0, request_body("A", 4)).await;
+    let id3 = third["id"].as_str().unwrap().to_string();
+    await_state(&c, 0, &id3, |v| v["reason"] == "no_capacity").await;
+    let mut conn = sqlx::PgConnection::connect(&c.database_url())
+        .await
+        .expect("connect");
+    let pruned = placement::db::fairness::queue::prune_reasons(&mut conn)
+        .await
+        .expect("prune reasons");
+    assert_eq!(pruned, 1, "the admitted request's reason");
+    let kept = c.json(1, &format!("/queue/{id3}")).await;
+    assert_eq!(kept["reason"], "no_capacity", "{kept}");
 }
 
 #[tokio::test]

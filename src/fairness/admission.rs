@@ -260,7 +260,8 @@ pub async fn round_in(
     Ok((answer, view))
 }
 
-fn ms(since: std::time::Instant) -> f64 {
+/// Milliseconds since `since`, for the rounds' debug lines.
+pub(super) fn ms(since: std::time::Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1e3
 }
 

@@ -270,6 +270,7 @@ pub async fn list(pool: &Pool, filter: &ListFilter) -> Result<Vec<QueueView>> {
 /// Cancels a pending request; 409 once it left `pending`.
 pub async fn cancel(pool: &Pool, id: Uuid) -> Result<()> {
     let mut tx = pool.begin().await?;
+    crate::db::fairness::lock_admissions_shared(&mut tx).await?;
     if !db::cancel(&mut tx, id).await? {
         let state = db::get(&mut tx, id).await?.map(|r| r.state);
         return Err(match state {

@@ -7,12 +7,13 @@
 //! deleted while requests wait (NOTIFY from triggers). Every process
 //! listens for `decided`, so a long poll in any process wakes at once.
 
-use super::admission::{self, AdmissionItem, AdmissionPost, RoundSettings};
+use super::admission::{self, ms, AdmissionItem, AdmissionPost, RoundSettings};
 use super::queue::QueueItem;
 use crate::candidates::cache::SnapshotCache;
 use crate::db::fairness::queue::{self as db, QueuedRow};
 use crate::db::Pool;
 use crate::error::{with_retries, Error, Result};
+use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -66,18 +67,22 @@ pub async fn round(
         let started = Instant::now();
         // Before the transaction: a round never holds two connections.
         let cached = super::pool::refresh(pool, cache).await?;
+        let refreshed_ms = ms(started);
         let mut tx = pool.begin().await?;
         crate::db::fairness::lock_admissions(&mut tx).await?;
         let left = db::expire(&mut tx).await? + db::cancel_taken(&mut tx).await?;
         let rows = db::pending(&mut tx).await?;
+        let read_ms = ms(started);
         let rows = match rows.is_empty() {
             true => Vec::new(),
             false => drop_invalid(&mut tx, rows).await?,
         };
+        let valid_ms = ms(started);
         let mut outcome = RoundOutcome::default();
         if !rows.is_empty() {
             outcome = decide(&mut tx, cached, settings, &rows, hold_seconds).await?;
         }
+        let decided_ms = ms(started);
         // Holds end with their request (admitted, cancelled, expired) or
         // their time; the ones just made belong to pending requests.
         crate::db::fairness::preemptions::release(&mut tx).await?;
@@ -85,6 +90,17 @@ pub async fn round(
             db::announce_decided(&mut tx).await?;
         }
         tx.commit().await.map_err(Error::commit_failed)?;
+        if !rows.is_empty() {
+            tracing::debug!(
+                pending = rows.len(),
+                refreshed_ms,
+                read_ms,
+                valid_ms,
+                decided_ms,
+                committed_ms = ms(started),
+                "queue round phases"
+            );
+        }
         let m = crate::metrics::metrics();
         m.queue_rounds.inc();
         m.queue_round_duration
@@ -110,7 +126,9 @@ async fn decide(
             .map(|(row, item)| as_admission(row, item))
             .collect(),
     };
+    let started = Instant::now();
     let (answer, view) = admission::round_in(tx, cached, settings, &body, rand::random()).await?;
+    let round_ms = ms(started);
     let (mut admitted, mut placed, mut deferred, mut reasons) = (vec![], vec![], vec![], vec![]);
     let submitted: std::collections::HashMap<Uuid, &QueuedRow> =
         rows.iter().map(|(r, _)| (r.id, r)).collect();
@@ -128,14 +146,24 @@ async fn decide(
                 }
             }
             (None, reason) => {
-                deferred.push(id);
+                let Some(row) = submitted.get(&id) else {
+                    continue;
+                };
+                deferred.push(row.seq);
                 reasons.push(reason.as_deref().unwrap_or("no_capacity"));
             }
         }
     }
     db::mark_admitted(tx, answer.round_id, &admitted, &placed).await?;
     db::mark_deferred(tx, &deferred, &reasons).await?;
+    let marked_ms = ms(started);
     let advised = super::preemption::advise(tx, &view, &answer, rows, hold_seconds).await?;
+    tracing::debug!(
+        round_ms,
+        marked_ms,
+        advised_ms = ms(started),
+        "queue round decisions"
+    );
     Ok(RoundOutcome {
         admitted: admitted.len(),
         deferred: deferred.len(),
@@ -172,7 +200,7 @@ async fn drop_invalid(
     let items: Vec<(QueuedRow, Option<QueueItem>)> = rows
         .into_iter()
         .map(|row| {
-            let item = serde_json::from_value(row.request.clone()).ok();
+            let item = QueueItem::deserialize(&row.request).ok();
             (row, item)
         })
         .collect();
@@ -292,6 +320,7 @@ async fn keep_or_take_lead(session: &mut sqlx::postgres::PgListener, leads: bool
 }
 
 async fn lead_one(leader: &Leader) {
+    let started = Instant::now();
     match round(
         &leader.pool,
         &leader.cache,
@@ -305,6 +334,7 @@ async fn lead_one(leader: &Leader) {
                 admitted = o.admitted,
                 deferred = o.deferred,
                 advised = o.advised,
+                took_ms = started.elapsed().as_secs_f64() * 1e3,
                 "queue round"
             );
         }

@@ -50,6 +50,18 @@ pub async fn lock_admissions(conn: &mut PgConnection) -> Result<(), sqlx::Error>
     Ok(())
 }
 
+/// The admissions lock, shared: a change to one pending request (a cancel)
+/// waits for a running round and holds the next one off until it commits,
+/// while such changes do not wait for each other.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn lock_admissions_shared(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    crate::db::query("SELECT pg_advisory_xact_lock_shared($1)")
+        .bind(ADMISSION_LOCK)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 /// A project's fairness settings.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct FairnessRow {

@@ -62,8 +62,12 @@ pub struct QueuedRow {
     pub now: chrono::DateTime<chrono::Utc>,
 }
 
+/// A pending request's reason is the last round's (`queue_reasons`); one
+/// that left `pending` keeps the reason it left with on its own row.
 const COLUMNS: &str = "q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.request, q.state,
-    q.reason, q.round_id, q.allocations, q.submitted_at, q.expires_at, q.decided_at,
+    CASE WHEN q.state = 'pending' THEN (SELECT r.reason FROM queue_reasons r WHERE r.seq = q.seq)
+         ELSE q.reason END AS reason,
+    q.round_id, q.allocations, q.submitted_at, q.expires_at, q.decided_at,
     CASE WHEN q.state = 'pending' THEN (SELECT count(*) FROM queue_requests o
         WHERE o.state = 'pending' AND o.project_id = q.project_id AND o.seq <= q.seq) END
         AS position_in_project,
@@ -228,14 +232,17 @@ pub async fn cancel_invalid(conn: &mut PgConnection, ids: &[Uuid]) -> Result<(),
     Ok(())
 }
 
-/// Every pending request, in submission order, locked for the round.
+/// Every pending request, in submission order, without its reason (a round
+/// does not read it). The round holds the admissions lock, and a cancel
+/// takes it shared, so no row changes under the round: the rows are not
+/// locked one by one.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn pending(conn: &mut PgConnection) -> Result<Vec<QueuedRow>, sqlx::Error> {
     crate::db::query_as(
         "SELECT q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.request, q.state,
-                q.reason, q.round_id, q.allocations, q.submitted_at, q.expires_at, q.decided_at,
-                NULL::int8 AS position_in_project, now() AS now
-         FROM queue_requests q WHERE q.state = 'pending' ORDER BY q.seq FOR UPDATE",
+                NULL::text AS reason, q.round_id, q.allocations, q.submitted_at, q.expires_at,
+                q.decided_at, NULL::int8 AS position_in_project, now() AS now
+         FROM queue_requests q WHERE q.state = 'pending' ORDER BY q.seq",
     )
     .fetch_all(conn)
     .await
@@ -262,19 +269,21 @@ pub async fn mark_admitted(
     Ok(())
 }
 
-/// Records the reason each deferred request stays pending.
+/// Records the reason each deferred request (by `seq`) stays
+/// pending; a reason unchanged since the last round is not written again.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn mark_deferred(
     conn: &mut PgConnection,
-    ids: &[Uuid],
+    seqs: &[i64],
     reasons: &[&str],
 ) -> Result<(), sqlx::Error> {
     crate::db::query(
-        "UPDATE queue_requests q SET reason = t.r
-         FROM unnest($1::uuid[], $2::text[]) AS t(id, r)
-         WHERE q.id = t.id AND q.reason IS DISTINCT FROM t.r",
+        "INSERT INTO queue_reasons AS r (seq, reason)
+         SELECT * FROM unnest($1::int8[], $2::text[])
+         ON CONFLICT (seq) DO UPDATE SET reason = EXCLUDED.reason
+         WHERE r.reason IS DISTINCT FROM EXCLUDED.reason",
     )
-    .bind(ids)
+    .bind(seqs)
     .bind(reasons)
     .execute(conn)
     .await?;
@@ -331,6 +340,19 @@ pub async fn prune(conn: &mut PgConnection, keep_secs: u64) -> Result<u64, sqlx:
          WHERE decided_at IS NOT NULL AND decided_at < now() - make_interval(secs => $1::double precision)",
     )
     .bind(keep)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Drops the reasons of requests no longer pending (readers already ignore
+/// them); how many.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn prune_reasons(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
+    let done = crate::db::query(
+        "DELETE FROM queue_reasons r WHERE NOT EXISTS
+            (SELECT 1 FROM queue_requests q WHERE q.seq = r.seq AND q.state = 'pending')",
+    )
     .execute(conn)
     .await?;
     Ok(done.rows_affected())
