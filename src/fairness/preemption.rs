@@ -9,7 +9,7 @@
 use super::admission::{AdmissionAnswer, RoundView};
 use super::queue::QueueItem;
 use crate::db::fairness::preemptions::{self as db, AdviceRow, HolderRow, NewAdvice, NewHold};
-use crate::db::fairness::queue::QueuedRow;
+use crate::db::fairness::queue::PendingRow;
 use crate::error::Result;
 use crate::sched::preempt::{self, Ask, Holder, Pool, Victim};
 use serde::{Deserialize, Serialize};
@@ -78,7 +78,7 @@ pub async fn advise(
     tx: &mut sqlx::PgConnection,
     view: &RoundView,
     answer: &AdmissionAnswer,
-    rows: &[(QueuedRow, QueueItem)],
+    rows: &[(PendingRow, QueueItem)],
     hold_seconds: u64,
 ) -> Result<usize> {
     let waiting = waiting_for_room(view, answer, rows);
@@ -89,7 +89,7 @@ pub async fn advise(
     let inputs = Inputs::load(tx, view, &waiting, rows).await?;
     let advice = preempt::advise(&inputs.pool, &inputs.holders, &inputs.victims, &inputs.asks);
     // Class and project ids of every advised request, read once.
-    let advised: Vec<&(QueuedRow, QueueItem)> =
+    let advised: Vec<&(PendingRow, QueueItem)> =
         advice.iter().map(|a| &rows[waiting[a.ask]]).collect();
     let classes = super::sorted_distinct(
         advised
@@ -136,7 +136,7 @@ pub async fn advise(
 fn waiting_for_room(
     view: &RoundView,
     answer: &AdmissionAnswer,
-    rows: &[(QueuedRow, QueueItem)],
+    rows: &[(PendingRow, QueueItem)],
 ) -> Vec<usize> {
     let reason: HashMap<&str, &str> = answer
         .decisions
@@ -174,7 +174,7 @@ impl Inputs {
         tx: &mut sqlx::PgConnection,
         view: &RoundView,
         waiting: &[usize],
-        rows: &[(QueuedRow, QueueItem)],
+        rows: &[(PendingRow, QueueItem)],
     ) -> Result<Inputs> {
         let held = db::holders(tx).await?;
         let mut projects: Vec<String> = held.iter().map(|h| h.project_id.clone()).collect();
@@ -267,7 +267,7 @@ fn ask(
     view: &RoundView,
     project_ix: &HashMap<&str, usize>,
     i: usize,
-    (row, item): &(QueuedRow, QueueItem),
+    (row, item): &(PendingRow, QueueItem),
 ) -> Ask {
     use super::request::PriorityClass;
     Ask {

@@ -10,10 +10,9 @@
 use super::admission::{self, ms, AdmissionItem, AdmissionPost, RoundSettings};
 use super::queue::QueueItem;
 use crate::candidates::cache::SnapshotCache;
-use crate::db::fairness::queue::{self as db, QueuedRow};
+use crate::db::fairness::queue::{self as db, PendingRow};
 use crate::db::Pool;
 use crate::error::{with_retries, Error, Result};
-use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -115,7 +114,7 @@ async fn decide(
     tx: &mut sqlx::PgConnection,
     cached: super::pool::Cached,
     settings: &RoundSettings,
-    rows: &[(QueuedRow, QueueItem)],
+    rows: &[(PendingRow, QueueItem)],
     hold_seconds: u64,
 ) -> Result<RoundOutcome> {
     let body = AdmissionPost {
@@ -130,7 +129,7 @@ async fn decide(
     let (answer, view) = admission::round_in(tx, cached, settings, &body, rand::random()).await?;
     let round_ms = ms(started);
     let (mut admitted, mut placed, mut deferred, mut reasons) = (vec![], vec![], vec![], vec![]);
-    let submitted: std::collections::HashMap<Uuid, &QueuedRow> =
+    let submitted: std::collections::HashMap<Uuid, &PendingRow> =
         rows.iter().map(|(r, _)| (r.id, r)).collect();
     for d in &answer.decisions {
         let Ok(id) = d.request.parse::<Uuid>() else {
@@ -171,7 +170,7 @@ async fn decide(
     })
 }
 
-fn as_admission(row: &QueuedRow, item: &QueueItem) -> AdmissionItem {
+fn as_admission(row: &PendingRow, item: &QueueItem) -> AdmissionItem {
     AdmissionItem {
         id: row.id.to_string(),
         consumer_uuid: row.consumer_uuid,
@@ -190,17 +189,17 @@ fn as_admission(row: &QueuedRow, item: &QueueItem) -> AdmissionItem {
 /// cannot stop every round.
 async fn drop_invalid(
     tx: &mut sqlx::PgConnection,
-    rows: Vec<QueuedRow>,
-) -> Result<Vec<(QueuedRow, QueueItem)>> {
+    rows: Vec<PendingRow>,
+) -> Result<Vec<(PendingRow, QueueItem)>> {
     let classes: BTreeSet<String> = crate::db::classes::list(tx)
         .await?
         .into_iter()
         .map(|c| c.name)
         .collect();
-    let items: Vec<(QueuedRow, Option<QueueItem>)> = rows
+    let items: Vec<(PendingRow, Option<QueueItem>)> = rows
         .into_iter()
         .map(|row| {
-            let item = QueueItem::deserialize(&row.request).ok();
+            let item = serde_json::from_str::<QueueItem>(&row.request).ok();
             (row, item)
         })
         .collect();

@@ -232,16 +232,37 @@ pub async fn cancel_invalid(conn: &mut PgConnection, ids: &[Uuid]) -> Result<(),
     Ok(())
 }
 
-/// Every pending request, in submission order, without its reason (a round
-/// does not read it). The round holds the admissions lock, and a cancel
-/// takes it shared, so no row changes under the round: the rows are not
-/// locked one by one.
+/// A pending request as a round reads it: the request's JSON as text, which
+/// the round parses straight into its typed form (through a JSON value,
+/// 80,000 rows took 0.9 s to read and another 0.4 s to parse).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct PendingRow {
+    /// Its id.
+    pub id: Uuid,
+    /// FIFO order.
+    pub seq: i64,
+    /// The consumer to create.
+    pub consumer_uuid: Uuid,
+    /// Owner.
+    pub project_id: String,
+    /// Owner.
+    pub user_id: String,
+    /// The request as submitted, JSON text.
+    pub request: String,
+    /// When it was queued.
+    pub submitted_at: chrono::DateTime<chrono::Utc>,
+    /// The database's clock, for waiting times.
+    pub now: chrono::DateTime<chrono::Utc>,
+}
+
+/// Every pending request, in submission order. The round holds the
+/// admissions lock, and a cancel takes it shared, so no row changes under
+/// the round: the rows are not locked one by one.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn pending(conn: &mut PgConnection) -> Result<Vec<QueuedRow>, sqlx::Error> {
+pub async fn pending(conn: &mut PgConnection) -> Result<Vec<PendingRow>, sqlx::Error> {
     crate::db::query_as(
-        "SELECT q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.request, q.state,
-                NULL::text AS reason, q.round_id, q.allocations, q.submitted_at, q.expires_at,
-                q.decided_at, NULL::int8 AS position_in_project, now() AS now
+        "SELECT q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.request::text AS request,
+                q.submitted_at, now() AS now
          FROM queue_requests q WHERE q.state = 'pending' ORDER BY q.seq",
     )
     .fetch_all(conn)
