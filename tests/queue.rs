@@ -611,3 +611,68 @@ async fn a_round_sees_what_another_process_wrote_since_its_cache_was_read() {
     assert_eq!(status, 204);
     assert_eq!(admit_once(&c, 1, 3, false).await["decision"], "admitted");
 }
+
+/// Cancels through one process race the periodic rounds of the other: a
+/// request is either cancelled (204) and holds nothing, or admitted (its
+/// cancel a 409) and holds its allocation, never both.
+#[tokio::test]
+async fn a_cancel_racing_a_round_is_either_refused_or_leaves_nothing() {
+    let c = Cluster::new("queue-cancel-race", MV).await;
+    c.provider("cn1", json!({"VCPU": {"total": 1000}})).await;
+    // A request that never fits keeps the queue from being empty, so new
+    // requests wait for the next periodic round instead of waking one.
+    queue(&c, 0, request_body("Z", 2000)).await;
+    let mut all = Vec::new();
+    for _ in 0..5 {
+        let requests: Vec<Value> = (0..40).map(|_| request_body("A", 1)).collect();
+        let queued = queue(&c, 0, json!({"requests": requests})).await;
+        for r in queued["requests"].as_array().expect("queued requests") {
+            let field = |k: &str| r[k].as_str().expect(k).to_string();
+            let (id, consumer) = (field("id"), field("consumer_uuid"));
+            let answer = send(&c, 1, Method::DELETE, &format!("/queue/{id}"), None).await;
+            all.push((id, consumer, answer));
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    let (mut cancelled, mut admitted) = (0, 0);
+    for (id, consumer, (status, answer)) in &all {
+        let v = await_state(&c, 0, id, |v| v["state"] != "pending").await;
+        let (_, held) = send(
+            &c,
+            0,
+            Method::GET,
+            &format!("/allocations/{consumer}"),
+            None,
+        )
+        .await;
+        let holds = held["allocations"]
+            .as_object()
+            .is_some_and(|a| !a.is_empty());
+        match status {
+            204 => {
+                assert_eq!(
+                    (&v["state"], holds),
+                    (&json!("cancelled"), false),
+                    "{v} {held}"
+                );
+                cancelled += 1;
+            }
+            409 => {
+                assert_eq!(
+                    (&v["state"], holds),
+                    (&json!("admitted"), true),
+                    "{v} {held}"
+                );
+                assert_eq!(
+                    error_code(answer),
+                    "placement.queue.not_pending",
+                    "{answer}"
+                );
+                admitted += 1;
+            }
+            s => panic!("cancel answered {s}: {answer}"),
+        }
+    }
+    println!("cancel race: {cancelled} cancelled, {admitted} admitted first");
+    assert!(cancelled > 0 && admitted > 0, "the cancels raced no round");
+}

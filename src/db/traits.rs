@@ -120,6 +120,12 @@ pub struct Resolved {
 /// Resolves names to (name, id); the names not found are returned apart.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn resolve(conn: &mut PgConnection, names: &[String]) -> Result<Resolved, sqlx::Error> {
+    if names.is_empty() {
+        return Ok(Resolved {
+            found: Vec::new(),
+            missing: Vec::new(),
+        });
+    }
     let rows: Vec<(i32, String)> =
         crate::db::query_as("SELECT id, name FROM traits WHERE name = ANY($1)")
             .bind(names)

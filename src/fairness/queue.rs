@@ -210,9 +210,6 @@ async fn check_names(conn: &mut sqlx::PgConnection, items: &[&QueueItem]) -> Res
     let classes = super::sorted_distinct(items.iter().flat_map(|i| i.resources.keys().cloned()));
     super::class_ids(conn, &classes).await?;
     let traits = super::trait_names(items.iter().flat_map(|i| &i.required));
-    if traits.is_empty() {
-        return Ok(());
-    }
     let missing = crate::db::traits::resolve(conn, &traits).await?.missing;
     match missing.is_empty() {
         true => Ok(()),

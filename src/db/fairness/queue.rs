@@ -277,6 +277,9 @@ pub async fn mark_admitted(
     ids: &[Uuid],
     allocations: &[serde_json::Value],
 ) -> Result<(), sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(());
+    }
     crate::db::query(
         "UPDATE queue_requests q SET state = 'admitted', reason = NULL, round_id = $1,
                 allocations = t.a, decided_at = now()
@@ -298,6 +301,9 @@ pub async fn mark_deferred(
     seqs: &[i64],
     reasons: &[&str],
 ) -> Result<(), sqlx::Error> {
+    if seqs.is_empty() {
+        return Ok(());
+    }
     crate::db::query(
         "INSERT INTO queue_reasons AS r (seq, reason)
          SELECT * FROM unnest($1::int8[], $2::text[])
