@@ -27,9 +27,36 @@ pub struct Element(String);
 
 impl Drop for Browser {
     fn drop(&mut self) {
+        // Ending the session makes the driver quit Chromium; killing the
+        // driver alone left Chromium and its helpers running.
+        end_session(&self.session);
         let _ = self.driver.kill();
         let _ = self.driver.wait();
         let _ = std::fs::remove_dir_all(&self.profile);
+    }
+}
+
+/// `DELETE` on the session, by hand: `drop` cannot await the async client.
+fn end_session(session_url: &str) {
+    use std::io::{Read, Write};
+    let Some((authority, path)) = session_url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split_once('/'))
+    else {
+        return;
+    };
+    let Ok(addr) = authority.parse::<std::net::SocketAddr>() else {
+        return;
+    };
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+        return;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let request = format!(
+        "DELETE /{path} HTTP/1.1\r\nHost: {authority}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    if stream.write_all(request.as_bytes()).is_ok() {
+        let _ = stream.read_to_end(&mut Vec::new());
     }
 }
 
