@@ -113,6 +113,30 @@ async fn queued_requests_are_admitted_by_rounds_and_wait_with_reasons() {
     assert_eq!(pruned, 1, "the admitted request's reason");
     let kept = c.json(1, &format!("/queue/{id3}")).await;
     assert_eq!(kept["reason"], "no_capacity", "{kept}");
+
+    // A reason that changes is written again (rounds write only changes):
+    // with a limit of 3 and the room freed, it is the quota that holds it.
+    let (status, v) = send(
+        &c,
+        0,
+        Method::PUT,
+        "/projects/A/quota",
+        Some(json!({"limits": {"VCPU": 3}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let second_consumer = done["consumer_uuid"].as_str().unwrap();
+    let path = format!("/allocations/{second_consumer}");
+    assert_eq!(send(&c, 0, Method::DELETE, &path, None).await.0, 204);
+    await_state(&c, 1, &id3, |v| v["reason"] == "quota_limit").await;
+    let stored: Vec<String> = sqlx::query_scalar(
+        "SELECT r.reason FROM queue_reasons r JOIN queue_requests q USING (seq) WHERE q.id = $1",
+    )
+    .bind(uuid::Uuid::parse_str(&id3).unwrap())
+    .fetch_all(&mut conn)
+    .await
+    .expect("reasons");
+    assert_eq!(stored, vec!["quota_limit".to_string()]);
 }
 
 #[tokio::test]

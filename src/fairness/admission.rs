@@ -187,6 +187,7 @@ pub async fn run(
         let cached = providers::refresh(pool, cache).await?;
         let mut tx = pool.begin().await?;
         db::lock_admissions(&mut tx).await?;
+        refuse_existing(&mut tx, &body).await?;
         let (answer, _) = round_in(&mut tx, cached, settings, &body, seed).await?;
         if body.dry_run {
             tx.rollback().await?;
@@ -207,7 +208,9 @@ pub async fn run(
 /// `dry_run`) writes the admitted allocations and the round's record.
 /// The caller commits or rolls back; the fair queue's rounds add their
 /// own rows to the same transaction, and read what it left in the view.
-/// The caller holds the admissions lock (`db::lock_admissions`) in `tx`;
+/// The caller holds the admissions lock (`db::lock_admissions`) in `tx`
+/// and has made sure no request's consumer exists (`POST /admissions`
+/// refuses the round, the fair queue cancels those requests);
 /// `cached` is the provider snapshot refreshed before `tx` opened
 /// (`pool::refresh`).
 pub async fn round_in(
@@ -218,7 +221,6 @@ pub async fn round_in(
     seed: u32,
 ) -> Result<(AdmissionAnswer, RoundView)> {
     let started = std::time::Instant::now();
-    refuse_existing(tx, body).await?;
     let snap = providers::as_of_now(tx, cached).await?;
     let loaded = load(
         tx,

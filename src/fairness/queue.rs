@@ -18,7 +18,8 @@ pub use super::request::PriorityClass;
 /// The longest a `GET /queue/{id}?wait=` holds its answer, in seconds.
 pub const MAX_WAIT_SECONDS: u64 = 60;
 
-/// One request to queue.
+/// One request to queue. Stored as its JSON without the fields left
+/// out, since every round reads every pending request's body.
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueueItem {
@@ -31,19 +32,19 @@ pub struct QueueItem {
     /// Amounts by class, all from one provider.
     pub resources: Amounts,
     /// Traits the provider must have (`!T`: must not have).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub required: Vec<String>,
     /// Aggregates of which the provider (or its root) must be in one.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub member_of: Vec<Uuid>,
     /// Priority class (default prod).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class: Option<PriorityClass>,
     /// Priority inside the class (higher first to keep; default 0).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
     /// Consumer type of the new consumer.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consumer_type: Option<String>,
     /// Seconds after which a request still pending leaves as `expired`.
     #[serde(default, skip_serializing)]
@@ -189,7 +190,7 @@ fn new_row(item: &QueueItem) -> NewQueued {
         consumer_uuid: item.consumer_uuid,
         project_id: item.project_id.clone(),
         user_id: item.user_id.clone(),
-        request: serde_json::to_value(item).unwrap_or_default(),
+        request: serde_json::to_string(item).unwrap_or_default(),
         expires_in: item.expires_in.map(f64::from),
     }
 }

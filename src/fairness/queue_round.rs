@@ -128,7 +128,8 @@ async fn decide(
     let started = Instant::now();
     let (answer, view) = admission::round_in(tx, cached, settings, &body, rand::random()).await?;
     let round_ms = ms(started);
-    let (mut admitted, mut placed, mut deferred, mut reasons) = (vec![], vec![], vec![], vec![]);
+    let (mut admitted, mut placed, mut deferred) = (vec![], vec![], 0);
+    let mut reasons = db::ReasonChanges::default();
     let submitted: std::collections::HashMap<Uuid, &PendingRow> =
         rows.iter().map(|(r, _)| (r.id, r)).collect();
     for d in &answer.decisions {
@@ -148,13 +149,20 @@ async fn decide(
                 let Some(row) = submitted.get(&id) else {
                     continue;
                 };
-                deferred.push(row.seq);
-                reasons.push(reason.as_deref().unwrap_or("no_capacity"));
+                deferred += 1;
+                let reason = reason.as_deref().unwrap_or("no_capacity");
+                let into = match row.reason.as_deref() {
+                    Some(last) if last == reason => continue,
+                    Some(_) => &mut reasons.changed,
+                    None => &mut reasons.first,
+                };
+                into.0.push(row.seq);
+                into.1.push(reason);
             }
         }
     }
     db::mark_admitted(tx, answer.round_id, &admitted, &placed).await?;
-    db::mark_deferred(tx, &deferred, &reasons).await?;
+    db::record_reasons(tx, &reasons).await?;
     let marked_ms = ms(started);
     let advised = super::preemption::advise(tx, &view, &answer, rows, hold_seconds).await?;
     tracing::debug!(
@@ -165,7 +173,7 @@ async fn decide(
     );
     Ok(RoundOutcome {
         admitted: admitted.len(),
-        deferred: deferred.len(),
+        deferred,
         advised,
     })
 }
