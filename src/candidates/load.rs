@@ -39,16 +39,16 @@ fn fill(snap: &mut Snapshot, index: &HashMap<i64, usize>, data: NodeData) {
     }
 }
 
-/// Loads the last usage reports of the given providers (all when None),
-/// with what was allocated there since.
-async fn fill_reports(
-    conn: &mut PgConnection,
+/// Sets the last usage reports, with what was allocated since, of the
+/// providers in `index`.
+fn fill_reports(
     snap: &mut Snapshot,
     index: &HashMap<i64, usize>,
-    ids: Option<&[i64]>,
-) -> Result<(), sqlx::Error> {
+    reports: Vec<colocation::ReportRow>,
+    pending: Vec<colocation::PendingRow>,
+) {
     use std::sync::Arc;
-    for r in colocation::reports(conn, ids).await? {
+    for r in reports {
         if let Some(&i) = index.get(&r.rp_id) {
             Arc::make_mut(&mut snap.nodes[i]).report = Some(Report {
                 sampled_at: r.sampled_at,
@@ -57,7 +57,7 @@ async fn fill_reports(
             });
         }
     }
-    for p in colocation::pending(conn, ids).await? {
+    for p in pending {
         let node = index
             .get(&p.rp_id)
             .map(|&i| Arc::make_mut(&mut snap.nodes[i]));
@@ -65,7 +65,6 @@ async fn fill_reports(
             report.pending.push(CpuMem::new(p.cpu_milli, p.memory_mb));
         }
     }
-    Ok(())
 }
 
 /// Loads every provider (ordered by id) with its inventories, usage, traits and aggregates.
@@ -97,9 +96,10 @@ pub async fn load(conn: &mut PgConnection) -> Result<Snapshot, sqlx::Error> {
         trait_names: Default::default(),
         ..Default::default()
     };
-    let data = db::node_data(conn, None).await?;
+    let data = db::node_data(conn).await?;
     fill(&mut snap, &index, data);
-    fill_reports(conn, &mut snap, &index, None).await?;
+    let (reports, pending) = (colocation::reports(conn).await?, colocation::pending(conn).await?);
+    fill_reports(&mut snap, &index, reports, pending);
     snap.index();
     Ok(snap)
 }
@@ -126,9 +126,9 @@ pub async fn patch(
         n.report = None;
         n.stamp = super::snapshot::next_stamp();
     }
-    let data = db::node_data(conn, Some(ids)).await?;
-    fill(snap, &index, data);
-    fill_reports(conn, snap, &index, Some(ids)).await?;
+    let data = db::provider_data(conn, ids).await?;
+    fill(snap, &index, data.node);
+    fill_reports(snap, &index, data.reports, data.pending);
     let regrouped = index
         .values()
         .zip(&before)

@@ -3,12 +3,13 @@
 //! says which providers changed between two PostgreSQL snapshots (see
 //! `migrations/*_change_log.sql`).
 
+use crate::db::colocation::placement::{self, PendingRow, ReportRow};
 use crate::types::MISC_SHARES_VIA_AGGREGATE;
 use sqlx::PgConnection;
 use std::collections::HashMap;
 
 /// One inventory with what is allocated from it.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow, serde::Deserialize)]
 pub struct StockRow {
     /// The provider.
     pub provider_id: i64,
@@ -31,7 +32,7 @@ pub struct StockRow {
 }
 
 /// A trait a provider has.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow, serde::Deserialize)]
 pub struct TraitRow {
     /// The provider.
     pub provider_id: i64,
@@ -42,7 +43,7 @@ pub struct TraitRow {
 }
 
 /// An aggregate a provider is in.
-#[derive(Debug, Clone, Copy, sqlx::FromRow)]
+#[derive(Debug, Clone, Copy, sqlx::FromRow, serde::Deserialize)]
 pub struct Membership {
     /// The provider.
     pub provider_id: i64,
@@ -74,56 +75,32 @@ pub struct NodeData {
     pub memberships: Vec<Membership>,
 }
 
-/// Inventories with usage, traits and aggregates of the given providers (all when None).
-///
-/// The two cases are separate statements: one statement for both (`$2 OR
-/// id = ANY($1)`) gets a generic plan after a few runs on a connection,
-/// and a generic plan cannot use the provider index, so a catch-up of a
-/// few providers would scan every allocation and inventory.
+/// Every provider's inventories with usage, traits and aggregates.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn node_data(
-    conn: &mut PgConnection,
-    ids: Option<&[i64]>,
-) -> Result<NodeData, sqlx::Error> {
-    const STOCK_ALL: &str = "SELECT i.resource_provider_id AS provider_id, i.resource_class_id AS class_id, i.total, i.reserved,
+pub async fn node_data(conn: &mut PgConnection) -> Result<NodeData, sqlx::Error> {
+    let stock: Vec<StockRow> = crate::db::query_as(
+        "SELECT i.resource_provider_id AS provider_id, i.resource_class_id AS class_id, i.total, i.reserved,
                 i.min_unit, i.max_unit, i.step_size, i.allocation_ratio, COALESCE(u.used, 0)::bigint AS used
            FROM inventories i
            LEFT JOIN (SELECT resource_provider_id, resource_class_id, SUM(used) AS used FROM allocations
                        GROUP BY 1, 2) u
              ON u.resource_provider_id = i.resource_provider_id AND u.resource_class_id = i.resource_class_id
-          ORDER BY i.resource_provider_id, i.resource_class_id";
-    const STOCK_OF: &str = "SELECT i.resource_provider_id AS provider_id, i.resource_class_id AS class_id, i.total, i.reserved,
-                i.min_unit, i.max_unit, i.step_size, i.allocation_ratio, COALESCE(u.used, 0)::bigint AS used
-           FROM inventories i
-           LEFT JOIN (SELECT resource_provider_id, resource_class_id, SUM(used) AS used FROM allocations
-                       WHERE resource_provider_id = ANY($1) GROUP BY 1, 2) u
-             ON u.resource_provider_id = i.resource_provider_id AND u.resource_class_id = i.resource_class_id
-          WHERE i.resource_provider_id = ANY($1)
-          ORDER BY i.resource_provider_id, i.resource_class_id";
-    const TRAITS_ALL: &str = "SELECT r.resource_provider_id AS provider_id, r.trait_id, t.name FROM resource_provider_traits r
-           JOIN traits t ON t.id = r.trait_id ORDER BY r.resource_provider_id, r.trait_id";
-    const TRAITS_OF: &str = "SELECT r.resource_provider_id AS provider_id, r.trait_id, t.name FROM resource_provider_traits r
-           JOIN traits t ON t.id = r.trait_id WHERE r.resource_provider_id = ANY($1)
-          ORDER BY r.resource_provider_id, r.trait_id";
-    const AGGS_ALL: &str =
+          ORDER BY i.resource_provider_id, i.resource_class_id",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let traits: Vec<TraitRow> = crate::db::query_as(
+        "SELECT r.resource_provider_id AS provider_id, r.trait_id, t.name FROM resource_provider_traits r
+           JOIN traits t ON t.id = r.trait_id ORDER BY r.resource_provider_id, r.trait_id",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let memberships: Vec<Membership> = crate::db::query_as(
         "SELECT resource_provider_id AS provider_id, aggregate_id FROM resource_provider_aggregates
-          ORDER BY resource_provider_id, aggregate_id";
-    const AGGS_OF: &str =
-        "SELECT resource_provider_id AS provider_id, aggregate_id FROM resource_provider_aggregates
-          WHERE resource_provider_id = ANY($1) ORDER BY resource_provider_id, aggregate_id";
-    let (stock, traits, aggs) = match ids {
-        None => (STOCK_ALL, TRAITS_ALL, AGGS_ALL),
-        Some(_) => (STOCK_OF, TRAITS_OF, AGGS_OF),
-    };
-    let stock: Vec<StockRow> = bind_ids(crate::db::query_as(stock), ids)
-        .fetch_all(&mut *conn)
-        .await?;
-    let traits: Vec<TraitRow> = bind_ids(crate::db::query_as(traits), ids)
-        .fetch_all(&mut *conn)
-        .await?;
-    let memberships: Vec<Membership> = bind_ids(crate::db::query_as(aggs), ids)
-        .fetch_all(&mut *conn)
-        .await?;
+          ORDER BY resource_provider_id, aggregate_id",
+    )
+    .fetch_all(conn)
+    .await?;
     Ok(NodeData {
         stock,
         traits,
@@ -131,15 +108,75 @@ pub async fn node_data(
     })
 }
 
-/// Binds the provider ids when the statement takes them (`Some`).
-fn bind_ids<'q, O>(
-    q: sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
-    ids: Option<&'q [i64]>,
-) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments> {
-    match ids {
-        Some(ids) => q.bind(ids),
-        None => q,
-    }
+/// What the candidate snapshot holds of some providers.
+#[derive(Debug, Clone, Default)]
+pub struct ProviderData {
+    /// Inventories with usage, traits and aggregates.
+    pub node: NodeData,
+    /// Their last usage reports.
+    pub reports: Vec<ReportRow>,
+    /// Per consumer, what was allocated on them since their last report.
+    pub pending: Vec<PendingRow>,
+}
+
+/// The statement of [`provider_data`]: each part a JSON array, so that the
+/// five reads of a snapshot patch are one round trip. The provider filter
+/// is `= ANY($1)` in every part, so each uses its provider index.
+static PROVIDER_DATA: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let of = "AND a.resource_provider_id = ANY($1)";
+    let reports = placement::reports_sql("AND resource_provider_id = ANY($1)");
+    let pending = placement::pending_sql(of);
+    format!(
+        "SELECT
+          (SELECT coalesce(json_agg(s ORDER BY s.provider_id, s.class_id), '[]')
+             FROM (SELECT i.resource_provider_id AS provider_id, i.resource_class_id AS class_id, i.total,
+                          i.reserved, i.min_unit, i.max_unit, i.step_size, i.allocation_ratio,
+                          COALESCE(u.used, 0)::bigint AS used
+                     FROM inventories i
+                     LEFT JOIN (SELECT resource_provider_id, resource_class_id, SUM(used) AS used
+                                  FROM allocations WHERE resource_provider_id = ANY($1) GROUP BY 1, 2) u
+                       ON u.resource_provider_id = i.resource_provider_id
+                      AND u.resource_class_id = i.resource_class_id
+                    WHERE i.resource_provider_id = ANY($1)) s),
+          (SELECT coalesce(json_agg(t ORDER BY t.provider_id, t.trait_id), '[]')
+             FROM (SELECT r.resource_provider_id AS provider_id, r.trait_id, t.name
+                     FROM resource_provider_traits r JOIN traits t ON t.id = r.trait_id
+                    WHERE r.resource_provider_id = ANY($1)) t),
+          (SELECT coalesce(json_agg(m ORDER BY m.provider_id, m.aggregate_id), '[]')
+             FROM (SELECT resource_provider_id AS provider_id, aggregate_id
+                     FROM resource_provider_aggregates WHERE resource_provider_id = ANY($1)) m),
+          (SELECT coalesce(json_agg(r), '[]') FROM ({reports}) r),
+          (SELECT coalesce(json_agg(p), '[]') FROM ({pending}) p)"
+    )
+});
+
+/// Inventories with usage, traits, aggregates and colocation reports of
+/// the given providers, in one statement.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn provider_data(
+    conn: &mut PgConnection,
+    ids: &[i64],
+) -> Result<ProviderData, sqlx::Error> {
+    use sqlx::types::Json;
+    let (stock, traits, memberships, reports, pending): (
+        Json<Vec<StockRow>>,
+        Json<Vec<TraitRow>>,
+        Json<Vec<Membership>>,
+        Json<Vec<ReportRow>>,
+        Json<Vec<PendingRow>>,
+    ) = crate::db::query_as(sqlx::AssertSqlSafe(PROVIDER_DATA.as_str()))
+        .bind(ids)
+        .fetch_one(conn)
+        .await?;
+    Ok(ProviderData {
+        node: NodeData {
+            stock: stock.0,
+            traits: traits.0,
+            memberships: memberships.0,
+        },
+        reports: reports.0,
+        pending: pending.0,
+    })
 }
 
 /// Every provider's place in its tree, ordered by id.

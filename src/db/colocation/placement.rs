@@ -10,7 +10,7 @@ use serde_json::Value;
 use sqlx::PgConnection;
 
 /// A provider's last report.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow, serde::Deserialize)]
 pub struct ReportRow {
     /// The provider's id.
     pub rp_id: i64,
@@ -23,7 +23,7 @@ pub struct ReportRow {
 }
 
 /// A consumer allocated on a provider after its last report.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow, serde::Deserialize)]
 pub struct PendingRow {
     /// The provider's id.
     pub rp_id: i64,
@@ -33,51 +33,53 @@ pub struct PendingRow {
     pub memory_mb: i64,
 }
 
-/// The last reports of the given providers (all when None); a row made
-/// by a recorded eviction before any report ('-infinity') is no report.
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn reports(
-    conn: &mut PgConnection,
-    ids: Option<&[i64]>,
-) -> Result<Vec<ReportRow>, sqlx::Error> {
-    crate::db::query_as(
+/// The select of [`ReportRow`]s, of every provider or, with `filter`
+/// (`AND resource_provider_id = ANY($1)`), of some: a row made by a
+/// recorded eviction before any report ('-infinity') is no report.
+pub(crate) fn reports_sql(filter: &str) -> String {
+    format!(
         "SELECT resource_provider_id AS rp_id, last_sampled_at AS sampled_at,
                 node_cpu_milli AS cpu_milli, node_memory_mb AS memory_mb
            FROM provider_colocation
-          WHERE ($2 OR resource_provider_id = ANY($1)) AND last_sampled_at > '-infinity'",
+          WHERE last_sampled_at > '-infinity' {filter}"
     )
-    .bind(ids.unwrap_or(&[]))
-    .bind(ids.is_none())
-    .fetch_all(conn)
-    .await
 }
 
-/// Per consumer, what was allocated on the given providers (all when
-/// None) after their last report.
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn pending(
-    conn: &mut PgConnection,
-    ids: Option<&[i64]>,
-) -> Result<Vec<PendingRow>, sqlx::Error> {
-    crate::db::query_as(
+/// The select of [`PendingRow`]s, per consumer what was allocated after
+/// the provider's last report; `filter` as in [`reports_sql`] (on `a`).
+/// The class ids are the service's own constants, written into the text.
+pub(crate) fn pending_sql(filter: &str) -> String {
+    let (vcpu, memory) = (VCPU_ID, MEMORY_MB_ID);
+    let (batch_cpu, batch_memory) = (BATCH_VCPU_MILLI.0, BATCH_MEMORY_MB.0);
+    format!(
         "SELECT a.resource_provider_id AS rp_id,
-                SUM(CASE a.resource_class_id WHEN $3 THEN a.used::bigint * 1000 WHEN $5 THEN a.used ELSE 0 END)::bigint AS cpu_milli,
-                SUM(CASE a.resource_class_id WHEN $4 THEN a.used WHEN $6 THEN a.used ELSE 0 END)::bigint AS memory_mb
+                SUM(CASE a.resource_class_id WHEN {vcpu} THEN a.used::bigint * 1000
+                                             WHEN {batch_cpu} THEN a.used ELSE 0 END)::bigint AS cpu_milli,
+                SUM(CASE a.resource_class_id WHEN {memory} THEN a.used
+                                             WHEN {batch_memory} THEN a.used ELSE 0 END)::bigint AS memory_mb
            FROM allocations a
            JOIN provider_colocation pc ON pc.resource_provider_id = a.resource_provider_id
-          WHERE ($2 OR a.resource_provider_id = ANY($1)) AND a.created_at > pc.last_sampled_at
-            AND pc.last_sampled_at > '-infinity'
-            AND a.resource_class_id IN ($3, $4, $5, $6)
-          GROUP BY a.resource_provider_id, a.consumer_id",
+          WHERE a.created_at > pc.last_sampled_at AND pc.last_sampled_at > '-infinity'
+            AND a.resource_class_id IN ({vcpu}, {memory}, {batch_cpu}, {batch_memory}) {filter}
+          GROUP BY a.resource_provider_id, a.consumer_id"
     )
-    .bind(ids.unwrap_or(&[]))
-    .bind(ids.is_none())
-    .bind(VCPU_ID)
-    .bind(MEMORY_MB_ID)
-    .bind(BATCH_VCPU_MILLI.0)
-    .bind(BATCH_MEMORY_MB.0)
-    .fetch_all(conn)
-    .await
+}
+
+/// Every provider's last report (a provider's own come with the rest of
+/// its data, `db::candidates::provider_data`).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn reports(conn: &mut PgConnection) -> Result<Vec<ReportRow>, sqlx::Error> {
+    crate::db::query_as(sqlx::AssertSqlSafe(reports_sql("")))
+        .fetch_all(conn)
+        .await
+}
+
+/// Per consumer, what was allocated on every provider after its last report.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn pending(conn: &mut PgConnection) -> Result<Vec<PendingRow>, sqlx::Error> {
+    crate::db::query_as(sqlx::AssertSqlSafe(pending_sql("")))
+        .fetch_all(conn)
+        .await
 }
 
 /// Every stored policy scope: (provider id, None for the cluster; fields).
