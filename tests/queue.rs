@@ -114,6 +114,19 @@ async fn queued_requests_are_admitted_by_rounds_and_wait_with_reasons() {
     let kept = c.json(1, &format!("/queue/{id3}")).await;
     assert_eq!(kept["reason"], "no_capacity", "{kept}");
 
+    // A queue round is recorded with the ids of the requests it decided
+    // over (their bodies are in the queue) and its answer.
+    let round: uuid::Uuid = done["round_id"].as_str().unwrap().parse().unwrap();
+    let (request, result): (Value, Value) =
+        sqlx::query_as("SELECT request::jsonb, result::jsonb FROM admission_rounds WHERE id = $1")
+            .bind(round)
+            .fetch_one(&mut conn)
+            .await
+            .expect("the round's record");
+    assert_eq!(request, json!({"queue_requests": [id2]}), "{request}");
+    assert_eq!(result["decisions"][0]["request"], json!(id2), "{result}");
+    assert_eq!(result["decisions"][0]["decision"], "admitted", "{result}");
+
     // A reason that changes is written again (rounds write only changes):
     // with a limit of 3 and the room freed, it is the quota that holds it.
     let (status, v) = send(

@@ -153,7 +153,7 @@ pub struct RoundSettings {
     pub retries: u32,
     /// Store rounds that admitted nothing too (`POST /admissions` does; the
     /// fair queue's periodic rounds over requests that cannot fit do not,
-    /// or every second would store the whole queue).
+    /// or every second would store the whole queue's ids).
     pub record_idle: bool,
 }
 
@@ -192,6 +192,11 @@ pub async fn run(
         if body.dry_run {
             tx.rollback().await?;
         } else {
+            let admitted = answer.decisions.iter().any(|d| d.allocations.is_some());
+            if admitted || settings.record_idle {
+                let request = serde_json::to_string(&body).unwrap_or_default();
+                record(&mut tx, &answer, &request).await?;
+            }
             tx.commit().await.map_err(Error::commit_failed)?;
         }
         tracing::info!(
@@ -205,9 +210,10 @@ pub async fn run(
 }
 
 /// One round inside the caller's transaction: decides, and (unless
-/// `dry_run`) writes the admitted allocations and the round's record.
-/// The caller commits or rolls back; the fair queue's rounds add their
-/// own rows to the same transaction, and read what it left in the view.
+/// `dry_run`) writes the admitted allocations. The caller records the
+/// round ([`record`]) and commits or rolls back; the fair queue's rounds
+/// add their own rows to the same transaction, and read what it left in
+/// the view.
 /// The caller holds the admissions lock (`db::lock_admissions`) in `tx`
 /// and has made sure no request's consumer exists (`POST /admissions`
 /// refuses the round, the fair queue cancels those requests);
@@ -245,12 +251,6 @@ pub async fn round_in(
         return Ok((answer, view));
     }
     commit(tx, body, &loaded, &result).await?;
-    let admitted = answer.decisions.iter().any(|d| d.allocations.is_some());
-    if admitted || settings.record_idle {
-        let request = serde_json::to_string(body).unwrap_or_default();
-        let recorded = serde_json::to_string(&answer).unwrap_or_default();
-        db::record_round(tx, answer.round_id, i64::from(seed), &request, &recorded).await?;
-    }
     tracing::debug!(
         requests = body.requests.len(),
         steps = result.steps,
@@ -260,6 +260,20 @@ pub async fn round_in(
         "admission round decided"
     );
     Ok((answer, view))
+}
+
+/// Stores a committed round with its seed for audit and replay:
+/// `request` is what it decided over (`POST /admissions`' body, or the
+/// fair queue's request ids), the answer in full.
+pub async fn record(
+    tx: &mut sqlx::PgConnection,
+    answer: &AdmissionAnswer,
+    request: &str,
+) -> Result<()> {
+    let recorded = serde_json::to_string(answer).unwrap_or_default();
+    let seed = i64::from(answer.seed);
+    db::record_round(tx, answer.round_id, seed, request, &recorded).await?;
+    Ok(())
 }
 
 /// Milliseconds since `since`, for the rounds' debug lines.
