@@ -33,8 +33,8 @@ pub struct PendingRow {
     pub memory_mb: i64,
 }
 
-/// The select of [`ReportRow`]s, of every provider or, with `filter`
-/// (`AND resource_provider_id = ANY($1)`), of some: a row made by a
+/// The select of [`ReportRow`]s, of every provider or, with `filter` (a
+/// further condition on `resource_provider_id`), of some: a row made by a
 /// recorded eviction before any report ('-infinity') is no report.
 pub(crate) fn reports_sql(filter: &str) -> String {
     format!(
@@ -46,7 +46,8 @@ pub(crate) fn reports_sql(filter: &str) -> String {
 }
 
 /// The select of [`PendingRow`]s, per consumer what was allocated after
-/// the provider's last report; `filter` as in [`reports_sql`] (on `a`).
+/// the provider's last report; `filter` as in [`reports_sql`] (on `a` and
+/// `pc`).
 /// The class ids are the service's own constants, written into the text.
 pub(crate) fn pending_sql(filter: &str) -> String {
     let (vcpu, memory) = (VCPU_ID, MEMORY_MB_ID);
