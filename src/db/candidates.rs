@@ -131,7 +131,8 @@ pub(crate) fn hidden(param: &str, array_type: &str) -> String {
 
 /// The statement of [`provider_data`]: each part a JSON array, so that the
 /// five reads of a snapshot patch are one round trip. Every part filters
-/// on its provider key by the hidden `$1`.
+/// on its provider key by the hidden `$1`. A trait's name is looked up by
+/// its key (a join's generic plan hashed every trait on every run).
 static PROVIDER_DATA: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let ids = hidden("$1", "int8[]");
     let reports = placement::reports_sql(&format!("AND resource_provider_id = {ids}"));
@@ -151,8 +152,9 @@ static PROVIDER_DATA: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| 
                       AND u.resource_class_id = i.resource_class_id
                     WHERE i.resource_provider_id = {ids}) s),
           (SELECT coalesce(json_agg(t ORDER BY t.provider_id, t.trait_id), '[]')
-             FROM (SELECT r.resource_provider_id AS provider_id, r.trait_id, t.name
-                     FROM resource_provider_traits r JOIN traits t ON t.id = r.trait_id
+             FROM (SELECT r.resource_provider_id AS provider_id, r.trait_id,
+                          (SELECT t.name FROM traits t WHERE t.id = r.trait_id) AS name
+                     FROM resource_provider_traits r
                     WHERE r.resource_provider_id = {ids}) t),
           (SELECT coalesce(json_agg(m ORDER BY m.provider_id, m.aggregate_id), '[]')
              FROM (SELECT resource_provider_id AS provider_id, aggregate_id
