@@ -4,6 +4,9 @@
 -- reading 80,000 pending requests took 215 ms, 175 of them in that
 -- printing. As json the stored text is returned as it is; the service
 -- validates a body before storing it and never queries inside one.
+-- The change rewrites the table once, decided requests of the retention
+-- window included; a process of the previous release still reads and
+-- writes the column (jsonb is assigned to json by an implicit cast).
 ALTER TABLE queue_requests ALTER COLUMN request TYPE json USING request::json;
 
 -- Every round expires pending requests past their time: without an index

@@ -18,8 +18,9 @@ pub use super::request::PriorityClass;
 /// The longest a `GET /queue/{id}?wait=` holds its answer, in seconds.
 pub const MAX_WAIT_SECONDS: u64 = 60;
 
-/// One request to queue. Stored as its JSON without the fields left
-/// out, since every round reads every pending request's body.
+/// One request to queue.
+// Stored as its JSON without the empty fields: every round reads every
+// pending request's body.
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueueItem {
