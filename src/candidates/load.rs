@@ -98,7 +98,10 @@ pub async fn load(conn: &mut PgConnection) -> Result<Snapshot, sqlx::Error> {
     };
     let data = db::node_data(conn).await?;
     fill(&mut snap, &index, data);
-    let (reports, pending) = (colocation::reports(conn).await?, colocation::pending(conn).await?);
+    let (reports, pending) = (
+        colocation::reports(conn).await?,
+        colocation::pending(conn).await?,
+    );
     fill_reports(&mut snap, &index, reports, pending);
     snap.index();
     Ok(snap)

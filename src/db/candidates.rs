@@ -367,11 +367,11 @@ pub async fn look(
         Ids<uuid::Uuid>,
         bool,
     ) = crate::db::query_as(sqlx::AssertSqlSafe(LOOK.as_str()))
-    .bind(classes)
-    .bind(traits)
-    .bind(aggregates)
-    .fetch_one(conn)
-    .await?;
+        .bind(classes)
+        .bind(traits)
+        .bind(aggregates)
+        .fetch_one(conn)
+        .await?;
     Ok(Look {
         snapshot,
         classes: classes.0,
