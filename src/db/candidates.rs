@@ -150,17 +150,18 @@ static PROVIDER_DATA: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| 
                                   FROM allocations WHERE resource_provider_id = {ids} GROUP BY 1, 2) u
                        ON u.resource_provider_id = i.resource_provider_id
                       AND u.resource_class_id = i.resource_class_id
-                    WHERE i.resource_provider_id = {ids}) s),
+                    WHERE i.resource_provider_id = {ids}) s) AS stock,
           (SELECT coalesce(json_agg(t ORDER BY t.provider_id, t.trait_id), '[]')
              FROM (SELECT r.resource_provider_id AS provider_id, r.trait_id,
                           (SELECT t.name FROM traits t WHERE t.id = r.trait_id) AS name
                      FROM resource_provider_traits r
-                    WHERE r.resource_provider_id = {ids}) t),
+                    WHERE r.resource_provider_id = {ids}) t) AS traits,
           (SELECT coalesce(json_agg(m ORDER BY m.provider_id, m.aggregate_id), '[]')
              FROM (SELECT resource_provider_id AS provider_id, aggregate_id
-                     FROM resource_provider_aggregates WHERE resource_provider_id = {ids}) m),
-          (SELECT coalesce(json_agg(r), '[]') FROM ({reports}) r),
-          (SELECT coalesce(json_agg(p), '[]') FROM ({pending}) p)"
+                     FROM resource_provider_aggregates WHERE resource_provider_id = {ids}) m)
+            AS memberships,
+          (SELECT coalesce(json_agg(r), '[]') FROM ({reports}) r) AS reports,
+          (SELECT coalesce(json_agg(p), '[]') FROM ({pending}) p) AS pending"
     )
 });
 
@@ -172,24 +173,26 @@ pub async fn provider_data(
     ids: &[i64],
 ) -> Result<ProviderData, sqlx::Error> {
     use sqlx::types::Json;
-    let (stock, traits, memberships, reports, pending): (
-        Json<Vec<StockRow>>,
-        Json<Vec<TraitRow>>,
-        Json<Vec<Membership>>,
-        Json<Vec<ReportRow>>,
-        Json<Vec<PendingRow>>,
-    ) = crate::db::query_as(sqlx::AssertSqlSafe(PROVIDER_DATA.as_str()))
+    #[derive(sqlx::FromRow)]
+    struct Parts {
+        stock: Json<Vec<StockRow>>,
+        traits: Json<Vec<TraitRow>>,
+        memberships: Json<Vec<Membership>>,
+        reports: Json<Vec<ReportRow>>,
+        pending: Json<Vec<PendingRow>>,
+    }
+    let parts: Parts = crate::db::query_as(sqlx::AssertSqlSafe(PROVIDER_DATA.as_str()))
         .bind(ids)
         .fetch_one(conn)
         .await?;
     Ok(ProviderData {
         node: NodeData {
-            stock: stock.0,
-            traits: traits.0,
-            memberships: memberships.0,
+            stock: parts.stock.0,
+            traits: parts.traits.0,
+            memberships: parts.memberships.0,
         },
-        reports: reports.0,
-        pending: pending.0,
+        reports: parts.reports.0,
+        pending: parts.pending.0,
     })
 }
 
