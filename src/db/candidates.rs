@@ -253,14 +253,23 @@ pub async fn delta(
 ) -> Result<Delta, sqlx::Error> {
     // One statement: the changes, and a row without a provider when the
     // log was pruned past `since` (then only a full load is exact).
+    //
+    // The bounds on `xid` come from init plans, so the planner sees no
+    // values and the connection keeps one generic plan (planning was 0.3
+    // ms a search against 0.1 ms of running). The upper bound says
+    // nothing new (what `now` sees is below its xmax), but a range on
+    // both sides is estimated narrow, so that plan is the index scan the
+    // custom plans chose.
     let rows: Vec<(Option<i64>, bool)> = crate::db::query_as(
         "SELECT provider_id, bool_or(structural) FROM change_log
-          WHERE xid >= pg_snapshot_xmin($1::pg_snapshot)
+          WHERE xid >= (SELECT pg_snapshot_xmin($1::pg_snapshot))
+            AND xid < (SELECT pg_snapshot_xmax(COALESCE($2::pg_snapshot, pg_current_snapshot())))
             AND pg_visible_in_snapshot(xid, COALESCE($2::pg_snapshot, pg_current_snapshot()))
             AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
           GROUP BY provider_id
          UNION ALL
-         SELECT NULL, true FROM change_log_horizon WHERE xid >= pg_snapshot_xmin($1::pg_snapshot)",
+         SELECT NULL, true FROM change_log_horizon
+          WHERE xid >= (SELECT pg_snapshot_xmin($1::pg_snapshot))",
     )
     .bind(since)
     .bind(now)
