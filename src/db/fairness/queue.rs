@@ -257,9 +257,9 @@ pub struct PendingRow {
     pub now: chrono::DateTime<chrono::Utc>,
 }
 
-/// Every pending request, in submission order, with its last reason. The round holds the
-/// admissions lock, and a cancel takes it shared, so no row changes under
-/// the round: the rows are not locked one by one.
+/// Every pending request, in submission order, with its last reason.
+/// The round holds the admissions lock, and a cancel takes it shared, so
+/// no row changes under the round: the rows are not locked one by one.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn pending(conn: &mut PgConnection) -> Result<Vec<PendingRow>, sqlx::Error> {
     crate::db::query_as(
