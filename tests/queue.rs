@@ -39,6 +39,13 @@ async fn queue(c: &Cluster, server: usize, body: Value) -> Value {
     v
 }
 
+/// `PUT /projects/{project}/quota` through the first server, 200.
+async fn set_quota(c: &Cluster, project: &str, quota: Value) {
+    let path = format!("/projects/{project}/quota");
+    let (status, v) = send(c, 0, Method::PUT, &path, Some(quota)).await;
+    assert_eq!(status, 200, "{v}");
+}
+
 /// `GET /queue/{id}?wait=…` until `done` holds (or 30 s).
 async fn await_state(c: &Cluster, server: usize, id: &str, done: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -129,15 +136,7 @@ async fn queued_requests_are_admitted_by_rounds_and_wait_with_reasons() {
 
     // A reason that changes is written again (rounds write only changes):
     // with a limit of 3 and the room freed, it is the quota that holds it.
-    let (status, v) = send(
-        &c,
-        0,
-        Method::PUT,
-        "/projects/A/quota",
-        Some(json!({"limits": {"VCPU": 3}})),
-    )
-    .await;
-    assert_eq!(status, 200, "{v}");
+    set_quota(&c, "A", json!({"limits": {"VCPU": 3}})).await;
     let second_consumer = done["consumer_uuid"].as_str().unwrap();
     let path = format!("/allocations/{second_consumer}");
     assert_eq!(send(&c, 0, Method::DELETE, &path, None).await.0, 204);
@@ -339,15 +338,7 @@ async fn two_processes_never_admit_a_request_twice_or_overcommit() {
             .await;
     }
     // Project P0 may hold at most 20 VCPU.
-    let (status, v) = send(
-        &c,
-        0,
-        Method::PUT,
-        "/projects/P0/quota",
-        Some(json!({"limits": {"VCPU": 20}})),
-    )
-    .await;
-    assert_eq!(status, 200, "{v}");
+    set_quota(&c, "P0", json!({"limits": {"VCPU": 20}})).await;
     // 1,000 requests of 1 VCPU from 10 projects, in 20 batches through
     // both processes at once, for 500 VCPU.
     let batches = (0..20).map(|b| {
@@ -493,15 +484,7 @@ async fn a_guarantee_is_won_back_through_preemption_advice() {
     // headroom, so B could never have borrowed it).
     queue_many(&c, "B", 30).await;
     until_holds(&c, "B", 30).await;
-    let (s, v) = send(
-        &c,
-        0,
-        Method::PUT,
-        "/projects/A/quota",
-        Some(json!({"guarantees": {"VCPU": 10}})),
-    )
-    .await;
-    assert_eq!(s, 200, "{v}");
+    set_quota(&c, "A", json!({"guarantees": {"VCPU": 10}})).await;
     queue_many(&c, "A", 15).await;
     // The advice: ten of B's consumers, each for one of A's requests.
     let deadline = Instant::now() + Duration::from_secs(30);
