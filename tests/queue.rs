@@ -106,14 +106,20 @@ async fn queued_requests_are_admitted_by_rounds_and_wait_with_reasons() {
     assert_eq!(done["allocations"][&rp]["resources"]["VCPU"], 2);
     assert_eq!(done["reason"], Value::Null, "{done}");
 
-    // A request that waits keeps its reason through housekeeping; the
-    // reasons of requests that left `pending` go.
+    // A request that waits keeps its reason through housekeeping; the own
+    // reasons of requests that left `pending` go (one is written here as a
+    // round that gave the admitted request a reason of its own would).
     let third = queue(&c, 0, request_body("A", 4)).await;
     let id3 = third["id"].as_str().unwrap().to_string();
     await_state(&c, 0, &id3, |v| v["reason"] == "no_capacity").await;
     let mut conn = sqlx::PgConnection::connect(&c.database_url())
         .await
         .expect("connect");
+    sqlx::query("INSERT INTO queue_reasons (seq, reason) SELECT seq, 'headroom' FROM queue_requests WHERE id = $1")
+        .bind(uuid::Uuid::parse_str(&id2).unwrap())
+        .execute(&mut conn)
+        .await
+        .expect("an own reason of the admitted request");
     let pruned = placement::db::fairness::queue::prune_reasons(&mut conn)
         .await
         .expect("prune reasons");
@@ -136,6 +142,8 @@ async fn queued_requests_are_admitted_by_rounds_and_wait_with_reasons() {
 
     // A reason that changes is written again (rounds write only changes):
     // with a limit of 3 and the room freed, it is the quota that holds it.
+    // The only deferred request's reason is the round's common one, stored
+    // once for the round rather than for the request.
     set_quota(&c, "A", json!({"limits": {"VCPU": 3}})).await;
     let second_consumer = done["consumer_uuid"].as_str().unwrap();
     let path = format!("/allocations/{second_consumer}");
@@ -148,7 +156,75 @@ async fn queued_requests_are_admitted_by_rounds_and_wait_with_reasons() {
     .fetch_all(&mut conn)
     .await
     .expect("reasons");
-    assert_eq!(stored, vec!["quota_limit".to_string()]);
+    assert!(stored.is_empty(), "{stored:?}");
+    let common: Option<String> = sqlx::query_scalar("SELECT reason FROM queue_last_round")
+        .fetch_one(&mut conn)
+        .await
+        .expect("the last round");
+    assert_eq!(common.as_deref(), Some("quota_limit"));
+}
+
+#[tokio::test]
+async fn a_round_stores_its_common_reason_once_and_only_for_the_requests_it_saw() {
+    // Rounds only when woken: a request queued into a waiting queue is not
+    // decided until capacity is freed.
+    let c = Cluster::with_flags("queue-reasons", MV, 1, &["--admission-interval", "0"]).await;
+    c.provider("cn1", json!({"VCPU": {"total": 4}})).await;
+    set_quota(&c, "A", json!({"limits": {"VCPU": 1}})).await;
+    let batch =
+        json!({"requests": [request_body("B", 8), request_body("B", 8), request_body("A", 2)]});
+    let queued = queue(&c, 0, batch).await;
+    let ids: Vec<String> = queued["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["id"].as_str().unwrap().to_string())
+        .collect();
+    // One round saw all three (the batch woke it): the two too big for any
+    // provider share its common reason, the one over its quota has its own.
+    let own = await_state(&c, 0, &ids[2], |v| v["reason"] == "quota_limit").await;
+    assert_eq!(own["state"], "pending", "{own}");
+    for id in &ids[..2] {
+        let v = c.json(0, &format!("/queue/{id}")).await;
+        assert_eq!(v["reason"], "no_capacity", "{v}");
+    }
+    let mut conn = sqlx::PgConnection::connect(&c.database_url())
+        .await
+        .expect("connect");
+    let stored: Vec<(uuid::Uuid, String)> = sqlx::query_as(
+        "SELECT q.id, r.reason FROM queue_reasons r JOIN queue_requests q USING (seq)",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .expect("reasons");
+    assert_eq!(
+        stored,
+        vec![(ids[2].parse().unwrap(), "quota_limit".to_string())]
+    );
+    // Queued after that round read the queue: no round has seen it, so it
+    // has no reason yet, while the others keep theirs.
+    let later = queue(&c, 0, request_body("B", 8)).await;
+    let later_id = later["id"].as_str().unwrap();
+    let unseen = c.json(0, &format!("/queue/{later_id}")).await;
+    assert_eq!(unseen["state"], "pending", "{unseen}");
+    assert_eq!(unseen["reason"], Value::Null, "{unseen}");
+    let listed = c.json(0, "/queue?state=pending").await;
+    let reasons: Vec<&Value> = listed["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| &v["reason"])
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            &json!("no_capacity"),
+            &json!("no_capacity"),
+            &json!("quota_limit"),
+            &Value::Null
+        ],
+        "{listed}"
+    );
 }
 
 #[tokio::test]

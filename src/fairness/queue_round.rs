@@ -70,7 +70,7 @@ pub async fn round(
         let mut tx = pool.begin().await?;
         crate::db::fairness::lock_admissions(&mut tx).await?;
         let left = db::expire(&mut tx).await? + db::cancel_taken(&mut tx).await?;
-        let rows = db::pending(&mut tx).await?;
+        let rows = db::pending_seen(&mut tx).await?;
         let read_ms = ms(started);
         let rows = match rows.is_empty() {
             true => Vec::new(),
@@ -128,39 +128,27 @@ async fn decide(
     let started = Instant::now();
     let (answer, view) = admission::round_in(tx, cached, settings, &body, rand::random()).await?;
     let round_ms = ms(started);
-    let (mut admitted, mut placed, mut deferred) = (vec![], vec![], 0);
-    let mut reasons = db::ReasonChanges::default();
+    let (mut admitted, mut placed, mut deferred) = (vec![], vec![], vec![]);
     let submitted: std::collections::HashMap<Uuid, &PendingRow> =
         rows.iter().map(|(r, _)| (r.id, r)).collect();
     for d in &answer.decisions {
         let Ok(id) = d.request.parse::<Uuid>() else {
             continue;
         };
-        match (&d.allocations, &d.reason) {
-            (Some(a), _) => {
+        let Some(row) = submitted.get(&id) else {
+            continue;
+        };
+        match &d.allocations {
+            Some(a) => {
                 admitted.push(id);
                 placed.push(serde_json::to_value(a).unwrap_or_default());
-                if let Some(r) = submitted.get(&id) {
-                    let waited = (r.now - r.submitted_at).as_seconds_f64().max(0.0);
-                    crate::metrics::metrics().queue_wait.observe(waited);
-                }
+                let waited = (row.now - row.submitted_at).as_seconds_f64().max(0.0);
+                crate::metrics::metrics().queue_wait.observe(waited);
             }
-            (None, reason) => {
-                let Some(row) = submitted.get(&id) else {
-                    continue;
-                };
-                deferred += 1;
-                let reason = reason.as_deref().unwrap_or("no_capacity");
-                let into = match row.reason.as_deref() {
-                    Some(last) if last == reason => continue,
-                    Some(_) => &mut reasons.changed,
-                    None => &mut reasons.first,
-                };
-                into.0.push(row.seq);
-                into.1.push(reason);
-            }
+            None => deferred.push((*row, d.reason.as_deref().unwrap_or("no_capacity"))),
         }
     }
+    let reasons = reason_changes(&deferred);
     if !admitted.is_empty() || settings.record_idle {
         let ids = QueueRoundRequest {
             queue_requests: rows.iter().map(|(row, _)| row.id).collect(),
@@ -180,9 +168,49 @@ async fn decide(
     );
     Ok(RoundOutcome {
         admitted: admitted.len(),
-        deferred,
+        deferred: deferred.len(),
         advised,
     })
+}
+
+/// What the round's reasons change: the most common one is recorded once
+/// for every request the round saw; the others are stored per request,
+/// and only where they differ from what is stored.
+fn reason_changes<'a>(deferred: &[(&PendingRow, &'a str)]) -> db::ReasonChanges<'a> {
+    let common = most_common(deferred.iter().map(|(_, reason)| *reason));
+    let mut changes = db::ReasonChanges {
+        common,
+        ..Default::default()
+    };
+    for &(row, reason) in deferred {
+        let own = row.own_reason.as_deref();
+        if Some(reason) == common {
+            if own.is_some() {
+                changes.cleared.push(row.seq);
+            }
+            continue;
+        }
+        let into = match own {
+            Some(last) if last == reason => continue,
+            Some(_) => &mut changes.changed,
+            None => &mut changes.first,
+        };
+        into.0.push(row.seq);
+        into.1.push(reason);
+    }
+    changes
+}
+
+/// The reason given most often (of equals, the first by name); none of none.
+fn most_common<'a>(reasons: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+    for reason in reasons {
+        *counts.entry(reason).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
+        .map(|(reason, _)| reason)
 }
 
 /// What a queue round records as its request: the ids of the queued
@@ -377,5 +405,65 @@ async fn lead_one(leader: &Leader) {
         if let Ok(n) = db::pending_count(&mut conn).await {
             crate::metrics::metrics().queue_pending.set(n);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(seq: i64, own: Option<&str>) -> PendingRow {
+        let now = chrono::Utc::now();
+        PendingRow {
+            id: Uuid::new_v4(),
+            seq,
+            consumer_uuid: Uuid::new_v4(),
+            project_id: "p".into(),
+            user_id: "u".into(),
+            request: "{}".into(),
+            submitted_at: now,
+            own_reason: own.map(str::to_string),
+            common_reason: None,
+            now,
+        }
+    }
+
+    #[test]
+    fn the_most_common_reason_wins_and_ties_go_to_the_first_name() {
+        let most = |r: &[&'static str]| most_common(r.iter().copied());
+        assert_eq!(most(&[]), None);
+        assert_eq!(
+            most(&["quota_limit", "no_capacity", "quota_limit"]),
+            Some("quota_limit")
+        );
+        assert_eq!(most(&["quota_limit", "no_capacity"]), Some("no_capacity"));
+    }
+
+    #[test]
+    fn only_reasons_that_differ_from_the_common_one_are_stored_and_only_when_changed() {
+        let rows = [
+            row(1, None),                // common now, none stored: nothing
+            row(2, Some("quota_limit")), // common now: its own row goes
+            row(3, None),                // differs, none stored: first
+            row(4, Some("headroom")),    // differs, stored the same: nothing
+            row(5, Some("declined")),    // differs from what is stored: changed
+            row(6, None),
+        ];
+        let deferred = [
+            (&rows[0], "no_capacity"),
+            (&rows[1], "no_capacity"),
+            (&rows[2], "quota_limit"),
+            (&rows[3], "headroom"),
+            (&rows[4], "headroom"),
+            (&rows[5], "no_capacity"),
+        ];
+        let changes = reason_changes(&deferred);
+        assert_eq!(changes.common, Some("no_capacity"));
+        assert_eq!(changes.cleared, vec![2]);
+        assert_eq!(changes.first, (vec![3], vec!["quota_limit"]));
+        assert_eq!(changes.changed, (vec![5], vec!["headroom"]));
+        let none = reason_changes(&[]);
+        assert_eq!(none.common, None);
+        assert!(none.first.0.is_empty() && none.changed.0.is_empty() && none.cleared.is_empty());
     }
 }
