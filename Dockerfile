@@ -35,8 +35,11 @@ FROM debian:bookworm-slim
 RUN useradd --system --uid 10001 --no-create-home placement
 COPY --from=build /usr/local/bin/placement /usr/local/bin/placement
 USER placement
+# MIMALLOC_ALLOW_THP=0: no transparent huge pages for this process, also
+# on hosts whose THP setting is `always` (docs/operating.md).
 ENV PLACEMENT_BIND=0.0.0.0:8778 \
     PLACEMENT_AUTH_STRATEGY=keystone \
+    MIMALLOC_ALLOW_THP=0 \
     RUST_LOG=info
 EXPOSE 8778
 ENTRYPOINT ["placement"]
