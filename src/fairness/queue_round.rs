@@ -423,7 +423,6 @@ mod tests {
             request: "{}".into(),
             submitted_at: now,
             own_reason: own.map(str::to_string),
-            common_reason: None,
             now,
         }
     }

@@ -65,7 +65,10 @@ pub struct QueuedRow {
 /// A pending request's reason is the last round's: its own row in
 /// `queue_reasons`, or else the round's common reason when the round saw
 /// it (`migrations/*_queue_common_reason.sql`). One that left `pending`
-/// keeps the reason it left with on its own row.
+/// keeps the reason it left with on its own row. The last round's row is
+/// read through init plans: joined, that one-row table has no statistics,
+/// and the join's estimate made PostgreSQL compile a read of the whole
+/// queue with JIT (0.4 s).
 const COLUMNS: &str = "q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.request, q.state,
     CASE WHEN q.state = 'pending' THEN coalesce(
             (SELECT r.reason FROM queue_reasons r WHERE r.seq = q.seq),
@@ -258,29 +261,16 @@ pub struct PendingRow {
     /// When it was queued.
     pub submitted_at: chrono::DateTime<chrono::Utc>,
     /// Its own reason from the last round, when that differed from the
-    /// round's common one.
+    /// round's common one (which the round writes anew either way).
     pub own_reason: Option<String>,
-    /// The last round's common reason, when that round saw it.
-    pub common_reason: Option<String>,
     /// The database's clock, for waiting times.
     pub now: chrono::DateTime<chrono::Utc>,
 }
 
-impl PendingRow {
-    /// The reason the last round left it pending (none before its first).
-    pub fn last_reason(&self) -> Option<&str> {
-        self.own_reason.as_deref().or(self.common_reason.as_deref())
-    }
-}
-
-/// Every pending request, in submission order, with its last reason; and
-/// records this statement's snapshot as the round's (the requests it
-/// returns are the ones the round decides, so they are the ones its common
-/// reason speaks for). The previous round's row is what the select reads:
-/// every part of one statement sees the data as it was before it. That
-/// row is read through init plans, once: joined, it has no statistics,
-/// and the join's estimate (millions of rows) made PostgreSQL compile the
-/// statement with JIT, 0.4 s a round.
+/// Every pending request, in submission order, with its own last reason;
+/// and records this statement's snapshot as the round's: the requests it
+/// returns are the ones the round decides, so they are the ones the
+/// round's common reason speaks for.
 /// The round holds the admissions lock, and a cancel takes it shared, so
 /// no row changes under the round: the rows are not locked one by one.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
@@ -290,11 +280,7 @@ pub async fn pending_seen(conn: &mut PgConnection) -> Result<Vec<PendingRow>, sq
             INSERT INTO queue_last_round (only_row, snapshot) VALUES (true, pg_current_snapshot())
             ON CONFLICT (only_row) DO UPDATE SET snapshot = excluded.snapshot)
          SELECT q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.request::text AS request,
-                q.submitted_at, r.reason AS own_reason,
-                CASE WHEN q.xact IS NULL
-                       OR pg_visible_in_snapshot(q.xact, (SELECT snapshot FROM queue_last_round))
-                     THEN (SELECT reason FROM queue_last_round) END AS common_reason,
-                now() AS now
+                q.submitted_at, r.reason AS own_reason, now() AS now
          FROM queue_requests q LEFT JOIN queue_reasons r ON r.seq = q.seq
          WHERE q.state = 'pending' ORDER BY q.seq",
     )
