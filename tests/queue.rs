@@ -39,6 +39,16 @@ async fn queue(c: &Cluster, server: usize, body: Value) -> Value {
     v
 }
 
+/// The ids of a batch `POST /queue` answer (or a listing), in its order.
+fn request_ids(answer: &Value) -> Vec<String> {
+    answer["requests"]
+        .as_array()
+        .expect("requests")
+        .iter()
+        .map(|r| r["id"].as_str().expect("id").to_string())
+        .collect()
+}
+
 /// `PUT /projects/{project}/quota` through the first server, 200.
 async fn set_quota(c: &Cluster, project: &str, quota: Value) {
     let path = format!("/projects/{project}/quota");
@@ -174,12 +184,7 @@ async fn a_round_stores_its_common_reason_once_and_only_for_the_requests_it_saw(
     let batch =
         json!({"requests": [request_body("B", 8), request_body("B", 8), request_body("A", 2)]});
     let queued = queue(&c, 0, batch).await;
-    let ids: Vec<String> = queued["requests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["id"].as_str().unwrap().to_string())
-        .collect();
+    let ids = request_ids(&queued);
     // One round saw all three (the batch woke it): the two too big for any
     // provider share its common reason, the one over its quota has its own.
     let own = await_state(&c, 0, &ids[2], |v| v["reason"] == "quota_limit").await;
@@ -266,12 +271,7 @@ async fn bad_input_conflicts_cancel_expiry_and_paging() {
     )
     .await;
     assert_eq!(status, 202, "{v}");
-    let ids: Vec<String> = v["requests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_str().unwrap().to_string())
-        .collect();
+    let ids = request_ids(&v);
     assert_eq!(v["requests"][4]["position_in_project"], 5);
     let admitted = await_state(&c, 0, &ids[0], |v| v["state"] == "admitted").await;
 
