@@ -21,6 +21,7 @@
 
 use std::sync::Arc;
 
+mod room;
 mod state;
 use state::State;
 

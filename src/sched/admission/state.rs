@@ -1,6 +1,7 @@
 //! The bookkeeping of one admission round: queues, shares, consumption,
 //! headroom and the provider checks, stage by stage.
 
+use super::room::LargestRoom;
 use super::{
     Admitted, Class, Decision, Decline, Outcome, ProjectIx, Provider, ProviderIx, Reason, Request,
     Round, Stage,
@@ -44,6 +45,7 @@ pub(super) struct State<'a> {
     decided: Vec<Option<Outcome>>,
     admitted_order: Vec<usize>,
     steps: u64,
+    largest: LargestRoom,
 }
 
 impl<'a> State<'a> {
@@ -114,6 +116,17 @@ impl<'a> State<'a> {
             decided: vec![None; round.requests.len()],
             admitted_order: Vec::new(),
             steps: 0,
+            largest: LargestRoom::of(&round.providers, round.classes),
+        }
+    }
+
+    /// The same bookkeeping without the largest-room bound: every request
+    /// visits its providers (tests compare the two).
+    #[cfg(test)]
+    pub(super) fn scanning(round: &'a Round) -> Self {
+        State {
+            largest: LargestRoom::unbounded(round.classes),
+            ..State::new(round)
         }
     }
 
@@ -254,6 +267,19 @@ impl<'a> State<'a> {
             .map(|&(c, _)| (c, self.surplus(c) + self.unsatisfied(top, c)))
             .collect();
         let candidates = r.allowed.as_ref().map_or(self.providers.len(), |a| a.len());
+        if !self.largest.may_fit(&self.providers, &r.resources) {
+            // Every provider would refuse it on capacity: the scan's
+            // outcome and the steps it would have spent, without the scan.
+            let spent = self
+                .steps
+                .saturating_add(u64::try_from(candidates).unwrap_or(u64::MAX));
+            if spent <= self.round.max_steps {
+                self.steps = spent;
+                return Err(Reason::NoCapacity);
+            }
+            self.steps = self.round.max_steps;
+            return Err(Reason::NotReached);
+        }
         let mut worst = Reason::NoCapacity;
         let mut scratch = Vec::with_capacity(r.resources.len());
         for k in 0..candidates {
@@ -393,7 +419,9 @@ impl<'a> State<'a> {
         }
         for &(c, n) in &r.resources {
             if let Some(s) = provider.stock[c].as_mut() {
+                let before = s.capacity - s.used as f64;
                 s.used += n;
+                self.largest.taken(c, before);
             }
             let from_res: i64 = fit
                 .drawn
