@@ -40,10 +40,14 @@ pub async fn lock_projects(conn: &mut PgConnection, ids: &[i32]) -> Result<(), s
     Ok(())
 }
 
-/// Serialises admission rounds across processes until the transaction ends.
+/// Serialises admission rounds across processes until the transaction
+/// ends, and turns PostgreSQL's JIT off for it: a round's reads over a
+/// large queue or a freshly written pool are estimated dear enough to be
+/// compiled, and compiling cost more than each read (0.2 s against 0.08 s
+/// for the read of 80,000 pending requests).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn lock_admissions(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-    crate::db::query("SELECT pg_advisory_xact_lock($1)")
+    crate::db::query("SELECT pg_advisory_xact_lock($1), set_config('jit', 'off', true)")
         .bind(ADMISSION_LOCK)
         .execute(conn)
         .await?;
