@@ -230,6 +230,49 @@ async fn a_round_stores_its_common_reason_once_and_only_for_the_requests_it_saw(
         ],
         "{listed}"
     );
+
+    // Room freed wakes a round that admits one request that fits; it is
+    // recorded with its admitted decision in full and its deferred ones
+    // as runs of one reason over positions in its request list.
+    let fits = queue(&c, 0, request_body("D", 1)).await;
+    let fits_id = fits["id"].as_str().unwrap().to_string();
+    let rp = c.json(0, "/resource_providers?name=cn1").await["resource_providers"][0]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let freed = format!("/allocations/{}", uuid::Uuid::new_v4());
+    let held = json!({"allocations": {rp: {"resources": {"VCPU": 1}}},
+                      "project_id": "C", "user_id": "u", "consumer_generation": null,
+                      "consumer_type": "INSTANCE"});
+    let (status, v) = send(&c, 0, Method::PUT, &freed, Some(held)).await;
+    assert_eq!(status, 204, "{v}");
+    assert_eq!(send(&c, 0, Method::DELETE, &freed, None).await.0, 204);
+    let admitted = await_state(&c, 0, &fits_id, |v| v["state"] == "admitted").await;
+    let (request, result): (Value, Value) =
+        sqlx::query_as("SELECT request::jsonb, result::jsonb FROM admission_rounds WHERE id = $1")
+            .bind(
+                admitted["round_id"]
+                    .as_str()
+                    .unwrap()
+                    .parse::<uuid::Uuid>()
+                    .unwrap(),
+            )
+            .fetch_one(&mut conn)
+            .await
+            .expect("the round's record");
+    let order = [&ids[0], &ids[1], &ids[2], later_id, &fits_id];
+    assert_eq!(request, json!({"queue_requests": order}), "{request}");
+    let decisions = result["decisions"].as_array().unwrap();
+    assert_eq!(decisions.len(), 1, "{result}");
+    assert_eq!(decisions[0]["request"], json!(fits_id), "{result}");
+    assert_eq!(decisions[0]["decision"], "admitted", "{result}");
+    assert_eq!(
+        result["deferred"],
+        json!([{"from": 0, "count": 2, "reason": "no_capacity"},
+               {"from": 2, "count": 1, "reason": "quota_limit"},
+               {"from": 3, "count": 1, "reason": "no_capacity"}]),
+        "{result}"
+    );
 }
 
 #[tokio::test]

@@ -195,7 +195,7 @@ pub async fn run(
             let admitted = answer.decisions.iter().any(|d| d.allocations.is_some());
             if admitted || settings.record_idle {
                 let request = serde_json::to_string(&body).unwrap_or_default();
-                record(&mut tx, &answer, &request).await?;
+                record(&mut tx, &answer, &request, &answer).await?;
             }
             tx.commit().await.map_err(Error::commit_failed)?;
         }
@@ -264,13 +264,15 @@ pub async fn round_in(
 
 /// Stores a committed round with its seed for audit and replay:
 /// `request` is what it decided over (`POST /admissions`' body, or the
-/// fair queue's request ids), the answer in full.
+/// fair queue's request ids), `result` its answer (in full, or the fair
+/// queue's compact form).
 pub async fn record(
     tx: &mut sqlx::PgConnection,
     answer: &AdmissionAnswer,
     request: &str,
+    result: &impl Serialize,
 ) -> Result<()> {
-    let recorded = serde_json::to_string(answer).unwrap_or_default();
+    let recorded = serde_json::to_string(result).unwrap_or_default();
     let seed = i64::from(answer.seed);
     db::record_round(tx, answer.round_id, seed, request, &recorded).await?;
     Ok(())

@@ -69,8 +69,13 @@ pub async fn round(
         let refreshed_ms = ms(started);
         let mut tx = pool.begin().await?;
         crate::db::fairness::lock_admissions(&mut tx).await?;
-        let left = db::expire(&mut tx).await? + db::cancel_taken(&mut tx).await?;
-        let rows = db::pending_seen(&mut tx).await?;
+        let expired = db::expire(&mut tx).await?;
+        let (taken, rows): (Vec<PendingRow>, Vec<PendingRow>) = db::pending_seen(&mut tx)
+            .await?
+            .into_iter()
+            .partition(|r| r.taken);
+        let taken: Vec<Uuid> = taken.iter().map(|r| r.id).collect();
+        let left = expired + db::cancel_undecidable(&mut tx, &taken, "consumer_exists").await?;
         let read_ms = ms(started);
         let rows = match rows.is_empty() {
             true => Vec::new(),
@@ -129,23 +134,36 @@ async fn decide(
     let (answer, view) = admission::round_in(tx, cached, settings, &body, rand::random()).await?;
     let round_ms = ms(started);
     let (mut admitted, mut placed, mut deferred) = (vec![], vec![], vec![]);
-    let submitted: std::collections::HashMap<Uuid, &PendingRow> =
-        rows.iter().map(|(r, _)| (r.id, r)).collect();
+    let position: std::collections::HashMap<Uuid, usize> = rows
+        .iter()
+        .enumerate()
+        .map(|(at, (r, _))| (r.id, at))
+        .collect();
+    let mut decided_admitted = Vec::new();
+    let mut deferred_at = Vec::new();
     for d in &answer.decisions {
-        let Ok(id) = d.request.parse::<Uuid>() else {
+        let Some(&at) = d
+            .request
+            .parse::<Uuid>()
+            .ok()
+            .and_then(|id| position.get(&id))
+        else {
             continue;
         };
-        let Some(row) = submitted.get(&id) else {
-            continue;
-        };
+        let row = &rows[at].0;
         match &d.allocations {
             Some(a) => {
-                admitted.push(id);
+                admitted.push(row.id);
                 placed.push(serde_json::to_value(a).unwrap_or_default());
+                decided_admitted.push(d);
                 let waited = (row.now - row.submitted_at).as_seconds_f64().max(0.0);
                 crate::metrics::metrics().queue_wait.observe(waited);
             }
-            None => deferred.push((*row, d.reason.as_deref().unwrap_or("no_capacity"))),
+            None => {
+                let reason = d.reason.as_deref().unwrap_or("no_capacity");
+                deferred.push((row, reason));
+                deferred_at.push((at, reason));
+            }
         }
     }
     let reasons = reason_changes(&deferred);
@@ -154,7 +172,14 @@ async fn decide(
             queue_requests: rows.iter().map(|(row, _)| row.id).collect(),
         };
         let request = serde_json::to_string(&ids).unwrap_or_default();
-        admission::record(tx, &answer, &request).await?;
+        let result = QueueRoundResult {
+            round_id: answer.round_id,
+            seed: answer.seed,
+            decisions: decided_admitted,
+            deferred: deferred_runs(&deferred_at),
+            held_back_for_headroom: &answer.held_back_for_headroom,
+        };
+        admission::record(tx, &answer, &request, &result).await?;
     }
     db::mark_admitted(tx, answer.round_id, &admitted, &placed).await?;
     db::record_reasons(tx, &reasons).await?;
@@ -225,6 +250,45 @@ struct QueueRoundRequest {
     queue_requests: Vec<Uuid>,
 }
 
+/// What a queue round stores as its answer: `POST /admissions`' answer
+/// with the deferred decisions as runs of one reason over positions in
+/// the round's request list (`QueueRoundRequest`), and the admitted ones
+/// in full, in admission order. Stored one by one, the deferred decisions
+/// of a round over 80,000 requests were 7 MB, and 0.2 s of the round.
+#[derive(serde::Serialize)]
+struct QueueRoundResult<'a> {
+    round_id: Uuid,
+    seed: u32,
+    decisions: Vec<&'a admission::AdmissionDecision>,
+    deferred: Vec<DeferredRun<'a>>,
+    held_back_for_headroom: &'a super::Amounts,
+}
+
+/// `count` requests deferred for `reason`, from position `from` on.
+#[derive(serde::Serialize, Debug, PartialEq)]
+struct DeferredRun<'a> {
+    from: usize,
+    count: usize,
+    reason: &'a str,
+}
+
+/// Runs of (position, reason), positions ascending: consecutive positions
+/// with the same reason make one run.
+fn deferred_runs<'a>(deferred: &[(usize, &'a str)]) -> Vec<DeferredRun<'a>> {
+    let mut runs: Vec<DeferredRun<'a>> = Vec::new();
+    for &(at, reason) in deferred {
+        match runs.last_mut() {
+            Some(run) if run.reason == reason && run.from + run.count == at => run.count += 1,
+            _ => runs.push(DeferredRun {
+                from: at,
+                count: 1,
+                reason,
+            }),
+        }
+    }
+    runs
+}
+
 fn as_admission(row: &PendingRow, item: &QueueItem) -> AdmissionItem {
     AdmissionItem {
         id: row.id.to_string(),
@@ -287,7 +351,7 @@ async fn drop_invalid(
             _ => invalid.push(row.id),
         }
     }
-    db::cancel_invalid(tx, &invalid).await?;
+    db::cancel_undecidable(tx, &invalid, "invalid").await?;
     Ok(valid)
 }
 
@@ -424,7 +488,33 @@ mod tests {
             submitted_at: now,
             own_reason: own.map(str::to_string),
             now,
+            taken: false,
         }
+    }
+
+    #[test]
+    fn deferred_decisions_are_stored_as_runs_of_one_reason() {
+        let deferred = [
+            (0, "no_capacity"),
+            (1, "no_capacity"),
+            (3, "no_capacity"), // 2 was admitted: a new run
+            (4, "not_reached"),
+            (5, "not_reached"),
+        ];
+        let run = |from, count, reason| DeferredRun {
+            from,
+            count,
+            reason,
+        };
+        assert_eq!(
+            deferred_runs(&deferred),
+            vec![
+                run(0, 2, "no_capacity"),
+                run(3, 1, "no_capacity"),
+                run(4, 2, "not_reached")
+            ]
+        );
+        assert!(deferred_runs(&[]).is_empty());
     }
 
     #[test]
