@@ -1,7 +1,7 @@
 //! The bookkeeping of one admission round: queues, shares, consumption,
 //! headroom and the provider checks, stage by stage.
 
-use super::room::LargestRoom;
+use super::room::Rooms;
 use super::{
     Admitted, Class, Decision, Decline, Outcome, ProjectIx, Provider, ProviderIx, Reason, Request,
     Round, Stage,
@@ -45,7 +45,7 @@ pub(super) struct State<'a> {
     decided: Vec<Option<Outcome>>,
     admitted_order: Vec<usize>,
     steps: u64,
-    largest: LargestRoom,
+    rooms: Rooms,
 }
 
 impl<'a> State<'a> {
@@ -116,16 +116,16 @@ impl<'a> State<'a> {
             decided: vec![None; round.requests.len()],
             admitted_order: Vec::new(),
             steps: 0,
-            largest: LargestRoom::of(&round.providers, round.classes),
+            rooms: Rooms::of(&round.providers, round.classes),
         }
     }
 
-    /// The same bookkeeping without the largest-room bound: every request
-    /// visits its providers (tests compare the two).
+    /// The same bookkeeping without passing over providers by their room:
+    /// every request visits its providers (tests compare the two).
     #[cfg(test)]
     pub(super) fn scanning(round: &'a Round) -> Self {
         State {
-            largest: LargestRoom::unbounded(round.classes),
+            rooms: Rooms::passing_nothing(&round.providers, round.classes),
             ..State::new(round)
         }
     }
@@ -267,22 +267,28 @@ impl<'a> State<'a> {
             .map(|&(c, _)| (c, self.surplus(c) + self.unsatisfied(top, c)))
             .collect();
         let candidates = r.allowed.as_ref().map_or(self.providers.len(), |a| a.len());
-        if !self.largest.may_fit(&self.providers, &r.resources) {
+        if !self.rooms.may_fit(&r.resources) {
             // Every provider would refuse it on capacity: the scan's
             // outcome and the steps it would have spent, without the scan.
-            let spent = self
-                .steps
-                .saturating_add(u64::try_from(candidates).unwrap_or(u64::MAX));
-            if spent <= self.round.max_steps {
-                self.steps = spent;
-                return Err(Reason::NoCapacity);
-            }
-            self.steps = self.round.max_steps;
-            return Err(Reason::NotReached);
+            return self.pass_over(candidates).and(Err(Reason::NoCapacity));
         }
         let mut worst = Reason::NoCapacity;
         let mut scratch = Vec::with_capacity(r.resources.len());
-        for k in 0..candidates {
+        let mut k = 0;
+        while k < candidates {
+            if r.allowed.is_none() {
+                // The pool in order: pass over the providers without room.
+                let open = self.rooms.next_open(k, &r.resources);
+                if open == candidates {
+                    return self.pass_over(open - k).and(Err(worst));
+                }
+                if open > k {
+                    // The scan would go on to visit `open`: it has a step left.
+                    self.pass_over(open - k + 1)?;
+                    self.steps -= 1;
+                    k = open;
+                }
+            }
             let rp = r.allowed.as_ref().map_or(k, |a| a[k]);
             if self.steps >= self.round.max_steps {
                 return Err(Reason::NotReached);
@@ -297,8 +303,24 @@ impl<'a> State<'a> {
                 }
                 Err(reason) => worst = worst.max(reason),
             }
+            k += 1;
         }
         Err(worst)
+    }
+
+    /// Charges `visits` provider checks that would each have refused on
+    /// capacity; `NotReached` (the budget spent) when the scan would have
+    /// stopped among them.
+    fn pass_over(&mut self, visits: usize) -> Result<(), Reason> {
+        let spent = self
+            .steps
+            .saturating_add(u64::try_from(visits).unwrap_or(u64::MAX));
+        if spent <= self.round.max_steps {
+            self.steps = spent;
+            return Ok(());
+        }
+        self.steps = self.round.max_steps;
+        Err(Reason::NotReached)
     }
 
     /// Checks one provider for one request, in the allocator's order:
@@ -419,9 +441,8 @@ impl<'a> State<'a> {
         }
         for &(c, n) in &r.resources {
             if let Some(s) = provider.stock[c].as_mut() {
-                let before = s.capacity - s.used as f64;
                 s.used += n;
-                self.largest.taken(c, before);
+                self.rooms.set(fit.provider, c, s.capacity - s.used as f64);
             }
             let from_res: i64 = fit
                 .drawn
