@@ -46,6 +46,15 @@ pub(super) struct State<'a> {
     admitted_order: Vec<usize>,
     steps: u64,
     rooms: Rooms,
+    /// Each project's weighted subtree share and its own (leaf) share,
+    /// kept as admissions change them: the sorter compares them for every
+    /// project at every pick.
+    node_share: Vec<f64>,
+    leaf_share: Vec<f64>,
+    /// Projects without a parent.
+    roots: Vec<ProjectIx>,
+    /// Work everything out again at every pick (tests compare the two).
+    recompute: bool,
 }
 
 impl<'a> State<'a> {
@@ -117,15 +126,38 @@ impl<'a> State<'a> {
             admitted_order: Vec::new(),
             steps: 0,
             rooms: Rooms::of(&round.providers, round.classes),
+            node_share: Vec::new(),
+            leaf_share: Vec::new(),
+            roots: (0..n)
+                .filter(|&p| round.projects[p].parent.is_none())
+                .collect(),
+            recompute: false,
         }
+        .with_shares()
     }
 
-    /// The same bookkeeping without passing over providers by their room:
-    /// every request visits its providers (tests compare the two).
+    /// The shares worked out from the allocations.
+    fn with_shares(mut self) -> Self {
+        let n = self.round.projects.len();
+        self.node_share = (0..n).map(|p| self.node_share_now(p)).collect();
+        self.leaf_share = (0..n)
+            .map(|p| self.share(&self.own_alloc[p], 1.0))
+            .collect();
+        self
+    }
+
+    fn node_share_now(&self, p: ProjectIx) -> f64 {
+        self.share(&self.subtree_alloc[p], self.round.projects[p].weight)
+    }
+
+    /// The same bookkeeping without passing over providers by their room
+    /// (every request visits its providers) and with the sorter's inputs
+    /// worked out again at every pick (tests compare the two).
     #[cfg(test)]
     pub(super) fn scanning(round: &'a Round) -> Self {
         State {
             rooms: Rooms::passing_nothing(&round.providers, round.classes),
+            recompute: true,
             ..State::new(round)
         }
     }
@@ -134,29 +166,48 @@ impl<'a> State<'a> {
     pub(super) fn stage(&mut self, stage: Stage) {
         let n = self.round.projects.len();
         let mut skipped = vec![false; n];
+        let mut active: Vec<bool> = (0..n).map(|p| self.eligible(p, stage)).collect();
+        let mut below = self.active_below(&active);
         loop {
-            let active: Vec<bool> = (0..n)
-                .map(|p| !skipped[p] && self.eligible(p, stage))
-                .collect();
-            let Some(p) = self.pick(&active) else { break };
-            let Some(&req) = self.queues[p].front() else {
-                skipped[p] = true;
-                continue;
+            if self.recompute {
+                active = (0..n)
+                    .map(|p| !skipped[p] && self.eligible(p, stage))
+                    .collect();
+                below = self.active_below(&active);
+            }
+            let Some(p) = self.pick(&active, &below) else {
+                break;
             };
-            match self.place(req) {
-                Ok(fit) => {
-                    self.queues[p].pop_front();
-                    self.commit(req, stage, fit);
-                }
-                Err(reason) => {
-                    skipped[p] = true;
-                    if stage == Stage::Fair || reason == Reason::NotReached {
-                        for r in self.queues[p].drain(..) {
-                            self.decided[r] = Some(Outcome::Deferred(reason));
+            match self.queues[p].front() {
+                None => skipped[p] = true,
+                Some(&req) => match self.place(req) {
+                    Ok(fit) => {
+                        self.queues[p].pop_front();
+                        self.commit(req, stage, fit);
+                    }
+                    Err(reason) => {
+                        skipped[p] = true;
+                        if stage == Stage::Fair || reason == Reason::NotReached {
+                            for r in self.queues[p].drain(..) {
+                                self.decided[r] = Some(Outcome::Deferred(reason));
+                            }
                         }
                     }
-                }
+                },
             }
+            // Only `p` changed: its queue, its consumption (a guarantee's
+            // stage admits for top-level projects only) or its skip.
+            active[p] = !skipped[p] && self.eligible(p, stage);
+            self.update_below(&active, &mut below, p);
+        }
+    }
+
+    /// `below` again for `p` and its ancestors, after `p`'s activity changed.
+    fn update_below(&self, active: &[bool], below: &mut [bool], p: ProjectIx) {
+        let mut at = Some(p);
+        while let Some(a) = at {
+            below[a] = active[a] || self.children[a].iter().any(|&c| below[c]);
+            at = self.round.projects[a].parent;
         }
     }
 
@@ -180,11 +231,12 @@ impl<'a> State<'a> {
 
     /// The DRF sorter's first active project, or None: descend from the
     /// roots, taking at each level the smallest (share, count, path).
-    fn pick(&self, active: &[bool]) -> Option<ProjectIx> {
-        let below = self.active_below(active);
-        let mut level: Vec<Entry> = (0..self.round.projects.len())
-            .filter(|&p| below[p] && self.round.projects[p].parent.is_none())
-            .map(Entry::Node)
+    fn pick(&self, active: &[bool], below: &[bool]) -> Option<ProjectIx> {
+        let mut level: Vec<Entry> = self
+            .roots
+            .iter()
+            .filter(|&&p| below[p])
+            .map(|&p| Entry::Node(p))
             .collect();
         loop {
             let best = level.iter().copied().min_by(|&a, &b| self.compare(a, b))?;
@@ -215,16 +267,18 @@ impl<'a> State<'a> {
     /// (share, allocation count, path) of a sibling.
     fn key(&self, e: Entry) -> (f64, u64, &str) {
         match e {
-            Entry::Node(p) => (
-                self.share(&self.subtree_alloc[p], self.round.projects[p].weight),
+            Entry::Node(p) if self.recompute => (
+                self.node_share_now(p),
                 self.subtree_count[p],
                 &self.paths[p],
             ),
-            Entry::Leaf(p) => (
+            Entry::Node(p) => (self.node_share[p], self.subtree_count[p], &self.paths[p]),
+            Entry::Leaf(p) if self.recompute => (
                 self.share(&self.own_alloc[p], 1.0),
                 self.own_count[p],
                 &self.leaf_paths[p],
             ),
+            Entry::Leaf(p) => (self.leaf_share[p], self.own_count[p], &self.leaf_paths[p]),
         }
     }
 
@@ -461,7 +515,9 @@ impl<'a> State<'a> {
         self.own_count[p] += 1;
         for &a in &lineage {
             self.subtree_count[a] += 1;
+            self.node_share[a] = self.node_share_now(a);
         }
+        self.leaf_share[p] = self.share(&self.own_alloc[p], 1.0);
         let after = self.share(&self.subtree_alloc[p], weight);
         self.decided[req] = Some(Outcome::Admitted {
             stage,
