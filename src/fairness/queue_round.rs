@@ -133,41 +133,9 @@ async fn decide(
     let started = Instant::now();
     let (answer, view) = admission::round_in(tx, cached, settings, &body, rand::random()).await?;
     let round_ms = ms(started);
-    let (mut admitted, mut placed, mut deferred) = (vec![], vec![], vec![]);
-    let position: std::collections::HashMap<Uuid, usize> = rows
-        .iter()
-        .enumerate()
-        .map(|(at, (r, _))| (r.id, at))
-        .collect();
-    let mut decided_admitted = Vec::new();
-    let mut deferred_at = Vec::new();
-    for d in &answer.decisions {
-        let Some(&at) = d
-            .request
-            .parse::<Uuid>()
-            .ok()
-            .and_then(|id| position.get(&id))
-        else {
-            continue;
-        };
-        let row = &rows[at].0;
-        match &d.allocations {
-            Some(a) => {
-                admitted.push(row.id);
-                placed.push(serde_json::to_value(a).unwrap_or_default());
-                decided_admitted.push(d);
-                let waited = (row.now - row.submitted_at).as_seconds_f64().max(0.0);
-                crate::metrics::metrics().queue_wait.observe(waited);
-            }
-            None => {
-                let reason = d.reason.as_deref().unwrap_or("no_capacity");
-                deferred.push((row, reason));
-                deferred_at.push((at, reason));
-            }
-        }
-    }
-    let reasons = reason_changes(&deferred);
-    if !admitted.is_empty() || settings.record_idle {
+    let sorted = Sorted::of(&answer, rows);
+    let reasons = reason_changes(&sorted.deferred);
+    if !sorted.admitted.is_empty() || settings.record_idle {
         let ids = QueueRoundRequest {
             queue_requests: rows.iter().map(|(row, _)| row.id).collect(),
         };
@@ -175,13 +143,13 @@ async fn decide(
         let result = QueueRoundResult {
             round_id: answer.round_id,
             seed: answer.seed,
-            decisions: decided_admitted,
-            deferred: deferred_runs(&deferred_at),
+            decisions: sorted.admitted_decisions,
+            deferred: deferred_runs(&sorted.deferred_at),
             held_back_for_headroom: &answer.held_back_for_headroom,
         };
         admission::record(tx, &answer, &request, &result).await?;
     }
-    db::mark_admitted(tx, answer.round_id, &admitted, &placed).await?;
+    db::mark_admitted(tx, answer.round_id, &sorted.admitted, &sorted.placed).await?;
     db::record_reasons(tx, &reasons).await?;
     let marked_ms = ms(started);
     let advised = super::preemption::advise(tx, &view, &answer, rows, hold_seconds).await?;
@@ -192,10 +160,67 @@ async fn decide(
         "queue round decisions"
     );
     Ok(RoundOutcome {
-        admitted: admitted.len(),
-        deferred: deferred.len(),
+        admitted: sorted.admitted.len(),
+        deferred: sorted.deferred.len(),
         advised,
     })
+}
+
+/// A round's decisions by the queued request they decide.
+struct Sorted<'a> {
+    /// Admitted requests, in admission order, and where each went.
+    admitted: Vec<Uuid>,
+    placed: Vec<serde_json::Value>,
+    admitted_decisions: Vec<&'a admission::AdmissionDecision>,
+    /// Deferred requests with their reasons, in request order, and their
+    /// positions in the round's request list.
+    deferred: Vec<(&'a PendingRow, &'a str)>,
+    deferred_at: Vec<(usize, &'a str)>,
+}
+
+impl<'a> Sorted<'a> {
+    fn of(answer: &'a admission::AdmissionAnswer, rows: &'a [(PendingRow, QueueItem)]) -> Self {
+        let position: std::collections::HashMap<Uuid, usize> = rows
+            .iter()
+            .enumerate()
+            .map(|(at, (r, _))| (r.id, at))
+            .collect();
+        let mut sorted = Sorted {
+            admitted: Vec::new(),
+            placed: Vec::new(),
+            admitted_decisions: Vec::new(),
+            deferred: Vec::new(),
+            deferred_at: Vec::new(),
+        };
+        for d in &answer.decisions {
+            let Some(&at) = d
+                .request
+                .parse::<Uuid>()
+                .ok()
+                .and_then(|id| position.get(&id))
+            else {
+                continue;
+            };
+            let row = &rows[at].0;
+            match &d.allocations {
+                Some(a) => {
+                    sorted.admitted.push(row.id);
+                    sorted
+                        .placed
+                        .push(serde_json::to_value(a).unwrap_or_default());
+                    sorted.admitted_decisions.push(d);
+                    let waited = (row.now - row.submitted_at).as_seconds_f64().max(0.0);
+                    crate::metrics::metrics().queue_wait.observe(waited);
+                }
+                None => {
+                    let reason = d.reason.as_deref().unwrap_or("no_capacity");
+                    sorted.deferred.push((row, reason));
+                    sorted.deferred_at.push((at, reason));
+                }
+            }
+        }
+        sorted
+    }
 }
 
 /// What the round's reasons change: the most common one is recorded once
