@@ -333,14 +333,10 @@ impl<'a> State<'a> {
             if r.allowed.is_none() {
                 // The pool in order: pass over the providers without room.
                 let open = self.rooms.next_open(k, &r.resources);
-                if open == candidates {
-                    return self.pass_over(open - k).and(Err(worst));
-                }
-                if open > k {
-                    // The scan would go on to visit `open`: it has a step left.
-                    self.pass_over(open - k + 1)?;
-                    self.steps -= 1;
-                    k = open;
+                self.pass_over(open - k)?;
+                k = open;
+                if k == candidates {
+                    break;
                 }
             }
             let rp = r.allowed.as_ref().map_or(k, |a| a[k]);
