@@ -6,7 +6,7 @@
 //! so that what the owners free is not taken by someone else. The service
 //! never removes anything itself.
 
-use super::admission::{AdmissionAnswer, RoundView};
+use super::admission::RoundView;
 use super::queue::QueueItem;
 use crate::db::fairness::preemptions::{self as db, AdviceRow, HolderRow, NewAdvice, NewHold};
 use crate::db::fairness::queue::PendingRow;
@@ -72,18 +72,20 @@ pub async fn list(pool: &crate::db::Pool, project: Option<&str>) -> Result<Vec<P
     Ok(rows.into_iter().map(PreemptionView::of).collect())
 }
 
-/// After a round: advice for the deferred requests of projects below
-/// their guarantee, and holds for them; the count of victims advised.
+/// After round `round_id`: advice for the deferred requests (positions
+/// in `rows` with their reasons) of projects below their guarantee, and
+/// holds for them; the count of victims advised.
 pub async fn advise(
     tx: &mut sqlx::PgConnection,
     view: &RoundView,
-    answer: &AdmissionAnswer,
+    round_id: Uuid,
+    deferred: &[(usize, &str)],
     rows: &[(PendingRow, QueueItem)],
     hold_seconds: u64,
 ) -> Result<usize> {
-    let waiting = waiting_for_room(view, answer, rows);
+    let waiting = waiting_for_room(view, deferred, rows);
     if waiting.is_empty() {
-        db::replace_advice(tx, answer.round_id, &[]).await?;
+        db::replace_advice(tx, round_id, &[]).await?;
         return Ok(0);
     }
     let inputs = Inputs::load(tx, view, &waiting, rows).await?;
@@ -126,7 +128,7 @@ pub async fn advise(
             amounts,
         });
     }
-    db::replace_advice(tx, answer.round_id, &stored).await?;
+    db::replace_advice(tx, round_id, &stored).await?;
     db::hold(tx, &holds, hold_seconds).await?;
     Ok(stored.len())
 }
@@ -135,38 +137,21 @@ pub async fn advise(
 /// project has a guarantee on one of their classes.
 fn waiting_for_room(
     view: &RoundView,
-    answer: &AdmissionAnswer,
+    deferred: &[(usize, &str)],
     rows: &[(PendingRow, QueueItem)],
 ) -> Vec<usize> {
-    // Guarantees first: they are few, and most rounds have no request
-    // under one, so the 80,000 deferred reasons of a large round are not
-    // indexed for nothing.
-    let guaranteed: Vec<usize> = rows
+    deferred
         .iter()
-        .enumerate()
-        .filter(|(_, (row, item))| {
+        .filter(|&&(_, reason)| reason == "no_capacity")
+        .map(|&(at, _)| at)
+        .filter(|&at| {
+            let (row, item) = &rows[at];
             view.guarantees.get(&row.project_id).is_some_and(|g| {
                 item.resources.keys().any(|c| {
                     view.class_ix(c)
                         .is_some_and(|ix| g.get(ix).is_some_and(|n| *n > 0))
                 })
             })
-        })
-        .map(|(i, _)| i)
-        .collect();
-    if guaranteed.is_empty() {
-        return guaranteed;
-    }
-    let reason: HashMap<&str, &str> = answer
-        .decisions
-        .iter()
-        .filter_map(|d| Some((d.request.as_str(), d.reason.as_deref()?)))
-        .collect();
-    guaranteed
-        .into_iter()
-        .filter(|&i| {
-            let id = rows[i].0.id.to_string();
-            matches!(reason.get(id.as_str()), Some(&"no_capacity"))
         })
         .collect()
 }

@@ -134,7 +134,12 @@ async fn decide(
     let (answer, view) = admission::round_in(tx, cached, settings, &body, rand::random()).await?;
     let round_ms = ms(started);
     let sorted = Sorted::of(&answer, rows);
-    let reasons = reason_changes(&sorted.deferred);
+    let deferred: Vec<(&PendingRow, &str)> = sorted
+        .deferred
+        .iter()
+        .map(|&(at, reason)| (&rows[at].0, reason))
+        .collect();
+    let reasons = reason_changes(&deferred);
     if !sorted.admitted.is_empty() || settings.record_idle {
         let ids = QueueRoundRequest {
             queue_requests: rows.iter().map(|(row, _)| row.id).collect(),
@@ -144,7 +149,7 @@ async fn decide(
             round_id: answer.round_id,
             seed: answer.seed,
             decisions: sorted.admitted_decisions,
-            deferred: deferred_runs(&sorted.deferred_at),
+            deferred: deferred_runs(&sorted.deferred),
             held_back_for_headroom: &answer.held_back_for_headroom,
         };
         admission::record(tx, &answer, &request, &result).await?;
@@ -152,7 +157,15 @@ async fn decide(
     db::mark_admitted(tx, answer.round_id, &sorted.admitted, &sorted.placed).await?;
     db::record_reasons(tx, &reasons).await?;
     let marked_ms = ms(started);
-    let advised = super::preemption::advise(tx, &view, &answer, rows, hold_seconds).await?;
+    let advised = super::preemption::advise(
+        tx,
+        &view,
+        answer.round_id,
+        &sorted.deferred,
+        rows,
+        hold_seconds,
+    )
+    .await?;
     tracing::debug!(
         round_ms,
         marked_ms,
@@ -172,10 +185,9 @@ struct Sorted<'a> {
     admitted: Vec<Uuid>,
     placed: Vec<serde_json::Value>,
     admitted_decisions: Vec<&'a admission::AdmissionDecision>,
-    /// Deferred requests with their reasons, in request order, and their
-    /// positions in the round's request list.
-    deferred: Vec<(&'a PendingRow, &'a str)>,
-    deferred_at: Vec<(usize, &'a str)>,
+    /// Deferred requests (positions in the round's request list) with
+    /// their reasons, in request order.
+    deferred: Vec<(usize, &'a str)>,
 }
 
 impl<'a> Sorted<'a> {
@@ -190,7 +202,6 @@ impl<'a> Sorted<'a> {
             placed: Vec::new(),
             admitted_decisions: Vec::new(),
             deferred: Vec::new(),
-            deferred_at: Vec::new(),
         };
         for d in &answer.decisions {
             let Some(&at) = d
@@ -214,8 +225,7 @@ impl<'a> Sorted<'a> {
                 }
                 None => {
                     let reason = d.reason.as_deref().unwrap_or("no_capacity");
-                    sorted.deferred.push((row, reason));
-                    sorted.deferred_at.push((at, reason));
+                    sorted.deferred.push((at, reason));
                 }
             }
         }

@@ -264,9 +264,10 @@ pub struct PendingRow {
 
 /// Every pending request, in submission order, with its own last reason
 /// and whether its consumer exists (read in the same pass: a pass of its
-/// own over 80,000 pending requests cost 65 ms); and records this statement's snapshot as the round's: the requests it
-/// returns are the ones the round decides, so they are the ones the
-/// round's common reason speaks for.
+/// own over 80,000 pending requests cost 65 ms); and records this
+/// statement's snapshot as the round's: the requests it returns are the
+/// ones the round decides, so they are the ones the round's common reason
+/// speaks for.
 /// The round holds the admissions lock, and a cancel takes it shared, so
 /// no row changes under the round: the rows are not locked one by one.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
