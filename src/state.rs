@@ -80,6 +80,8 @@ pub struct AppState {
     pub nodes: Arc<crate::deploy::cache::NodeCache>,
     /// Wakes this process's long polls of the fair queue.
     pub queue: Arc<crate::fairness::queue_round::QueueSignals>,
+    /// Single queue submissions waiting to be stored together.
+    pub submissions: Arc<crate::fairness::submissions::Submissions>,
 }
 
 impl AppState {
@@ -95,6 +97,7 @@ impl AppState {
             security: Arc::new(Security::noauth()),
             nodes: Arc::default(),
             queue: Arc::default(),
+            submissions: Arc::default(),
         }
     }
 

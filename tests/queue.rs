@@ -815,3 +815,87 @@ async fn a_cancel_racing_a_round_is_either_refused_or_leaves_nothing() {
     println!("cancel race: {cancelled} cancelled, {admitted} admitted first");
     assert!(cancelled > 0 && admitted > 0, "the cancels raced no round");
 }
+
+/// Single submissions that arrive together are stored together
+/// (`fairness::submissions`), yet each gets the answer it would get alone:
+/// the ones that fail a check (an unknown class or trait, a consumer that
+/// exists, a consumer queued by a racing submission) are refused with
+/// their own error, and only they.
+#[tokio::test]
+async fn single_submissions_arriving_together_each_get_their_own_answer() {
+    let c = Cluster::with_servers("queue-together", MV, 1).await;
+    let rp = c.provider("cn1", json!({"VCPU": {"total": 1}})).await;
+    // A consumer that exists, written straight to /allocations onto the
+    // only unit: nothing queued below can be admitted, so every stored
+    // request stays pending.
+    let existing = uuid::Uuid::new_v4();
+    let held = json!({"allocations": {rp: {"resources": {"VCPU": 1}}},
+                      "project_id": "X", "user_id": "u", "consumer_generation": null,
+                      "consumer_type": "INSTANCE"});
+    let path = format!("/allocations/{existing}");
+    let (status, v) = send(&c, 0, Method::PUT, &path, Some(held)).await;
+    assert_eq!(status, 204, "{v}");
+
+    let shared: Vec<Value> = (0..5).map(|i| request_body(&format!("S{i}"), 1)).collect();
+    let mut bodies: Vec<(Value, u16, &str)> = Vec::new();
+    for i in 0..40 {
+        bodies.push((request_body(&format!("P{}", i % 4), 1), 202, ""));
+    }
+    for _ in 0..5 {
+        let mut class = request_body("B", 1);
+        class["resources"] = json!({"CUSTOM_NO_SUCH_CLASS": 1});
+        bodies.push((class, 400, "placement.undefined_code"));
+        let mut with_trait = request_body("B", 1);
+        with_trait["required"] = json!(["CUSTOM_NO_SUCH_TRAIT"]);
+        bodies.push((with_trait, 400, "placement.undefined_code"));
+        let mut exists = request_body("B", 1);
+        exists["consumer_uuid"] = json!(existing);
+        bodies.push((exists, 409, "placement.queue.consumer_exists"));
+    }
+    // Each shared consumer twice: one is stored, the other refused.
+    for s in shared.iter().chain(&shared) {
+        bodies.push((s.clone(), 0, ""));
+    }
+    let answers = futures_util::future::join_all(
+        bodies
+            .iter()
+            .map(|(b, _, _)| send(&c, 0, Method::POST, "/queue", Some(b.clone()))),
+    )
+    .await;
+
+    let mut stored = std::collections::BTreeSet::new();
+    for ((body, status, code), (got, v)) in bodies.iter().zip(&answers) {
+        match status {
+            0 => assert!(matches!(*got, 202 | 409), "{body}: {got} {v}"),
+            202 => assert_eq!(*got, 202, "{body}: {v}"),
+            _ => assert_eq!((*got, error_code(v)), (*status, *code), "{body}: {v}"),
+        }
+        if *got == 202 {
+            assert_eq!(v["state"], "pending", "{v}");
+            assert_eq!(v["consumer_uuid"], body["consumer_uuid"], "{v}");
+            assert!(
+                v["position_in_project"].as_i64().is_some_and(|p| p >= 1),
+                "{v}"
+            );
+            assert!(stored.insert(v["id"].as_str().expect("id").to_string()));
+        }
+    }
+    for s in &shared {
+        let outcomes: Vec<(u16, &str)> = bodies
+            .iter()
+            .zip(&answers)
+            .filter(|((b, _, _), _)| b["consumer_uuid"] == s["consumer_uuid"])
+            .map(|(_, (got, v))| (*got, error_code(v)))
+            .collect();
+        assert!(
+            outcomes.contains(&(202, ""))
+                && outcomes.contains(&(409, "placement.queue.consumer_queued")),
+            "{outcomes:?}"
+        );
+    }
+    // What was stored is exactly what was answered 202.
+    let (_, listed) = send(&c, 0, Method::GET, "/queue?state=pending&limit=1000", None).await;
+    let listed: std::collections::BTreeSet<String> = request_ids(&listed).into_iter().collect();
+    assert_eq!(listed, stored);
+    assert_eq!(stored.len(), 45);
+}

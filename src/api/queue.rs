@@ -13,6 +13,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 fn item_schema() -> Value {
@@ -32,6 +33,10 @@ fn item_schema() -> Value {
         "additionalProperties": false
     })
 }
+
+/// Built once: a submission is small, and building the schema cost more
+/// than checking the body against it.
+static SCHEMA: LazyLock<Value> = LazyLock::new(schema);
 
 fn schema() -> Value {
     json!({
@@ -54,14 +59,14 @@ pub async fn create(
     auth: Authorize,
     body: JsonBody,
 ) -> ApiResult<Reply> {
-    let post: QueuePost = body.parse(&schema())?;
+    let post: QueuePost = body.parse(&SCHEMA)?;
     let items = post.items();
     auth.check(
         items
             .iter()
             .map(|i| project_target(Some(&i.project_id), Some(&i.user_id))),
     )?;
-    let mut views = service::submit(&st.pool, &post).await?;
+    let mut views = service::submit(&st.pool, &st.submissions, &post).await?;
     Ok(match post {
         QueuePost::One(_) if views.len() == 1 => {
             Reply::json(StatusCode::ACCEPTED, &views.remove(0))

@@ -66,6 +66,18 @@ impl DerefMut for Conn {
     }
 }
 
+impl Conn {
+    /// Ends a single writing statement's connection from
+    /// [`Pool::for_one_statement`]: nothing to do on its own (the statement
+    /// committed as it ran), a commit inside a transaction.
+    pub async fn commit(self) -> Result<(), sqlx::Error> {
+        match self {
+            Conn::Plain(_) => Ok(()),
+            Conn::InTransaction(t) => t.commit().await,
+        }
+    }
+}
+
 impl Pool {
     /// Wraps a pool that talks to PostgreSQL directly (or through a
     /// session pooler).
@@ -93,6 +105,15 @@ impl Pool {
         } else {
             Ok(Conn::Plain(self.inner.acquire().await?))
         }
+    }
+
+    /// A connection for one writing statement, which is atomic on its own:
+    /// one round trip instead of three. Behind a transaction pooler it comes
+    /// inside a transaction (sqlx's two round trips of a statement must
+    /// reach the same server); either way the caller ends it with
+    /// [`Conn::commit`].
+    pub async fn for_one_statement(&self) -> Result<Conn, sqlx::Error> {
+        self.acquire().await
     }
 
     /// A transaction, counted as waiting until its connection arrives.

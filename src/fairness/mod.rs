@@ -18,6 +18,7 @@ pub mod queue_round;
 pub mod request;
 pub mod reservations;
 pub mod shares;
+pub mod submissions;
 
 use crate::db::{classes, fairness as db};
 use crate::error::{Error, Result};

@@ -4,8 +4,9 @@
 //! cancel them here.
 
 use super::admission::AdmittedResources;
+use super::submissions::{Stored, Submissions};
 use super::Amounts;
-use crate::db::fairness::queue::{self as db, NewQueued, QueuedRow};
+use crate::db::fairness::queue::{self as db, CheckedQueued, NewQueued, QueuedRow};
 use crate::db::Pool;
 use crate::error::{codes, Error, Result};
 use serde::{Deserialize, Serialize};
@@ -151,8 +152,29 @@ impl QueuePost {
 
 /// Queues the requests in one transaction: 400 for a consumer named
 /// twice or an unknown class or trait; 409 when a consumer is already
-/// queued or already exists.
-pub async fn submit(pool: &Pool, post: &QueuePost) -> Result<Vec<QueueView>> {
+/// queued or already exists. A single request goes with the others
+/// arriving at the same time (`submissions`); one that is left out comes
+/// back here to learn why.
+pub async fn submit(
+    pool: &Pool,
+    together: &Submissions,
+    post: &QueuePost,
+) -> Result<Vec<QueueView>> {
+    if let QueuePost::One(item) = post {
+        let checked = CheckedQueued {
+            row: new_row(item),
+            classes: item.resources.keys().cloned().collect(),
+            traits: super::trait_names(&item.required),
+        };
+        if let Stored::Row(row) = together.store(pool, checked).await {
+            return Ok(vec![QueueView::of(*row)]);
+        }
+    }
+    submit_alone(pool, post).await
+}
+
+/// [`submit`] in a transaction of its own, each check its own statement.
+async fn submit_alone(pool: &Pool, post: &QueuePost) -> Result<Vec<QueueView>> {
     let items = post.items();
     let mut consumers = BTreeSet::new();
     if let Some(dup) = items.iter().find(|i| !consumers.insert(i.consumer_uuid)) {
