@@ -93,8 +93,10 @@ pub async fn ensure_project(conn: &mut PgConnection, external: &str) -> Result<i
 }
 
 /// Ids of several projects by external id, creating the missing ones:
-/// one statement for those that exist (the usual case), one each for the
-/// rest.
+/// one statement for those that exist (the usual case), one to insert the
+/// rest, and one more for any a concurrent writer inserted first. The
+/// insert takes its names in sorted order, so two such inserts wait for
+/// each other in one order and never deadlock.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn ensure_projects(
     conn: &mut PgConnection,
@@ -106,11 +108,35 @@ pub async fn ensure_projects(
             .fetch_all(&mut *conn)
             .await?;
     let mut ids: std::collections::HashMap<String, i32> = found.into_iter().collect();
-    for name in externals {
-        if !ids.contains_key(name) {
-            let id = ensure_project(conn, name).await?;
-            ids.insert(name.clone(), id);
-        }
+    let missing = |ids: &std::collections::HashMap<String, i32>| -> Vec<&str> {
+        externals
+            .iter()
+            .filter(|n| !ids.contains_key(*n))
+            .map(String::as_str)
+            .collect()
+    };
+    let absent = missing(&ids);
+    if absent.is_empty() {
+        return Ok(ids);
+    }
+    let inserted: Vec<(String, i32)> = crate::db::query_as(
+        "INSERT INTO projects (external_id) SELECT n FROM unnest($1::text[]) AS n ORDER BY n
+         ON CONFLICT (external_id) DO NOTHING RETURNING external_id, id",
+    )
+    .bind(&absent)
+    .fetch_all(&mut *conn)
+    .await?;
+    ids.extend(inserted);
+    let raced = missing(&ids);
+    if !raced.is_empty() {
+        // Inserted by concurrent writers, who have committed (the
+        // conflict waited for them).
+        let found: Vec<(String, i32)> =
+            crate::db::query_as("SELECT external_id, id FROM projects WHERE external_id = ANY($1)")
+                .bind(&raced)
+                .fetch_all(&mut *conn)
+                .await?;
+        ids.extend(found);
     }
     Ok(ids)
 }
