@@ -823,7 +823,17 @@ async fn a_cancel_racing_a_round_is_either_refused_or_leaves_nothing() {
 /// their own error, and only they.
 #[tokio::test]
 async fn single_submissions_arriving_together_each_get_their_own_answer() {
-    let c = Cluster::with_servers("queue-together", MV, 1).await;
+    arriving_together(Cluster::with_servers("queue-together", MV, 1).await).await;
+}
+
+/// The same through PgBouncer in transaction mode, where the shared
+/// statement runs inside a transaction of its own.
+#[tokio::test]
+async fn single_submissions_arriving_together_through_a_transaction_pooler() {
+    arriving_together(Cluster::behind_pgbouncer("queue-together-pooled", MV).await).await;
+}
+
+async fn arriving_together(c: Cluster) {
     let rp = c.provider("cn1", json!({"VCPU": {"total": 1}})).await;
     // A consumer that exists, written straight to /allocations onto the
     // only unit: nothing queued below can be admitted, so every stored
