@@ -186,25 +186,45 @@ async fn submit_alone(pool: &Pool, post: &QueuePost) -> Result<Vec<QueueView>> {
     let uuids: Vec<Uuid> = consumers.into_iter().collect();
     let mut tx = pool.begin_keyed().await?;
     check_names(&mut tx, &items).await?;
-    let taken = db::taken_consumers(&mut tx, &uuids).await?;
+    check_not_taken(&mut tx, &uuids).await?;
+    // The names were checked above, in this transaction.
+    let rows: Vec<CheckedQueued> = items
+        .iter()
+        .map(|i| CheckedQueued {
+            row: new_row(i),
+            classes: Vec::new(),
+            traits: Vec::new(),
+        })
+        .collect();
+    let stored = db::insert_checked(&mut tx, &rows).await?;
+    if stored.len() < rows.len() {
+        // A consumer was queued or created since the check, and the insert
+        // waited for that writer to commit: the check sees it now.
+        check_not_taken(&mut tx, &uuids).await?;
+        let ids: BTreeSet<Uuid> = stored.iter().map(|s| s.id).collect();
+        // The statement returns only rows it stored, so one is missing.
+        let left_out = rows.iter().find(|r| !ids.contains(&r.row.id));
+        return Err(queued_already(
+            left_out.map_or_else(Uuid::nil, |r| r.row.consumer_uuid),
+        ));
+    }
+    tx.commit().await.map_err(Error::commit_failed)?;
+    Ok(stored.into_iter().map(QueueView::of).collect())
+}
+
+/// 409 when one of `uuids` is live in the queue or a consumer already.
+async fn check_not_taken(conn: &mut sqlx::PgConnection, uuids: &[Uuid]) -> Result<()> {
+    let taken = db::taken_consumers(conn, uuids).await?;
     if let Some((c, _)) = taken.iter().find(|(_, queued)| *queued) {
         return Err(queued_already(*c));
     }
-    if let Some((c, _)) = taken.first() {
-        return Err(Error::conflict(format!(
+    match taken.first() {
+        Some((c, _)) => Err(Error::conflict(format!(
             "Consumer {c} already exists: a queued request creates a new consumer."
         ))
-        .code(codes::QUEUE_CONSUMER_EXISTS));
+        .code(codes::QUEUE_CONSUMER_EXISTS)),
+        None => Ok(()),
     }
-    let rows: Vec<NewQueued> = items.iter().map(|i| new_row(i)).collect();
-    let stored = db::insert(&mut tx, &rows)
-        .await
-        .map_err(|e| match unique_violation(&e) {
-            true => queued_already(rows[0].consumer_uuid),
-            false => e.into(),
-        })?;
-    tx.commit().await.map_err(Error::commit_failed)?;
-    Ok(stored.into_iter().map(QueueView::of).collect())
 }
 
 fn new_row(item: &QueueItem) -> NewQueued {
@@ -221,12 +241,6 @@ fn new_row(item: &QueueItem) -> NewQueued {
 fn queued_already(consumer: Uuid) -> Error {
     Error::conflict(format!("Consumer {consumer} is already queued."))
         .code(codes::QUEUE_CONSUMER_QUEUED)
-}
-
-fn unique_violation(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .and_then(|d| d.code())
-        .is_some_and(|c| c == "23505")
 }
 
 /// 400 naming the first class or trait that does not exist.

@@ -96,40 +96,6 @@ const INSERTED: &str =
         now() AS now
     FROM q ORDER BY q.seq";
 
-/// Stores requests in submission order and returns them as stored; a
-/// consumer already live in the queue fails the statement (unique
-/// violation).
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn insert(
-    conn: &mut PgConnection,
-    rows: &[NewQueued],
-) -> Result<Vec<QueuedRow>, sqlx::Error> {
-    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
-    let consumers: Vec<Uuid> = rows.iter().map(|r| r.consumer_uuid).collect();
-    let projects: Vec<&str> = rows.iter().map(|r| r.project_id.as_str()).collect();
-    let users: Vec<&str> = rows.iter().map(|r| r.user_id.as_str()).collect();
-    let requests: Vec<&str> = rows.iter().map(|r| r.request.as_str()).collect();
-    let expires: Vec<Option<f64>> = rows.iter().map(|r| r.expires_in).collect();
-    crate::db::query_as(sqlx::AssertSqlSafe(format!(
-        "WITH q AS (
-            INSERT INTO queue_requests (id, consumer_uuid, project_id, user_id, request, expires_at)
-            SELECT id, c, p, u, r, now() + make_interval(secs => e)
-              FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[]::json[], $6::float8[])
-                   WITH ORDINALITY AS t(id, c, p, u, r, e, n)
-             ORDER BY n
-            RETURNING *)
-         {INSERTED}"
-    )))
-    .bind(&ids)
-    .bind(&consumers)
-    .bind(&projects)
-    .bind(&users)
-    .bind(&requests)
-    .bind(&expires)
-    .fetch_all(conn)
-    .await
-}
-
 /// A request to store if it passes the checks of a submission.
 #[derive(Debug, Clone)]
 pub struct CheckedQueued {
