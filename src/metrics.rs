@@ -3,7 +3,8 @@
 //! the database pool; the candidate snapshot's reloads and the change-log
 //! rows applied; candidates generated and returned; allocation retries and
 //! conflicts; deployments, admission rounds, evictions and usage reports.
-//! Labels never carry uuids, so the series stay few. One process-wide set,
+//! Labels carry no uuids but the fair queue's ten busiest projects, so
+//! the series stay few. One process-wide set,
 //! as Prometheus scrapes one process at a time.
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -49,6 +50,14 @@ pub struct Outcome {
     pub outcome: String,
 }
 
+/// A project of the fair queue (one of the few with the most pending
+/// requests).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProjectLabel {
+    /// The project's id.
+    pub project: String,
+}
+
 type HistogramFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
 
 /// Every series.
@@ -82,6 +91,9 @@ pub struct Metrics {
     /// Pending queued requests, as the round leader last counted them
     /// (other processes keep 0: take the maximum across processes).
     pub queue_pending: Gauge,
+    /// Pending queued requests of the projects with the most (a few
+    /// series, however many projects there are).
+    pub queue_pending_by_project: Family<ProjectLabel, Gauge>,
     /// Seconds from submission to admission of queued requests.
     pub queue_wait: Histogram,
     /// 1 while this process leads the fair queue's rounds.
@@ -119,6 +131,7 @@ impl Metrics {
             deployments: Family::default(),
             admission_rounds: Counter::default(),
             queue_pending: Gauge::default(),
+            queue_pending_by_project: Family::default(),
             // 1 ms to about 35 minutes.
             queue_wait: Histogram::new(exponential_buckets(0.001, 2.0, 22)),
             queue_leader: Gauge::default(),
@@ -210,6 +223,11 @@ impl Metrics {
             "queue_pending",
             "Pending queued requests (the round leader's count)",
             self.queue_pending.clone(),
+        );
+        r.register(
+            "queue_pending_by_project",
+            "Pending queued requests of the ten projects with the most",
+            self.queue_pending_by_project.clone(),
         );
         r.register(
             "queue_wait_seconds",

@@ -937,4 +937,43 @@ async fn arriving_together(c: Cluster) {
     let listed: std::collections::BTreeSet<String> = request_ids(&listed).into_iter().collect();
     assert_eq!(listed, stored);
     assert_eq!(stored.len(), 65);
+    pending_by_project_names_the_busiest(&c).await;
+}
+
+/// The leader's per-project gauge, after a round over what
+/// `arriving_together` left pending: P0–P3 hold 10 each, R0–R9 2 each,
+/// S0–S4 one each; the ten busiest are named, the rest are not.
+async fn pending_by_project_names_the_busiest(c: &Cluster) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let text = c
+            .request(0, Method::GET, "/metrics")
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .unwrap_or_default();
+        let series: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("placement_queue_pending_by_project{"))
+            .collect();
+        let count = |p: &str| {
+            let prefix = format!("placement_queue_pending_by_project{{project=\"{p}\"}} ");
+            series
+                .iter()
+                .find_map(|l| l.strip_prefix(&prefix))
+                .map(str::to_string)
+        };
+        // Rounds before the last submissions counted fewer.
+        let busiest = ["P0", "P1", "P2", "P3"].map(&count);
+        if busiest.iter().all(|n| n.as_deref() == Some("10")) && count("R0").as_deref() == Some("2")
+        {
+            assert_eq!(series.len(), 10, "{series:?}");
+            assert_eq!(count("S0"), None, "{series:?}");
+            return;
+        }
+        assert!(Instant::now() < deadline, "{series:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

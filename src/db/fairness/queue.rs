@@ -415,6 +415,22 @@ pub async fn pending_count(conn: &mut PgConnection) -> Result<i64, sqlx::Error> 
         .await
 }
 
+/// The `top` projects with the most pending requests, most first, with
+/// their counts (from the pending requests' index by project).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn pending_by_project(
+    conn: &mut PgConnection,
+    top: i64,
+) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    crate::db::query_as(
+        "SELECT project_id, count(*) FROM queue_requests WHERE state = 'pending'
+          GROUP BY project_id ORDER BY count(*) DESC, project_id LIMIT $1",
+    )
+    .bind(top)
+    .fetch_all(conn)
+    .await
+}
+
 /// Tells every process (at commit) that a round decided.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn announce_decided(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
