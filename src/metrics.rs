@@ -114,7 +114,22 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0005, 2.0, 16))
 }
 
+/// Projects shown by name in `placement_queue_pending_by_project`.
+pub const QUEUE_TOP_PROJECTS: i64 = 10;
+
 impl Metrics {
+    /// Sets the per-project gauge to the busiest projects; those no longer
+    /// among them disappear (the total is `placement_queue_pending`).
+    pub fn set_pending_by_project(&self, top: &[(String, i64)]) {
+        self.queue_pending_by_project.clear();
+        for (project, n) in top {
+            let label = ProjectLabel {
+                project: project.clone(),
+            };
+            self.queue_pending_by_project.get_or_create(&label).set(*n);
+        }
+    }
+
     fn new() -> Self {
         let mut m = Metrics {
             requests: Family::default(),

@@ -411,13 +411,18 @@ fn batch_item(answer: &Value, i: usize) -> Value {
 
 /// Whether a process leads the rounds (its `placement_queue_leader` gauge).
 async fn leads(c: &Cluster, server: usize) -> bool {
+    let text = metrics_text(c, server).await;
+    text.lines().any(|l| l.trim() == "placement_queue_leader 1")
+}
+
+/// A process's `GET /metrics` text.
+async fn metrics_text(c: &Cluster, server: usize) -> String {
     let r = c
         .request(server, Method::GET, "/metrics")
         .send()
         .await
         .expect("metrics");
-    let text = r.text().await.unwrap_or_default();
-    text.lines().any(|l| l.trim() == "placement_queue_leader 1")
+    r.text().await.unwrap_or_default()
 }
 
 #[tokio::test]
@@ -946,14 +951,7 @@ async fn arriving_together(c: Cluster) {
 async fn pending_by_project_names_the_busiest(c: &Cluster) {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let text = c
-            .request(0, Method::GET, "/metrics")
-            .send()
-            .await
-            .expect("metrics")
-            .text()
-            .await
-            .unwrap_or_default();
+        let text = metrics_text(c, 0).await;
         let series: Vec<&str> = text
             .lines()
             .filter(|l| l.starts_with("placement_queue_pending_by_project{"))

@@ -503,26 +503,11 @@ async fn lead_one(leader: &Leader) {
     if let Ok(mut conn) = leader.pool.acquire().await {
         if let Ok(n) = db::pending_count(&mut conn).await {
             crate::metrics::metrics().queue_pending.set(n);
-            if let Ok(top) = db::pending_by_project(&mut conn, TOP_PROJECTS).await {
-                count_by_project(&top);
+            let top = crate::metrics::QUEUE_TOP_PROJECTS;
+            if let Ok(top) = db::pending_by_project(&mut conn, top).await {
+                crate::metrics::metrics().set_pending_by_project(&top);
             }
         }
-    }
-}
-
-/// Projects shown by name in `placement_queue_pending_by_project`.
-const TOP_PROJECTS: i64 = 10;
-
-/// Sets the per-project gauge to the busiest projects; those no longer
-/// among them disappear (the total is `placement_queue_pending`).
-fn count_by_project(top: &[(String, i64)]) {
-    let family = &crate::metrics::metrics().queue_pending_by_project;
-    family.clear();
-    for (project, n) in top {
-        let label = crate::metrics::ProjectLabel {
-            project: project.clone(),
-        };
-        family.get_or_create(&label).set(*n);
     }
 }
 
