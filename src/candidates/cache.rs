@@ -2,32 +2,30 @@
 //!
 //! Why a cache: loading every tree a request might use costs tens of
 //! milliseconds at 10,000 providers; the solver itself needs a few. Why it is
-//! still exact: each request runs in a repeatable-read transaction and asks
-//! the change log which providers changed between the PostgreSQL snapshot
-//! the cache reflects and the request's own snapshot (commit order does not
-//! matter: visibility is decided by PostgreSQL's snapshot rules), then
-//! reloads just those providers. Writes from any server process are seen.
+//! still exact: a search reads its PostgreSQL snapshot first, and is served
+//! from the cache only once the cache reflects a snapshot that sees every
+//! transaction the search's sees (see `visibility`). Bringing it there asks
+//! the change log which providers changed in between (commit order does not
+//! matter: visibility is decided by PostgreSQL's snapshot rules) and reloads
+//! just those. Writes from any server process are seen.
+//!
+//! One search at a time brings the cache forward, to the snapshot of its
+//! own statement, which is later than every search waiting: under a stream
+//! of writes, one round trip serves all the searches that arrived meanwhile
+//! instead of one round trip each, in turn.
 
 use super::load;
 use super::snapshot::Snapshot;
+use super::visibility::covers;
 use crate::db::candidates::{self as db, Delta};
 use sqlx::PgConnection;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use tokio::sync::Mutex;
-
-/// How many searches skip the read at rest after one found the cache
-/// behind its statement's snapshot.
-const SKIP_AFTER_BEHIND: u32 = 8;
 
 /// The cached snapshot and the PostgreSQL snapshot it reflects.
 #[derive(Default)]
 pub struct SnapshotCache {
     state: Mutex<Option<(String, Arc<Snapshot>)>>,
-    /// Searches left that go straight to the transaction: under a stream
-    /// of writes the cache is behind at nearly every search, and the
-    /// statement at rest would be a wasted round trip before it.
-    skip_at_rest: AtomicU32,
 }
 
 impl SnapshotCache {
@@ -37,27 +35,45 @@ impl SnapshotCache {
         self.current_at(conn, now).await
     }
 
-    /// The cached data when it reflects exactly the PostgreSQL snapshot
-    /// `now` (read by the caller's own statement): then that statement
-    /// needed no transaction around it. None when it does not.
-    pub async fn exactly_at(&self, now: &str) -> Option<Arc<Snapshot>> {
-        match self.state.lock().await.as_ref() {
-            Some((at, snap)) if at == now => Some(snap.clone()),
-            _ => {
-                self.skip_at_rest
-                    .store(SKIP_AFTER_BEHIND, Ordering::Relaxed);
-                None
-            }
+    /// The cached data brought up to a snapshot that covers `now` (a
+    /// snapshot the caller read): as it is when it already does, else
+    /// patched by one statement on `conn`, which must not be inside a
+    /// repeatable-read transaction (its snapshot must be later than
+    /// `now`). None when only a full load would do (providers were created
+    /// or moved, the log was pruned, a class is new): the caller reads in a
+    /// transaction instead.
+    ///
+    /// Whoever holds the lock asks the pool for nothing (its statements
+    /// run on the connection it came with), so waiting searches, each
+    /// holding a connection, never deadlock the pool.
+    pub async fn covering(
+        &self,
+        conn: &mut PgConnection,
+        now: &str,
+    ) -> Result<Option<Arc<Snapshot>>, sqlx::Error> {
+        // Searches that wait here have mostly been covered by the time
+        // they get the lock: the one before them patched to a later snapshot.
+        let mut state = self.state.lock().await;
+        let Some((at, snap)) = state.as_mut() else {
+            return Ok(None);
+        };
+        if covers(at, now) {
+            return Ok(Some(snap.clone()));
         }
-    }
-
-    /// Whether a search should try the read at rest: not for the next
-    /// few after one found the cache behind (both reads are exact; this
-    /// only picks the cheaper one for the moment).
-    pub fn worth_reading_at_rest(&self) -> bool {
-        self.skip_at_rest
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-            .is_err()
+        let patch = db::patch_since(conn, at).await?;
+        if patch.full {
+            return Ok(None);
+        }
+        if !patch.ids.is_empty() {
+            let mut next = Snapshot::clone(snap);
+            if !load::apply(&mut next, &patch.ids, patch.data) {
+                return Ok(None);
+            }
+            count_patched(patch.ids.len());
+            *snap = Arc::new(next);
+        }
+        *at = patch.snapshot;
+        Ok(Some(snap.clone()))
     }
 
     /// The provider data as of (at least) `now`, the snapshot of the
@@ -70,7 +86,9 @@ impl SnapshotCache {
         let mut state = self.state.lock().await;
         let delta = match state.as_ref() {
             None => Delta::Full,
-            Some((at, _)) if *at == now => Delta::None,
+            // Already as new as `now`, or newer: serve it as it is (moving
+            // `at` back would make the next search re-read what it has).
+            Some((at, snap)) if covers(at, &now) => return Ok(snap.clone()),
             Some((at, _)) => db::delta(conn, at, Some(&now)).await?,
         };
         match (delta, state.as_mut()) {
@@ -91,9 +109,7 @@ impl SnapshotCache {
                     ms = started.elapsed().as_secs_f64() * 1e3,
                     "candidate snapshot patched"
                 );
-                crate::metrics::metrics()
-                    .snapshot_providers_patched
-                    .inc_by(u64::try_from(ids.len()).unwrap_or(0));
+                count_patched(ids.len());
                 *snap = Arc::new(next);
                 *at = now;
                 Ok(snap.clone())
@@ -108,21 +124,9 @@ impl SnapshotCache {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A look that finds the cache behind sends the next few searches
-    /// straight to the transaction, and then the look at rest comes back.
-    #[tokio::test]
-    async fn a_cache_found_behind_skips_the_look_at_rest_for_a_while() {
-        let cache = SnapshotCache::default();
-        assert!(cache.worth_reading_at_rest());
-        assert!(cache.exactly_at("10:10:").await.is_none());
-        for _ in 0..SKIP_AFTER_BEHIND {
-            assert!(!cache.worth_reading_at_rest());
-        }
-        assert!(cache.worth_reading_at_rest());
-        assert!(cache.worth_reading_at_rest());
-    }
+/// Counts providers patched into the cache.
+fn count_patched(n: usize) {
+    crate::metrics::metrics()
+        .snapshot_providers_patched
+        .inc_by(u64::try_from(n).unwrap_or(0));
 }

@@ -242,38 +242,32 @@ struct Read {
     adjusted: Adjustments,
 }
 
-/// The read at rest: one statement, no transaction. When this process's
-/// snapshot reflects exactly that statement's PostgreSQL snapshot, no
-/// project holds a reservation and the search is for prod work, the
-/// statement's names and the cached providers are all a search reads, as
-/// of one PostgreSQL snapshot. None when it does not apply (the providers
-/// changed since, reservations, batch work, or a recent look found the
-/// cache behind); unknown names are the same 400s either way.
+/// The read at rest: no transaction. The names come from one statement,
+/// and the cached providers from a snapshot that sees all that statement
+/// saw (brought forward by one more statement when it is behind). None
+/// when it does not apply (a project holds a reservation, batch work, or
+/// only a full load would bring the cache forward); unknown names are the
+/// same 400s either way.
 async fn read_at_rest(
     engine: &Engine<'_>,
     names: &Names,
     priority: PriorityClass,
 ) -> Result<Option<Read>> {
-    if priority.low() || !engine.cache.worth_reading_at_rest() {
+    if priority.low() {
         return Ok(None);
     }
-    let mut look = {
-        let mut conn = engine.pool.acquire().await?;
-        db::look(&mut conn, &names.classes, &names.traits, &names.aggregates).await?
-    };
+    let mut conn = engine.pool.acquire().await?;
+    let mut look = db::look(&mut conn, &names.classes, &names.traits, &names.aggregates).await?;
     let ids = names.resolve(&mut look)?;
     if look.reservations {
         return Ok(None);
     }
-    Ok(engine
-        .cache
-        .exactly_at(&look.snapshot)
-        .await
-        .map(|snap| Read {
-            snap,
-            ids,
-            adjusted: Adjustments::default(),
-        }))
+    let snap = engine.cache.covering(&mut conn, &look.snapshot).await?;
+    Ok(snap.map(|snap| Read {
+        snap,
+        ids,
+        adjusted: Adjustments::default(),
+    }))
 }
 
 /// The full read, in one repeatable-read transaction: names, the snapshot

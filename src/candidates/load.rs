@@ -113,6 +113,18 @@ pub async fn patch(
     snap: &mut Snapshot,
     ids: &[i64],
 ) -> Result<(), sqlx::Error> {
+    let data = db::provider_data(conn, ids).await?;
+    if !apply(snap, ids, data) {
+        snap.class_names = db::class_names(conn).await?.into_iter().collect();
+    }
+    Ok(())
+}
+
+/// Replaces some providers' data with `data` (read of them, and only
+/// them, at one snapshot). False when their inventories use a class the
+/// snapshot has no name for (created since it was loaded): the caller
+/// reads the names.
+pub fn apply(snap: &mut Snapshot, ids: &[i64], data: db::ProviderData) -> bool {
     let index: HashMap<i64, usize> = ids
         .iter()
         .filter_map(|id| snap.index.by_id.get(id).map(|&i| (*id, i)))
@@ -129,7 +141,6 @@ pub async fn patch(
         n.report = None;
         n.stamp = super::snapshot::next_stamp();
     }
-    let data = db::provider_data(conn, ids).await?;
     fill(snap, &index, data.node);
     fill_reports(snap, &index, data.reports, data.pending);
     let regrouped = index
@@ -140,14 +151,10 @@ pub async fn patch(
         snap.index_aggregates();
     }
     // New custom classes may have appeared in the patched inventories.
-    let unknown_class = index.values().any(|&i| {
+    index.values().all(|&i| {
         snap.nodes[i]
             .stock
             .iter()
-            .any(|s| !snap.class_names.contains_key(&s.class))
-    });
-    if unknown_class {
-        snap.class_names = db::class_names(conn).await?.into_iter().collect();
-    }
-    Ok(())
+            .all(|s| snap.class_names.contains_key(&s.class))
+    })
 }

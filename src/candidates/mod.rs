@@ -12,3 +12,4 @@ pub mod render;
 pub mod request;
 pub mod snapshot;
 pub mod solve;
+mod visibility;

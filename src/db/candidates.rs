@@ -5,6 +5,7 @@
 
 use crate::db::colocation::placement::{self, PendingRow, ReportRow};
 use crate::types::MISC_SHARES_VIA_AGGREGATE;
+use sqlx::types::Json;
 use sqlx::PgConnection;
 use std::collections::HashMap;
 
@@ -134,14 +135,18 @@ pub(crate) fn hidden(param: &str, array_type: &str) -> String {
 /// on its provider key by the hidden `$1`. A trait's name is looked up by
 /// its key (a join's generic plan hashed every trait on every run).
 static PROVIDER_DATA: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    let ids = hidden("$1", "int8[]");
+    format!("SELECT {}", provider_data_columns(&hidden("$1", "int8[]")))
+});
+
+/// The five JSON columns of [`provider_data`], for the providers whose id
+/// is `= {ids}`.
+fn provider_data_columns(ids: &str) -> String {
     let reports = placement::reports_sql(&format!("AND resource_provider_id = {ids}"));
     let pending = placement::pending_sql(&format!(
         "AND a.resource_provider_id = {ids} AND pc.resource_provider_id = {ids}"
     ));
     format!(
-        "SELECT
-          (SELECT coalesce(json_agg(s ORDER BY s.provider_id, s.class_id), '[]')
+        "(SELECT coalesce(json_agg(s ORDER BY s.provider_id, s.class_id), '[]')
              FROM (SELECT i.resource_provider_id AS provider_id, i.resource_class_id AS class_id, i.total,
                           i.reserved, i.min_unit, i.max_unit, i.step_size, i.allocation_ratio,
                           COALESCE(u.used, 0)::bigint AS used
@@ -163,7 +168,7 @@ static PROVIDER_DATA: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| 
           (SELECT coalesce(json_agg(r), '[]') FROM ({reports}) r) AS reports,
           (SELECT coalesce(json_agg(p), '[]') FROM ({pending}) p) AS pending"
     )
-});
+}
 
 /// Inventories with usage, traits, aggregates and colocation reports of
 /// the given providers, in one statement.
@@ -172,29 +177,91 @@ pub async fn provider_data(
     conn: &mut PgConnection,
     ids: &[i64],
 ) -> Result<ProviderData, sqlx::Error> {
-    use sqlx::types::Json;
-    #[derive(sqlx::FromRow)]
-    struct Parts {
-        stock: Json<Vec<StockRow>>,
-        traits: Json<Vec<TraitRow>>,
-        memberships: Json<Vec<Membership>>,
-        reports: Json<Vec<ReportRow>>,
-        pending: Json<Vec<PendingRow>>,
-    }
-    let parts: Parts = crate::db::query_as(sqlx::AssertSqlSafe(PROVIDER_DATA.as_str()))
+    let parts: DataColumns = crate::db::query_as(sqlx::AssertSqlSafe(PROVIDER_DATA.as_str()))
         .bind(ids)
         .fetch_one(conn)
         .await?;
-    Ok(ProviderData {
-        node: NodeData {
-            stock: parts.stock.0,
-            traits: parts.traits.0,
-            memberships: parts.memberships.0,
-        },
-        reports: parts.reports.0,
-        pending: parts.pending.0,
+    Ok(parts.into())
+}
+
+/// The columns of [`provider_data_columns`].
+#[derive(sqlx::FromRow)]
+struct DataColumns {
+    stock: Json<Vec<StockRow>>,
+    traits: Json<Vec<TraitRow>>,
+    memberships: Json<Vec<Membership>>,
+    reports: Json<Vec<ReportRow>>,
+    pending: Json<Vec<PendingRow>>,
+}
+
+impl From<DataColumns> for ProviderData {
+    fn from(parts: DataColumns) -> Self {
+        ProviderData {
+            node: NodeData {
+                stock: parts.stock.0,
+                traits: parts.traits.0,
+                memberships: parts.memberships.0,
+            },
+            reports: parts.reports.0,
+            pending: parts.pending.0,
+        }
+    }
+}
+
+/// What changed since a cached snapshot, read at the statement's own
+/// snapshot together with the changed providers' data.
+pub struct PatchSince {
+    /// The statement's snapshot, as text.
+    pub snapshot: String,
+    /// Providers were created, deleted or moved, or the log was pruned
+    /// past the cache: only a full load is exact.
+    pub full: bool,
+    /// The providers whose data changed.
+    pub ids: Vec<i64>,
+    /// Their data at `snapshot`.
+    pub data: ProviderData,
+}
+
+/// The providers changed since `since` and their data, as of this one
+/// statement's snapshot: a snapshot cache brought up to now in one round
+/// trip, on any connection.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn patch_since(conn: &mut PgConnection, since: &str) -> Result<PatchSince, sqlx::Error> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        snapshot: String,
+        full: bool,
+        ids: Vec<i64>,
+        #[sqlx(flatten)]
+        data: DataColumns,
+    }
+    let row: Row = crate::db::query_as(sqlx::AssertSqlSafe(PATCH_SINCE.as_str()))
+        .bind(since)
+        .fetch_one(conn)
+        .await?;
+    Ok(PatchSince {
+        snapshot: row.snapshot,
+        full: row.full,
+        ids: row.ids,
+        data: row.data.into(),
     })
 }
+
+/// The statement of [`patch_since`]: [`changes_sql`] at its own snapshot,
+/// and the data of the providers it names (none when a full load is due).
+static PATCH_SINCE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let changes = changes_sql("pg_current_snapshot()");
+    let ids = "ANY(CAST((SELECT ARRAY(SELECT provider_id FROM changed
+                WHERE provider_id IS NOT NULL AND NOT (SELECT bool_or(structural) FROM changed))) AS int8[]))";
+    format!(
+        "WITH changed AS MATERIALIZED ({changes})
+         SELECT pg_current_snapshot()::text AS snapshot,
+                COALESCE((SELECT bool_or(structural) FROM changed), false) AS full,
+                ARRAY(SELECT provider_id FROM changed WHERE provider_id IS NOT NULL) AS ids,
+                {}",
+        provider_data_columns(ids)
+    )
+});
 
 /// Every provider's place in its tree, ordered by id.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
@@ -260,21 +327,14 @@ pub async fn delta(
     // nothing new (what `now` sees is below its xmax), but a range on
     // both sides is estimated narrow, so that plan is the index scan the
     // custom plans chose.
-    let rows: Vec<(Option<i64>, bool)> = crate::db::query_as(
-        "SELECT provider_id, bool_or(structural) FROM change_log
-          WHERE xid >= (SELECT pg_snapshot_xmin($1::pg_snapshot))
-            AND xid < (SELECT pg_snapshot_xmax(COALESCE($2::pg_snapshot, pg_current_snapshot())))
-            AND pg_visible_in_snapshot(xid, COALESCE($2::pg_snapshot, pg_current_snapshot()))
-            AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
-          GROUP BY provider_id
-         UNION ALL
-         SELECT NULL, true FROM change_log_horizon
-          WHERE xid >= (SELECT pg_snapshot_xmin($1::pg_snapshot))",
-    )
-    .bind(since)
-    .bind(now)
-    .fetch_all(conn)
-    .await?;
+    static DELTA: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        changes_sql("COALESCE($2::pg_snapshot, pg_current_snapshot())")
+    });
+    let rows: Vec<(Option<i64>, bool)> = crate::db::query_as(sqlx::AssertSqlSafe(DELTA.as_str()))
+        .bind(since)
+        .bind(now)
+        .fetch_all(conn)
+        .await?;
     Ok(if rows.is_empty() {
         Delta::None
     } else if rows.iter().any(|r| r.1) {
@@ -282,6 +342,24 @@ pub async fn delta(
     } else {
         Delta::Providers(rows.into_iter().filter_map(|r| r.0).collect())
     })
+}
+
+/// The providers changed by transactions visible in the snapshot `now`
+/// (an SQL expression) but not in `$1`, with whether the change was
+/// structural; and a row without a provider when the log was pruned past
+/// `$1` (then only a full load is exact).
+fn changes_sql(now: &str) -> String {
+    format!(
+        "SELECT provider_id, bool_or(structural) AS structural FROM change_log
+          WHERE xid >= (SELECT pg_snapshot_xmin($1::pg_snapshot))
+            AND xid < (SELECT pg_snapshot_xmax({now}))
+            AND pg_visible_in_snapshot(xid, {now})
+            AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
+          GROUP BY provider_id
+         UNION ALL
+         SELECT NULL, true FROM change_log_horizon
+          WHERE xid >= (SELECT pg_snapshot_xmin($1::pg_snapshot))"
+    )
 }
 
 /// Deletes change-log rows older than `keep_secs` and records the horizon.
@@ -370,7 +448,6 @@ pub async fn look(
     traits: &[String],
     aggregates: &[uuid::Uuid],
 ) -> Result<Look, sqlx::Error> {
-    use sqlx::types::Json;
     type Ids<K> = Json<HashMap<K, i32>>;
     let (snapshot, classes, traits, aggregates, reservations): (
         String,
