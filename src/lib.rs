@@ -2,9 +2,10 @@
 //! on PostgreSQL, with an Eru-style scheduler on top.
 //!
 //! Layers, each using only those below it (`tests/layering.rs` checks it):
-//! 1. `types`, `error`, `config`, `policy`: newtypes, the services' error
-//!    (what went wrong, with a stable code; HTTP-free), settings, the
-//!    policy engine (oslo.policy's rules, pure);
+//! 1. `types`, `error`, `config`, `policy`, `gather`: newtypes, the
+//!    services' error (what went wrong, with a stable code; HTTP-free),
+//!    settings, the policy engine (oslo.policy's rules, pure), requests
+//!    arriving together done together;
 //! 2. `db` (all SQL), `sched` (pure scheduling algorithms) and `auth`
 //!    (noauth2, Keystone token validation);
 //! 3. services: `candidates` (the candidate engine, entry point
@@ -32,6 +33,7 @@ pub mod db;
 pub mod deploy;
 pub mod error;
 pub mod fairness;
+pub mod gather;
 pub mod import;
 pub mod inventory;
 pub mod localdb;

@@ -84,6 +84,8 @@ pub struct Metrics {
     pub write_retries: Counter,
     /// Writes that still lost after their retries (409 concurrent update).
     pub write_conflicts: Counter,
+    /// Claims written by one statement shared with other claims.
+    pub claims_together: Counter,
     /// Deployments by outcome.
     pub deployments: Family<Outcome, Counter>,
     /// Admission rounds run.
@@ -143,6 +145,7 @@ impl Metrics {
             candidates_returned: Counter::default(),
             write_retries: Counter::default(),
             write_conflicts: Counter::default(),
+            claims_together: Counter::default(),
             deployments: Family::default(),
             admission_rounds: Counter::default(),
             queue_pending: Gauge::default(),
@@ -216,6 +219,11 @@ impl Metrics {
             "write_conflicts",
             "Writes that lost every retry (409 concurrent update)",
             self.write_conflicts.clone(),
+        );
+        r.register(
+            "claims_together",
+            "Claims written by one statement shared with other claims",
+            self.claims_together.clone(),
         );
         self.register_work();
     }

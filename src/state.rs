@@ -82,6 +82,8 @@ pub struct AppState {
     pub queue: Arc<crate::fairness::queue_round::QueueSignals>,
     /// Single queue submissions waiting to be stored together.
     pub submissions: Arc<crate::fairness::submissions::Submissions>,
+    /// Claims of new consumers waiting to be written together.
+    pub claims: Arc<crate::allocation::claims::Claims>,
 }
 
 impl AppState {
@@ -98,6 +100,7 @@ impl AppState {
             nodes: Arc::default(),
             queue: Arc::default(),
             submissions: Arc::default(),
+            claims: Arc::default(),
         }
     }
 

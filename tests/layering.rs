@@ -13,6 +13,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("config", 0),
     ("policy", 0),
     ("metrics", 0),
+    ("gather", 0),
     ("db", 1),
     ("sched", 1),
     ("auth", 1),

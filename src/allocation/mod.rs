@@ -2,6 +2,8 @@
 //! deployments share: one transaction, run again when it loses a database
 //! race, refusals mapped to Placement's errors.
 
+pub mod claims;
+
 use crate::db::allocations::{self as db, AllocError, ConsumerWrite};
 use crate::db::Pool;
 use crate::error::{codes, with_retries, Error, Result};
@@ -40,11 +42,47 @@ pub fn alloc_error(e: AllocError, put_consumer: Option<Uuid>) -> Error {
     }
 }
 
+/// One consumer's `PUT`: a claim goes together with the other claims
+/// arriving (see [`claims`]); what that does not write runs on its own.
+pub async fn put_one(
+    pool: &Pool,
+    together: &claims::Claims,
+    retries: u32,
+    write: ConsumerWrite,
+) -> Result<()> {
+    let path = match together.claim(pool, &write).await {
+        claims::Claimed::Written => return Ok(()),
+        claims::Claimed::Refused => Path::Checked,
+        claims::Claimed::Alone => Path::ClaimFirst,
+    };
+    let consumer = write.consumer;
+    write_on(path, pool, retries, &[write], Some(consumer)).await
+}
+
+/// Which of the write's paths a transaction takes.
+#[derive(Debug, Clone, Copy)]
+enum Path {
+    /// A claim of new consumers first, then the detailed checks.
+    ClaimFirst,
+    /// The detailed checks only.
+    Checked,
+}
+
 /// Runs an allocation write in its own transaction, running it again when
 /// it loses a database race (a deadlock or serialisation failure between
 /// writers) up to `allocation_conflict_retry_count` times, as Placement
 /// retries generation races; `put_consumer` picks the PUT wording of errors.
 pub async fn write_with_retry(
+    pool: &Pool,
+    retries: u32,
+    writes: &[ConsumerWrite],
+    put_consumer: Option<Uuid>,
+) -> Result<()> {
+    write_on(Path::ClaimFirst, pool, retries, writes, put_consumer).await
+}
+
+async fn write_on(
+    path: Path,
     pool: &Pool,
     retries: u32,
     writes: &[ConsumerWrite],
@@ -56,9 +94,11 @@ pub async fn write_with_retry(
         attempts += 1;
         async {
             let mut tx = pool.begin_keyed().await?;
-            db::write(&mut tx, writes)
-                .await
-                .map_err(|e| alloc_error(e, put_consumer))?;
+            match path {
+                Path::ClaimFirst => db::write(&mut tx, writes).await,
+                Path::Checked => db::write_checked(&mut tx, writes).await,
+            }
+            .map_err(|e| alloc_error(e, put_consumer))?;
             tx.commit().await.map_err(Error::commit_failed)
         }
     })

@@ -97,11 +97,11 @@ pub async fn replace(
         .ok_or_else(|| ApiError::bad_request(format!("Malformed consumer_uuid: {id}")))?;
     let b: AllocationBody = body.parse(&schema::allocations_put(mv))?;
     let write = consumer_write(consumer, &b, mv, &st.settings);
-    allocation::write_with_retry(
+    allocation::put_one(
         &st.pool,
+        &st.claims,
         st.settings.allocation_conflict_retry_count,
-        &[write],
-        Some(consumer),
+        write,
     )
     .await?;
     Ok(StatusCode::NO_CONTENT)

@@ -16,9 +16,8 @@
 
 use crate::db::fairness::queue::{self as db, CheckedQueued, QueuedRow};
 use crate::db::Pool;
+use crate::gather::Gather;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
-use tokio::sync::oneshot;
 use uuid::Uuid;
 
 /// At most this many submissions in one statement.
@@ -31,9 +30,6 @@ const MOST_AT_ONCE: usize = 500;
 /// (1,894–2,071/s) with smaller batches.
 const STATEMENTS_AT_ONCE: usize = 2;
 
-/// A submission waiting for a statement, and where its outcome goes.
-type Waiter = (CheckedQueued, oneshot::Sender<Stored>);
-
 /// What the shared statement did with one submission.
 #[derive(Debug)]
 pub enum Stored {
@@ -45,58 +41,27 @@ pub enum Stored {
 
 /// This process's submissions waiting for a statement.
 #[derive(Debug)]
-pub struct Submissions {
-    /// Submitted, not yet taken into a statement.
-    waiting: Mutex<Vec<Waiter>>,
-    /// Held while a statement runs: a few at a time, so that submissions
-    /// arriving meanwhile gather for the next.
-    turns: tokio::sync::Semaphore,
-}
+pub struct Submissions(Gather<CheckedQueued, Stored>);
 
 impl Default for Submissions {
     fn default() -> Self {
-        Submissions {
-            waiting: Mutex::default(),
-            turns: tokio::sync::Semaphore::new(STATEMENTS_AT_ONCE),
-        }
+        Submissions(Gather::new(STATEMENTS_AT_ONCE, MOST_AT_ONCE))
     }
 }
 
 impl Submissions {
     /// Stores `request` together with whatever else is waiting.
     pub async fn store(&self, pool: &Pool, request: CheckedQueued) -> Stored {
-        let (sender, outcome) = oneshot::channel();
-        lock(&self.waiting).push((request, sender));
-        {
-            // The semaphore is never closed.
-            let _turn = self.turns.acquire().await;
-            let batch = {
-                let mut waiting = lock(&self.waiting);
-                let taken = waiting.len().min(MOST_AT_ONCE);
-                let rest = waiting.split_off(taken);
-                std::mem::replace(&mut *waiting, rest)
-            };
-            // Every submission takes a turn after queueing itself, so a
-            // turn finding nothing means another turn stored this one.
-            // The statement runs in its own task: a client that goes away
-            // must not take the others' statement with it.
-            if !batch.is_empty() {
-                let _ = tokio::spawn(store_all(pool.clone(), batch)).await;
-            }
-        }
-        outcome.await.unwrap_or(Stored::LeftOut)
+        let pool = pool.clone();
+        self.0
+            .submit(request, |batch| store_all(pool, batch))
+            .await
+            .unwrap_or(Stored::LeftOut)
     }
 }
 
-/// The waiting list, whatever a panicking holder left in it (each entry
-/// is whole: pushes and splits do not unwind halfway).
-fn lock(waiting: &Mutex<Vec<Waiter>>) -> MutexGuard<'_, Vec<Waiter>> {
-    waiting.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// One statement for `batch`; tells each submission what became of it.
-async fn store_all(pool: Pool, batch: Vec<Waiter>) {
-    let (requests, senders): (Vec<CheckedQueued>, Vec<_>) = batch.into_iter().unzip();
+/// One statement for `requests`; what became of each.
+async fn store_all(pool: Pool, requests: Vec<CheckedQueued>) -> Vec<Stored> {
     let started = std::time::Instant::now();
     let stored = match insert(&pool, &requests).await {
         Ok(rows) => {
@@ -116,13 +81,14 @@ async fn store_all(pool: Pool, batch: Vec<Waiter>) {
         }
     };
     let mut by_id: HashMap<Uuid, QueuedRow> = stored.into_iter().map(|r| (r.id, r)).collect();
-    for (request, sender) in requests.iter().zip(senders) {
-        let outcome = by_id
-            .remove(&request.row.id)
-            .map_or(Stored::LeftOut, |row| Stored::Row(Box::new(row)));
-        // A submission whose client went away no longer listens.
-        let _ = sender.send(outcome);
-    }
+    requests
+        .iter()
+        .map(|request| {
+            by_id
+                .remove(&request.row.id)
+                .map_or(Stored::LeftOut, |row| Stored::Row(Box::new(row)))
+        })
+        .collect()
 }
 
 async fn insert(pool: &Pool, requests: &[CheckedQueued]) -> Result<Vec<QueuedRow>, sqlx::Error> {

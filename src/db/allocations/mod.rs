@@ -11,12 +11,14 @@ use super::consumers::{self, ConsumerRow};
 use super::fairness;
 
 mod bound_shares;
+mod claim;
 mod fairness_checks;
 mod priority_classes;
 mod stock;
 use crate::types::GivenGeneration;
 use bound_shares::check_bound_shares;
 use chrono::{DateTime, Utc};
+use claim::Claim;
 use fairness_checks::{bump_and_check_limits, check_reservations, writer_projects};
 use priority_classes::check_priority_classes;
 use sqlx::PgConnection;
@@ -197,13 +199,31 @@ pub type ConsumerIds = HashMap<Uuid, i64>;
 
 /// Writes the allocations of several consumers atomically inside the
 /// caller's transaction: lock, check, replace, bump. Returns the ids of
-/// the consumers that hold allocations afterwards.
+/// the consumers that hold allocations afterwards. New consumers go by
+/// one statement first ([`claim`]); what it does not write takes the
+/// detailed path ([`write_checked`]).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn write(
     conn: &mut PgConnection,
     writes: &[ConsumerWrite],
 ) -> Result<ConsumerIds, AllocError> {
-    let mut locked = lock_and_resolve(conn, writes).await?;
+    if let Some(claim) = Claim::of(writes) {
+        if let Some(created) = claim.write(conn).await? {
+            return Ok(created);
+        }
+    }
+    write_checked(conn, writes).await
+}
+
+/// [`write`] without trying the claim first: every check on its own, each
+/// refusal with Placement's error. For a claim that was refused already.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn write_checked(
+    conn: &mut PgConnection,
+    writes: &[ConsumerWrite],
+) -> Result<ConsumerIds, AllocError> {
+    let providers = lock_providers(conn, writes).await?;
+    let mut locked = resolve(conn, writes, providers).await?;
     // Placement ensures the consumer (and its generation) before it looks
     // up the body's providers and classes: a stale generation is a 409
     // that clients retry on, whatever else the body names.
@@ -270,6 +290,25 @@ pub async fn write(
     Ok(holding_ids(writes, &locked.existing, new_ids))
 }
 
+/// Whether `write` may be claimed (see [`claim`]), as far as the write
+/// itself says.
+pub fn claimable(write: &ConsumerWrite) -> bool {
+    claim::claimable(write)
+}
+
+/// Writes the claims of several new consumers in one statement (atomic on
+/// its own, or inside the caller's transaction), all or nothing: true when
+/// written, false (nothing written) when any of them needs the detailed
+/// path ([`write_checked`]), which then runs each on its own. Locks the
+/// providers as [`write`] does.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn claim(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<bool, AllocError> {
+    let Some(claim) = Claim::of(writes) else {
+        return Ok(false);
+    };
+    Ok(claim.write(conn).await?.is_some())
+}
+
 /// The consumers of `writes` left holding allocations: the existing ones
 /// not emptied, and the new ones.
 fn holding_ids(
@@ -288,14 +327,21 @@ fn holding_ids(
 /// A removed allocation row: (consumer id, provider id, class id, units).
 type Cleared = (i64, i64, i32, i32);
 
-/// Locks the providers receiving allocations (id order), then the
-/// consumers (uuid order), and resolves class names; an unknown provider
-/// or class is kept in `unknown` for the caller to answer after the
-/// consumer generations.
-async fn lock_and_resolve(
+/// The providers receiving allocations, locked.
+struct LockedProviders {
+    /// The uuids the writes name, sorted.
+    wanted: Vec<Uuid>,
+    /// Uuid → id of those that exist.
+    ids: HashMap<Uuid, i64>,
+    /// Their ids in id order (the lock order).
+    in_order: Vec<i64>,
+}
+
+/// Locks the providers receiving allocations, in id order.
+async fn lock_providers(
     conn: &mut PgConnection,
     writes: &[ConsumerWrite],
-) -> Result<Locked, AllocError> {
+) -> Result<LockedProviders, AllocError> {
     let mut wanted: Vec<Uuid> = writes
         .iter()
         .flat_map(|w| w.allocations.keys().copied())
@@ -308,8 +354,24 @@ async fn lock_and_resolve(
     .bind(&wanted)
     .fetch_all(&mut *conn)
     .await?;
-    let provider_ids: HashMap<Uuid, i64> = rows.iter().map(|(id, u)| (*u, *id)).collect();
-    let mut unknown = wanted
+    Ok(LockedProviders {
+        wanted,
+        ids: rows.iter().map(|(id, u)| (*u, *id)).collect(),
+        in_order: rows.iter().map(|(id, _)| *id).collect(),
+    })
+}
+
+/// With the providers locked, locks the consumers (uuid order) and
+/// resolves class names; an unknown provider or class is kept in
+/// `unknown` for the caller to answer after the consumer generations.
+async fn resolve(
+    conn: &mut PgConnection,
+    writes: &[ConsumerWrite],
+    providers: LockedProviders,
+) -> Result<Locked, AllocError> {
+    let provider_ids = providers.ids;
+    let mut unknown = providers
+        .wanted
         .iter()
         .find(|u| !provider_ids.contains_key(u))
         .map(|u| AllocError::NoProvider(*u));
@@ -344,7 +406,7 @@ async fn lock_and_resolve(
         .collect();
     Ok(Locked {
         provider_ids,
-        providers: rows.iter().map(|(id, _)| *id).collect(),
+        providers: providers.in_order,
         class_ids,
         existing,
         unknown,

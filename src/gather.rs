@@ -1,0 +1,140 @@
+//! Requests that arrive together, done together: each caller queues its
+//! item and takes a turn; a turn takes everything waiting and runs it as
+//! one unit of work (one statement, one transaction), and tells each
+//! caller its own outcome.
+//!
+//! Why: one request's work is a few round trips, each waking the server
+//! and PostgreSQL; on two busy cores that per-round-trip cost, not the work
+//! itself, bounded the rate. Nothing waits for a batch to fill: a lone
+//! request runs at once, and those arriving while the turns are taken
+//! gather for the next one. Used by queue submissions
+//! (`fairness::submissions`) and claims (`allocation::claims`).
+
+use std::future::Future;
+use std::sync::{Mutex, MutexGuard};
+use tokio::sync::oneshot;
+
+/// A request waiting for a turn, and where its outcome goes.
+type Waiter<T, O> = (T, oneshot::Sender<O>);
+
+/// The requests of one kind waiting in this process.
+#[derive(Debug)]
+pub struct Gather<T, O> {
+    /// Queued, not yet taken into a turn.
+    waiting: Mutex<Vec<Waiter<T, O>>>,
+    /// Held while a turn runs: a few at a time, so that requests
+    /// arriving meanwhile gather for the next.
+    turns: tokio::sync::Semaphore,
+    /// At most this many requests in one turn.
+    most: usize,
+}
+
+impl<T: Send + 'static, O: Send + 'static> Gather<T, O> {
+    /// Runs up to `turns` units of work at once, each of up to `most`
+    /// requests.
+    pub fn new(turns: usize, most: usize) -> Self {
+        Gather {
+            waiting: Mutex::default(),
+            turns: tokio::sync::Semaphore::new(turns),
+            most,
+        }
+    }
+
+    /// Does `item` together with whatever else is waiting: `run` gets the
+    /// turn's items and answers one outcome per item, in their order.
+    /// None when the work ended without an outcome for this item (it
+    /// panicked or answered too few).
+    pub async fn submit<F, Fut>(&self, item: T, run: F) -> Option<O>
+    where
+        F: FnOnce(Vec<T>) -> Fut,
+        Fut: Future<Output = Vec<O>> + Send + 'static,
+    {
+        let (sender, outcome) = oneshot::channel();
+        lock(&self.waiting).push((item, sender));
+        {
+            // The semaphore is never closed.
+            let _turn = self.turns.acquire().await;
+            let batch = {
+                let mut waiting = lock(&self.waiting);
+                let taken = waiting.len().min(self.most);
+                let rest = waiting.split_off(taken);
+                std::mem::replace(&mut *waiting, rest)
+            };
+            // Every request takes a turn after queueing itself, so a turn
+            // finding nothing means another turn took this one. The work
+            // runs in its own task: a client that goes away must not take
+            // the others' work with it.
+            if !batch.is_empty() {
+                let (items, senders): (Vec<T>, Vec<_>) = batch.into_iter().unzip();
+                let work = run(items);
+                let _ = tokio::spawn(async move {
+                    for (outcome, sender) in work.await.into_iter().zip(senders) {
+                        // A request whose client went away no longer listens.
+                        let _ = sender.send(outcome);
+                    }
+                })
+                .await;
+            }
+        }
+        outcome.await.ok()
+    }
+}
+
+/// The waiting list, whatever a panicking holder left in it (each entry
+/// is whole: pushes and splits do not unwind halfway).
+fn lock<T>(waiting: &Mutex<T>) -> MutexGuard<'_, T> {
+    waiting.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Gather;
+    use std::sync::Arc;
+
+    /// Requests arriving while the only turn is taken are done together,
+    /// each with its own outcome; a lone request runs at once.
+    #[tokio::test]
+    async fn requests_arriving_together_share_a_turn_and_keep_their_outcomes() {
+        let gather: Arc<Gather<u32, (u32, usize)>> = Arc::new(Gather::new(1, 100));
+        let alone = gather
+            .submit(7, |items| async move { vec![(items[0] * 2, items.len())] })
+            .await;
+        assert_eq!(alone, Some((14, 1)));
+        let (release, held) = tokio::sync::oneshot::channel::<()>();
+        let first = {
+            let g = gather.clone();
+            tokio::spawn(async move {
+                g.submit(1, |items| async move {
+                    let _ = held.await;
+                    items.iter().map(|i| (i * 2, items.len())).collect()
+                })
+                .await
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let rest: Vec<_> = (2..6)
+            .map(|n| {
+                let g = gather.clone();
+                tokio::spawn(async move {
+                    g.submit(n, |items| async move {
+                        items.iter().map(|i| (i * 2, items.len())).collect()
+                    })
+                    .await
+                })
+            })
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let _ = release.send(());
+        assert_eq!(first.await.ok().flatten(), Some((2, 1)));
+        for (n, r) in (2..6).zip(rest) {
+            assert_eq!(r.await.ok().flatten(), Some((n * 2, 4)));
+        }
+    }
+
+    /// Work that answers too few outcomes leaves the rest with none.
+    #[tokio::test]
+    async fn a_request_without_an_outcome_gets_none() {
+        let gather: Gather<u32, u32> = Gather::new(1, 100);
+        assert_eq!(gather.submit(1, |_| async { Vec::new() }).await, None);
+    }
+}
