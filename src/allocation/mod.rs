@@ -59,6 +59,20 @@ pub async fn put_one(
     write_on(path, pool, retries, &[write], Some(consumer)).await
 }
 
+/// The write inside `tx`: a claim of new consumers by one statement
+/// first (on [`Path::ClaimFirst`]), then what it did not write by the
+/// detailed checks.
+async fn write_in(
+    tx: &mut sqlx::PgConnection,
+    path: Path,
+    writes: &[ConsumerWrite],
+) -> std::result::Result<(), AllocError> {
+    if matches!(path, Path::ClaimFirst) && db::claim(tx, writes).await? {
+        return Ok(());
+    }
+    db::write(tx, writes).await.map(drop)
+}
+
 /// Which of the write's paths a transaction takes.
 #[derive(Debug, Clone, Copy)]
 enum Path {
@@ -72,6 +86,9 @@ enum Path {
 /// it loses a database race (a deadlock or serialisation failure between
 /// writers) up to `allocation_conflict_retry_count` times, as Placement
 /// retries generation races; `put_consumer` picks the PUT wording of errors.
+/// A claim of new consumers goes by one statement first
+/// (`db::allocations::claim`); deployments and admission rounds call
+/// `db::allocations::write` inside their own transactions.
 pub async fn write_with_retry(
     pool: &Pool,
     retries: u32,
@@ -94,11 +111,9 @@ async fn write_on(
         attempts += 1;
         async {
             let mut tx = pool.begin_keyed().await?;
-            match path {
-                Path::ClaimFirst => db::write(&mut tx, writes).await,
-                Path::Checked => db::write_checked(&mut tx, writes).await,
-            }
-            .map_err(|e| alloc_error(e, put_consumer))?;
+            write_in(&mut tx, path, writes)
+                .await
+                .map_err(|e| alloc_error(e, put_consumer))?;
             tx.commit().await.map_err(Error::commit_failed)
         }
     })

@@ -198,27 +198,12 @@ struct Locked {
 pub type ConsumerIds = HashMap<Uuid, i64>;
 
 /// Writes the allocations of several consumers atomically inside the
-/// caller's transaction: lock, check, replace, bump. Returns the ids of
-/// the consumers that hold allocations afterwards. New consumers go by
-/// one statement first ([`claim`]); what it does not write takes the
-/// detailed path ([`write_checked`]).
+/// caller's transaction: lock, check, replace, bump, every check on its
+/// own, each refusal with Placement's error. Returns the ids of the
+/// consumers that hold allocations afterwards. (A claim of new consumers
+/// can go by one statement first: [`claim`].)
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn write(
-    conn: &mut PgConnection,
-    writes: &[ConsumerWrite],
-) -> Result<ConsumerIds, AllocError> {
-    if let Some(claim) = Claim::of(writes) {
-        if let Some(created) = claim.write(conn).await? {
-            return Ok(created);
-        }
-    }
-    write_checked(conn, writes).await
-}
-
-/// [`write`] without trying the claim first: every check on its own, each
-/// refusal with Placement's error. For a claim that was refused already.
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn write_checked(
     conn: &mut PgConnection,
     writes: &[ConsumerWrite],
 ) -> Result<ConsumerIds, AllocError> {
@@ -299,7 +284,7 @@ pub fn claimable(write: &ConsumerWrite) -> bool {
 /// Writes the claims of several new consumers in one statement (atomic on
 /// its own, or inside the caller's transaction), all or nothing: true when
 /// written, false (nothing written) when any of them needs the detailed
-/// path ([`write_checked`]), which then runs each on its own. Locks the
+/// path ([`write`]), which then runs each on its own. Locks the
 /// providers as [`write`] does.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn claim(conn: &mut PgConnection, writes: &[ConsumerWrite]) -> Result<bool, AllocError> {
