@@ -315,3 +315,18 @@ pub async fn bump_then_flat_limits_used(
         .fetch_all(conn)
         .await
 }
+
+/// The projects (external ids) a limit applies to: those with a limit in
+/// any class, and every project below one.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn limited_projects(conn: &mut PgConnection) -> Result<Vec<String>, sqlx::Error> {
+    crate::db::query_scalar(
+        "WITH RECURSIVE limited(id, depth) AS (
+             SELECT DISTINCT project_id, 0 FROM project_quotas WHERE \"limit\" IS NOT NULL
+             UNION SELECT f.project_id, l.depth + 1 FROM project_fairness f
+                     JOIN limited l ON f.parent_project_id = l.id WHERE l.depth < 1000)
+         SELECT DISTINCT p.external_id FROM limited l JOIN projects p ON p.id = l.id",
+    )
+    .fetch_all(conn)
+    .await
+}
