@@ -14,8 +14,9 @@
 //! single claims; a claim refused alone goes to the detailed checks, in
 //! its own transaction, which write it (a first claim of a new project)
 //! or say why not. A call that fails (the database) sends each of its
-//! claims down that path whole. A client is answered only once the
-//! statement that wrote its claim committed.
+//! claims down that path whole, and claims of projects under a limit go
+//! there straight. A client is answered only once the statement that
+//! wrote its claim committed.
 
 use crate::db::allocations::{self as db, ConsumerWrite};
 use crate::db::Pool;
@@ -37,8 +38,8 @@ const CALLS_AT_ONCE: usize = 1;
 pub enum Claimed {
     /// Written and committed.
     Written,
-    /// It was alone in the call, which wrote nothing: only the checks
-    /// that say why remain.
+    /// The call refused it alone, or its project is under a limit (which
+    /// the call does not check): only the detailed checks remain.
     Refused,
     /// Not written: the claim runs on its own path.
     Alone,
