@@ -207,8 +207,7 @@ pub async fn write(
     conn: &mut PgConnection,
     writes: &[ConsumerWrite],
 ) -> Result<ConsumerIds, AllocError> {
-    let providers = lock_providers(conn, writes).await?;
-    let mut locked = resolve(conn, writes, providers).await?;
+    let mut locked = lock_and_resolve(conn, writes).await?;
     // Placement ensures the consumer (and its generation) before it looks
     // up the body's providers and classes: a stale generation is a 409
     // that clients retry on, whatever else the body names.
@@ -312,21 +311,14 @@ fn holding_ids(
 /// A removed allocation row: (consumer id, provider id, class id, units).
 type Cleared = (i64, i64, i32, i32);
 
-/// The providers receiving allocations, locked.
-struct LockedProviders {
-    /// The uuids the writes name, sorted.
-    wanted: Vec<Uuid>,
-    /// Uuid → id of those that exist.
-    ids: HashMap<Uuid, i64>,
-    /// Their ids in id order (the lock order).
-    in_order: Vec<i64>,
-}
-
-/// Locks the providers receiving allocations, in id order.
-async fn lock_providers(
+/// Locks the providers receiving allocations (id order), then the
+/// consumers (uuid order), and resolves class names; an unknown provider
+/// or class is kept in `unknown` for the caller to answer after the
+/// consumer generations.
+async fn lock_and_resolve(
     conn: &mut PgConnection,
     writes: &[ConsumerWrite],
-) -> Result<LockedProviders, AllocError> {
+) -> Result<Locked, AllocError> {
     let mut wanted: Vec<Uuid> = writes
         .iter()
         .flat_map(|w| w.allocations.keys().copied())
@@ -339,24 +331,8 @@ async fn lock_providers(
     .bind(&wanted)
     .fetch_all(&mut *conn)
     .await?;
-    Ok(LockedProviders {
-        wanted,
-        ids: rows.iter().map(|(id, u)| (*u, *id)).collect(),
-        in_order: rows.iter().map(|(id, _)| *id).collect(),
-    })
-}
-
-/// With the providers locked, locks the consumers (uuid order) and
-/// resolves class names; an unknown provider or class is kept in
-/// `unknown` for the caller to answer after the consumer generations.
-async fn resolve(
-    conn: &mut PgConnection,
-    writes: &[ConsumerWrite],
-    providers: LockedProviders,
-) -> Result<Locked, AllocError> {
-    let provider_ids = providers.ids;
-    let mut unknown = providers
-        .wanted
+    let provider_ids: HashMap<Uuid, i64> = rows.iter().map(|(id, u)| (*u, *id)).collect();
+    let mut unknown = wanted
         .iter()
         .find(|u| !provider_ids.contains_key(u))
         .map(|u| AllocError::NoProvider(*u));
@@ -391,7 +367,7 @@ async fn resolve(
         .collect();
     Ok(Locked {
         provider_ids,
-        providers: providers.in_order,
+        providers: rows.iter().map(|(id, _)| *id).collect(),
         class_ids,
         existing,
         unknown,
