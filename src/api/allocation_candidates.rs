@@ -18,7 +18,7 @@ use axum::extract::State;
 pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -> ApiResult<Reply> {
     q.validate_with_extension(
         &schema::candidates_query(mv),
-        &schema::candidates_extension_query(),
+        schema::candidates_extension_query(),
     )?;
     let started = std::time::Instant::now();
     let cap = usize::try_from(st.settings.max_allocation_candidates).ok();
@@ -66,7 +66,7 @@ pub async fn explain(
 ) -> ApiResult<Reply> {
     q.validate_with_extension(
         &schema::candidates_query(mv),
-        &schema::candidates_extension_query(),
+        schema::candidates_extension_query(),
     )?;
     // The first `limit`, as the candidates query reads it.
     let limit: Option<usize> = q.all("limit").first().and_then(|v| v.parse().ok());
