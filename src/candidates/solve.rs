@@ -10,7 +10,7 @@
 use super::snapshot::{FastMap, Snapshot};
 use hashbrown::HashSet;
 use rand::seq::SliceRandom;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -326,9 +326,11 @@ struct Anchors<'a> {
     snap: &'a Snapshot,
     req: &'a Request,
     sharing: SharingIndex,
-    /// The roots shuffled, when randomising; else the snapshot's own list
-    /// is visited (a million roots are not copied per request).
-    shuffled: Option<Vec<usize>>,
+    /// The seed of the roots' shuffle, when randomising; else the
+    /// snapshot's own list is visited (a million roots are not copied per
+    /// request).
+    shuffle_seed: Option<u64>,
+    /// Shuffles each group's candidates at an anchor, when randomising.
     rng: Option<rand::rngs::StdRng>,
     /// One group, no same_subtree, no class twice: a tree of one provider
     /// has at most one candidate (see [`Anchors::lone_provider`]).
@@ -338,18 +340,15 @@ struct Anchors<'a> {
 impl<'a> Anchors<'a> {
     /// Anchors in id order, shuffled when randomising.
     fn new(snap: &'a Snapshot, req: &'a Request, limits: &Limits) -> Self {
-        let mut rng = limits.shuffle_seed.map(rand::rngs::StdRng::seed_from_u64);
-        let shuffled = rng.as_mut().map(|rng| {
-            let mut order = snap.index.roots.clone();
-            order.shuffle(rng);
-            order
-        });
         Anchors {
             snap,
             req,
             sharing: SharingIndex::new(snap),
-            shuffled,
-            rng,
+            shuffle_seed: limits.shuffle_seed,
+            // Its own stream: the roots' order draws from another.
+            rng: limits
+                .shuffle_seed
+                .map(|seed| rand::rngs::StdRng::seed_from_u64(seed.rotate_left(32))),
             one_group: match &req.groups[..] {
                 [g] => req.same_subtree.is_empty() && classes_distinct(g),
                 _ => false,
@@ -389,11 +388,15 @@ impl<'a> Anchors<'a> {
     }
 
     /// The anchors in visiting order (taken once per search).
-    fn take_order(&mut self) -> std::borrow::Cow<'a, [usize]> {
-        let snap: &'a Snapshot = self.snap;
-        match self.shuffled.take() {
-            Some(order) => std::borrow::Cow::Owned(order),
-            None => std::borrow::Cow::Borrowed(&snap.index.roots[..]),
+    fn take_order(&mut self) -> Order<'a> {
+        let roots = &self.snap.index.roots;
+        match self.shuffle_seed.take() {
+            Some(seed) => Order::Shuffled {
+                roots: roots.clone(),
+                next: 0,
+                rng: Box::new(rand::rngs::StdRng::seed_from_u64(seed)),
+            },
+            None => Order::AsListed(roots.iter()),
         }
     }
 
@@ -426,6 +429,39 @@ impl<'a> Anchors<'a> {
     }
 }
 
+/// The anchors in visiting order: the snapshot's own list, or the roots
+/// shuffled as they are visited (one Fisher-Yates step per anchor, each
+/// order as likely as with a whole shuffle): a search that stops after ten
+/// trees draws ten numbers, not one per root.
+enum Order<'a> {
+    AsListed(std::slice::Iter<'a, usize>),
+    Shuffled {
+        roots: Vec<usize>,
+        next: usize,
+        rng: Box<rand::rngs::StdRng>,
+    },
+}
+
+impl Iterator for Order<'_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        match self {
+            Order::AsListed(roots) => roots.next().copied(),
+            Order::Shuffled { roots, next, rng } => {
+                let i = *next;
+                if i >= roots.len() {
+                    return None;
+                }
+                let j = rng.gen_range(i..roots.len());
+                roots.swap(i, j);
+                *next += 1;
+                Some(roots[i])
+            }
+        }
+    }
+}
+
 /// The tree a candidate is counted for: the root of its first provider
 /// that is not a sharing one (or of its first provider, when all are).
 pub fn anchor_of(snap: &Snapshot, c: &Candidate) -> Option<usize> {
@@ -447,8 +483,7 @@ fn anchored_here(out: &Output, anchor: usize, c: &Candidate) -> bool {
 
 /// Every result of one tree before the next.
 fn depth_first(anchors: &mut Anchors, out: &mut Output, budget: &mut Budget) {
-    let order = anchors.take_order();
-    for &a in order.iter() {
+    for a in anchors.take_order() {
         if out.full() || budget.stopped().is_some() {
             return;
         }
@@ -482,9 +517,8 @@ fn depth_first(anchors: &mut Anchors, out: &mut Output, budget: &mut Budget) {
 
 /// One result of each tree in turn.
 fn breadth_first(anchors: &mut Anchors, out: &mut Output, budget: &mut Budget) {
-    let order = anchors.take_order();
     let mut products: Vec<(usize, AnchorProduct)> = Vec::new();
-    for &a in order.iter() {
+    for a in anchors.take_order() {
         if budget.stopped().is_some() {
             break;
         }

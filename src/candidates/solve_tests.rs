@@ -403,3 +403,29 @@ fn budget_probe() {
     let r = engine::solve(&s, &req, &limits);
     eprintln!("{} steps in {:?} ({:?})", r.steps, t.elapsed(), r.stopped);
 }
+
+/// The roots' lazy shuffle visits every root once, in an order that
+/// depends on the seed, and each root comes first, and last, about
+/// equally often (as with a whole shuffle).
+#[test]
+fn the_lazy_shuffle_is_a_uniform_permutation() {
+    use rand::SeedableRng;
+    let roots: Vec<usize> = (0..5).collect();
+    let (mut firsts, mut lasts) = ([0u32; 5], [0u32; 5]);
+    for seed in 0..5000 {
+        let order: Vec<usize> = super::Order::Shuffled {
+            roots: roots.clone(),
+            next: 0,
+            rng: Box::new(rand::rngs::StdRng::seed_from_u64(seed)),
+        }
+        .collect();
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, roots);
+        firsts[order[0]] += 1;
+        lasts[order[4]] += 1;
+    }
+    // 1,000 each expected; the bounds are five standard deviations.
+    let even = |counts: &[u32; 5]| counts.iter().all(|n| (860..1140).contains(n));
+    assert!(even(&firsts) && even(&lasts), "{firsts:?} {lasts:?}");
+}
