@@ -86,6 +86,8 @@ pub struct Metrics {
     pub write_conflicts: Counter,
     /// Claims written by one statement shared with other claims.
     pub claims_together: Counter,
+    /// Searches at rest served by a read shared with other searches.
+    pub searches_together: Counter,
     /// Deployments by outcome.
     pub deployments: Family<Outcome, Counter>,
     /// Admission rounds run.
@@ -146,6 +148,7 @@ impl Metrics {
             write_retries: Counter::default(),
             write_conflicts: Counter::default(),
             claims_together: Counter::default(),
+            searches_together: Counter::default(),
             deployments: Family::default(),
             admission_rounds: Counter::default(),
             queue_pending: Gauge::default(),
@@ -224,6 +227,11 @@ impl Metrics {
             "claims_together",
             "Claims written by one statement shared with other claims",
             self.claims_together.clone(),
+        );
+        r.register(
+            "searches_together",
+            "Candidate searches served by one read shared with other searches",
+            self.searches_together.clone(),
         );
         self.register_work();
     }

@@ -70,6 +70,8 @@ pub struct AppState {
     pub settings: Arc<config::Settings>,
     /// This process's snapshot of the provider data candidates need.
     pub candidates: Arc<candidates::cache::SnapshotCache>,
+    /// This process's searches at rest, read together.
+    pub reads: Arc<candidates::rest::Reads>,
     /// One permit per core for CPU-heavy work (solve, render, plans), so
     /// that a burst of expensive requests queues instead of crowding out
     /// the async workers that answer everything else.
@@ -93,6 +95,7 @@ impl AppState {
             pool: crate::db::Pool::new(pool),
             settings: Arc::new(settings),
             candidates: Arc::default(),
+            reads: Arc::default(),
             cpu: Arc::new(tokio::sync::Semaphore::new(
                 std::thread::available_parallelism().map_or(2, usize::from),
             )),
@@ -123,6 +126,7 @@ impl AppState {
         candidates::find::Engine {
             pool: &self.pool,
             cache: &self.candidates,
+            reads: &self.reads,
             settings: &self.settings,
             cpu: &self.cpu,
         }

@@ -7,6 +7,7 @@ use super::batch;
 use super::cache::SnapshotCache;
 use super::groups::{self, CandidateQuery, GroupPolicy};
 use super::request::Version;
+use super::rest::{Ids, Names, Reads};
 use super::snapshot::Snapshot;
 use super::solve::{self, Candidate, Group, Limits, Stopped};
 use crate::config::{GenerationStrategy, Settings};
@@ -24,7 +25,9 @@ pub struct Engine<'a> {
     /// The database.
     pub pool: &'a crate::db::Pool,
     /// This process's provider snapshot.
-    pub cache: &'a SnapshotCache,
+    pub cache: &'a Arc<SnapshotCache>,
+    /// This process's searches at rest waiting for a turn.
+    pub reads: &'a Reads,
     /// Limits and generation order.
     pub settings: &'a Settings,
     /// One permit per core for CPU-heavy work.
@@ -82,29 +85,6 @@ pub async fn on_cpu<T: Send + 'static>(
     tokio::task::spawn_blocking(work)
         .await
         .map_err(Error::internal)
-}
-
-/// Names of a query resolved to ids.
-struct Ids {
-    class: HashMap<String, i32>,
-    trait_: HashMap<String, i32>,
-    agg: HashMap<uuid::Uuid, i32>,
-}
-
-impl Ids {
-    fn traits(&self, names: &BTreeSet<String>) -> Vec<i32> {
-        names
-            .iter()
-            .filter_map(|n| self.trait_.get(n).copied())
-            .collect()
-    }
-
-    fn aggs<'a>(&self, uuids: impl IntoIterator<Item = &'a uuid::Uuid>) -> Vec<i32> {
-        uuids
-            .into_iter()
-            .filter_map(|u| self.agg.get(u).copied())
-            .collect()
-    }
 }
 
 /// Runs a candidates query. `max_results` caps the results (with the
@@ -243,11 +223,12 @@ struct Read {
 }
 
 /// The read at rest: no transaction. The names come from one statement,
-/// and the cached providers from a snapshot that sees all that statement
-/// saw (brought forward by one more statement when it is behind). None
-/// when it does not apply (a project holds a reservation, batch work, or
-/// only a full load would bring the cache forward); unknown names are the
-/// same 400s either way.
+/// shared with the searches waiting beside it (see `rest`), and the cached
+/// providers from a snapshot that sees all that statement saw (brought
+/// forward by one more statement when it is behind). None when it does
+/// not apply (a project holds a reservation, batch work, only a full load
+/// would bring the cache forward, or the shared turn failed); unknown
+/// names are the same 400s either way.
 async fn read_at_rest(
     engine: &Engine<'_>,
     names: &Names,
@@ -256,14 +237,16 @@ async fn read_at_rest(
     if priority.low() {
         return Ok(None);
     }
-    let mut conn = engine.pool.acquire().await?;
-    let mut look = db::look(&mut conn, &names.classes, &names.traits, &names.aggregates).await?;
-    let ids = names.resolve(&mut look)?;
-    if look.reservations {
+    let Some(read) = engine
+        .reads
+        .read(engine.pool, engine.cache, names.clone())
+        .await
+    else {
+        // The shared turn failed: the full read says why.
         return Ok(None);
-    }
-    let snap = engine.cache.covering(&mut conn, &look.snapshot).await?;
-    Ok(snap.map(|snap| Read {
+    };
+    let ids = names.resolve(&read.look)?;
+    Ok(read.snap.clone().map(|snap| Read {
         snap,
         ids,
         adjusted: Adjustments::default(),
@@ -275,8 +258,8 @@ async fn read_at_rest(
 /// for batch work the load filter.
 async fn read_in_snapshot(engine: &Engine<'_>, names: &Names, search: &Search) -> Result<Read> {
     let mut tx = db::begin_snapshot(engine.pool).await?;
-    let mut look = db::look(&mut tx, &names.classes, &names.traits, &names.aggregates).await?;
-    let ids = names.resolve(&mut look)?;
+    let look = db::look(&mut tx, &names.classes, &names.traits, &names.aggregates).await?;
+    let ids = names.resolve(&look)?;
     let snap = engine.cache.current_at(&mut tx, look.snapshot).await?;
     let withheld = if look.reservations {
         fairness::unused_reservations(&mut tx, None, search.project.as_deref()).await?
@@ -301,67 +284,6 @@ async fn read_in_snapshot(engine: &Engine<'_>, names: &Names, search: &Search) -
         ids,
         adjusted: Adjustments { withheld, refused },
     })
-}
-
-/// The class, trait and aggregate names a query uses.
-struct Names {
-    /// In the query's order (the first unknown one is the 400's).
-    classes: Vec<String>,
-    /// Sorted.
-    traits: Vec<String>,
-    aggregates: Vec<uuid::Uuid>,
-}
-
-impl Names {
-    fn of(q: &CandidateQuery) -> Names {
-        let mut traits: BTreeSet<String> = q.root_required.names();
-        for g in &q.groups {
-            traits.extend(g.traits.names());
-        }
-        Names {
-            classes: q
-                .groups
-                .iter()
-                .flat_map(|g| g.resources.iter().map(|(c, _)| c.clone()))
-                .collect(),
-            traits: traits.into_iter().collect(),
-            aggregates: q
-                .groups
-                .iter()
-                .flat_map(|g| {
-                    let m = &g.member_of;
-                    m.any_of.iter().flatten().chain(&m.forbidden).copied()
-                })
-                .collect(),
-        }
-    }
-
-    /// The names as ids (unknown classes and traits are 400s; unknown
-    /// aggregates simply match nothing). Takes the look's maps.
-    fn resolve(&self, look: &mut db::Look) -> Result<Ids> {
-        if let Some(rc) = self.classes.iter().find(|c| !look.classes.contains_key(*c)) {
-            return Err(Error::invalid(format!(
-                "Invalid resource class in resources parameter: No such resource class {rc}."
-            )));
-        }
-        let missing: Vec<&str> = self
-            .traits
-            .iter()
-            .filter(|t| !look.traits.contains_key(*t))
-            .map(String::as_str)
-            .collect();
-        if !missing.is_empty() {
-            return Err(Error::invalid(format!(
-                "No such trait(s): {}.",
-                missing.join(", ")
-            )));
-        }
-        Ok(Ids {
-            class: std::mem::take(&mut look.classes),
-            trait_: std::mem::take(&mut look.traits),
-            agg: std::mem::take(&mut look.aggregates),
-        })
-    }
 }
 
 /// The parsed query over snapshot ids; None when an `in_tree` names no

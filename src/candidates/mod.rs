@@ -10,6 +10,7 @@ pub mod groups;
 pub mod load;
 pub mod render;
 pub mod request;
+pub mod rest;
 pub mod snapshot;
 pub mod solve;
 mod visibility;

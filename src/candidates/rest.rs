@@ -1,0 +1,258 @@
+//! Searches at rest, read together: the searches waiting in this process
+//! share one statement that resolves all their names and reads the
+//! snapshot they are served at, and one bringing the cache forward to it.
+//!
+//! Why: each search read its own names and snapshot, one round trip each,
+//! and the cache was brought forward under a lock the others waited on.
+//! Under a stream of claims most searches found it behind. Now one turn
+//! serves every search that arrived before its statement ran: PostgreSQL
+//! took that statement's snapshot after each of them arrived, so a write
+//! acknowledged before any of them arrived is seen (the guarantee a
+//! search's own statement gave). Nothing waits for a turn to fill: a lone
+//! search runs at once.
+
+use super::cache::SnapshotCache;
+use super::groups::CandidateQuery;
+use super::snapshot::Snapshot;
+use crate::db::{candidates as db, Pool};
+use crate::error::{Error, Result};
+use crate::gather::Gather;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// At most this many searches in one turn (their names go in one
+/// statement).
+const MOST_AT_ONCE: usize = 64;
+
+/// One turn at a time per process: searches arriving meanwhile gather for
+/// the next, and the cache is brought forward once for all of them.
+const TURNS_AT_ONCE: usize = 1;
+
+/// The class, trait and aggregate names a query uses.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Names {
+    /// In the query's order (the first unknown one is the 400's).
+    pub classes: Vec<String>,
+    /// Sorted.
+    pub traits: Vec<String>,
+    pub aggregates: Vec<uuid::Uuid>,
+}
+
+/// Names of a query resolved to ids.
+pub(super) struct Ids {
+    pub class: HashMap<String, i32>,
+    pub trait_: HashMap<String, i32>,
+    pub agg: HashMap<uuid::Uuid, i32>,
+}
+
+impl Ids {
+    pub fn traits(&self, names: &BTreeSet<String>) -> Vec<i32> {
+        names
+            .iter()
+            .filter_map(|n| self.trait_.get(n).copied())
+            .collect()
+    }
+
+    pub fn aggs<'a>(&self, uuids: impl IntoIterator<Item = &'a uuid::Uuid>) -> Vec<i32> {
+        uuids
+            .into_iter()
+            .filter_map(|u| self.agg.get(u).copied())
+            .collect()
+    }
+}
+
+impl Names {
+    pub fn of(q: &CandidateQuery) -> Names {
+        let mut traits: BTreeSet<String> = q.root_required.names();
+        for g in &q.groups {
+            traits.extend(g.traits.names());
+        }
+        Names {
+            classes: q
+                .groups
+                .iter()
+                .flat_map(|g| g.resources.iter().map(|(c, _)| c.clone()))
+                .collect(),
+            traits: traits.into_iter().collect(),
+            aggregates: q
+                .groups
+                .iter()
+                .flat_map(|g| {
+                    let m = &g.member_of;
+                    m.any_of.iter().flatten().chain(&m.forbidden).copied()
+                })
+                .collect(),
+        }
+    }
+
+    /// Every name of `all`, each once.
+    fn union(all: &[Names]) -> Names {
+        let classes: BTreeSet<&String> = all.iter().flat_map(|n| &n.classes).collect();
+        let traits: BTreeSet<&String> = all.iter().flat_map(|n| &n.traits).collect();
+        let aggregates: BTreeSet<&uuid::Uuid> = all.iter().flat_map(|n| &n.aggregates).collect();
+        Names {
+            classes: classes.into_iter().cloned().collect(),
+            traits: traits.into_iter().cloned().collect(),
+            aggregates: aggregates.into_iter().copied().collect(),
+        }
+    }
+
+    /// These names as ids, from a look that asked for them (and perhaps
+    /// others: only these are kept). Unknown classes and traits are 400s;
+    /// unknown aggregates simply match nothing.
+    pub fn resolve(&self, look: &db::Look) -> Result<Ids> {
+        if let Some(rc) = self.classes.iter().find(|c| !look.classes.contains_key(*c)) {
+            return Err(Error::invalid(format!(
+                "Invalid resource class in resources parameter: No such resource class {rc}."
+            )));
+        }
+        let missing: Vec<&str> = self
+            .traits
+            .iter()
+            .filter(|t| !look.traits.contains_key(*t))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            return Err(Error::invalid(format!(
+                "No such trait(s): {}.",
+                missing.join(", ")
+            )));
+        }
+        let pick = |map: &HashMap<String, i32>, names: &[String]| -> HashMap<String, i32> {
+            names
+                .iter()
+                .filter_map(|n| map.get(n).map(|&id| (n.clone(), id)))
+                .collect()
+        };
+        Ok(Ids {
+            class: pick(&look.classes, &self.classes),
+            trait_: pick(&look.traits, &self.traits),
+            agg: self
+                .aggregates
+                .iter()
+                .filter_map(|u| look.aggregates.get(u).map(|&id| (*u, id)))
+                .collect(),
+        })
+    }
+}
+
+/// What one turn read for the searches in it.
+pub(super) struct AtRest {
+    /// The names of every search in the turn, and the snapshot of the
+    /// statement that read them.
+    pub look: db::Look,
+    /// The cached provider data, brought to cover `look`'s snapshot;
+    /// None when only a full load would (or a reservation exists, which
+    /// the read at rest does not withhold).
+    pub snap: Option<Arc<Snapshot>>,
+}
+
+/// This process's searches waiting for a turn.
+#[derive(Debug)]
+pub struct Reads {
+    waiting: Gather<Names, Arc<AtRest>>,
+}
+
+impl Default for Reads {
+    fn default() -> Self {
+        Reads {
+            waiting: Gather::new(TURNS_AT_ONCE, MOST_AT_ONCE),
+        }
+    }
+}
+
+impl std::fmt::Debug for AtRest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AtRest")
+            .field("snapshot", &self.look.snapshot)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reads {
+    /// The names and the provider data for a search of `names`, read with
+    /// the searches waiting beside it. None when the turn failed (the
+    /// database): the caller's own read then says why.
+    pub(super) async fn read(
+        &self,
+        pool: &Pool,
+        cache: &Arc<SnapshotCache>,
+        names: Names,
+    ) -> Option<Arc<AtRest>> {
+        let (pool, cache) = (pool.clone(), Arc::clone(cache));
+        self.waiting
+            .submit(names, move |all| async move {
+                match turn(&pool, &cache, &all).await {
+                    Ok(read) => {
+                        if all.len() > 1 {
+                            let n = u64::try_from(all.len()).unwrap_or(u64::MAX);
+                            crate::metrics::metrics().searches_together.inc_by(n);
+                        }
+                        vec![read; all.len()]
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, searches = all.len(), "shared read failed");
+                        Vec::new()
+                    }
+                }
+            })
+            .await
+    }
+}
+
+/// One turn: the names of `all` and the statement's snapshot, then the
+/// cache brought to cover it, on one connection.
+async fn turn(
+    pool: &Pool,
+    cache: &SnapshotCache,
+    all: &[Names],
+) -> std::result::Result<Arc<AtRest>, sqlx::Error> {
+    let names = Names::union(all);
+    let mut conn = pool.acquire().await?;
+    let look = db::look(&mut conn, &names.classes, &names.traits, &names.aggregates).await?;
+    let snap = match look.reservations {
+        true => None,
+        false => cache.covering(&mut conn, &look.snapshot).await?,
+    };
+    Ok(Arc::new(AtRest { look, snap }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(classes: &[&str], traits: &[&str]) -> Names {
+        Names {
+            classes: classes.iter().map(|c| c.to_string()).collect(),
+            traits: traits.iter().map(|t| t.to_string()).collect(),
+            aggregates: Vec::new(),
+        }
+    }
+
+    /// A search sharing a turn resolves only its own names: the turn's
+    /// other names neither reach its ids (they would count as requested
+    /// classes) nor hide its own unknown ones.
+    #[test]
+    fn a_search_resolves_only_its_own_names_from_a_shared_look() {
+        let all = [
+            names(&["VCPU"], &["HW_CPU_X86_AVX2"]),
+            names(&["DISK_GB"], &[]),
+        ];
+        let union = Names::union(&all);
+        assert_eq!(union.classes, ["DISK_GB", "VCPU"]);
+        let look = db::Look {
+            snapshot: "1:1:".into(),
+            classes: HashMap::from([("VCPU".into(), 0), ("DISK_GB".into(), 2)]),
+            traits: HashMap::from([("HW_CPU_X86_AVX2".into(), 7)]),
+            aggregates: HashMap::new(),
+            reservations: false,
+        };
+        let ids = all[1].resolve(&look).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(ids.class, HashMap::from([("DISK_GB".into(), 2)]));
+        assert!(ids.trait_.is_empty());
+        let unknown = names(&["VCPU", "CUSTOM_NOPE"], &[]).resolve(&look);
+        assert!(
+            unknown.is_err_and(|e| e.to_string().contains("No such resource class CUSTOM_NOPE"))
+        );
+    }
+}
