@@ -227,8 +227,9 @@ struct Read {
 /// providers from a snapshot that sees all that statement saw (brought
 /// forward by one more statement when it is behind). None when it does
 /// not apply (a project holds a reservation, batch work, only a full load
-/// would bring the cache forward, or the shared turn failed); unknown
-/// names are the same 400s either way.
+/// would bring the cache forward, or the shared turn failed for another
+/// reason than a lost database, which is a 503); unknown names are the
+/// same 400s either way.
 async fn read_at_rest(
     engine: &Engine<'_>,
     names: &Names,
@@ -240,7 +241,7 @@ async fn read_at_rest(
     let Some(read) = engine
         .reads
         .read(engine.pool, engine.cache, names.clone())
-        .await
+        .await?
     else {
         // The shared turn failed: the full read says why.
         return Ok(None);

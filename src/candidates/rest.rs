@@ -15,7 +15,7 @@ use super::cache::SnapshotCache;
 use super::groups::CandidateQuery;
 use super::snapshot::Snapshot;
 use crate::db::{candidates as db, Pool};
-use crate::error::{Error, Result};
+use crate::error::{classify, DbFailure, Error, Result};
 use crate::gather::Gather;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -147,10 +147,15 @@ pub(super) struct AtRest {
     pub snap: Option<Arc<Snapshot>>,
 }
 
+/// What a turn answers each of its searches: the read, or why the
+/// database could not be reached (each search then answers 503 at once,
+/// instead of each waiting for a connection of its own in turn).
+type Outcome = std::result::Result<Arc<AtRest>, Arc<str>>;
+
 /// This process's searches waiting for a turn.
 #[derive(Debug)]
 pub struct Reads {
-    waiting: Gather<Names, Arc<AtRest>>,
+    waiting: Gather<Names, Outcome>,
 }
 
 impl Default for Reads {
@@ -171,16 +176,18 @@ impl std::fmt::Debug for AtRest {
 
 impl Reads {
     /// The names and the provider data for a search of `names`, read with
-    /// the searches waiting beside it. None when the turn failed (the
-    /// database): the caller's own read then says why.
+    /// the searches waiting beside it. A 503 when the turn could not reach
+    /// the database; None when it failed otherwise: the caller's own read
+    /// then says why.
     pub(super) async fn read(
         &self,
         pool: &Pool,
         cache: &Arc<SnapshotCache>,
         names: Names,
-    ) -> Option<Arc<AtRest>> {
+    ) -> Result<Option<Arc<AtRest>>> {
         let (pool, cache) = (pool.clone(), Arc::clone(cache));
-        self.waiting
+        let outcome = self
+            .waiting
             .submit(names, move |all| async move {
                 match turn(&pool, &cache, &all).await {
                     Ok(read) => {
@@ -188,7 +195,10 @@ impl Reads {
                             let n = u64::try_from(all.len()).unwrap_or(u64::MAX);
                             crate::metrics::metrics().searches_together.inc_by(n);
                         }
-                        vec![read; all.len()]
+                        vec![Ok(read); all.len()]
+                    }
+                    Err(e) if classify(&e) == DbFailure::Unavailable => {
+                        vec![Err(Arc::from(e.to_string())); all.len()]
                     }
                     Err(e) => {
                         tracing::debug!(error = %e, searches = all.len(), "shared read failed");
@@ -196,7 +206,12 @@ impl Reads {
                     }
                 }
             })
-            .await
+            .await;
+        match outcome {
+            Some(Ok(read)) => Ok(Some(read)),
+            Some(Err(cause)) => Err(Error::database_unavailable(cause)),
+            None => Ok(None),
+        }
     }
 }
 

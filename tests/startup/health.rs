@@ -52,6 +52,13 @@ async fn a_database_refusing_connections_is_503_in_generic_words() {
         assert_eq!(status, 503, "{body}");
         assert_eq!(body["errors"][0]["code"], "placement.database.unavailable");
         assert!(!body.to_string().contains(&db), "{body}");
+        // A search at rest too (its turn's failure answers every search
+        // in the turn).
+        let search = "/allocation_candidates?resources=VCPU:1";
+        let (status, _, body) = send(b, get.clone(), search, &admin).await;
+        assert_eq!(status, 503, "{body}");
+        assert_eq!(body["errors"][0]["code"], "placement.database.unavailable");
+        assert!(!body.to_string().contains(&db), "{body}");
     }
     assert!(
         server.log().contains("accepting connections"),
