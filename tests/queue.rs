@@ -963,11 +963,17 @@ async fn pending_by_project_names_the_busiest(c: &Cluster) {
                 .find_map(|l| l.strip_prefix(&prefix))
                 .map(str::to_string)
         };
-        // Rounds before the last submissions counted fewer.
+        // Rounds before the last submissions counted fewer: one that ran
+        // while some R were still arriving named S projects in their
+        // place. Wait for a round that saw them all.
         let busiest = ["P0", "P1", "P2", "P3"].map(&count);
-        if busiest.iter().all(|n| n.as_deref() == Some("10")) && count("R0").as_deref() == Some("2")
-        {
-            assert_eq!(series.len(), 10, "{series:?}");
+        let all_r_seen = series.len() == 10
+            && series
+                .iter()
+                .filter(|l| l.contains("project=\"R"))
+                .all(|l| l.ends_with(" 2"))
+            && !series.iter().any(|l| l.contains("project=\"S"));
+        if busiest.iter().all(|n| n.as_deref() == Some("10")) && all_r_seen {
             assert_eq!(count("S0"), None, "{series:?}");
             return;
         }
