@@ -142,16 +142,7 @@ async fn each_answered(c: Cluster) {
     assert_eq!(tally, expected);
     check_state(&c, &big, &small, &claims, &written).await;
     // Some went together (the path under test), counted by the servers.
-    let mut together = 0.0;
-    for s in 0..2 {
-        let r = c.request(s, reqwest::Method::GET, "/metrics").send().await;
-        let text = r.expect("metrics").text().await.expect("metrics text");
-        together += text
-            .lines()
-            .find_map(|l| l.strip_prefix("placement_claims_together_total "))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .expect("the claims_together counter");
-    }
+    let together = c.counter_total("placement_claims_together_total").await;
     assert!(together >= 2.0, "no claims were written together");
 }
 

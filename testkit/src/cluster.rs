@@ -221,6 +221,25 @@ impl Cluster {
         r.json().await.unwrap()
     }
 
+    /// A counter's value (`/metrics`, the series without labels) summed
+    /// over every server; panics when one does not report it.
+    pub async fn counter_total(&self, name: &str) -> f64 {
+        let mut total = 0.0;
+        for s in 0..self.servers.len() {
+            let r = self
+                .request(s, reqwest::Method::GET, "/metrics")
+                .send()
+                .await;
+            let text = r.expect("metrics").text().await.expect("metrics text");
+            total += text
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("server {s} does not report {name}"));
+        }
+        total
+    }
+
     /// Creates a provider through server 0 and sets its inventories through
     /// server 1 (so both processes take part); returns its uuid.
     pub async fn provider(&self, name: &str, inventories: Value) -> String {
