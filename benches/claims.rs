@@ -13,7 +13,8 @@
 //! `cargo bench --bench claims`; `BENCH_POOLER=pgbouncer` runs the servers
 //! through PgBouncer in transaction mode; `BENCH_CLAIMS=direct` or
 //! `=candidates` runs one of the two scenarios, `BENCH_ORDER=placement`
-//! or `=random` one of the scheduler's two orders.
+//! or `=random` one of the scheduler's two orders, `BENCH_WARMUP=n` the
+//! claims each of its clients makes before the measured run (10).
 
 #[path = "claims/scheduler.rs"]
 mod scheduler;
@@ -29,6 +30,11 @@ const VCPU_PER_PROVIDER: i64 = 64;
 const CLAIMS_PER_CLIENT: usize = 50;
 const PROJECTS: usize = 8;
 const ROUNDS: usize = 3;
+
+/// The servers' allocator for the clients too: they share the two cores
+/// with what they measure, and glibc's malloc was a quarter of their CPU.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 struct Servers(Vec<Child>);
 
