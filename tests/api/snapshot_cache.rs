@@ -79,3 +79,49 @@ async fn a_round_reads_again_the_providers_changed_after_its_cache() {
     let mut tx = db.begin().await.unwrap();
     assert_eq!(used(&pool::as_of_now(&mut tx, again).await.unwrap(), &a), 2);
 }
+
+/// A search at rest brings the cache forward by one patch statement
+/// (`covering`): the claimed provider is read again, the other keeps the
+/// very node it had, and a new provider asks for a full load. Checked on
+/// the cache itself: a patch statement that failed would send every search
+/// down its own full read, and their answers, still exact, would not tell.
+#[tokio::test]
+async fn a_patch_reads_again_only_the_changed_providers() {
+    use placement::candidates::cache::SnapshotCache;
+    use placement::db::candidates::current_snapshot;
+    let t = TestApp::new().await;
+    let (a, b) = (t.create_rp("a").await, t.create_rp("b").await);
+    t.set_inventories(&a, json!({"VCPU": {"total": 2}})).await;
+    t.set_inventories(&b, json!({"VCPU": {"total": 2}})).await;
+    let cache = SnapshotCache::default();
+    let mut conn = t.pool.acquire().await.unwrap();
+    let before = cache.current(&mut conn).await.unwrap();
+    claim(&t, &a, 2).await;
+    let now = current_snapshot(&mut conn).await.unwrap();
+    let after = cache
+        .covering(&mut conn, &now)
+        .await
+        .expect("the patch statement runs")
+        .expect("a claim is patched in, not loaded again");
+    let node = |snap: &placement::candidates::snapshot::Snapshot, rp: &str| {
+        snap.nodes[snap.by_uuid(&rp.parse().unwrap()).unwrap()].clone()
+    };
+    let used =
+        |n: &placement::candidates::snapshot::Node| n.stock.iter().map(|s| s.used).sum::<i64>();
+    assert_eq!(used(&node(&before, &a)), 0);
+    assert_eq!(
+        used(&node(&after, &a)),
+        2,
+        "the claim is in the patched cache"
+    );
+    assert!(
+        std::sync::Arc::ptr_eq(&node(&before, &b), &node(&after, &b)),
+        "the provider nobody changed was not read again"
+    );
+    t.create_rp("c").await;
+    let now = current_snapshot(&mut conn).await.unwrap();
+    assert!(
+        cache.covering(&mut conn, &now).await.unwrap().is_none(),
+        "a new provider needs a full load"
+    );
+}
