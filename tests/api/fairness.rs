@@ -308,6 +308,50 @@ async fn limits_count_reservations_once_and_sub_projects() {
     assert_eq!(used(&t, &b, "VCPU").await, 4);
 }
 
+/// A claim checks limits itself: the list of projects under a limit that
+/// sends their claims down the detailed path is kept for two seconds, so a
+/// limit set within them, on the project or on its parent, must still stop
+/// the claim (the claim writes nothing and the detailed path refuses it).
+#[tokio::test]
+async fn a_limit_set_moments_ago_stops_a_claim() {
+    let t = TestApp::new().await;
+    let rp = t.create_rp("node").await;
+    t.set_inventories(&rp, json!({"VCPU": {"total": 16}})).await;
+    t.put(
+        "/projects/child/fairness",
+        MV,
+        json!({"weight": 1, "parent_project_id": "parent"}),
+    )
+    .await
+    .expect(200);
+    // These claims read the list of limited projects: none yet.
+    t.allocate(&uuid(), "child", "u", json!({&rp: {"VCPU": 1}}))
+        .await;
+    t.allocate(&uuid(), "own", "u", json!({&rp: {"VCPU": 1}}))
+        .await;
+    t.put("/projects/parent/quota", MV, json!({"limits": {"VCPU": 2}}))
+        .await
+        .expect(200);
+    t.put("/projects/own/quota", MV, json!({"limits": {"VCPU": 2}}))
+        .await
+        .expect(200);
+    t.try_allocate(&uuid(), "child", "u", json!({&rp: {"VCPU": 2}}))
+        .await
+        .expect_error(
+            409,
+            Some("placement.quota.exceeded"),
+            "project parent would consume 3 VCPU, over its limit of 2",
+        );
+    t.try_allocate(&uuid(), "own", "u", json!({&rp: {"VCPU": 2}}))
+        .await
+        .expect_error(
+            409,
+            Some("placement.quota.exceeded"),
+            "project own would consume 3 VCPU, over its limit of 2",
+        );
+    assert_eq!(used(&t, &rp, "VCPU").await, 2);
+}
+
 #[tokio::test]
 async fn a_reservation_is_usable_only_by_its_project() {
     let t = TestApp::new().await;
