@@ -1,6 +1,7 @@
 //! The claim: allocations for consumers that do not exist yet (a scheduler
 //! claiming its candidate, a queue round admitting requests), written by
-//! one call of `placement_claim` (migrations/*_claim_function.sql).
+//! one call of `placement_claim` (migrations/*_claim_function*.sql; the
+//! latest definition wins).
 //!
 //! The function locks the providers, then checks in one statement what the
 //! detailed path checks and writes only when every check passes: the
