@@ -250,10 +250,11 @@ pub async fn patch_since(conn: &mut PgConnection, since: &str) -> Result<PatchSi
 /// The statement of [`patch_since`]: [`changes_sql`] at its own snapshot,
 /// and the data of the providers it names (none when a full load is due).
 ///
-/// The providers to read are listed once, in `patch`, and each of the
-/// seven reads of them takes that one list: written out in each, the list
-/// and its check for a full load were five plan nodes seven times over, a
-/// third of the statement's hundred, and every run starts every node.
+/// The providers to read are listed once, in `wanted` (none when a full
+/// load is due), and each of the seven reads of them takes that one list:
+/// written out in each, the list and its check for a full load were five
+/// plan nodes seven times over, a third of the statement's hundred, and
+/// every run starts every node.
 static PATCH_SINCE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let changes = changes_sql("pg_current_snapshot()");
     format!(
