@@ -1,8 +1,9 @@
 //! Claims of new consumers that arrive together share one statement
 //! (`allocation::claims`), yet each gets its own answer: the valid ones are
 //! written, each refused one gets the error it would get alone, nothing is
-//! half-written, and capacity is never oversold. Two server processes,
-//! directly and through PgBouncer in transaction mode.
+//! half-written, capacity is never oversold, and what the claims wrote
+//! beside them (the change log, the per-project totals) agrees. Two server
+//! processes, directly and through PgBouncer in transaction mode.
 
 use placement_testkit::cluster::Cluster;
 use serde_json::{json, Value};
@@ -209,5 +210,32 @@ async fn check_state(c: &Cluster, big: &str, small: &str, claims: &[Claim], writ
             }
             None => assert_eq!(got["allocations"], json!({}), "{}", claim.consumer),
         }
+    }
+    searches_see_the_claims(c, big, small).await;
+    let audit = std::process::Command::new(placement_testkit::placement_bin())
+        .args(["audit", "--json"])
+        .env("DATABASE_URL", c.database_url())
+        .output()
+        .expect("run placement audit");
+    assert!(
+        audit.status.success(),
+        "{}",
+        String::from_utf8_lossy(&audit.stdout)
+    );
+}
+
+/// Each server's candidates (its cache, brought forward through the change
+/// log the claims wrote) count every written claim: `small` is full, `big`
+/// shows its usage.
+async fn searches_see_the_claims(c: &Cluster, big: &str, small: &str) {
+    for s in 0..2 {
+        let found = c.json(s, "/allocation_candidates?resources=VCPU:1").await;
+        let summaries = &found["provider_summaries"];
+        assert!(summaries.get(small).is_none(), "server {s}: {found}");
+        assert_eq!(
+            summaries[big]["resources"]["VCPU"]["used"],
+            json!(34),
+            "server {s}"
+        );
     }
 }

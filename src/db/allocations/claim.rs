@@ -16,6 +16,11 @@
 //! Capacity is read by a statement whose snapshot is taken after the
 //! providers are locked: every writer of their allocations holds those
 //! locks, so what it reads is what is there.
+//!
+//! It writes what the allocation insert trigger would (the change log
+//! rows, the per-project totals) itself, from values it already has; the
+//! trigger skips statements run inside it (see the migration
+//! `*_claim_function_writes_its_log.sql`).
 
 use super::{AllocError, ConsumerIds, ConsumerWrite, GenerationCheck};
 use crate::types::PriorityClass;
