@@ -74,6 +74,8 @@ pub struct Metrics {
     pub snapshot_reloads: Counter,
     /// Providers re-read from the change log into the snapshot.
     pub snapshot_providers_patched: Counter,
+    /// Windows of allocations alone added to the snapshot as units.
+    pub snapshot_usage_patches: Counter,
     /// Refreshes of the node states on a large deployment's announcement.
     pub node_refreshes: Counter,
     /// Candidates the solver generated.
@@ -142,6 +144,7 @@ impl Metrics {
             pool_waiting: Gauge::default(),
             snapshot_reloads: Counter::default(),
             snapshot_providers_patched: Counter::default(),
+            snapshot_usage_patches: Counter::default(),
             node_refreshes: Counter::default(),
             candidates_generated: Counter::default(),
             candidates_returned: Counter::default(),
@@ -197,6 +200,11 @@ impl Metrics {
             "snapshot_providers_patched",
             "Providers re-read into the candidate snapshot from the change log",
             self.snapshot_providers_patched.clone(),
+        );
+        r.register(
+            "snapshot_usage_patches",
+            "Windows in which only allocations changed, added to the candidate snapshot as the units the change log records",
+            self.snapshot_usage_patches.clone(),
         );
         r.register(
             "node_refreshes",

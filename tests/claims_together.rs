@@ -117,6 +117,11 @@ async fn each_answered(c: Cluster) {
             .expect("first claim");
         assert_eq!(r.status(), 204);
     }
+    // Each server's cache is loaded before the burst, so that afterwards
+    // it is brought forward by what the claims logged.
+    for s in 0..2 {
+        c.json(s, "/allocation_candidates?resources=VCPU:1").await;
+    }
     let claims = burst(&big, &small);
     let answers = send_together(&c, &claims).await;
     let mut written = Vec::new();
@@ -225,8 +230,8 @@ async fn check_state(c: &Cluster, big: &str, small: &str, claims: &[Claim], writ
 }
 
 /// Each server's candidates (its cache, brought forward through the change
-/// log the claims wrote) count every written claim: `small` is full, `big`
-/// shows its usage.
+/// log) count every written claim: `small` is full, `big` shows its usage.
+/// Then one claim more reaches both caches as the units it logged.
 async fn searches_see_the_claims(c: &Cluster, big: &str, small: &str) {
     for s in 0..2 {
         let found = c.json(s, "/allocation_candidates?resources=VCPU:1").await;
@@ -238,4 +243,33 @@ async fn searches_see_the_claims(c: &Cluster, big: &str, small: &str) {
             "server {s}"
         );
     }
+    // One claim more, with both caches current: each brings it forward by
+    // the units it logged.
+    let before = c
+        .counter_total("placement_snapshot_usage_patches_total")
+        .await;
+    let r = c
+        .request(
+            0,
+            reqwest::Method::PUT,
+            &format!("/allocations/{}", uuid::Uuid::new_v4()),
+        )
+        .json(&body(big, json!({"VCPU": 1}), "p0"))
+        .send()
+        .await
+        .expect("one claim more");
+    assert_eq!(r.status(), 204);
+    for s in 0..2 {
+        let found = c.json(s, "/allocation_candidates?resources=VCPU:1").await;
+        let used = &found["provider_summaries"][big]["resources"]["VCPU"]["used"];
+        assert_eq!(used, &json!(35), "server {s}");
+    }
+    let after = c
+        .counter_total("placement_snapshot_usage_patches_total")
+        .await;
+    assert_eq!(
+        after - before,
+        2.0,
+        "each cache was brought forward by units"
+    );
 }

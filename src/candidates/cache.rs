@@ -9,6 +9,10 @@
 //! matter: visibility is decided by PostgreSQL's snapshot rules) and reloads
 //! just those. Writes from any server process are seen.
 //!
+//! When only allocations changed in between (every claim), the change log
+//! itself says by how many units, and the cache adds them: one short
+//! statement, where reading the changed providers again is seven reads.
+//!
 //! One search at a time brings the cache forward, to the snapshot of its
 //! own statement, which is later than every search waiting: under a stream
 //! of writes, one round trip serves all the searches that arrived meanwhile
@@ -22,10 +26,22 @@ use sqlx::PgConnection;
 use std::sync::Arc;
 use tokio::sync::Mutex;
 
+/// After a window the units could not bring forward (other changes than
+/// allocations, or allocations on a provider with a usage report), this
+/// many turns go straight to reading the changed providers again: a
+/// workload that changes inventories or reports as often as it searches
+/// pays the usage statement for nothing at most once in this many turns.
+const SKIP_USAGE_AFTER_OTHER: u32 = 8;
+
 /// The cached snapshot and the PostgreSQL snapshot it reflects.
 #[derive(Default)]
 pub struct SnapshotCache {
     state: Mutex<Option<(String, Arc<Snapshot>)>>,
+    /// Turns left before [`SnapshotCache::covering`] tries the usage
+    /// statement first again.
+    usage_skip: std::sync::atomic::AtomicU32,
+    /// Windows brought forward by units alone.
+    usage_patches: std::sync::atomic::AtomicU64,
 }
 
 impl SnapshotCache {
@@ -37,11 +53,12 @@ impl SnapshotCache {
 
     /// The cached data brought up to a snapshot that covers `now` (a
     /// snapshot the caller read): as it is when it already does, else
-    /// patched by one statement on `conn`, which must not be inside a
-    /// repeatable-read transaction (its snapshot must be later than
-    /// `now`). None when only a full load would do (providers were created
-    /// or moved, the log was pruned, a class is new): the caller reads in a
-    /// transaction instead.
+    /// patched on `conn`, which must not be inside a repeatable-read
+    /// transaction (its statements' snapshots must be later than `now`):
+    /// by the units the log records when only allocations changed, else by
+    /// one statement reading the changed providers again. None when only a
+    /// full load would do (providers were created or moved, the log was
+    /// pruned, a class is new): the caller reads in a transaction instead.
     ///
     /// Whoever holds the lock asks the pool for nothing (its statements
     /// run on the connection it came with), so waiting searches, each
@@ -59,6 +76,21 @@ impl SnapshotCache {
         };
         if covers(at, now) {
             return Ok(Some(snap.clone()));
+        }
+        if self.usage_first() {
+            let usage = db::usage_since(conn, at).await?;
+            if let Some(next) = by_units(snap, &usage) {
+                if let Some(next) = next {
+                    *snap = Arc::new(next);
+                    self.usage_patches
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    crate::metrics::metrics().snapshot_usage_patches.inc();
+                }
+                *at = usage.snapshot;
+                return Ok(Some(snap.clone()));
+            }
+            self.usage_skip
+                .store(SKIP_USAGE_AFTER_OTHER, std::sync::atomic::Ordering::Relaxed);
         }
         let patch = db::patch_since(conn, at).await?;
         if patch.full {
@@ -121,6 +153,35 @@ impl SnapshotCache {
                 Ok(snap)
             }
         }
+    }
+}
+
+impl SnapshotCache {
+    /// How many times this cache was brought forward by the units of a
+    /// window in which only allocations changed.
+    pub fn usage_patches(&self) -> u64 {
+        self.usage_patches
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether to try bringing the cache forward by usage deltas first
+    /// (counts down the turns skipped since one that had other changes).
+    fn usage_first(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let skip = &self.usage_skip;
+        skip.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1))
+            .is_err()
+    }
+}
+
+/// The cached data brought forward by a window's units: Some(None) when
+/// the window changed nothing, None when its changes need the providers
+/// read again.
+fn by_units(snap: &Snapshot, usage: &db::UsageSince) -> Option<Option<Snapshot>> {
+    match (usage.other, usage.deltas.is_empty()) {
+        (true, _) => None,
+        (false, true) => Some(None),
+        (false, false) => load::add_usage(snap, &usage.deltas).map(Some),
     }
 }
 

@@ -120,6 +120,24 @@ pub async fn patch(
     Ok(())
 }
 
+/// `snap` with these units added to its usage (deltas of the change log,
+/// ordered by provider); None when one does not apply as a delta: an
+/// unknown provider or class, or a provider with a usage report, whose
+/// pending usage is read with its allocations.
+pub fn add_usage(snap: &Snapshot, deltas: &[db::UsageDelta]) -> Option<Snapshot> {
+    let mut next = snap.clone();
+    for d in deltas {
+        let &i = snap.index.by_id.get(&d.provider_id)?;
+        let node = std::sync::Arc::make_mut(&mut next.nodes[i]);
+        if node.report.is_some() {
+            return None;
+        }
+        node.stock.iter_mut().find(|s| s.class == d.class_id)?.used += d.units;
+        node.stamp = super::snapshot::next_stamp();
+    }
+    Some(next)
+}
+
 /// Replaces some providers' data with `data` (read of them, and only
 /// them, at one snapshot). False when their inventories use a class the
 /// snapshot has no name for (created since it was loaded): the caller
@@ -157,4 +175,81 @@ pub fn apply(snap: &mut Snapshot, ids: &[i64], data: db::ProviderData) -> bool {
             .iter()
             .all(|s| snap.class_names.contains_key(&s.class))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::candidates::UsageDelta;
+    use std::sync::Arc;
+
+    /// Two providers with VCPU (class 0): 10 and 20 used; the second has
+    /// a usage report.
+    fn two() -> Snapshot {
+        let node = |id: i64, used: i64, report: Option<Report>| Node {
+            id,
+            uuid: uuid::Uuid::new_v4(),
+            parent: None,
+            root: usize::try_from(id - 1).unwrap_or_default(),
+            traits: Vec::new(),
+            aggs: Vec::new(),
+            stock: vec![Stock {
+                class: 0,
+                total: 100,
+                reserved: 0,
+                min_unit: 1,
+                max_unit: 100,
+                step_size: 1,
+                allocation_ratio: 1.0,
+                used,
+            }],
+            report,
+            stamp: 0,
+        };
+        let report = Report {
+            sampled_at: chrono::Utc::now(),
+            node_used: CpuMem::new(0, 0),
+            pending: Vec::new(),
+        };
+        let mut snap = Snapshot {
+            nodes: vec![
+                Arc::new(node(1, 10, None)),
+                Arc::new(node(2, 20, Some(report))),
+            ],
+            ..Default::default()
+        };
+        snap.index();
+        snap
+    }
+
+    fn delta(provider_id: i64, class_id: i32, units: i64) -> UsageDelta {
+        UsageDelta {
+            provider_id,
+            class_id,
+            units,
+        }
+    }
+
+    /// Units are added to the provider's class, removals too, and the
+    /// node gets a new stamp; the original snapshot is untouched.
+    #[test]
+    fn units_are_added_to_a_copy() {
+        let snap = two();
+        let next = add_usage(&snap, &[delta(1, 0, 5), delta(1, 0, -2)]).expect("applies");
+        assert_eq!(next.nodes[0].stock[0].used, 13);
+        assert_eq!(snap.nodes[0].stock[0].used, 10);
+        assert_ne!(next.nodes[0].stamp, snap.nodes[0].stamp);
+        assert!(Arc::ptr_eq(&next.nodes[1], &snap.nodes[1]));
+    }
+
+    /// What a delta cannot bring forward: an unknown provider or class, and
+    /// a provider with a report (its pending usage comes from its
+    /// allocations).
+    #[test]
+    fn what_units_alone_cannot_bring_forward() {
+        let snap = two();
+        assert!(add_usage(&snap, &[delta(3, 0, 1)]).is_none());
+        assert!(add_usage(&snap, &[delta(1, 7, 1)]).is_none());
+        assert!(add_usage(&snap, &[delta(2, 0, 1)]).is_none());
+    }
 }

@@ -273,6 +273,79 @@ static PATCH_SINCE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     )
 });
 
+/// What changed since a cached snapshot when only allocations did: the
+/// units each provider and class gained (negative: lost), from the change
+/// log alone, as of this one statement's snapshot.
+pub struct UsageSince {
+    /// The statement's snapshot, as text.
+    pub snapshot: String,
+    /// Something besides allocations changed (or the log was pruned past
+    /// the cache, or holds rows without units): only [`patch_since`]
+    /// brings the cache forward.
+    pub other: bool,
+    /// Per provider and class, the units added, ordered by both.
+    pub deltas: Vec<UsageDelta>,
+}
+
+/// Units a provider's class gained between two snapshots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsageDelta {
+    /// The provider's id.
+    pub provider_id: i64,
+    /// The class's id.
+    pub class_id: i32,
+    /// Units added (negative: removed).
+    pub units: i64,
+}
+
+/// The changes since `since` when they are allocations alone (see
+/// [`UsageSince`]): a short statement, where [`patch_since`] starts its
+/// seven reads.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn usage_since(conn: &mut PgConnection, since: &str) -> Result<UsageSince, sqlx::Error> {
+    static USAGE_SINCE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let now = "pg_current_snapshot()";
+        format!(
+            "WITH changed AS MATERIALIZED (
+               SELECT provider_id, class_id, used_delta, structural FROM change_log
+                WHERE {window}
+               UNION ALL
+               SELECT NULL, NULL, NULL, true FROM change_log_horizon
+                WHERE xid >= (SELECT pg_snapshot_xmin($1::pg_snapshot))),
+             usage AS MATERIALIZED (
+               SELECT provider_id, class_id, SUM(used_delta)::int8 AS units FROM changed
+                WHERE NOT structural AND used_delta IS NOT NULL
+                GROUP BY 1, 2 ORDER BY 1, 2)
+             SELECT {now}::text AS snapshot,
+                    (SELECT COALESCE(bool_or(structural OR used_delta IS NULL), false) FROM changed) AS other,
+                    ARRAY(SELECT provider_id FROM usage) AS providers,
+                    ARRAY(SELECT class_id FROM usage) AS classes,
+                    ARRAY(SELECT units FROM usage) AS units",
+            window = window_sql(now)
+        )
+    });
+    let (snapshot, other, providers, classes, units): (String, bool, Vec<i64>, Vec<i32>, Vec<i64>) =
+        crate::db::query_as(sqlx::AssertSqlSafe(USAGE_SINCE.as_str()))
+            .bind(since)
+            .fetch_one(conn)
+            .await?;
+    let deltas = providers
+        .into_iter()
+        .zip(classes)
+        .zip(units)
+        .map(|((provider_id, class_id), units)| UsageDelta {
+            provider_id,
+            class_id,
+            units,
+        })
+        .collect();
+    Ok(UsageSince {
+        snapshot,
+        other,
+        deltas,
+    })
+}
+
 /// Every provider's place in its tree, ordered by id.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn provider_rows(conn: &mut PgConnection) -> Result<Vec<TreeRow>, sqlx::Error> {
@@ -361,14 +434,23 @@ pub async fn delta(
 fn changes_sql(now: &str) -> String {
     format!(
         "SELECT provider_id, bool_or(structural) AS structural FROM change_log
-          WHERE xid >= (SELECT pg_snapshot_xmin($1::pg_snapshot))
-            AND xid < (SELECT pg_snapshot_xmax({now}))
-            AND pg_visible_in_snapshot(xid, {now})
-            AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)
+          WHERE {window}
           GROUP BY provider_id
          UNION ALL
          SELECT NULL, true FROM change_log_horizon
-          WHERE xid >= (SELECT pg_snapshot_xmin($1::pg_snapshot))"
+          WHERE xid >= (SELECT pg_snapshot_xmin($1::pg_snapshot))",
+        window = window_sql(now)
+    )
+}
+
+/// The change-log rows of transactions visible in the snapshot `now` (an
+/// SQL expression) but not in `$1`.
+fn window_sql(now: &str) -> String {
+    format!(
+        "xid >= (SELECT pg_snapshot_xmin($1::pg_snapshot))
+            AND xid < (SELECT pg_snapshot_xmax({now}))
+            AND pg_visible_in_snapshot(xid, {now})
+            AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot)"
     )
 }
 

@@ -125,3 +125,64 @@ async fn a_patch_reads_again_only_the_changed_providers() {
         "a new provider needs a full load"
     );
 }
+
+/// A window in which only allocations changed is brought forward by the
+/// units the change log records (a claim, a claim and its removal), and
+/// the next window, with an inventory change, by reading the changed
+/// providers again. Each checked on the log and on the cache.
+#[tokio::test]
+async fn allocations_alone_reach_the_cache_as_units_from_the_log() {
+    use placement::candidates::cache::SnapshotCache;
+    use placement::db::candidates::{current_snapshot, usage_since, UsageDelta};
+    let t = TestApp::new().await;
+    let (a, b) = (t.create_rp("a").await, t.create_rp("b").await);
+    t.set_inventories(&a, json!({"VCPU": {"total": 4}})).await;
+    t.set_inventories(&b, json!({"VCPU": {"total": 4}})).await;
+    let cache = SnapshotCache::default();
+    let mut conn = t.pool.acquire().await.unwrap();
+    let before = cache.current(&mut conn).await.unwrap();
+    let since = current_snapshot(&mut conn).await.unwrap();
+    claim(&t, &a, 2).await;
+    let gone = uuid();
+    t.put(
+        &format!("/allocations/{gone}"),
+        "1.29",
+        json!({"allocations": {&b: {"resources": {"VCPU": 3}}},
+               "project_id": "p", "user_id": "u", "consumer_generation": null}),
+    )
+    .await
+    .expect(204);
+    t.delete(&format!("/allocations/{gone}"), "1.29")
+        .await
+        .expect(204);
+    let usage = usage_since(&mut conn, &since).await.unwrap();
+    assert!(!usage.other, "allocations alone changed");
+    let id = |rp: &str| before.nodes[before.by_uuid(&rp.parse().unwrap()).unwrap()].id;
+    let vcpu = before.nodes[0].stock[0].class;
+    let delta = |rp: &str, units| UsageDelta {
+        provider_id: id(rp),
+        class_id: vcpu,
+        units,
+    };
+    let mut expected = vec![delta(&a, 2), delta(&b, 0)];
+    expected.sort_by_key(|d| d.provider_id);
+    assert_eq!(usage.deltas, expected);
+    let used = |snap: &placement::candidates::snapshot::Snapshot, rp: &str| {
+        snap.nodes[snap.by_uuid(&rp.parse().unwrap()).unwrap()].stock[0].used
+    };
+    let now = current_snapshot(&mut conn).await.unwrap();
+    let after = cache.covering(&mut conn, &now).await.unwrap().unwrap();
+    assert_eq!((used(&after, &a), used(&after, &b)), (2, 0));
+    assert_eq!(cache.usage_patches(), 1, "brought forward by units");
+    // An inventory change in the next window: the provider is read again.
+    let since = now;
+    t.set_inventories(&b, json!({"VCPU": {"total": 8}})).await;
+    claim(&t, &b, 5).await;
+    assert!(usage_since(&mut conn, &since).await.unwrap().other);
+    let now = current_snapshot(&mut conn).await.unwrap();
+    let after = cache.covering(&mut conn, &now).await.unwrap().unwrap();
+    let i = after.by_uuid(&b.parse().unwrap()).unwrap();
+    assert_eq!((after.nodes[i].stock[0].total, used(&after, &b)), (8, 5));
+    assert_eq!(used(&after, &a), 2);
+    assert_eq!(cache.usage_patches(), 1, "read again, not by units");
+}
