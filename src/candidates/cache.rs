@@ -154,9 +154,7 @@ impl SnapshotCache {
             }
         }
     }
-}
 
-impl SnapshotCache {
     /// How many times this cache was brought forward by the units of a
     /// window in which only allocations changed.
     pub fn usage_patches(&self) -> u64 {
