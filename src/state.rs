@@ -113,12 +113,14 @@ impl AppState {
         self
     }
 
-    /// Runs CPU-heavy work on the blocking pool, one job per core at a time.
+    /// Runs CPU-heavy work on the blocking pool, one job per core at a
+    /// time; `small` work in place (see `candidates::cpu`).
     pub async fn cpu_work<T: Send + 'static>(
         &self,
+        small: bool,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> error::Result<T> {
-        candidates::find::on_cpu(&self.cpu, work).await
+        candidates::cpu::on_cpu_unless_small(&self.cpu, small, work).await
     }
 
     /// The candidate engine over this process's state.

@@ -8,6 +8,7 @@ use super::microversion::Microversion;
 use super::respond::Reply;
 use super::schema;
 use crate::api::respond::ApiResult;
+use crate::candidates::cpu::small_render;
 use crate::candidates::render::{render, Shape};
 use crate::candidates::{explain, find as candidates_find};
 use crate::fairness;
@@ -34,8 +35,9 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
         nested: mv.at_least(1, 29),
         mappings: mv.at_least(1, 34),
     };
+    let small = small_render(&found.snap, &found.candidates, shape.nested);
     let body = st
-        .cpu_work(move || {
+        .cpu_work(small, move || {
             render(
                 &found.snap,
                 &found.suffixes,

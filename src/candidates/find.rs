@@ -16,7 +16,6 @@ use crate::error::{Error, Result};
 use crate::sched::colocation::CpuMem;
 use crate::types::PriorityClass;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
@@ -61,30 +60,6 @@ pub struct Adjustments {
     pub withheld: HashMap<(i64, i32), i64>,
     /// Providers the load filter gives no low-priority work, and why.
     pub refused: HashMap<i64, batch::LoadRefusal>,
-}
-
-/// Sets its flag when dropped: the request future that owns it is dropped
-/// when the client goes away, and the solver, on a blocking thread, reads
-/// the flag and stops.
-struct CancelOnDrop(Arc<AtomicBool>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
-
-/// Runs CPU-heavy work on the blocking pool, one job per permit, so a
-/// burst of expensive requests queues instead of crowding out the async
-/// workers that answer everything else.
-pub async fn on_cpu<T: Send + 'static>(
-    cpu: &Semaphore,
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T> {
-    let _permit = cpu.acquire().await.map_err(Error::internal)?;
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(Error::internal)
 }
 
 /// Runs a candidates query. `max_results` caps the results (with the
@@ -334,21 +309,16 @@ fn solver_request(snap: &Snapshot, q: &CandidateQuery, ids: &Ids) -> Option<solv
     })
 }
 
-/// Solves on the blocking pool; a client that goes away stops the search.
+/// Solves in place when the search is small, else on the blocking pool,
+/// where a client that goes away stops it (see `cpu`).
 async fn solve_off_the_workers(
     cpu: &Semaphore,
     snap: Arc<Snapshot>,
     request: solve::Request,
     limits: Limits,
 ) -> Result<(Vec<Candidate>, bool)> {
-    let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
-    let limits = Limits {
-        cancel: Some(cancel.0.clone()),
-        ..limits
-    };
     let started = std::time::Instant::now();
-    let solution = on_cpu(cpu, move || solve::solve(&snap, &request, &limits)).await?;
-    drop(cancel);
+    let solution = super::cpu::solve(cpu, snap, request, limits, super::cpu::SMALL_STEPS).await?;
     let solve_ms = started.elapsed().as_secs_f64() * 1e3;
     match solution.stopped {
         Some(Stopped::Budget) => tracing::warn!(

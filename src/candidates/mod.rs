@@ -4,6 +4,7 @@
 pub mod batch;
 pub mod budget;
 pub mod cache;
+pub mod cpu;
 pub mod explain;
 pub mod find;
 pub mod groups;
