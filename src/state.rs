@@ -3,7 +3,7 @@
 //! policy, CORS).
 
 use crate::config::security::{CorsRules, SecurityArgs};
-use crate::{auth, candidates, config, error, policy};
+use crate::{auth, candidates, config, policy};
 use std::sync::Arc;
 
 /// How callers are authenticated and authorised.
@@ -111,16 +111,6 @@ impl AppState {
     pub fn with_security(mut self, security: Security) -> Self {
         self.security = Arc::new(security);
         self
-    }
-
-    /// Runs CPU-heavy work on the blocking pool, one job per core at a
-    /// time; `small` work in place (see `candidates::cpu`).
-    pub async fn cpu_work<T: Send + 'static>(
-        &self,
-        small: bool,
-        work: impl FnOnce() -> T + Send + 'static,
-    ) -> error::Result<T> {
-        candidates::cpu::on_cpu_unless_small(&self.cpu, small, work).await
     }
 
     /// The candidate engine over this process's state.

@@ -8,9 +8,9 @@ use super::microversion::Microversion;
 use super::respond::Reply;
 use super::schema;
 use crate::api::respond::ApiResult;
-use crate::candidates::cpu::small_render;
-use crate::candidates::render::{render, Shape};
+use crate::candidates::render::Shape;
 use crate::candidates::{explain, find as candidates_find};
+use crate::error::Error;
 use crate::fairness;
 use crate::state::AppState;
 use axum::extract::State;
@@ -23,11 +23,6 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
     )?;
     let started = std::time::Instant::now();
     let cap = usize::try_from(st.settings.max_allocation_candidates).ok();
-    let found = candidates_find::find(&st.engine(), &q.0, mv.engine(), cap).await?;
-    let searched = started.elapsed();
-    crate::metrics::metrics()
-        .candidates_returned
-        .inc_by(u64::try_from(found.candidates.len()).unwrap_or(0));
     let shape = Shape {
         dict_form: mv.at_least(1, 12),
         traits: mv.at_least(1, 17),
@@ -35,23 +30,18 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
         nested: mv.at_least(1, 29),
         mappings: mv.at_least(1, 34),
     };
-    let small = small_render(&found.snap, &found.candidates, shape.nested);
-    let body = st
-        .cpu_work(small, move || {
-            render(
-                &found.snap,
-                &found.suffixes,
-                &found.requested,
-                &found.candidates,
-                shape,
-            )
-        })
-        .await?;
+    let found = candidates_find::find(&st.engine(), &q.0, mv.engine(), cap, shape).await?;
+    let searched = started.elapsed();
+    crate::metrics::metrics()
+        .candidates_returned
+        .inc_by(u64::try_from(found.candidates.len()).unwrap_or(0));
+    let body = found
+        .body
+        .ok_or_else(|| Error::internal("the engine rendered no answer"))?;
     let reply = Reply::raw_json(body).cache(mv, None);
     tracing::debug!(
         search_ms = searched.as_secs_f64() * 1e3,
-        render_ms = (started.elapsed() - searched).as_secs_f64() * 1e3,
-        "allocation candidates"
+        "allocation candidates (searched and rendered)"
     );
     Ok(reply)
 }

@@ -12,6 +12,7 @@
 //! shuffled copy of the roots, stay in microseconds), and by a step budget
 //! that sends a search that turns out larger to the pool after all.
 
+use super::render::Rendering;
 use super::snapshot::Snapshot;
 use super::solve::{self, Candidate, Limits, Solution, Stopped};
 use crate::error::{Error, Result};
@@ -64,18 +65,36 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// Solves `request`: in place first when the search is small (see the
-/// module's note), with at most `small_steps` steps, else (or when that
-/// budget ran out before the search's own) on the blocking pool, where a
-/// client that goes away stops it. The same answer either way: the solver
-/// is deterministic for a given shuffle seed.
+/// A search for [`solve`]: what to solve, and how to render the answer
+/// when the caller wants it rendered.
+pub struct Job {
+    /// The provider data.
+    pub snap: Arc<Snapshot>,
+    /// The resolved request.
+    pub request: solve::Request,
+    /// How much to produce and in which order.
+    pub limits: Limits,
+    /// Render the candidates too.
+    pub rendering: Option<Rendering>,
+}
+
+/// Solves `job` (and renders its answer when asked): in place first when
+/// the search is small (see the module's note), with at most
+/// `small_steps` steps, else (or when that budget ran out before the
+/// search's own) on the blocking pool, where a client that goes away
+/// stops it, and where the answer is rendered in the same job. The same
+/// answer either way: the solver is deterministic for a given shuffle seed.
 pub async fn solve(
     cpu: &Semaphore,
-    snap: Arc<Snapshot>,
-    request: solve::Request,
-    limits: Limits,
+    job: Job,
     small_steps: u64,
-) -> Result<Solution> {
+) -> Result<(Solution, Option<String>)> {
+    let Job {
+        snap,
+        request,
+        limits,
+        rendering,
+    } = job;
     let small = limits.max_results.is_some_and(|n| n <= SMALL_RESULTS)
         && snap.nodes.len() <= SMALL_SNAPSHOT;
     // 0 is an unbounded budget.
@@ -91,7 +110,15 @@ pub async fn solve(
         };
         let solution = solve::solve(&snap, &request, &capped);
         if solution.stopped != Some(Stopped::Budget) || own <= small_steps {
-            return Ok(solution);
+            let Some(r) = rendering else {
+                return Ok((solution, None));
+            };
+            let small = small_render(&snap, &solution.candidates, r.shape.nested);
+            let render = move || {
+                let body = r.render(&snap, &solution.candidates);
+                (solution, Some(body))
+            };
+            return on_cpu_unless_small(cpu, small, render).await;
         }
     }
     let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
@@ -99,9 +126,14 @@ pub async fn solve(
         cancel: Some(cancel.0.clone()),
         ..limits
     };
-    let solution = on_cpu(cpu, move || solve::solve(&snap, &request, &limits)).await?;
+    let solved = on_cpu(cpu, move || {
+        let solution = solve::solve(&snap, &request, &limits);
+        let body = rendering.map(|r| r.render(&snap, &solution.candidates));
+        (solution, body)
+    })
+    .await?;
     drop(cancel);
-    Ok(solution)
+    Ok(solved)
 }
 
 /// Whether rendering `cands` is small enough to do in place: a few
@@ -184,6 +216,15 @@ mod tests {
         }
     }
 
+    fn job(snap: &Arc<Snapshot>, request: solve::Request, limits: Limits) -> Job {
+        Job {
+            snap: snap.clone(),
+            request,
+            limits,
+            rendering: None,
+        }
+    }
+
     fn uuids(s: &Solution, snap: &Snapshot) -> Vec<uuid::Uuid> {
         s.candidates
             .iter()
@@ -200,9 +241,10 @@ mod tests {
             assert_eq!(whole.candidates.len(), 5);
             // 90 full providers before the first fit: 10 steps in place
             // stop short, and the pool's answer is the whole search's.
-            let got = solve(&cpu, snap.clone(), vcpu(1), limits(Some(5), 0, seed), 10)
+            let got = solve(&cpu, job(&snap, vcpu(1), limits(Some(5), 0, seed)), 10)
                 .await
-                .expect("solved");
+                .expect("solved")
+                .0;
             assert_eq!(got.stopped, None);
             assert_eq!(uuids(&got, &snap), uuids(&whole, &snap));
             assert_eq!(got.steps, whole.steps);
@@ -213,9 +255,10 @@ mod tests {
     async fn a_budget_smaller_than_the_small_one_is_the_searchs_own() {
         let cpu = Semaphore::new(1);
         let snap = Arc::new(providers(100, 90));
-        let got = solve(&cpu, snap.clone(), vcpu(1), limits(Some(5), 20, None), 512)
+        let got = solve(&cpu, job(&snap, vcpu(1), limits(Some(5), 20, None)), 512)
             .await
-            .expect("solved");
+            .expect("solved")
+            .0;
         assert_eq!(got.stopped, Some(Stopped::Budget));
         assert_eq!(got.steps, 20);
     }
@@ -227,10 +270,42 @@ mod tests {
         for (max_results, seed) in [(Some(10), Some(3)), (Some(64), None), (None, Some(3))] {
             let l = limits(max_results, 0, seed);
             let whole = solve::solve(&snap, &vcpu(2), &l);
-            let got = solve(&cpu, snap.clone(), vcpu(2), l, SMALL_STEPS)
+            let got = solve(&cpu, job(&snap, vcpu(2), l), SMALL_STEPS)
                 .await
-                .expect("solved");
+                .expect("solved")
+                .0;
             assert_eq!(uuids(&got, &snap), uuids(&whole, &snap));
+        }
+    }
+
+    #[tokio::test]
+    async fn the_answer_is_rendered_alike_in_place_and_on_the_pool() {
+        let cpu = Semaphore::new(1);
+        let snap = Arc::new(providers(300, 0));
+        let rendering = Rendering {
+            suffixes: vec![String::new()],
+            requested: [0].into(),
+            shape: crate::candidates::render::Shape {
+                dict_form: true,
+                ..Default::default()
+            },
+        };
+        // A small search rendered in place, a larger one rendered on the
+        // pool after it is solved there, and a small one that outgrew its
+        // steps in place.
+        for (max_results, small_steps) in
+            [(Some(3), SMALL_STEPS), (None, SMALL_STEPS), (Some(64), 1)]
+        {
+            let l = limits(max_results, 0, None);
+            let whole = solve::solve(&snap, &vcpu(1), &l);
+            let want = rendering.render(&snap, &whole.candidates);
+            let j = Job {
+                rendering: Some(rendering.clone()),
+                ..job(&snap, vcpu(1), l)
+            };
+            let (got, body) = solve(&cpu, j, small_steps).await.expect("solved");
+            assert_eq!(got.candidates.len(), whole.candidates.len());
+            assert_eq!(body.as_deref(), Some(want.as_str()));
         }
     }
 

@@ -6,6 +6,7 @@
 use super::batch;
 use super::cache::SnapshotCache;
 use super::groups::{self, CandidateQuery, GroupPolicy};
+use super::render::{Rendering, Shape};
 use super::request::Version;
 use super::rest::{Ids, Names, Reads};
 use super::snapshot::Snapshot;
@@ -50,6 +51,8 @@ pub struct Candidates {
     /// How fair sharing and the load filter changed the providers' stock
     /// for this query.
     pub adjusted: Adjustments,
+    /// The answer's JSON, when the search asked for it rendered.
+    pub body: Option<String>,
 }
 
 /// What the search withheld from the shared snapshot for this query.
@@ -69,8 +72,13 @@ pub async fn find(
     pairs: &[(String, String)],
     version: Version,
     max_results: Option<usize>,
+    shape: Shape,
 ) -> Result<Candidates> {
-    run(engine, &search_of(pairs, version, max_results)?).await
+    let search = Search {
+        render: Some(shape),
+        ..search_of(pairs, version, max_results)?
+    };
+    run(engine, &search).await
 }
 
 /// The typed search of a query's pairs (single-valued parameters by their
@@ -95,6 +103,7 @@ pub fn search_of(
         version,
         max_results,
         one_per_anchor: false,
+        render: None,
     })
 }
 
@@ -115,6 +124,9 @@ pub struct Search {
     /// Leave each tree at its first candidate (explain's question: which
     /// trees fit, not every way they do).
     pub one_per_anchor: bool,
+    /// Render the answer in this shape too (in [`Candidates::body`]),
+    /// with the solving: one job where two would each change threads.
+    pub render: Option<Shape>,
 }
 
 /// Runs a typed search.
@@ -146,9 +158,16 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
         request: None,
         cut: false,
         adjusted,
+        body: None,
     };
+    let rendering = search.render.map(|shape| Rendering {
+        suffixes: found.suffixes.clone(),
+        requested: found.requested.clone(),
+        shape,
+    });
     let Some(request) = solver_request(&found.snap, parsed, &ids) else {
         // An unknown in_tree matches nothing.
+        found.body = rendering.map(|r| r.render(&found.snap, &[]));
         return Ok(found);
     };
     let limits = Limits {
@@ -168,8 +187,8 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
         one_per_anchor: search.one_per_anchor,
     };
     found.request = Some(request.clone());
-    (found.candidates, found.cut) =
-        solve_off_the_workers(engine.cpu, found.snap.clone(), request, limits).await?;
+    (found.candidates, found.cut, found.body) =
+        solve_off_the_workers(engine.cpu, found.snap.clone(), request, limits, rendering).await?;
     crate::metrics::metrics()
         .candidates_generated
         .inc_by(u64::try_from(found.candidates.len()).unwrap_or(0));
@@ -309,16 +328,24 @@ fn solver_request(snap: &Snapshot, q: &CandidateQuery, ids: &Ids) -> Option<solv
     })
 }
 
-/// Solves in place when the search is small, else on the blocking pool,
-/// where a client that goes away stops it (see `cpu`).
+/// Solves (and renders, when asked) in place when the search is small,
+/// else on the blocking pool, where a client that goes away stops it (see
+/// `cpu`).
 async fn solve_off_the_workers(
     cpu: &Semaphore,
     snap: Arc<Snapshot>,
     request: solve::Request,
     limits: Limits,
-) -> Result<(Vec<Candidate>, bool)> {
+    rendering: Option<Rendering>,
+) -> Result<(Vec<Candidate>, bool, Option<String>)> {
     let started = std::time::Instant::now();
-    let solution = super::cpu::solve(cpu, snap, request, limits, super::cpu::SMALL_STEPS).await?;
+    let job = super::cpu::Job {
+        snap,
+        request,
+        limits,
+        rendering,
+    };
+    let (solution, body) = super::cpu::solve(cpu, job, super::cpu::SMALL_STEPS).await?;
     let solve_ms = started.elapsed().as_secs_f64() * 1e3;
     match solution.stopped {
         Some(Stopped::Budget) => tracing::warn!(
@@ -335,8 +362,6 @@ async fn solve_off_the_workers(
             "solved"
         ),
     }
-    Ok((
-        solution.candidates,
-        solution.stopped == Some(Stopped::Budget),
-    ))
+    let cut = solution.stopped == Some(Stopped::Budget);
+    Ok((solution.candidates, cut, body))
 }

@@ -251,6 +251,24 @@ impl Writer<'_> {
     }
 }
 
+/// What a search's answer is rendered with, besides its candidates.
+#[derive(Debug, Clone)]
+pub struct Rendering {
+    /// Group suffixes, in the candidates' mapping order.
+    pub suffixes: Vec<String>,
+    /// Class ids requested by any group.
+    pub requested: BTreeSet<i32>,
+    /// What the microversion shows.
+    pub shape: Shape,
+}
+
+impl Rendering {
+    /// The answer for `cands` over `snap`.
+    pub fn render(&self, snap: &Snapshot, cands: &[Candidate]) -> String {
+        render(snap, &self.suffixes, &self.requested, cands, self.shape)
+    }
+}
+
 /// Renders the response body as JSON text.
 pub fn render(
     snap: &Snapshot,

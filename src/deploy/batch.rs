@@ -140,6 +140,7 @@ async fn batch_capacity(engine: &Engine<'_>, d: &Deployment, per: CpuMem) -> Res
         version: crate::candidates::request::LATEST,
         max_results: None,
         one_per_anchor: false,
+        render: None,
     };
     let found = find::run(engine, &search).await?;
     let mut conn = engine.pool.acquire().await?;

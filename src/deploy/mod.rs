@@ -100,6 +100,7 @@ pub async fn deploy(
         version: crate::candidates::request::LATEST,
         max_results: None,
         one_per_anchor: false,
+        render: None,
     };
     let searched = std::time::Instant::now();
     let found = find::run(engine, &search).await?;
