@@ -176,6 +176,9 @@ fn perfload_snapshot() -> Snapshot {
             std::sync::Arc::new(Node {
                 id: i64::try_from(i).unwrap_or(0) + 1,
                 uuid: uuid::Uuid::from_u128(i + 1),
+                json_uuid: placement::candidates::snapshot::JsonUuid::of(uuid::Uuid::from_u128(
+                    i + 1,
+                )),
                 parent: None,
                 root: usize::try_from(i).unwrap_or(0),
                 traits: vec![AVX2],

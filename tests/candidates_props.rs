@@ -14,7 +14,7 @@
 //! independently of the solver's lazy, pruned search.
 
 use placement::candidates::groups;
-use placement::candidates::snapshot::{Node, Snapshot, Stock};
+use placement::candidates::snapshot::{JsonUuid, Node, Snapshot, Stock};
 use placement::candidates::solve::{anchor_of, solve, Candidate, Group, Limits, Request, Stopped};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashSet};
@@ -116,6 +116,7 @@ fn build(rows: Vec<Row>) -> Snapshot {
         nodes.push(Arc::new(Node {
             id: i64::try_from(i).unwrap() + 1,
             uuid: uuid::Uuid::from_u128(u128::try_from(i).unwrap() + 1),
+            json_uuid: JsonUuid::of(uuid::Uuid::from_u128(u128::try_from(i).unwrap() + 1)),
             parent,
             root,
             traits,

@@ -162,6 +162,10 @@ mod tests {
     use crate::candidates::snapshot::{Node, Stock};
     use crate::candidates::solve::Group;
 
+    fn uuid(i: usize) -> uuid::Uuid {
+        uuid::Uuid::from_u128(u128::try_from(i).unwrap_or(0) + 1)
+    }
+
     /// `n` lone providers with VCPU 4, of which the first `full` have
     /// none left.
     fn providers(n: usize, full: usize) -> Snapshot {
@@ -169,7 +173,8 @@ mod tests {
             .map(|i| {
                 Arc::new(Node {
                     id: i64::try_from(i).unwrap_or(0) + 1,
-                    uuid: uuid::Uuid::from_u128(u128::try_from(i).unwrap_or(0) + 1),
+                    uuid: uuid(i),
+                    json_uuid: crate::candidates::snapshot::JsonUuid::of(uuid(i)),
                     parent: None,
                     root: i,
                     traits: vec![],

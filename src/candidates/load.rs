@@ -3,7 +3,7 @@
 //! load of every provider, and the per-provider reload that patches a
 //! cached snapshot in place.
 
-use super::snapshot::{Node, Report, Snapshot, Stock};
+use super::snapshot::{JsonUuid, Node, Report, Snapshot, Stock};
 use crate::db::candidates::{self as db, NodeData};
 use crate::db::colocation::placement as colocation;
 use crate::sched::colocation::CpuMem;
@@ -77,6 +77,7 @@ pub async fn load(conn: &mut PgConnection) -> Result<Snapshot, sqlx::Error> {
         .map(|r| Node {
             id: r.id,
             uuid: r.uuid,
+            json_uuid: JsonUuid::of(r.uuid),
             parent: r.parent_id.and_then(|p| index.get(&p).copied()),
             root: index.get(&r.root_id).copied().unwrap_or_default(),
             traits: Vec::new(),
@@ -188,7 +189,8 @@ mod tests {
     fn two() -> Snapshot {
         let node = |id: i64, used: i64, report: Option<Report>| Node {
             id,
-            uuid: uuid::Uuid::new_v4(),
+            uuid: uuid::Uuid::from_u128(u128::from(id.unsigned_abs())),
+            json_uuid: JsonUuid::of(uuid::Uuid::from_u128(u128::from(id.unsigned_abs()))),
             parent: None,
             root: usize::try_from(id - 1).unwrap_or_default(),
             traits: Vec::new(),

@@ -94,14 +94,7 @@ impl Writer<'_> {
 
     /// A node's uuid in quotes.
     fn uuid(&mut self, node: usize) {
-        let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
-        self.out.push('"');
-        let text = self.snap.nodes[node]
-            .uuid
-            .hyphenated()
-            .encode_lower(&mut buf);
-        self.out.push_str(text);
-        self.out.push('"');
+        self.out.push_str(self.snap.nodes[node].json_uuid.as_str());
     }
 
     fn int(&mut self, n: i64) {

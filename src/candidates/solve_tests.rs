@@ -39,6 +39,9 @@ fn snap(rows: Vec<Row>) -> Snapshot {
         nodes.push(std::sync::Arc::new(Node {
             id: i as i64 + 1,
             uuid: uuid::Uuid::from_u128(i as u128 + 1),
+            json_uuid: crate::candidates::snapshot::JsonUuid::of(uuid::Uuid::from_u128(
+                i as u128 + 1,
+            )),
             parent,
             root,
             traits,
