@@ -423,7 +423,7 @@ proptest! {
     ) {
         let want = oracle(&s, &req);
         let trees = |cs: &mut dyn Iterator<Item = &Candidate>| -> HashSet<usize> {
-            cs.filter_map(|c| anchor_of(&s, c)).collect()
+            cs.filter_map(|c| anchor_of(&s, &req, c)).collect()
         };
         let limits = Limits {
             one_per_anchor: true,

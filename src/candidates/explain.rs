@@ -43,10 +43,10 @@ pub struct Reason {
 }
 
 /// The trees that anchor a candidate ([`super::solve::anchor_of`]).
-fn anchors(snap: &Snapshot, candidates: &[Candidate]) -> HashSet<usize> {
+fn anchors(snap: &Snapshot, req: &Request, candidates: &[Candidate]) -> HashSet<usize> {
     candidates
         .iter()
-        .filter_map(|c| super::solve::anchor_of(snap, c))
+        .filter_map(|c| super::solve::anchor_of(snap, req, c))
         .collect()
 }
 
@@ -63,7 +63,7 @@ pub struct Query<'a> {
 /// Every root provider, in uuid order, with its verdict.
 pub fn explain(q: &Query<'_>, candidates: &[Candidate]) -> Vec<Verdict> {
     let snap = q.snap;
-    let fits = anchors(snap, candidates);
+    let fits = anchors(snap, q.request, candidates);
     let mut roots = snap.index.roots.clone();
     roots.sort_by_key(|&r| snap.nodes[r].uuid);
     roots

@@ -463,22 +463,56 @@ impl Iterator for Order<'_> {
 }
 
 /// The tree a candidate is counted for: the root of its first provider
-/// that is not a sharing one (or of its first provider, when all are).
-pub fn anchor_of(snap: &Snapshot, c: &Candidate) -> Option<usize> {
+/// that is not a sharing one, the only tree that reaches that provider.
+/// When all are sharing providers, the first tree (by index) whose search
+/// reaches every one of them: the search of the tree a candidate is
+/// counted for must be able to find it, or explain's search, which leaves
+/// a tree at its first candidate, could miss a tree that fits.
+pub fn anchor_of(snap: &Snapshot, req: &Request, c: &Candidate) -> Option<usize> {
     let first = c.allocations.first()?.0;
-    let own = c
+    if let Some(own) = c
         .allocations
         .iter()
         .map(|a| a.0)
         .find(|&n| !snap.is_sharing(n))
-        .unwrap_or(first);
-    Some(snap.nodes[own].root)
+    {
+        return Some(snap.nodes[own].root);
+    }
+    // Every tree that reaches the first provider: its own, and those with
+    // a member in one of its aggregates.
+    let mut roots: Vec<usize> = c
+        .allocations
+        .iter()
+        .map(|a| snap.nodes[a.0].root)
+        .chain(snap.nodes[first].aggs.iter().flat_map(|agg| {
+            let members = snap.agg_members.get(agg).map_or(&[][..], Vec::as_slice);
+            members.iter().map(|&m| snap.nodes[m].root)
+        }))
+        .collect();
+    roots.sort_unstable();
+    roots.dedup();
+    let found = roots
+        .into_iter()
+        .find(|&r| root_ok(snap, req, r) && c.allocations.iter().all(|a| reaches(snap, r, a.0)));
+    Some(found.unwrap_or(snap.nodes[first].root))
+}
+
+/// Whether the search at `anchor` may use provider `p`: its own tree's,
+/// or a sharing provider in an aggregate with one of the tree's members.
+fn reaches(snap: &Snapshot, anchor: usize, p: usize) -> bool {
+    let node = &snap.nodes[p];
+    node.root == anchor
+        || (snap.is_sharing(p)
+            && snap
+                .tree(anchor)
+                .iter()
+                .any(|&m| snap.nodes[m].aggs.iter().any(|&a| node.in_agg(a))))
 }
 
 /// Whether the search is done with `anchor` once it keeps `c` (only with
 /// [`Limits::one_per_anchor`]).
-fn anchored_here(out: &Output, anchor: usize, c: &Candidate) -> bool {
-    out.one_per_anchor && anchor_of(out.snap, c) == Some(anchor)
+fn anchored_here(out: &Output, req: &Request, anchor: usize, c: &Candidate) -> bool {
+    out.one_per_anchor && anchor_of(out.snap, req, c) == Some(anchor)
 }
 
 /// Every result of one tree before the next.
@@ -503,7 +537,7 @@ fn depth_first(anchors: &mut Anchors, out: &mut Output, budget: &mut Budget) {
             continue;
         };
         while let Some(c) = p.next(anchors.snap, anchors.req, budget) {
-            let anchors_here = anchored_here(out, a, &c);
+            let anchors_here = anchored_here(out, anchors.req, a, &c);
             let kept = out.push(c);
             if out.full() {
                 return;
@@ -528,7 +562,7 @@ fn breadth_first(anchors: &mut Anchors, out: &mut Output, budget: &mut Budget) {
     while !products.is_empty() && !out.full() && budget.stopped().is_none() {
         products.retain_mut(|(a, p)| match p.next(snap, req, budget) {
             Some(c) if !out.full() => {
-                let anchors_here = anchored_here(out, *a, &c);
+                let anchors_here = anchored_here(out, req, *a, &c);
                 let kept = out.push(c);
                 !(kept && anchors_here)
             }
