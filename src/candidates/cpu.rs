@@ -43,7 +43,7 @@ pub async fn on_cpu<T: Send + 'static>(
 }
 
 /// Runs `work` in place when `small`, else as [`on_cpu`].
-pub async fn on_cpu_unless_small<T: Send + 'static>(
+async fn on_cpu_unless_small<T: Send + 'static>(
     cpu: &Semaphore,
     small: bool,
     work: impl FnOnce() -> T + Send + 'static,
