@@ -1,7 +1,9 @@
 //! The candidate engine's one entry point: a query (as `GET
 //! /allocation_candidates` pairs) → names resolved against the database →
-//! this process's snapshot → the bounded solver, off the async workers.
-//! `GET /allocation_candidates` and deployments both call [`find`].
+//! this process's snapshot → the bounded solver, off the async workers (small
+//! searches in place, see `cpu`), which renders the answer when asked.
+//! `GET /allocation_candidates` calls [`find`]; deployments and explain call
+//! [`run`] with a typed [`Search`].
 
 use super::batch;
 use super::cache::SnapshotCache;
