@@ -65,7 +65,7 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// A search for [`solve`]: what to solve, and how to render the answer
+/// A search for [`solve()`]: what to solve, and how to render the answer
 /// when the caller wants it rendered.
 pub struct Job {
     /// The provider data.
