@@ -90,6 +90,11 @@ pub struct Metrics {
     pub claims_together: Counter,
     /// Searches at rest served by a read shared with other searches.
     pub searches_together: Counter,
+    /// Searches answered by a solve begun ahead of their turn.
+    pub searches_solved_ahead: Counter,
+    /// Solves begun ahead of their turn and thrown away (the turn found
+    /// the snapshot or the names changed).
+    pub solves_ahead_discarded: Counter,
     /// Deployments by outcome.
     pub deployments: Family<Outcome, Counter>,
     /// Admission rounds run.
@@ -152,6 +157,8 @@ impl Metrics {
             write_conflicts: Counter::default(),
             claims_together: Counter::default(),
             searches_together: Counter::default(),
+            searches_solved_ahead: Counter::default(),
+            solves_ahead_discarded: Counter::default(),
             deployments: Family::default(),
             admission_rounds: Counter::default(),
             queue_pending: Gauge::default(),
@@ -192,6 +199,29 @@ impl Metrics {
             self.pool_waiting.clone(),
         );
         r.register(
+            "write_retries",
+            "Writes run again after a lost race",
+            self.write_retries.clone(),
+        );
+        r.register(
+            "write_conflicts",
+            "Writes that lost every retry (409 concurrent update)",
+            self.write_conflicts.clone(),
+        );
+        r.register(
+            "claims_together",
+            "Claims written by one statement shared with other claims",
+            self.claims_together.clone(),
+        );
+        self.register_search();
+        self.register_work();
+    }
+
+    /// The series of the candidate engine: its snapshot, and its searches
+    /// and their reads.
+    fn register_search(&mut self) {
+        let r = &mut self.registry;
+        r.register(
             "snapshot_reloads",
             "Full reloads of the candidate snapshot",
             self.snapshot_reloads.clone(),
@@ -222,26 +252,20 @@ impl Metrics {
             self.candidates_returned.clone(),
         );
         r.register(
-            "write_retries",
-            "Writes run again after a lost race",
-            self.write_retries.clone(),
-        );
-        r.register(
-            "write_conflicts",
-            "Writes that lost every retry (409 concurrent update)",
-            self.write_conflicts.clone(),
-        );
-        r.register(
-            "claims_together",
-            "Claims written by one statement shared with other claims",
-            self.claims_together.clone(),
-        );
-        r.register(
             "searches_together",
             "Candidate searches served by one read shared with other searches",
             self.searches_together.clone(),
         );
-        self.register_work();
+        r.register(
+            "searches_solved_ahead",
+            "Candidate searches answered by a solve begun on the cached snapshot while their read ran",
+            self.searches_solved_ahead.clone(),
+        );
+        r.register(
+            "solves_ahead_discarded",
+            "Candidate solves begun ahead of their read and thrown away: the read found the snapshot or the names changed",
+            self.solves_ahead_discarded.clone(),
+        );
     }
 
     /// The series of the scheduling work: deployments, rounds, the queue,

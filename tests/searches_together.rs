@@ -2,7 +2,8 @@
 //! and snapshot (`candidates::rest`), yet each stays exact: a claim
 //! acknowledged by either server process before a search was sent is seen
 //! by it, whichever process serves it and however many searches share its
-//! turn, and each search answers for its own names. Two server processes,
+//! turn, and each search answers for its own names; so does a search solved
+//! ahead of its read on a snapshot that turns out stale. Two server processes,
 //! directly and through PgBouncer in transaction mode.
 
 use placement_testkit::cluster::Cluster;
@@ -150,4 +151,49 @@ fn candidates(body: &Value) -> BTreeSet<String> {
         .filter_map(|r| r["allocations"].as_object())
         .flat_map(|a| a.keys().cloned())
         .collect()
+}
+
+/// A search that goes to the blocking pool may be solved on the cached
+/// snapshot while its read runs (`candidates::ahead`), and is answered so
+/// only when the read finds that very snapshot. A claim through the other
+/// process between two searches makes the next search's solve ahead stale:
+/// it is thrown away, and the claim is seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_search_solved_ahead_of_its_read_still_sees_every_acknowledged_claim() {
+    let c = Cluster::with_servers("solved-ahead", "1.38", 2).await;
+    let mut ones = Vec::new();
+    for i in 0..70 {
+        ones.push(
+            c.provider(&format!("one{i}"), json!({"VCPU": {"total": 1}}))
+                .await,
+        );
+    }
+    // No limit: up to 1,000 results, so not a small search solved in place.
+    let path = "/allocation_candidates?resources=VCPU:1";
+    let all: BTreeSet<String> = ones.iter().cloned().collect();
+    for _ in 0..3 {
+        assert_eq!(candidates(&c.json(0, path).await), all);
+    }
+    let ahead = c
+        .counter_total("placement_searches_solved_ahead_total")
+        .await;
+    assert!(ahead >= 1.0, "no search was solved ahead of its read");
+    for (round, rp) in ones.iter().take(5).enumerate() {
+        claim(&c, 1, rp).await;
+        let free: BTreeSet<String> = ones[round + 1..].iter().cloned().collect();
+        assert_eq!(candidates(&c.json(0, path).await), free, "round {round}");
+        // Found unchanged by this search's read: the next one solves ahead.
+        assert_eq!(
+            candidates(&c.json(0, path).await),
+            free,
+            "round {round}, again"
+        );
+    }
+    let discarded = c
+        .counter_total("placement_solves_ahead_discarded_total")
+        .await;
+    assert!(
+        discarded >= 5.0,
+        "stale solves ahead thrown away: {discarded}"
+    );
 }

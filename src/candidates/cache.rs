@@ -42,6 +42,11 @@ pub struct SnapshotCache {
     usage_skip: std::sync::atomic::AtomicU32,
     /// Windows brought forward by units alone.
     usage_patches: std::sync::atomic::AtomicU64,
+    /// Whether the last turn found the cached data unchanged (covering its
+    /// snapshot already, or a window that changed nothing here): then a
+    /// search may start solving on it before its own turn confirms it
+    /// (see [`SnapshotCache::settled`]).
+    unchanged: std::sync::atomic::AtomicBool,
 }
 
 impl SnapshotCache {
@@ -75,16 +80,22 @@ impl SnapshotCache {
             return Ok(None);
         };
         if covers(at, now) {
+            self.mark_unchanged(true);
             return Ok(Some(snap.clone()));
         }
+        // Set again below when the window changed nothing here.
+        self.mark_unchanged(false);
         if self.usage_first() {
             let usage = db::usage_since(conn, at).await?;
             if let Some(next) = by_units(snap, &usage) {
-                if let Some(next) = next {
-                    *snap = Arc::new(next);
-                    self.usage_patches
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    crate::metrics::metrics().snapshot_usage_patches.inc();
+                match next {
+                    None => self.mark_unchanged(true),
+                    Some(next) => {
+                        *snap = Arc::new(next);
+                        self.usage_patches
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        crate::metrics::metrics().snapshot_usage_patches.inc();
+                    }
                 }
                 *at = usage.snapshot;
                 return Ok(Some(snap.clone()));
@@ -103,9 +114,29 @@ impl SnapshotCache {
             }
             count_patched(patch.ids.len());
             *snap = Arc::new(next);
+        } else {
+            self.mark_unchanged(true);
         }
         *at = patch.snapshot;
         Ok(Some(snap.clone()))
+    }
+
+    /// The cached data as it is, without a round trip, when the last turn
+    /// found it unchanged and no one is bringing it forward: what a search
+    /// may solve on ahead of its turn, to keep the answer only if the turn
+    /// returns this very snapshot. None otherwise (a stream of writes
+    /// changes it every turn, and a solve ahead would be thrown away).
+    pub fn settled(&self) -> Option<Arc<Snapshot>> {
+        if !self.unchanged.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        let state = self.state.try_lock().ok()?;
+        state.as_ref().map(|(_, snap)| snap.clone())
+    }
+
+    fn mark_unchanged(&self, unchanged: bool) {
+        self.unchanged
+            .store(unchanged, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The provider data as of (at least) `now`, the snapshot of the
@@ -143,12 +174,14 @@ impl SnapshotCache {
                 );
                 count_patched(ids.len());
                 *snap = Arc::new(next);
+                self.mark_unchanged(false);
                 *at = now;
                 Ok(snap.clone())
             }
             _ => {
                 let snap = Arc::new(load::load(conn).await?);
                 crate::metrics::metrics().snapshot_reloads.inc();
+                self.mark_unchanged(false);
                 *state = Some((now, snap.clone()));
                 Ok(snap)
             }

@@ -31,6 +31,11 @@ pub const SMALL_SNAPSHOT: usize = 10_000;
 /// solved again on the pool (at most this much work is done twice).
 pub const SMALL_STEPS: u64 = 512;
 
+/// Whether a search of `limits` over `snap` is tried in place.
+pub fn is_small(limits: &Limits, snap: &Snapshot) -> bool {
+    limits.max_results.is_some_and(|n| n <= SMALL_RESULTS) && snap.nodes.len() <= SMALL_SNAPSHOT
+}
+
 /// Runs CPU-heavy work on the blocking pool, one job per permit.
 pub async fn on_cpu<T: Send + 'static>(
     cpu: &Semaphore,
@@ -95,8 +100,7 @@ pub async fn solve(
         limits,
         rendering,
     } = job;
-    let small = limits.max_results.is_some_and(|n| n <= SMALL_RESULTS)
-        && snap.nodes.len() <= SMALL_SNAPSHOT;
+    let small = is_small(&limits, &snap);
     // 0 is an unbounded budget.
     let own = if limits.max_steps == 0 {
         u64::MAX

@@ -1,10 +1,14 @@
 //! The candidate engine's one entry point: a query (as `GET
 //! /allocation_candidates` pairs) → names resolved against the database →
 //! this process's snapshot → the bounded solver, off the async workers (small
-//! searches in place, see `cpu`), which renders the answer when asked.
+//! searches in place, see `cpu`), which renders the answer when asked. A
+//! large search may start solving on the cached snapshot while its names
+//! and snapshot are read, and keep that answer only if the read confirms
+//! both (see `ahead`).
 //! `GET /allocation_candidates` calls [`find`]; deployments and explain call
 //! [`run`] with a typed [`Search`].
 
+use super::ahead::{Ahead, Solved};
 use super::batch;
 use super::cache::SnapshotCache;
 use super::groups::{self, CandidateQuery, GroupPolicy};
@@ -133,25 +137,23 @@ pub struct Search {
 
 /// Runs a typed search.
 pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
-    let (parsed, priority, version, max_results) = (
-        &search.query,
-        search.priority,
-        search.version,
-        search.max_results,
-    );
+    let parsed = &search.query;
     batch::check_classes(
-        priority,
+        search.priority,
         parsed
             .groups
             .iter()
             .flat_map(|g| g.resources.iter().map(|(c, _)| c)),
     )?;
     let names = Names::of(parsed);
-    let read = match read_at_rest(engine, &names, priority).await? {
-        Some(read) => read,
-        None => read_in_snapshot(engine, &names, search).await?,
+    let limits = limits_of(engine.settings, search);
+    let mut ahead = start_ahead(engine, search, &names, &limits);
+    let read = match ahead.as_mut() {
+        Some(ahead) => ahead.beside(read(engine, &names, search)).await?,
+        None => read(engine, &names, search).await?,
     };
     let (snap, ids, adjusted) = (read.snap, read.ids, read.adjusted);
+    let rendering = rendering_of(search, &ids);
     let mut found = Candidates {
         snap,
         candidates: Vec::new(),
@@ -162,39 +164,91 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
         adjusted,
         body: None,
     };
-    let rendering = search.render.map(|shape| Rendering {
-        suffixes: found.suffixes.clone(),
-        requested: found.requested.clone(),
-        shape,
-    });
     let Some(request) = solver_request(&found.snap, parsed, &ids) else {
         // An unknown in_tree matches nothing.
         found.body = rendering.map(|r| r.render(&found.snap, &[]));
         return Ok(found);
     };
-    let limits = Limits {
-        max_results: match (parsed.limit, max_results) {
-            (Some(l), Some(c)) => Some(l.min(c)),
-            (l, c) => l.or(c),
-        },
-        breadth_first: engine.settings.allocation_candidates_generation_strategy
-            == GenerationStrategy::BreadthFirst,
-        nested_aware: version.at_least(1, 29),
-        shuffle_seed: engine
-            .settings
-            .randomize_allocation_candidates
-            .then(rand::random),
-        max_steps: engine.settings.allocation_candidates_max_steps,
-        cancel: None,
-        one_per_anchor: search.one_per_anchor,
-    };
     found.request = Some(request.clone());
-    (found.candidates, found.cut, found.body) =
-        solve_off_the_workers(engine.cpu, found.snap.clone(), request, limits, rendering).await?;
+    let solved_ahead = match ahead {
+        Some(ahead) => ahead.answer_for(&found.snap, &ids).await,
+        None => None,
+    };
+    (found.candidates, found.cut, found.body) = match solved_ahead {
+        Some(solved) => solved?,
+        None => {
+            let snap = found.snap.clone();
+            solve_off_the_workers(engine.cpu, snap, request, limits, rendering).await?
+        }
+    };
     crate::metrics::metrics()
         .candidates_generated
         .inc_by(u64::try_from(found.candidates.len()).unwrap_or(0));
     Ok(found)
+}
+
+/// How much a search produces, and in which order.
+fn limits_of(settings: &Settings, search: &Search) -> Limits {
+    Limits {
+        max_results: match (search.query.limit, search.max_results) {
+            (Some(l), Some(c)) => Some(l.min(c)),
+            (l, c) => l.or(c),
+        },
+        breadth_first: settings.allocation_candidates_generation_strategy
+            == GenerationStrategy::BreadthFirst,
+        nested_aware: search.version.at_least(1, 29),
+        shuffle_seed: settings.randomize_allocation_candidates.then(rand::random),
+        max_steps: settings.allocation_candidates_max_steps,
+        cancel: None,
+        one_per_anchor: search.one_per_anchor,
+    }
+}
+
+/// How to render the answer, when the search asks for it rendered.
+fn rendering_of(search: &Search, ids: &Ids) -> Option<Rendering> {
+    search.render.map(|shape| Rendering {
+        suffixes: search
+            .query
+            .groups
+            .iter()
+            .map(|g| g.suffix.clone())
+            .collect(),
+        requested: ids.class.values().copied().collect(),
+        shape,
+    })
+}
+
+/// A solve begun on the settled cache with guessed ids, while the search's
+/// turn reads (see `ahead`); None when the cache moved at the last turn,
+/// a name is new to this process, a reservation exists, the search is
+/// batch work (its read withholds) or small.
+fn start_ahead<'a>(
+    engine: &Engine<'a>,
+    search: &Search,
+    names: &Names,
+    limits: &Limits,
+) -> Option<Ahead<'a>> {
+    if search.priority.low() {
+        return None;
+    }
+    let snap = engine.cache.settled()?;
+    if super::cpu::is_small(limits, &snap) {
+        return None;
+    }
+    let ids = engine.reads.guess(names)?;
+    let request = solver_request(&snap, &search.query, &ids)?;
+    let rendering = rendering_of(search, &ids);
+    let cpu: &'a Semaphore = engine.cpu;
+    let job = solve_off_the_workers(cpu, snap.clone(), request, limits.clone(), rendering);
+    Some(Ahead::new(snap, ids, job))
+}
+
+/// The read before the solve: at rest when it applies, else in a snapshot.
+async fn read(engine: &Engine<'_>, names: &Names, search: &Search) -> Result<Read> {
+    match read_at_rest(engine, names, search.priority).await? {
+        Some(read) => Ok(read),
+        None => read_in_snapshot(engine, names, search).await,
+    }
 }
 
 /// The batch CPU (milli) and memory (MB) a query asks for, over all its
@@ -339,7 +393,7 @@ async fn solve_off_the_workers(
     request: solve::Request,
     limits: Limits,
     rendering: Option<Rendering>,
-) -> Result<(Vec<Candidate>, bool, Option<String>)> {
+) -> Result<Solved> {
     let started = std::time::Instant::now();
     let job = super::cpu::Job {
         snap,

@@ -1,6 +1,7 @@
 //! The allocation-candidate engine: request parsing, the provider data a
 //! request needs, the pure solver, and rendering.
 
+mod ahead;
 pub mod batch;
 pub mod budget;
 pub mod cache;

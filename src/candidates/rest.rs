@@ -28,6 +28,10 @@ const MOST_AT_ONCE: usize = 64;
 /// the next, and the cache is brought forward once for all of them.
 const TURNS_AT_ONCE: usize = 1;
 
+/// At most this many names remembered from past turns (see
+/// [`Reads::guess`]); past it, the memory starts again from the last turn.
+const MOST_KNOWN: usize = 4096;
+
 /// The class, trait and aggregate names a query uses.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Names {
@@ -39,6 +43,7 @@ pub(super) struct Names {
 }
 
 /// Names of a query resolved to ids.
+#[derive(Debug, PartialEq)]
 pub(super) struct Ids {
     pub class: HashMap<String, i32>,
     pub trait_: HashMap<String, i32>,
@@ -156,12 +161,22 @@ type Outcome = std::result::Result<Arc<AtRest>, Arc<str>>;
 #[derive(Debug)]
 pub struct Reads {
     waiting: Gather<Names, Outcome>,
+    /// The names past turns resolved, and whether the last one found a
+    /// reservation (its snapshot is not used).
+    known: std::sync::Mutex<db::Look>,
 }
 
 impl Default for Reads {
     fn default() -> Self {
         Reads {
             waiting: Gather::new(TURNS_AT_ONCE, MOST_AT_ONCE),
+            known: std::sync::Mutex::new(db::Look {
+                snapshot: String::new(),
+                classes: HashMap::new(),
+                traits: HashMap::new(),
+                aggregates: HashMap::new(),
+                reservations: true,
+            }),
         }
     }
 }
@@ -208,9 +223,58 @@ impl Reads {
             })
             .await;
         match outcome {
-            Some(Ok(read)) => Ok(Some(read)),
+            Some(Ok(read)) => {
+                self.learn(&read.look);
+                Ok(Some(read))
+            }
             Some(Err(cause)) => Err(Error::database_unavailable(cause)),
             None => Ok(None),
+        }
+    }
+
+    /// The ids of `names` as past turns resolved them, when every class
+    /// and trait is known and the last turn found no reservation: a guess
+    /// that a search may solve ahead on, kept only when its own turn
+    /// resolves the same ids (names can be deleted and made again).
+    pub(super) fn guess(&self, names: &Names) -> Option<Ids> {
+        let known = self.known.lock().ok()?;
+        match known.reservations {
+            true => None,
+            false => names.resolve(&known).ok(),
+        }
+    }
+
+    /// Remembers what a turn resolved.
+    fn learn(&self, look: &db::Look) {
+        let Ok(mut known) = self.known.lock() else {
+            return;
+        };
+        known.reservations = look.reservations;
+        for fresh in [false, true] {
+            if fresh {
+                known.classes.clear();
+                known.traits.clear();
+                known.aggregates.clear();
+            }
+            remember(&mut known.classes, &look.classes);
+            remember(&mut known.traits, &look.traits);
+            remember(&mut known.aggregates, &look.aggregates);
+            if known.classes.len() + known.traits.len() + known.aggregates.len() <= MOST_KNOWN {
+                return;
+            }
+        }
+    }
+}
+
+/// Adds `learnt` to `known`, copying a name only when it is new or its id
+/// changed (every search of a turn learns the same names).
+fn remember<K: Clone + Eq + std::hash::Hash>(
+    known: &mut HashMap<K, i32>,
+    learnt: &HashMap<K, i32>,
+) {
+    for (name, id) in learnt {
+        if known.get(name) != Some(id) {
+            known.insert(name.clone(), *id);
         }
     }
 }
@@ -268,6 +332,52 @@ mod tests {
         let unknown = names(&["VCPU", "CUSTOM_NOPE"], &[]).resolve(&look);
         assert!(
             unknown.is_err_and(|e| e.to_string().contains("No such resource class CUSTOM_NOPE"))
+        );
+    }
+
+    fn look(classes: &[(&str, i32)], reservations: bool) -> db::Look {
+        db::Look {
+            snapshot: "1:1:".into(),
+            classes: classes.iter().map(|(c, id)| (c.to_string(), *id)).collect(),
+            traits: HashMap::new(),
+            aggregates: HashMap::new(),
+            reservations,
+        }
+    }
+
+    /// A guess comes only from names past turns resolved, with no
+    /// reservation at the last turn, and follows an id that changed.
+    #[test]
+    fn a_guess_is_what_past_turns_resolved() {
+        let reads = Reads::default();
+        let vcpu = names(&["VCPU"], &[]);
+        assert!(reads.guess(&vcpu).is_none(), "nothing learnt yet");
+        reads.learn(&look(&[("VCPU", 0)], false));
+        let guessed = reads.guess(&vcpu).map(|ids| ids.class);
+        assert_eq!(guessed, Some(HashMap::from([("VCPU".into(), 0)])));
+        assert!(reads
+            .guess(&names(&["VCPU"], &["HW_CPU_X86_AVX2"]))
+            .is_none());
+        reads.learn(&look(&[("VCPU", 5)], false));
+        assert_eq!(reads.guess(&vcpu).map(|ids| ids.class["VCPU"]), Some(5));
+        reads.learn(&look(&[], true));
+        assert!(reads.guess(&vcpu).is_none(), "a reservation exists");
+    }
+
+    /// Past its bound the memory starts again from the last turn.
+    #[test]
+    fn the_memory_of_names_is_bounded() {
+        let reads = Reads::default();
+        let many: Vec<(String, i32)> = (0..MOST_KNOWN)
+            .map(|i| (format!("CUSTOM_{i}"), 10))
+            .collect();
+        let many: Vec<(&str, i32)> = many.iter().map(|(c, id)| (c.as_str(), *id)).collect();
+        reads.learn(&look(&many, false));
+        reads.learn(&look(&[("VCPU", 0)], false));
+        assert!(reads.guess(&names(&["VCPU"], &[])).is_some());
+        assert!(
+            reads.guess(&names(&["CUSTOM_0"], &[])).is_none(),
+            "forgotten"
         );
     }
 }
