@@ -10,7 +10,7 @@
 use super::snapshot::{FastMap, Snapshot};
 use hashbrown::HashSet;
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -335,6 +335,9 @@ struct Anchors<'a> {
     /// One group, no same_subtree, no class twice: a tree of one provider
     /// has at most one candidate (see [`Anchors::lone_provider`]).
     one_group: bool,
+    /// The only roots that can anchor a candidate, when a `member_of`
+    /// narrows them cheaply (see [`order::narrowed`]); None: every root.
+    narrowed: Option<Vec<usize>>,
 }
 
 impl<'a> Anchors<'a> {
@@ -353,6 +356,7 @@ impl<'a> Anchors<'a> {
                 [g] => req.same_subtree.is_empty() && classes_distinct(g),
                 _ => false,
             },
+            narrowed: order::narrowed(snap, req, limits.max_results),
         }
     }
 
@@ -390,13 +394,14 @@ impl<'a> Anchors<'a> {
     /// The anchors in visiting order (taken once per search).
     fn take_order(&mut self) -> Order<'a> {
         let roots = &self.snap.index.roots;
-        match self.shuffle_seed.take() {
-            Some(seed) => Order::Shuffled {
-                roots: roots.clone(),
+        match (self.shuffle_seed.take(), self.narrowed.take()) {
+            (Some(seed), narrowed) => Order::Shuffled {
+                roots: narrowed.unwrap_or_else(|| roots.clone()),
                 next: 0,
                 rng: Box::new(rand::rngs::StdRng::seed_from_u64(seed)),
             },
-            None => Order::AsListed(roots.iter()),
+            (None, Some(narrowed)) => Order::Narrowed(narrowed.into_iter()),
+            (None, None) => Order::AsListed(roots.iter()),
         }
     }
 
@@ -426,39 +431,6 @@ impl<'a> Anchors<'a> {
             }
         }
         Some(AnchorProduct::new(lists))
-    }
-}
-
-/// The anchors in visiting order: the snapshot's own list, or the roots
-/// shuffled as they are visited (one Fisher-Yates step per anchor, each
-/// order as likely as with a whole shuffle): a search that stops after ten
-/// trees draws ten numbers, not one per root.
-enum Order<'a> {
-    AsListed(std::slice::Iter<'a, usize>),
-    Shuffled {
-        roots: Vec<usize>,
-        next: usize,
-        rng: Box<rand::rngs::StdRng>,
-    },
-}
-
-impl Iterator for Order<'_> {
-    type Item = usize;
-
-    fn next(&mut self) -> Option<usize> {
-        match self {
-            Order::AsListed(roots) => roots.next().copied(),
-            Order::Shuffled { roots, next, rng } => {
-                let i = *next;
-                if i >= roots.len() {
-                    return None;
-                }
-                let j = rng.gen_range(i..roots.len());
-                roots.swap(i, j);
-                *next += 1;
-                Some(roots[i])
-            }
-        }
     }
 }
 
@@ -579,6 +551,10 @@ use output::Output;
 #[path = "solve_product.rs"]
 mod product;
 use product::AnchorProduct;
+
+#[path = "solve_order.rs"]
+mod order;
+use order::Order;
 
 #[cfg(test)]
 #[path = "solve_tests.rs"]

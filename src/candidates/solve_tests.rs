@@ -305,6 +305,98 @@ fn member_of_needs_the_sharing_provider_itself_in_the_aggregate() {
     assert_eq!(solve(&s, &req, &all()).len(), 1);
 }
 
+/// The candidates of a search that visits every root (no narrowing).
+fn solve_every_root(s: &Snapshot, req: &Request, limits: &Limits) -> Vec<Candidate> {
+    let mut budget = engine::Budget::new(limits.max_steps, None);
+    let mut out = engine::Output::new(s, limits);
+    let mut anchors = engine::Anchors::new(s, req, limits);
+    anchors.narrowed = None;
+    match limits.breadth_first {
+        true => engine::breadth_first(&mut anchors, &mut out, &mut budget),
+        false => engine::depth_first(&mut anchors, &mut out, &mut budget),
+    }
+    out.found
+}
+
+/// A `member_of` narrows the anchors to the trees with a member (through
+/// the root or a child) when no provider is shared, and the answer and
+/// its order are those of a search over every root.
+#[test]
+fn narrowed_anchors_answer_as_every_root_does() {
+    let mut rows: Vec<Row> = Vec::new();
+    for i in 0..40usize {
+        let root = rows.len();
+        let aggs = if i % 5 == 0 { vec![7] } else { vec![9] };
+        rows.push((None, vec![stock(VCPU, 4)], vec![], aggs));
+        if i % 3 == 0 {
+            let aggs = if i % 7 == 0 { vec![7, 8] } else { vec![] };
+            rows.push((
+                Some(root),
+                vec![stock(VCPU, 4), stock(DISK, 50)],
+                vec![],
+                aggs,
+            ));
+        }
+    }
+    let s = snap(rows);
+    let mut narrowed = 0;
+    for member_of in [
+        vec![vec![7]],
+        vec![vec![8]],
+        vec![vec![7, 8]],
+        vec![vec![7], vec![8]],
+    ] {
+        let mut one = group("", &[(VCPU, 1), (DISK, 10)]);
+        one.member_of = member_of.clone();
+        let mut numbered = group("1", &[(VCPU, 1)]);
+        numbered.member_of = member_of;
+        let requests = [
+            vec![one.clone()],
+            vec![numbered.clone()],
+            vec![one, group("2", &[(DISK, 5)])],
+        ];
+        for groups in requests {
+            let req = Request {
+                groups,
+                ..Default::default()
+            };
+            for max_results in [None, Some(2), Some(50)] {
+                for breadth_first in [false, true] {
+                    let limits = Limits {
+                        max_results,
+                        breadth_first,
+                        ..all()
+                    };
+                    let expected = solve_every_root(&s, &req, &limits);
+                    assert_eq!(solve(&s, &req, &limits), expected, "{req:?} {limits:?}");
+                    narrowed +=
+                        usize::from(engine::order::narrowed(&s, &req, max_results).is_some());
+                }
+            }
+        }
+    }
+    assert!(narrowed >= 24, "the narrowing was tried ({narrowed})");
+}
+
+/// With a sharing provider, a tree with no member may anchor a candidate
+/// whose `member_of` group takes the shared disk: every root is visited.
+#[test]
+fn sharing_providers_keep_every_root_as_an_anchor() {
+    let s = snap(vec![
+        (None, vec![stock(VCPU, 8)], vec![], vec![8]),
+        (None, vec![stock(DISK, 100)], vec![SHARES], vec![7, 8]),
+    ]);
+    let mut disk = group("1", &[(DISK, 10)]);
+    disk.member_of = vec![vec![7]];
+    let req = Request {
+        groups: vec![group("", &[(VCPU, 1)]), disk],
+        ..Default::default()
+    };
+    let found = solve(&s, &req, &all());
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found, solve_every_root(&s, &req, &all()));
+}
+
 #[test]
 fn root_required_filters_anchors() {
     let s = snap(vec![
