@@ -157,8 +157,8 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
     let mut found = Candidates {
         snap,
         candidates: Vec::new(),
-        suffixes: parsed.groups.iter().map(|g| g.suffix.clone()).collect(),
-        requested: ids.class.values().copied().collect(),
+        suffixes: suffixes_of(parsed),
+        requested: requested_of(&ids),
         request: None,
         cut: false,
         adjusted,
@@ -207,15 +207,20 @@ fn limits_of(settings: &Settings, search: &Search) -> Limits {
 /// How to render the answer, when the search asks for it rendered.
 fn rendering_of(search: &Search, ids: &Ids) -> Option<Rendering> {
     search.render.map(|shape| Rendering {
-        suffixes: search
-            .query
-            .groups
-            .iter()
-            .map(|g| g.suffix.clone())
-            .collect(),
-        requested: ids.class.values().copied().collect(),
+        suffixes: suffixes_of(&search.query),
+        requested: requested_of(ids),
         shape,
     })
+}
+
+/// Group suffixes, in the candidates' mapping order.
+fn suffixes_of(q: &CandidateQuery) -> Vec<String> {
+    q.groups.iter().map(|g| g.suffix.clone()).collect()
+}
+
+/// Class ids requested by any group.
+fn requested_of(ids: &Ids) -> BTreeSet<i32> {
+    ids.class.values().copied().collect()
 }
 
 /// A solve begun on the settled cache with guessed ids, while the search's
