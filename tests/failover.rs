@@ -13,6 +13,8 @@ use placement_testkit::load::{audit, run_load, Load};
 use placement_testkit::{cluster, pg};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PROVIDERS: usize = 8;
@@ -131,4 +133,126 @@ async fn a_failover_to_the_standby_loses_nothing_acknowledged() {
         seen.sort();
         assert_eq!(seen.join(","), held, "candidates from {base}");
     }
+}
+
+/// The primary turns read-only and its standby is promoted while one
+/// client searches back to back (so the searches' turns keep their
+/// connection, see `db::kept`): the process moves to the new primary on
+/// the first failed write, and every search sent after a write there was
+/// acknowledged sees it, never the old host's data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn searches_back_to_back_follow_the_switch_to_the_new_primary() {
+    let (primary, standby) = pg::PgCluster::start_replicated();
+    let url = format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/app?target_session_attrs=read-write",
+        primary.port, standby.port
+    );
+    let server = cluster::start_server_with(&url, "switch", &[]).await;
+    let base = server.base.clone();
+    let client = reqwest::Client::new();
+    assert!(disk_provider(&client, &base, "before").await.is_some());
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let searches = tokio::spawn(search_back_to_back(
+        client.clone(),
+        base.clone(),
+        stop.clone(),
+    ));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    primary.sql("ALTER SYSTEM SET default_transaction_read_only = on");
+    primary.sql("SELECT pg_reload_conf()");
+    standby.promote();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let after = loop {
+        if let Some(uuid) = disk_provider(&client, &base, "after").await {
+            break uuid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no write succeeded on the new primary"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let acknowledged = Instant::now();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, Ordering::Relaxed);
+    let seen = searches.await.unwrap();
+    let later: Vec<&(Instant, u16, Vec<String>)> = seen
+        .iter()
+        .filter(|(sent, ..)| *sent >= acknowledged)
+        .collect();
+    println!(
+        "switch: {} searches, {} sent after the write on the new primary",
+        seen.len(),
+        later.len()
+    );
+    assert!(
+        later.len() > 10,
+        "too few searches after the write: {}",
+        later.len()
+    );
+    for (_, status, providers) in later {
+        assert_eq!(*status, 200);
+        assert!(
+            providers.contains(&after),
+            "a search missed {after}: {providers:?}"
+        );
+    }
+}
+
+/// Creates a provider with DISK_GB; its uuid once both writes succeeded,
+/// None when either failed (the database is read-only or away).
+async fn disk_provider(client: &reqwest::Client, base: &str, name: &str) -> Option<String> {
+    let uuid = uuid::Uuid::new_v4().to_string();
+    let created = client
+        .post(format!("{base}/resource_providers"))
+        .header("x-auth-token", "admin")
+        .header("openstack-api-version", "placement 1.39")
+        .json(&serde_json::json!({"name": format!("{name}-{uuid}"), "uuid": uuid}))
+        .send()
+        .await
+        .ok()?;
+    if !created.status().is_success() {
+        return None;
+    }
+    let inventory = client
+        .put(format!("{base}/resource_providers/{uuid}/inventories"))
+        .header("x-auth-token", "admin")
+        .header("openstack-api-version", "placement 1.39")
+        .json(&serde_json::json!({"resource_provider_generation": 0,
+            "inventories": {"DISK_GB": {"total": 100}}}))
+        .send()
+        .await
+        .ok()?;
+    inventory.status().is_success().then_some(uuid)
+}
+
+/// Searches one after another until `stop`: when each was sent, its
+/// status, and the providers it answered.
+async fn search_back_to_back(
+    client: reqwest::Client,
+    base: String,
+    stop: Arc<AtomicBool>,
+) -> Vec<(Instant, u16, Vec<String>)> {
+    let mut seen = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let sent = Instant::now();
+        let Ok(r) = client
+            .get(format!("{base}/allocation_candidates?resources=DISK_GB:1"))
+            .header("x-auth-token", "admin")
+            .header("openstack-api-version", "placement 1.39")
+            .send()
+            .await
+        else {
+            continue;
+        };
+        let status = r.status().as_u16();
+        let body: Value = r.json().await.unwrap_or(Value::Null);
+        let providers = body["provider_summaries"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        seen.push((sent, status, providers));
+    }
+    seen
 }

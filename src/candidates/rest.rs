@@ -14,7 +14,7 @@
 use super::cache::SnapshotCache;
 use super::groups::CandidateQuery;
 use super::snapshot::Snapshot;
-use crate::db::{candidates as db, Pool};
+use crate::db::{candidates as db, kept::Kept, Pool};
 use crate::error::{classify, DbFailure, Error, Result};
 use crate::gather::Gather;
 use std::collections::{BTreeSet, HashMap};
@@ -164,6 +164,8 @@ pub struct Reads {
     /// The names past turns resolved, and whether the last one found a
     /// reservation (its snapshot is not used).
     known: std::sync::Mutex<db::Look>,
+    /// The turns' connection, kept between back-to-back turns.
+    kept: Arc<Kept>,
 }
 
 impl Default for Reads {
@@ -177,6 +179,7 @@ impl Default for Reads {
                 aggregates: HashMap::new(),
                 reservations: true,
             }),
+            kept: Arc::default(),
         }
     }
 }
@@ -200,11 +203,11 @@ impl Reads {
         cache: &Arc<SnapshotCache>,
         names: Names,
     ) -> Result<Option<Arc<AtRest>>> {
-        let (pool, cache) = (pool.clone(), Arc::clone(cache));
+        let (pool, cache, kept) = (pool.clone(), Arc::clone(cache), self.kept.clone());
         let outcome = self
             .waiting
             .submit(names, move |all| async move {
-                match turn(&pool, &cache, &all).await {
+                match turn(&pool, &kept, &cache, &all).await {
                     Ok(read) => {
                         if all.len() > 1 {
                             let n = u64::try_from(all.len()).unwrap_or(u64::MAX);
@@ -280,19 +283,22 @@ fn remember<K: Clone + Eq + std::hash::Hash>(
 }
 
 /// One turn: the names of `all` and the statement's snapshot, then the
-/// cache brought to cover it, on one connection.
+/// cache brought to cover it, on one connection (kept for the next turn
+/// when both statements succeed).
 async fn turn(
     pool: &Pool,
+    kept: &Kept,
     cache: &SnapshotCache,
     all: &[Names],
 ) -> std::result::Result<Arc<AtRest>, sqlx::Error> {
     let names = Names::union(all);
-    let mut conn = pool.acquire().await?;
+    let mut conn = kept.take(pool).await?;
     let look = db::look(&mut conn, &names.classes, &names.traits, &names.aggregates).await?;
     let snap = match look.reservations {
         true => None,
         false => cache.covering(&mut conn, &look.snapshot).await?,
     };
+    kept.give_back(conn);
     Ok(Arc::new(AtRest { look, snap }))
 }
 

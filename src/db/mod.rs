@@ -12,6 +12,7 @@ pub mod deployments;
 pub mod fairness;
 pub mod import;
 pub mod inventories;
+pub mod kept;
 pub mod pool;
 pub mod primary;
 pub mod providers;

@@ -42,7 +42,17 @@ pub type Tune = fn(PgConnectOptions) -> PgConnectOptions;
 /// two of its nine. A connection used this recently was alive then, and a
 /// database that went away since fails the request's first statement,
 /// which is answered 503 as it would be while the database is away.
-const PING_AFTER_IDLE: Duration = Duration::from_millis(100);
+pub(super) const PING_AFTER_IDLE: Duration = Duration::from_millis(100);
+
+/// How many times a follower of this process has switched hosts: a
+/// connection kept outside the pool (see `pool::Kept`) is used again only
+/// while this has not moved since it was taken.
+static SWITCHES: AtomicU64 = AtomicU64::new(0);
+
+/// The switches so far (see [`SWITCHES`]).
+pub(super) fn switches() -> u64 {
+    SWITCHES.load(Ordering::Acquire)
+}
 
 /// The pool's sizing, as `serve` takes it.
 #[derive(Debug, Clone, Copy)]
@@ -93,6 +103,7 @@ impl Follower {
                         let now = self.started.elapsed().as_millis().max(1);
                         self.switched_at_ms
                             .store(u64::try_from(now).unwrap_or(u64::MAX), Ordering::Release);
+                        SWITCHES.fetch_add(1, Ordering::AcqRel);
                         tracing::warn!(
                             from = %self.target.endpoints[current],
                             to = %self.target.endpoints[i],
