@@ -256,3 +256,70 @@ async fn search_back_to_back(
     }
     seen
 }
+
+/// The process moves to a server whose transaction ids lag far behind the
+/// old one's (as after an asynchronous failover that lost the last
+/// commits, or onto another cluster): by their numbers the old server's
+/// snapshots seem to cover the new one's, yet the searches' cache is
+/// loaded again from the new server, not served or brought forward from
+/// the old one's data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_switch_to_a_server_with_fewer_transactions_loads_the_cache_again() {
+    let (old, new) = (pg::PgCluster::start(), pg::PgCluster::start());
+    let client = reqwest::Client::new();
+    let on_new = {
+        let only_new = cluster::start_server_with(&new.url(), "switch-new", &[]).await;
+        disk_provider(&client, &only_new.base, "on-new")
+            .await
+            .expect("a provider on the new server")
+    };
+    let url = format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/app?target_session_attrs=read-write",
+        old.port, new.port
+    );
+    let server = cluster::start_server_with(&url, "switch-old", &[]).await;
+    let on_old = disk_provider(&client, &server.base, "on-old")
+        .await
+        .expect("a provider on the old server");
+    old.sql(
+        "DO $$ BEGIN FOR i IN 1..500 LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END $$",
+    );
+    assert_eq!(disk_providers(&client, &server.base).await, [on_old]);
+
+    old.sql("ALTER SYSTEM SET default_transaction_read_only = on");
+    old.sql("SELECT pg_reload_conf()");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let after = loop {
+        if let Some(uuid) = disk_provider(&client, &server.base, "after").await {
+            break uuid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no write succeeded on the new server"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut expected = vec![on_new, after];
+    expected.sort();
+    assert_eq!(disk_providers(&client, &server.base).await, expected);
+}
+
+/// The providers a search for DISK_GB:1 answers, sorted.
+async fn disk_providers(client: &reqwest::Client, base: &str) -> Vec<String> {
+    let body: Value = client
+        .get(format!("{base}/allocation_candidates?resources=DISK_GB:1"))
+        .header("x-auth-token", "admin")
+        .header("openstack-api-version", "placement 1.39")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut found: Vec<String> = body["provider_summaries"]
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
+    found.sort();
+    found
+}

@@ -21,7 +21,7 @@
 use super::load;
 use super::snapshot::Snapshot;
 use super::visibility::covers;
-use crate::db::candidates::{self as db, Delta};
+use crate::db::candidates::{self as db, Delta, Seen};
 use sqlx::PgConnection;
 use std::sync::Arc;
 use tokio::sync::Mutex;
@@ -33,10 +33,12 @@ use tokio::sync::Mutex;
 /// pays the usage statement for nothing at most once in this many turns.
 const SKIP_USAGE_AFTER_OTHER: u32 = 8;
 
-/// The cached snapshot and the PostgreSQL snapshot it reflects.
+/// The cached snapshot and the PostgreSQL snapshot it reflects (and the
+/// server that snapshot was taken on: the cache is loaded again, whole,
+/// on another).
 #[derive(Default)]
 pub struct SnapshotCache {
-    state: Mutex<Option<(String, Arc<Snapshot>)>>,
+    state: Mutex<Option<(Seen, Arc<Snapshot>)>>,
     /// Turns left before [`SnapshotCache::covering`] tries the usage
     /// statement first again.
     usage_skip: std::sync::atomic::AtomicU32,
@@ -52,7 +54,7 @@ pub struct SnapshotCache {
 impl SnapshotCache {
     /// The provider data as of (at least) the transaction open on `conn`.
     pub async fn current(&self, conn: &mut PgConnection) -> Result<Arc<Snapshot>, sqlx::Error> {
-        let now = db::current_snapshot(conn).await?;
+        let now = db::seen(conn).await?;
         self.current_at(conn, now).await
     }
 
@@ -71,7 +73,7 @@ impl SnapshotCache {
     pub async fn covering(
         &self,
         conn: &mut PgConnection,
-        now: &str,
+        now: &Seen,
     ) -> Result<Option<Arc<Snapshot>>, sqlx::Error> {
         // Searches that wait here have mostly been covered by the time
         // they get the lock: the one before them patched to a later snapshot.
@@ -79,7 +81,11 @@ impl SnapshotCache {
         let Some((at, snap)) = state.as_mut() else {
             return Ok(None);
         };
-        if covers(at, now) {
+        if at.server != now.server {
+            return Ok(None);
+        }
+        let at = &mut at.snapshot;
+        if covers(at, &now.snapshot) {
             self.mark_unchanged(true);
             return Ok(Some(snap.clone()));
         }
@@ -144,15 +150,16 @@ impl SnapshotCache {
     pub async fn current_at(
         &self,
         conn: &mut PgConnection,
-        now: String,
+        now: Seen,
     ) -> Result<Arc<Snapshot>, sqlx::Error> {
         let mut state = self.state.lock().await;
         let delta = match state.as_ref() {
+            Some((at, _)) if at.server != now.server => Delta::Full,
             None => Delta::Full,
             // Already as new as `now`, or newer: serve it as it is (moving
             // `at` back would make the next search re-read what it has).
-            Some((at, snap)) if covers(at, &now) => return Ok(snap.clone()),
-            Some((at, _)) => db::delta(conn, at, Some(&now)).await?,
+            Some((at, snap)) if covers(&at.snapshot, &now.snapshot) => return Ok(snap.clone()),
+            Some((at, _)) => db::delta(conn, &at.snapshot, Some(&now.snapshot)).await?,
         };
         match (delta, state.as_mut()) {
             (Delta::None, Some((at, snap))) => {

@@ -316,7 +316,7 @@ async fn read_in_snapshot(engine: &Engine<'_>, names: &Names, search: &Search) -
     let mut tx = db::begin_snapshot(engine.pool).await?;
     let look = db::look(&mut tx, &names.classes, &names.traits, &names.aggregates).await?;
     let ids = names.resolve(&look)?;
-    let snap = engine.cache.current_at(&mut tx, look.snapshot).await?;
+    let snap = engine.cache.current_at(&mut tx, look.seen).await?;
     let withheld = if look.reservations {
         fairness::unused_reservations(&mut tx, None, search.project.as_deref()).await?
     } else {

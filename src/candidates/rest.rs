@@ -173,7 +173,10 @@ impl Default for Reads {
         Reads {
             waiting: Gather::new(TURNS_AT_ONCE, MOST_AT_ONCE),
             known: std::sync::Mutex::new(db::Look {
-                snapshot: String::new(),
+                seen: db::Seen {
+                    snapshot: String::new(),
+                    server: String::new(),
+                },
                 classes: HashMap::new(),
                 traits: HashMap::new(),
                 aggregates: HashMap::new(),
@@ -187,7 +190,7 @@ impl Default for Reads {
 impl std::fmt::Debug for AtRest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AtRest")
-            .field("snapshot", &self.look.snapshot)
+            .field("snapshot", &self.look.seen.snapshot)
             .finish_non_exhaustive()
     }
 }
@@ -296,7 +299,7 @@ async fn turn(
     let look = db::look(&mut conn, &names.classes, &names.traits, &names.aggregates).await?;
     let snap = match look.reservations {
         true => None,
-        false => cache.covering(&mut conn, &look.snapshot).await?,
+        false => cache.covering(&mut conn, &look.seen).await?,
     };
     kept.give_back(conn);
     Ok(Arc::new(AtRest { look, snap }))
@@ -326,7 +329,10 @@ mod tests {
         let union = Names::union(&all);
         assert_eq!(union.classes, ["DISK_GB", "VCPU"]);
         let look = db::Look {
-            snapshot: "1:1:".into(),
+            seen: db::Seen {
+                snapshot: "1:1:".into(),
+                server: String::new(),
+            },
             classes: HashMap::from([("VCPU".into(), 0), ("DISK_GB".into(), 2)]),
             traits: HashMap::from([("HW_CPU_X86_AVX2".into(), 7)]),
             aggregates: HashMap::new(),
@@ -343,7 +349,10 @@ mod tests {
 
     fn look(classes: &[(&str, i32)], reservations: bool) -> db::Look {
         db::Look {
-            snapshot: "1:1:".into(),
+            seen: db::Seen {
+                snapshot: "1:1:".into(),
+                server: String::new(),
+            },
             classes: classes.iter().map(|(c, id)| (c.to_string(), *id)).collect(),
             traits: HashMap::new(),
             aggregates: HashMap::new(),

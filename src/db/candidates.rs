@@ -393,6 +393,34 @@ pub async fn current_snapshot(conn: &mut PgConnection) -> Result<String, sqlx::E
         .await
 }
 
+/// A snapshot and the database server it was taken on.
+///
+/// Snapshots of two servers do not compare: a standby promoted after an
+/// asynchronous failover, or a server restarted after a crash, may not
+/// have the last transactions the old one committed, and gives their ids
+/// to new ones. A cache brought forward from the old server's snapshot
+/// would keep the lost transactions' data and miss the new ones'.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// `pg_current_snapshot()`, as text.
+    pub snapshot: String,
+    /// The server's start time (seconds since the epoch, as text, the same
+    /// whatever a session's time zone): another host, or the same one
+    /// restarted, is another server.
+    pub server: String,
+}
+
+/// The [`Seen`] of the current transaction (one statement).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn seen(conn: &mut PgConnection) -> Result<Seen, sqlx::Error> {
+    let (snapshot, server) = crate::db::query_as(
+        "SELECT pg_current_snapshot()::text, extract(epoch FROM pg_postmaster_start_time())::text",
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(Seen { snapshot, server })
+}
+
 /// Providers changed by transactions visible in `now` (this statement's
 /// own snapshot when None) but not in `since`.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
@@ -504,8 +532,8 @@ pub async fn begin_snapshot(
 /// statement (so one PostgreSQL snapshot and one round trip).
 #[derive(Debug, Clone)]
 pub struct Look {
-    /// The statement's snapshot, as text (see [`current_snapshot`]).
-    pub snapshot: String,
+    /// The statement's snapshot and server.
+    pub seen: Seen,
     /// Ids of the asked class names that exist.
     pub classes: HashMap<String, i32>,
     /// Ids of the asked trait names that exist.
@@ -524,7 +552,7 @@ static LOOK: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let (classes, traits) = (hidden("$1", "text[]"), hidden("$2", "text[]"));
     let aggregates = hidden("$3", "uuid[]");
     format!(
-        "SELECT pg_current_snapshot()::text,
+        "SELECT pg_current_snapshot()::text, extract(epoch FROM pg_postmaster_start_time())::text,
                 (SELECT coalesce(jsonb_object_agg(name, id), '{{}}') FROM resource_classes WHERE name = {classes}),
                 (SELECT coalesce(jsonb_object_agg(name, id), '{{}}') FROM traits WHERE name = {traits}),
                 (SELECT coalesce(jsonb_object_agg(uuid, id), '{{}}') FROM placement_aggregates WHERE uuid = {aggregates}),
@@ -541,7 +569,8 @@ pub async fn look(
     aggregates: &[uuid::Uuid],
 ) -> Result<Look, sqlx::Error> {
     type Ids<K> = Json<HashMap<K, i32>>;
-    let (snapshot, classes, traits, aggregates, reservations): (
+    let (snapshot, server, classes, traits, aggregates, reservations): (
+        String,
         String,
         Ids<String>,
         Ids<String>,
@@ -554,7 +583,7 @@ pub async fn look(
         .fetch_one(conn)
         .await?;
     Ok(Look {
-        snapshot,
+        seen: Seen { snapshot, server },
         classes: classes.0,
         traits: traits.0,
         aggregates: aggregates.0,

@@ -32,8 +32,9 @@ pub struct Cached {
 /// transaction opens.
 pub async fn refresh(pool: &Pool, cache: &SnapshotCache) -> Result<Cached> {
     let mut tx = db::begin_snapshot(pool).await?;
-    let at = db::current_snapshot(&mut tx).await?;
-    let snap = cache.current_at(&mut tx, at.clone()).await?;
+    let seen = db::seen(&mut tx).await?;
+    let at = seen.snapshot.clone();
+    let snap = cache.current_at(&mut tx, seen).await?;
     tx.commit().await?;
     Ok(Cached { at, snap })
 }

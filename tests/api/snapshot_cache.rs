@@ -88,7 +88,7 @@ async fn a_round_reads_again_the_providers_changed_after_its_cache() {
 #[tokio::test]
 async fn a_patch_reads_again_only_the_changed_providers() {
     use placement::candidates::cache::SnapshotCache;
-    use placement::db::candidates::current_snapshot;
+    use placement::db::candidates::seen;
     let t = TestApp::new().await;
     let (a, b) = (t.create_rp("a").await, t.create_rp("b").await);
     t.set_inventories(&a, json!({"VCPU": {"total": 2}})).await;
@@ -97,7 +97,7 @@ async fn a_patch_reads_again_only_the_changed_providers() {
     let mut conn = t.pool.acquire().await.unwrap();
     let before = cache.current(&mut conn).await.unwrap();
     claim(&t, &a, 2).await;
-    let now = current_snapshot(&mut conn).await.unwrap();
+    let now = seen(&mut conn).await.unwrap();
     let after = cache
         .covering(&mut conn, &now)
         .await
@@ -119,7 +119,7 @@ async fn a_patch_reads_again_only_the_changed_providers() {
         "the provider nobody changed was not read again"
     );
     t.create_rp("c").await;
-    let now = current_snapshot(&mut conn).await.unwrap();
+    let now = seen(&mut conn).await.unwrap();
     assert!(
         cache.covering(&mut conn, &now).await.unwrap().is_none(),
         "a new provider needs a full load"
@@ -133,7 +133,7 @@ async fn a_patch_reads_again_only_the_changed_providers() {
 #[tokio::test]
 async fn allocations_alone_reach_the_cache_as_units_from_the_log() {
     use placement::candidates::cache::SnapshotCache;
-    use placement::db::candidates::{current_snapshot, usage_since, UsageDelta};
+    use placement::db::candidates::{current_snapshot, seen, usage_since, UsageDelta};
     let t = TestApp::new().await;
     let (a, b) = (t.create_rp("a").await, t.create_rp("b").await);
     t.set_inventories(&a, json!({"VCPU": {"total": 4}})).await;
@@ -170,16 +170,16 @@ async fn allocations_alone_reach_the_cache_as_units_from_the_log() {
     let used = |snap: &placement::candidates::snapshot::Snapshot, rp: &str| {
         snap.nodes[snap.by_uuid(&rp.parse().unwrap()).unwrap()].stock[0].used
     };
-    let now = current_snapshot(&mut conn).await.unwrap();
+    let now = seen(&mut conn).await.unwrap();
     let after = cache.covering(&mut conn, &now).await.unwrap().unwrap();
     assert_eq!((used(&after, &a), used(&after, &b)), (2, 0));
     assert_eq!(cache.usage_patches(), 1, "brought forward by units");
     // An inventory change in the next window: the provider is read again.
-    let since = now;
+    let since = now.snapshot;
     t.set_inventories(&b, json!({"VCPU": {"total": 8}})).await;
     claim(&t, &b, 5).await;
     assert!(usage_since(&mut conn, &since).await.unwrap().other);
-    let now = current_snapshot(&mut conn).await.unwrap();
+    let now = seen(&mut conn).await.unwrap();
     let after = cache.covering(&mut conn, &now).await.unwrap().unwrap();
     let i = after.by_uuid(&b.parse().unwrap()).unwrap();
     assert_eq!((after.nodes[i].stock[0].total, used(&after, &b)), (8, 5));
