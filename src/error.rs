@@ -215,14 +215,21 @@ impl Error {
         match classify(&e) {
             DbFailure::Unavailable => {
                 tracing::warn!(error = %e, "connection lost during commit");
-                Self::of(
-                    Kind::OutcomeUnknown,
-                    "The database connection was lost while committing: the outcome of this write is unknown. Read the resource before retrying.",
-                )
-                .code(codes::OUTCOME_UNKNOWN)
+                Self::outcome_unknown()
             }
             _ => Self::from(e),
         }
+    }
+
+    /// A write whose connection was lost once it was sent (at its COMMIT,
+    /// or while a statement that commits on its own ran): it may or may
+    /// not be stored.
+    pub fn outcome_unknown() -> Self {
+        Self::of(
+            Kind::OutcomeUnknown,
+            "The database connection was lost while committing: the outcome of this write is unknown. Read the resource before retrying.",
+        )
+        .code(codes::OUTCOME_UNKNOWN)
     }
 
     /// A provider generation the client had wrong (or that moved under

@@ -20,6 +20,7 @@
 
 use crate::db::allocations::{self as db, ConsumerWrite};
 use crate::db::Pool;
+use crate::error::{classify, DbFailure};
 use crate::gather::Gather;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -43,6 +44,30 @@ pub enum Claimed {
     Refused,
     /// Not written: the claim runs on its own path.
     Alone,
+    /// The connection was lost while the call ran: it may have committed.
+    /// Running the claim again would answer for a write that may exist
+    /// (a 503 for a stored claim, or a 409 against itself), so the client
+    /// is told the outcome is unknown.
+    Unknown,
+}
+
+/// Why a shared call wrote nothing it can vouch for.
+enum CallFailed {
+    /// Before its statement was sent, or refused by PostgreSQL: nothing
+    /// was written.
+    Nothing(db::AllocError),
+    /// The connection was lost once the statement was sent.
+    Lost(sqlx::Error),
+}
+
+impl CallFailed {
+    /// The failure of a sent statement (or of its commit).
+    fn sent(e: db::AllocError) -> Self {
+        match e {
+            db::AllocError::Db(e) if classify(&e) == DbFailure::Unavailable => CallFailed::Lost(e),
+            e => CallFailed::Nothing(e),
+        }
+    }
 }
 
 /// How long this process trusts its list of projects under a limit.
@@ -129,11 +154,16 @@ async fn write_all(pool: Pool, writes: Vec<ConsumerWrite>) -> Vec<Claimed> {
                 groups.push(group.start..middle);
                 continue;
             }
-            Err(e) => {
+            Err(CallFailed::Nothing(e)) => {
                 // Each claim retries on its own path, which answers with
                 // this failure if it persists.
                 tracing::debug!(error = %e, claims = group.len(), "shared claim failed");
                 Claimed::Alone
+            }
+            Err(CallFailed::Lost(e)) => {
+                tracing::warn!(error = %e, claims = group.len(), "connection lost during a shared claim");
+                crate::db::primary::suspect();
+                Claimed::Unknown
             }
         };
         outcomes[group].fill(outcome);
@@ -141,9 +171,16 @@ async fn write_all(pool: Pool, writes: Vec<ConsumerWrite>) -> Vec<Claimed> {
     outcomes
 }
 
-async fn write_together(pool: &Pool, writes: &[ConsumerWrite]) -> Result<bool, db::AllocError> {
-    let mut conn = pool.for_one_statement().await?;
-    let written = db::claim(&mut conn, writes).await?;
-    conn.commit().await?;
+async fn write_together(pool: &Pool, writes: &[ConsumerWrite]) -> Result<bool, CallFailed> {
+    let mut conn = pool
+        .for_one_statement()
+        .await
+        .map_err(|e| CallFailed::Nothing(e.into()))?;
+    let written = db::claim(&mut conn, writes)
+        .await
+        .map_err(CallFailed::sent)?;
+    conn.commit()
+        .await
+        .map_err(|e| CallFailed::sent(e.into()))?;
     Ok(written)
 }

@@ -54,6 +54,7 @@ pub async fn put_one(
         claims::Claimed::Written => return Ok(()),
         claims::Claimed::Refused => Path::Checked,
         claims::Claimed::Alone => Path::ClaimFirst,
+        claims::Claimed::Unknown => return Err(Error::outcome_unknown()),
     };
     let consumer = write.consumer;
     write_on(path, pool, retries, &[write], Some(consumer)).await

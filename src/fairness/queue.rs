@@ -166,8 +166,10 @@ pub async fn submit(
             classes: item.resources.keys().cloned().collect(),
             traits: super::trait_names(&item.required),
         };
-        if let Stored::Row(row) = together.store(pool, checked).await {
-            return Ok(vec![QueueView::of(*row)]);
+        match together.store(pool, checked).await {
+            Stored::Row(row) => return Ok(vec![QueueView::of(*row)]),
+            Stored::Unknown => return Err(Error::outcome_unknown()),
+            Stored::LeftOut => {}
         }
     }
     submit_alone(pool, post).await

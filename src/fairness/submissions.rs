@@ -16,6 +16,7 @@
 
 use crate::db::fairness::queue::{self as db, CheckedQueued, QueuedRow};
 use crate::db::Pool;
+use crate::error::{classify, DbFailure};
 use crate::gather::Gather;
 use std::collections::HashMap;
 use uuid::Uuid;
@@ -37,6 +38,10 @@ pub enum Stored {
     Row(Box<QueuedRow>),
     /// Not stored: a check failed, or the statement did.
     LeftOut,
+    /// The connection was lost once the statement was sent: it may be
+    /// stored. Submitting it again would answer 409 against itself, so the
+    /// client is told the outcome is unknown.
+    Unknown,
 }
 
 /// This process's submissions waiting for a statement.
@@ -73,7 +78,12 @@ async fn store_all(pool: Pool, requests: Vec<CheckedQueued>) -> Vec<Stored> {
             );
             rows
         }
-        Err(e) => {
+        Err((e, true)) if classify(&e) == DbFailure::Unavailable => {
+            tracing::warn!(error = %e, submissions = requests.len(), "connection lost during a shared queue insert");
+            crate::db::primary::suspect();
+            return requests.iter().map(|_| Stored::Unknown).collect();
+        }
+        Err((e, _)) => {
             // Each submission retries on its own path, which answers
             // with this failure if it persists.
             tracing::debug!(error = %e, submissions = requests.len(), "shared queue insert failed");
@@ -91,9 +101,15 @@ async fn store_all(pool: Pool, requests: Vec<CheckedQueued>) -> Vec<Stored> {
         .collect()
 }
 
-async fn insert(pool: &Pool, requests: &[CheckedQueued]) -> Result<Vec<QueuedRow>, sqlx::Error> {
-    let mut conn = pool.for_one_statement().await?;
-    let rows = db::insert_checked(&mut conn, requests).await?;
-    conn.commit().await?;
+/// The statement for `requests`; on failure, also whether it was sent.
+async fn insert(
+    pool: &Pool,
+    requests: &[CheckedQueued],
+) -> Result<Vec<QueuedRow>, (sqlx::Error, bool)> {
+    let mut conn = pool.for_one_statement().await.map_err(|e| (e, false))?;
+    let rows = db::insert_checked(&mut conn, requests)
+        .await
+        .map_err(|e| (e, true))?;
+    conn.commit().await.map_err(|e| (e, true))?;
     Ok(rows)
 }
