@@ -272,6 +272,13 @@ pub enum DbFailure {
     Other,
 }
 
+/// Whether a write sent on its own (a statement that commits by itself,
+/// or a COMMIT) may have been stored despite `e`: the connection failed
+/// under it. An error PostgreSQL answered with rolled the write back.
+pub fn lost_in_flight(e: &sqlx::Error) -> bool {
+    !matches!(e, sqlx::Error::Database(_)) && classify(e) == DbFailure::Unavailable
+}
+
 /// Sorts a database error by what the caller should be told.
 pub fn classify(e: &sqlx::Error) -> DbFailure {
     use sqlx::Error as E;
@@ -336,5 +343,63 @@ where
             Err(e) if e.is_lost_race() && tries < retries => tries += 1,
             done => return done,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::borrow::Cow;
+
+    /// An error as PostgreSQL answers it, with a SQLSTATE.
+    #[derive(Debug)]
+    struct Answered(&'static str);
+
+    impl std::fmt::Display for Answered {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "SQLSTATE {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Answered {}
+
+    impl sqlx::error::DatabaseError for Answered {
+        fn message(&self) -> &str {
+            "answered"
+        }
+        fn code(&self) -> Option<Cow<'_, str>> {
+            Some(Cow::Borrowed(self.0))
+        }
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> sqlx::error::ErrorKind {
+            sqlx::error::ErrorKind::Other
+        }
+    }
+
+    /// A write sent on its own may be stored only when the connection
+    /// failed under it: an error PostgreSQL answered with (even one that
+    /// is a 503, as a read-only host's) rolled it back.
+    #[test]
+    fn only_a_connection_failing_under_a_write_leaves_it_unknown() {
+        let io = sqlx::Error::Io(std::io::Error::other("connection reset by peer"));
+        assert!(lost_in_flight(&io));
+        assert!(lost_in_flight(&sqlx::Error::Protocol(
+            "unexpected end".into()
+        )));
+        let read_only = sqlx::Error::Database(Box::new(Answered("25006")));
+        assert_eq!(classify(&read_only), DbFailure::Unavailable);
+        assert!(!lost_in_flight(&read_only));
+        assert!(!lost_in_flight(&sqlx::Error::Database(Box::new(Answered(
+            "23505"
+        )))));
+        assert!(!lost_in_flight(&sqlx::Error::RowNotFound));
     }
 }

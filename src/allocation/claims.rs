@@ -20,7 +20,7 @@
 
 use crate::db::allocations::{self as db, ConsumerWrite};
 use crate::db::Pool;
-use crate::error::{classify, DbFailure};
+use crate::error::lost_in_flight;
 use crate::gather::Gather;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -53,10 +53,10 @@ pub enum Claimed {
 
 /// Why a shared call wrote nothing it can vouch for.
 enum CallFailed {
-    /// Before its statement was sent, or refused by PostgreSQL: nothing
-    /// was written.
+    /// Before its statement was sent, or answered with an error by
+    /// PostgreSQL: nothing was written.
     Nothing(db::AllocError),
-    /// The connection was lost once the statement was sent.
+    /// The connection failed once the statement was sent.
     Lost(sqlx::Error),
 }
 
@@ -64,7 +64,7 @@ impl CallFailed {
     /// The failure of a sent statement (or of its commit).
     fn sent(e: db::AllocError) -> Self {
         match e {
-            db::AllocError::Db(e) if classify(&e) == DbFailure::Unavailable => CallFailed::Lost(e),
+            db::AllocError::Db(e) if lost_in_flight(&e) => CallFailed::Lost(e),
             e => CallFailed::Nothing(e),
         }
     }

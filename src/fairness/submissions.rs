@@ -16,7 +16,7 @@
 
 use crate::db::fairness::queue::{self as db, CheckedQueued, QueuedRow};
 use crate::db::Pool;
-use crate::error::{classify, DbFailure};
+use crate::error::lost_in_flight;
 use crate::gather::Gather;
 use std::collections::HashMap;
 use uuid::Uuid;
@@ -78,7 +78,7 @@ async fn store_all(pool: Pool, requests: Vec<CheckedQueued>) -> Vec<Stored> {
             );
             rows
         }
-        Err((e, true)) if classify(&e) == DbFailure::Unavailable => {
+        Err((e, true)) if lost_in_flight(&e) => {
             tracing::warn!(error = %e, submissions = requests.len(), "connection lost during a shared queue insert");
             crate::db::primary::suspect();
             return requests.iter().map(|_| Stored::Unknown).collect();
