@@ -385,14 +385,6 @@ pub enum Delta {
     Full,
 }
 
-/// The PostgreSQL snapshot of the current transaction, as text.
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn current_snapshot(conn: &mut PgConnection) -> Result<String, sqlx::Error> {
-    crate::db::query_scalar("SELECT pg_current_snapshot()::text")
-        .fetch_one(conn)
-        .await
-}
-
 /// A snapshot and the database server it was taken on.
 ///
 /// Snapshots of two servers do not compare: a standby promoted after an

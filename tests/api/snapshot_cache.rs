@@ -133,7 +133,7 @@ async fn a_patch_reads_again_only_the_changed_providers() {
 #[tokio::test]
 async fn allocations_alone_reach_the_cache_as_units_from_the_log() {
     use placement::candidates::cache::SnapshotCache;
-    use placement::db::candidates::{current_snapshot, seen, usage_since, UsageDelta};
+    use placement::db::candidates::{seen, usage_since, UsageDelta};
     let t = TestApp::new().await;
     let (a, b) = (t.create_rp("a").await, t.create_rp("b").await);
     t.set_inventories(&a, json!({"VCPU": {"total": 4}})).await;
@@ -141,7 +141,7 @@ async fn allocations_alone_reach_the_cache_as_units_from_the_log() {
     let cache = SnapshotCache::default();
     let mut conn = t.pool.acquire().await.unwrap();
     let before = cache.current(&mut conn).await.unwrap();
-    let since = current_snapshot(&mut conn).await.unwrap();
+    let since = seen(&mut conn).await.unwrap().snapshot;
     claim(&t, &a, 2).await;
     let gone = uuid();
     t.put(
