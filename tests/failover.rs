@@ -110,16 +110,7 @@ async fn a_failover_to_the_standby_loses_nothing_acknowledged() {
           WHERE rp.name LIKE 'cn%'",
     );
     for base in &bases {
-        let r: Value = client
-            .get(format!("{base}/allocation_candidates?resources=DISK_GB:1"))
-            .header("x-auth-token", "admin")
-            .header("openstack-api-version", "placement 1.29")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let r = disk_answer(&client, base, "1.29").await;
         let mut seen: Vec<String> = load
             .providers
             .iter()
@@ -237,22 +228,12 @@ async fn search_back_to_back(
     let mut seen = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let sent = Instant::now();
-        let Ok(r) = client
-            .get(format!("{base}/allocation_candidates?resources=DISK_GB:1"))
-            .header("x-auth-token", "admin")
-            .header("openstack-api-version", "placement 1.39")
-            .send()
-            .await
-        else {
+        let Ok(r) = disk_search(&client, &base, "1.39").send().await else {
             continue;
         };
         let status = r.status().as_u16();
         let body: Value = r.json().await.unwrap_or(Value::Null);
-        let providers = body["provider_summaries"]
-            .as_object()
-            .map(|m| m.keys().cloned().collect())
-            .unwrap_or_default();
-        seen.push((sent, status, providers));
+        seen.push((sent, status, summarised(&body)));
     }
     seen
 }
@@ -304,22 +285,31 @@ async fn a_switch_to_a_server_with_fewer_transactions_loads_the_cache_again() {
     assert_eq!(disk_providers(&client, &server.base).await, expected);
 }
 
-/// The providers a search for DISK_GB:1 answers, sorted.
-async fn disk_providers(client: &reqwest::Client, base: &str) -> Vec<String> {
-    let body: Value = client
+/// A search for DISK_GB:1 at `version`, as an admin.
+fn disk_search(client: &reqwest::Client, base: &str, version: &str) -> reqwest::RequestBuilder {
+    client
         .get(format!("{base}/allocation_candidates?resources=DISK_GB:1"))
         .header("x-auth-token", "admin")
-        .header("openstack-api-version", "placement 1.39")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .header("openstack-api-version", format!("placement {version}"))
+}
+
+/// The providers an answer's summaries name, sorted.
+fn summarised(body: &Value) -> Vec<String> {
     let mut found: Vec<String> = body["provider_summaries"]
         .as_object()
         .map(|m| m.keys().cloned().collect())
         .unwrap_or_default();
     found.sort();
     found
+}
+
+/// The answer of a search for DISK_GB:1 at `version`.
+async fn disk_answer(client: &reqwest::Client, base: &str, version: &str) -> Value {
+    let r = disk_search(client, base, version).send().await;
+    r.unwrap().json().await.unwrap()
+}
+
+/// The providers a search for DISK_GB:1 answers, sorted.
+async fn disk_providers(client: &reqwest::Client, base: &str) -> Vec<String> {
+    summarised(&disk_answer(client, base, "1.39").await)
 }
