@@ -61,14 +61,20 @@ if [ -z "${DATABASE_URL:-}" ]; then
     chmod 755 "$PGTMP"
     if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$PGTMP"; fi
     as_pg "$PGBIN/initdb" -D "$PGTMP/data" -U postgres --auth=trust -E UTF8 --no-locale --no-sync >/dev/null
+    # The first port nobody listens on where PostgreSQL starts: a port
+    # nobody listens on can still be taken (a client connection's own port
+    # is one from the same range), and then the start fails: the next.
     PGPORT=""
     for p in $(seq 54330 54429); do
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then PGPORT=$p; break; fi
+        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
+        if as_pg "$PGBIN/pg_ctl" -D "$PGTMP/data" -l "$PGTMP/log" -w -t 30 \
+            -o "-p $p -k $PGTMP -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+            start >/dev/null; then
+            PGPORT=$p
+            break
+        fi
     done
-    [ -n "$PGPORT" ] || { echo "no free port in 54330-54429" >&2; exit 1; }
-    as_pg "$PGBIN/pg_ctl" -D "$PGTMP/data" -l "$PGTMP/log" -w -t 30 \
-        -o "-p $PGPORT -k $PGTMP -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
-        start >/dev/null || { cat "$PGTMP/log" >&2; exit 1; }
+    [ -n "$PGPORT" ] || { cat "$PGTMP/log" >&2; echo "PostgreSQL started on no port in 54330-54429" >&2; exit 1; }
     "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres app
     export DATABASE_URL="postgres://postgres@127.0.0.1:$PGPORT/app"
     echo "DATABASE_URL=$DATABASE_URL"
