@@ -23,10 +23,7 @@ const CLIENTS: usize = 16;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failover_to_the_standby_loses_nothing_acknowledged() {
     let (primary, standby) = pg::PgCluster::start_replicated();
-    let url = format!(
-        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/app?target_session_attrs=read-write",
-        primary.port, standby.port
-    );
+    let url = two_hosts(&primary, &standby);
     let args = ["--db-max-connections", "10"];
     let (s0, s1) = tokio::join!(
         cluster::start_server_with(&url, "failover0", &args),
@@ -134,10 +131,7 @@ async fn a_failover_to_the_standby_loses_nothing_acknowledged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn searches_back_to_back_follow_the_switch_to_the_new_primary() {
     let (primary, standby) = pg::PgCluster::start_replicated();
-    let url = format!(
-        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/app?target_session_attrs=read-write",
-        primary.port, standby.port
-    );
+    let url = two_hosts(&primary, &standby);
     let server = cluster::start_server_with(&url, "switch", &[]).await;
     let base = server.base.clone();
     let client = reqwest::Client::new();
@@ -254,10 +248,7 @@ async fn a_switch_to_a_server_with_fewer_transactions_loads_the_cache_again() {
             .await
             .expect("a provider on the new server")
     };
-    let url = format!(
-        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/app?target_session_attrs=read-write",
-        old.port, new.port
-    );
+    let url = two_hosts(&old, &new);
     let server = cluster::start_server_with(&url, "switch-old", &[]).await;
     let on_old = disk_provider(&client, &server.base, "on-old")
         .await
@@ -312,4 +303,12 @@ async fn disk_answer(client: &reqwest::Client, base: &str, version: &str) -> Val
 /// The providers a search for DISK_GB:1 answers, sorted.
 async fn disk_providers(client: &reqwest::Client, base: &str) -> Vec<String> {
     summarised(&disk_answer(client, base, "1.39").await)
+}
+
+/// The URL of `first` then `second`, for the host that accepts writes.
+fn two_hosts(first: &pg::PgCluster, second: &pg::PgCluster) -> String {
+    format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/app?target_session_attrs=read-write",
+        first.port, second.port
+    )
 }
