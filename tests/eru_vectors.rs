@@ -1,4 +1,4 @@
-//! Runs every vector of shared/vectors/eru.json against the sched module; one summary line.
+//! Runs every vector of tests/vectors/eru.json against the sched module; one summary line.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -16,7 +16,7 @@ type Check = Result<(), String>;
 type Section = (&'static str, fn(&Value) -> Check);
 
 fn vectors_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/vectors/eru.json")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/eru.json")
 }
 
 // ---------- JSON helpers ----------

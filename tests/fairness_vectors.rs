@@ -1,4 +1,4 @@
-//! Runs the vectors of shared/vectors/fairness.json against `sched::drf`,
+//! Runs the vectors of tests/vectors/fairness.json against `sched::drf`,
 //! the admission round, the Mesos replay and `sched::colocation`
 //! and prints one summary line. Kinds whose algorithm is not built yet are
 //! counted as skipped and named, never as passed.
@@ -12,7 +12,7 @@ use std::path::PathBuf;
 mod colocation;
 
 fn vectors_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/vectors/fairness.json")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/fairness.json")
 }
 
 fn resources(v: &Value) -> Resources {
@@ -584,7 +584,7 @@ type Check = fn(&Value) -> Result<(), String>;
 
 #[test]
 fn fairness_vectors() {
-    let text = std::fs::read_to_string(vectors_path()).expect("shared/vectors/fairness.json");
+    let text = std::fs::read_to_string(vectors_path()).expect("tests/vectors/fairness.json");
     let doc: Value = serde_json::from_str(&text).expect("fairness.json is valid JSON");
     let checks: [(&str, Check); 19] = [
         ("koord_batch_allocatable", colocation::check_batch),

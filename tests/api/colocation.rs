@@ -8,10 +8,7 @@ use serde_json::{json, Value};
 const MV: &str = "1.39";
 
 fn scenarios() -> Vec<Value> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/vectors/fairness.json"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/fairness.json");
     let doc: Value =
         serde_json::from_str(&std::fs::read_to_string(path).expect("fairness.json")).expect("json");
     doc["vectors"]

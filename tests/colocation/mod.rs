@@ -1,4 +1,4 @@
-//! The Part B (Koordinator) checks of shared/vectors/fairness.json, called
+//! The Part B (Koordinator) checks of tests/vectors/fairness.json, called
 //! from `fairness_vectors.rs` so that one summary line counts them.
 
 use placement::sched::colocation::batch::{self, CalculatePolicy, HpConsumer, Knobs, NodeState};
