@@ -95,6 +95,59 @@ fn in_use(root_dir: &Path, data: &Path) -> Option<LocalDbError> {
     })
 }
 
+/// The local database as a one-shot command (`audit`, `import`) reaches
+/// it: the one a running `placement serve` started, or one started for
+/// the command alone.
+pub enum LocalUse {
+    /// Another process's PostgreSQL already runs in the data directory:
+    /// connect through its socket and leave it running.
+    Running {
+        /// Connection URL of the service's database.
+        url: String,
+    },
+    /// Started for this command; stopped by [`LocalUse::finish`].
+    Started(LocalDb),
+}
+
+impl LocalUse {
+    /// Reaches the data directory's database as `serve` would, without
+    /// taking over a running one.
+    pub fn open(root_dir: &Path) -> Result<LocalUse, LocalDbError> {
+        let data = root_dir.join("pgdata");
+        if in_use(root_dir, &data).is_some() {
+            return Ok(LocalUse::Running {
+                url: socket_url(&root_dir.join("run"), "placement"),
+            });
+        }
+        if !data.join("PG_VERSION").exists() {
+            return Err(LocalDbError::Step {
+                step: "the local database",
+                detail: format!(
+                    "{} holds no database yet: start `placement serve` once (without DATABASE_URL) or pass --database-url",
+                    root_dir.display()
+                ),
+            });
+        }
+        LocalDb::start(root_dir).map(LocalUse::Started)
+    }
+
+    /// Connection URL of the service's database.
+    pub fn url(&self) -> &str {
+        match self {
+            LocalUse::Running { url } => url,
+            LocalUse::Started(db) => &db.url,
+        }
+    }
+
+    /// Stops the database if this command started it.
+    pub fn finish(self) -> Result<(), LocalDbError> {
+        match self {
+            LocalUse::Running { .. } => Ok(()),
+            LocalUse::Started(db) => db.stop(),
+        }
+    }
+}
+
 /// A running local PostgreSQL; call [`LocalDb::stop`] on shutdown.
 pub struct LocalDb {
     bin: PathBuf,

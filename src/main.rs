@@ -3,7 +3,7 @@
 use placement::config::{
     file, AuditArgs, Cli, Command, DbPooler, ImportArgs, LogFormat, ServeArgs,
 };
-use placement::localdb::{default_data_dir, LocalDb};
+use placement::localdb::{default_data_dir, LocalDb, LocalUse};
 use placement::state::Security;
 use placement::{app, db, AppState};
 use std::process::ExitCode;
@@ -63,16 +63,60 @@ async fn main() -> ExitCode {
     }
 }
 
+/// The database a one-shot command works on: `--database-url` (or
+/// `DATABASE_URL`), else the local database `serve` uses without one.
+enum CommandDb {
+    Given(String),
+    Local(LocalUse),
+}
+
+impl CommandDb {
+    async fn open(url: Option<&str>, data_dir: Option<&std::path::Path>) -> Result<Self, String> {
+        match url {
+            Some(u) => file::database_url(u).map(CommandDb::Given),
+            None => {
+                let dir = data_dir.map_or_else(default_data_dir, std::path::Path::to_path_buf);
+                tokio::task::spawn_blocking(move || LocalUse::open(&dir))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map(CommandDb::Local)
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    fn url(&self) -> &str {
+        match self {
+            CommandDb::Given(u) => u,
+            CommandDb::Local(l) => l.url(),
+        }
+    }
+
+    /// Stops a local database this command started.
+    async fn finish(self) {
+        if let CommandDb::Local(l) = self {
+            match tokio::task::spawn_blocking(move || l.finish()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => eprintln!("placement: stopping the local PostgreSQL failed: {e}"),
+                Err(e) => eprintln!("placement: stopping the local PostgreSQL failed: {e}"),
+            }
+        }
+    }
+}
+
 /// Exit 0 when clean, 1 with findings, 2 when the audit cannot run.
 async fn audit(args: AuditArgs) -> ExitCode {
-    let url = match file::database_url(&args.database_url) {
-        Ok(u) => u,
+    let db = match CommandDb::open(args.database_url.as_deref(), args.data_dir.as_deref()).await {
+        Ok(db) => db,
         Err(e) => {
             eprintln!("placement audit: {e}");
             return ExitCode::from(2);
         }
     };
-    match placement::audit::run(&url, &describe_database(&url)).await {
+    let url = db.url().to_string();
+    let outcome = placement::audit::run(&url, &describe_database(&url)).await;
+    db.finish().await;
+    match outcome {
         Ok(findings) => {
             let report = if args.json {
                 placement::audit::json(&findings)
@@ -94,9 +138,11 @@ async fn audit(args: AuditArgs) -> ExitCode {
 }
 
 async fn import(args: ImportArgs) -> Result<placement::import::Report, String> {
+    let from = file::database_url(&args.from)?;
+    let db = CommandDb::open(args.database_url.as_deref(), args.data_dir.as_deref()).await?;
     let options = placement::import::ImportOptions {
-        from: file::database_url(&args.from)?,
-        to: file::database_url(&args.database_url)?,
+        from,
+        to: db.url().to_string(),
         force: args.force,
         dry_run: args.dry_run,
         incomplete_owner: (
@@ -104,9 +150,11 @@ async fn import(args: ImportArgs) -> Result<placement::import::Report, String> {
             args.incomplete_consumer_user_id,
         ),
     };
-    placement::import::run(&options)
+    let outcome = placement::import::run(&options)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string());
+    db.finish().await;
+    outcome
 }
 
 /// Logs to standard error; `RUST_LOG` wins over `[DEFAULT] debug`.

@@ -38,9 +38,14 @@ pub enum Command {
 /// Options of `placement audit`.
 #[derive(Debug, Clone, Args)]
 pub struct AuditArgs {
-    /// The database to check.
+    /// The database to check. Without it, the local database `serve`
+    /// runs without DATABASE_URL (in --data-dir), running or not.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
-    pub database_url: String,
+    pub database_url: Option<String>,
+    /// Data directory of the local database (only without DATABASE_URL);
+    /// the same default as `serve`'s.
+    #[arg(long, env = "PLACEMENT_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
     /// One JSON object instead of lines.
     #[arg(long)]
     pub json: bool,
@@ -55,9 +60,14 @@ pub struct ImportArgs {
     /// flag is visible to every local user in the process list.
     #[arg(long, env = "PLACEMENT_IMPORT_FROM", hide_env_values = true)]
     pub from: String,
-    /// This service's database.
+    /// This service's database. Without it, the local database `serve`
+    /// runs without DATABASE_URL (in --data-dir), running or not.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
-    pub database_url: String,
+    pub database_url: Option<String>,
+    /// Data directory of the local database (only without DATABASE_URL);
+    /// the same default as `serve`'s.
+    #[arg(long, env = "PLACEMENT_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
     /// Add to a database that already holds providers or consumers.
     #[arg(long)]
     pub force: bool,

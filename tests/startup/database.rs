@@ -84,6 +84,62 @@ async fn a_second_zero_config_server_names_the_first() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `placement audit --json` on a data directory, without DATABASE_URL:
+/// (exit code, stdout, stderr).
+fn audit_local(dir: &std::path::Path) -> (i32, String, String) {
+    let out = Command::new(placement_testkit::placement_bin())
+        .args(["audit", "--json", "--data-dir"])
+        .arg(dir)
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run placement audit");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The audit finds the zero-config database `serve` made: through the
+/// running server's socket (leaving it running), and, once the server
+/// has stopped, by starting the cluster for itself and stopping it after.
+#[tokio::test]
+async fn audit_finds_the_zero_config_database() {
+    let dir = std::env::temp_dir().join(format!("placement-data-{}", uuid::Uuid::new_v4()));
+    let (nothing, _, err) = audit_local(&dir);
+    assert_eq!(nothing, 2, "no database yet: {err}");
+    assert!(err.contains("placement serve"), "{err}");
+
+    let (server, base) = zero_config(&dir).await;
+    let client = reqwest::Client::new();
+    let made = client
+        .post(format!("{base}/resource_providers"))
+        .header("x-auth-token", "admin")
+        .json(&serde_json::json!({"name": "audited"}))
+        .send()
+        .await
+        .expect("create a provider");
+    assert_eq!(made.status().as_u16(), 201);
+    let (code, report, err) = audit_local(&dir);
+    assert_eq!(code, 0, "{report}{err}");
+    let report: Value = serde_json::from_str(&report).expect("the audit's JSON");
+    assert_eq!(report["findings"], serde_json::json!([]), "{report}");
+    // The server still answers: the audit left its PostgreSQL alone.
+    let still = reqwest::get(format!("{base}/"))
+        .await
+        .map(|r| r.status().as_u16());
+    assert_eq!(still.ok(), Some(200));
+    drop(server);
+
+    let (code, report, err) = audit_local(&dir);
+    assert_eq!(code, 0, "{report}{err}");
+    // The audit stopped what it started: a server starts there again.
+    let (again, _) = zero_config(&dir).await;
+    drop(again);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A CA and a server certificate for localhost and 127.0.0.1, made with
 /// the openssl CLI in `dir`: (ca.crt path, server cert PEM, server key PEM).
 fn make_certs(dir: &std::path::Path, ca: &str) -> (std::path::PathBuf, String, String) {
