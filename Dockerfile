@@ -19,10 +19,11 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 # Everything the manifest names (benches and tests are declared targets).
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY src src
 COPY migrations migrations
 COPY data data
+COPY ui ui
 COPY benches benches
 COPY tests tests
 COPY testkit testkit
@@ -32,7 +33,12 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     && cp target/release/placement /usr/local/bin/placement
 
 FROM debian:bookworm-slim
-RUN useradd --system --uid 10001 --no-create-home placement
+# ca-certificates: the system roots for an https Keystone and for
+# PostgreSQL with sslmode=verify-full.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --uid 10001 --no-create-home placement
 COPY --from=build /usr/local/bin/placement /usr/local/bin/placement
 USER placement
 # MIMALLOC_ALLOW_THP=0: no transparent huge pages for this process, also
