@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stands in for the server binary in ../shared/conformance/run-against.sh:
+# Stands in for the server binary in scripts/conformance/run.sh:
 # it is started as `behind_pgbouncer.sh serve --bind …` with DATABASE_URL
 # naming the runner's PostgreSQL, and starts PgBouncer in transaction
 # pooling mode (4 server connections, fewer than the server's pool) in
@@ -8,7 +8,7 @@
 # when it is told to stop.
 #
 #   PLACEMENT_REAL_BIN=target/release/placement \
-#       bash ../shared/conformance/run-against.sh scripts/behind_pgbouncer.sh
+#       bash scripts/conformance/run.sh scripts/behind_pgbouncer.sh main
 set -euo pipefail
 
 BIN=${PLACEMENT_REAL_BIN:?set PLACEMENT_REAL_BIN to the placement binary}

@@ -27,8 +27,7 @@ HERE=$(pwd)/scripts
 
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
-VENV=${PLACEMENT_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/placement-real/venv}
-ensure_venv "$VENV" "placement, psycopg2, gunicorn" 'openstack-placement==16.0.0' psycopg2-binary gunicorn
+VENV=$(placement_venv)
 
 WORK=$(mktemp -d /tmp/import-check.XXXXXX)
 chmod 755 "$WORK"

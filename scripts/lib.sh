@@ -36,3 +36,13 @@ stop() {
     for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$1" 2>/dev/null || true
 }
+
+# placement_venv: the path of the venv holding the real OpenStack Placement
+# 16.0.0 (its gabbits, its policy rules, and the server the import check
+# runs) with gabbi, installed the first time (then cached). Prints the path.
+placement_venv() {
+    local venv=${PLACEMENT_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/placement-real/venv}
+    ensure_venv "$venv" "placement, psycopg2, gunicorn, gabbi" \
+        'openstack-placement==16.0.0' psycopg2-binary gunicorn 'gabbi==4.2.3' >&2
+    echo "$venv"
+}
