@@ -273,7 +273,7 @@ async function section(noteId, load) {
     return await load();
   } catch (e) {
     byId(noteId).textContent = e instanceof ApiError && e.status === 401
-      ? "Unauthorized: enter a token above." : `Failed: ${e.message}`;
+      ? "Unauthorized: enter a token above (admin in the default noauth2 mode, a Keystone token behind Keystone)." : `Failed: ${e.message}`;
     byId(noteId).classList.add("error");
     return null;
   }
