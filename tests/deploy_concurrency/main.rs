@@ -62,6 +62,15 @@ fn deploy_body(a: &Ask) -> Value {
            "project_id": "p", "user_id": "u"})
 }
 
+/// `n` servers for a race. A request may wait up to 60 s for a database
+/// connection, not the default 3: the races check what is answered and
+/// stored, and on a loaded machine dozens of deploys queueing for the same
+/// nodes' locks must not turn into 503s (other concurrency tests do the
+/// same with 10 s; these hold their locks longer).
+async fn racing(label: &str, n: usize) -> Cluster {
+    Cluster::with_flags(label, "1.39", n, &["--db-acquire-timeout", "60"]).await
+}
+
 /// Sends the requests all at once (behind a barrier); returns the answers in order.
 async fn burst(reqs: Vec<reqwest::RequestBuilder>) -> Vec<(u16, Value)> {
     let barrier = Arc::new(tokio::sync::Barrier::new(reqs.len()));
@@ -82,7 +91,7 @@ async fn burst(reqs: Vec<reqwest::RequestBuilder>) -> Vec<(u16, Value)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_apps_deploying_at_once_on_two_servers() {
-    let c = Cluster::new("deploy-concurrency", "1.39").await;
+    let c = racing("deploy-concurrency", 2).await;
     // 4 nodes x 8 cores (3200 shares) and 4 GiB each: a 1.7-CPU instance
     // takes 170 shares (4 per node), a 0.5 one 50; demand is ~3x capacity.
     let mut nodes = Vec::new();
@@ -163,7 +172,7 @@ async fn two_apps_deploying_at_once_on_two_servers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn resizes_deletes_and_deploys_racing_on_one_node() {
-    let c = Cluster::new("deploy-concurrency", "1.39").await;
+    let c = racing("deploy-concurrency", 2).await;
     let node = c.node("cn", 8192, 8).await;
     // 6 one-core instances on the 8 cores.
     let r = c
@@ -360,7 +369,7 @@ fn apply(
 /// resizes of a third of the live instances and deletes of another third.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn four_servers_three_apps_deploy_resize_and_delete_at_once() {
-    let c = Cluster::with_servers("deploy-race4", "1.39", 4).await;
+    let c = racing("deploy-race4", 4).await;
     let mut nodes = Vec::new();
     for i in 0..3 {
         nodes.push(c.node(&format!("cn{i}"), 4096, 8).await);
