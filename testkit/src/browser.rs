@@ -60,7 +60,7 @@ fn end_session(session_url: &str) {
     }
 }
 
-/// Whether Chromium and its driver are installed (`.ci/run` installs them).
+/// Whether Chromium and its driver are installed (`scripts/test.sh` installs them).
 pub fn available() -> bool {
     std::path::Path::new(CHROMIUM).exists() && std::path::Path::new(CHROMEDRIVER).exists()
 }
