@@ -4,16 +4,28 @@
 //! token's expiry and the cache lifetime;
 //! a full cache first drops what has expired, then the entries closest to
 //! expiring, so that memory stays bounded under a flood of distinct tokens.
+//! Tokens are kept as their SHA-256 digest, as keystonemiddleware keeps
+//! them: an entry costs 32 bytes whatever the token's length (anyone may
+//! send 8 KB tokens to be refused and cached), and the cache holds no
+//! token anyone could use.
 
 use crate::policy::Credentials;
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Token → what is known of it (`T`), until when.
+/// A token's cache key: its SHA-256 digest.
+type TokenKey = [u8; 32];
+
+fn key_of(token: &str) -> TokenKey {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// Token digest → what is known of it (`T`), until when.
 #[derive(Debug)]
 pub struct TokenCache<T = Credentials> {
-    entries: Mutex<HashMap<String, (T, Instant)>>,
+    entries: Mutex<HashMap<TokenKey, (T, Instant)>>,
     capacity: usize,
     lifetime: Duration,
 }
@@ -30,11 +42,12 @@ impl<T: Clone> TokenCache<T> {
 
     /// What is known of a token still fresh in the cache.
     pub fn get(&self, token: &str) -> Option<T> {
+        let key = key_of(token);
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        match entries.get(token) {
+        match entries.get(&key) {
             Some((c, until)) if Instant::now() < *until => Some(c.clone()),
             Some(_) => {
-                entries.remove(token);
+                entries.remove(&key);
                 None
             }
             None => None,
@@ -48,14 +61,15 @@ impl<T: Clone> TokenCache<T> {
         }
         let now = Instant::now();
         let until = expires.min(now + self.lifetime);
+        let key = key_of(token);
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        if entries.len() >= self.capacity && !entries.contains_key(token) {
+        if entries.len() >= self.capacity && !entries.contains_key(&key) {
             entries.retain(|_, (_, u)| *u > now);
             if entries.len() >= self.capacity {
                 evict_soonest(&mut entries, self.capacity / 10 + 1);
             }
         }
-        entries.insert(token.to_string(), (creds, until));
+        entries.insert(key, (creds, until));
     }
 
     /// How many tokens are held.
@@ -69,9 +83,9 @@ impl<T: Clone> TokenCache<T> {
     }
 }
 
-fn evict_soonest<T>(entries: &mut HashMap<String, (T, Instant)>, n: usize) {
-    let mut by_expiry: Vec<(Instant, String)> =
-        entries.iter().map(|(k, (_, u))| (*u, k.clone())).collect();
+fn evict_soonest<T>(entries: &mut HashMap<TokenKey, (T, Instant)>, n: usize) {
+    let mut by_expiry: Vec<(Instant, TokenKey)> =
+        entries.iter().map(|(k, (_, u))| (*u, *k)).collect();
     by_expiry.sort();
     for (_, k) in by_expiry.into_iter().take(n) {
         entries.remove(&k);
@@ -109,6 +123,19 @@ mod tests {
         assert_eq!(refused.get("bad"), Some(()));
         std::thread::sleep(Duration::from_millis(80));
         assert_eq!(refused.get("bad"), None, "asked again after the lifetime");
+    }
+
+    #[test]
+    fn long_tokens_are_told_apart_by_their_digest() {
+        let refused: TokenCache<()> = TokenCache::new(10, Duration::from_secs(300));
+        let later = Instant::now() + Duration::from_secs(600);
+        let long = "x".repeat(8192);
+        let mut longer = long.clone();
+        longer.push('y');
+        refused.put(&long, (), later);
+        assert_eq!(refused.get(&long), Some(()));
+        assert_eq!(refused.get(&longer), None, "one byte more is another token");
+        assert_eq!(refused.get(&long[..8191]), None, "one byte less too");
     }
 
     #[test]
