@@ -225,13 +225,15 @@ fn endpoints(hosts: &[String], ports: &[String]) -> Result<Vec<Endpoint>, String
         .collect()
 }
 
+/// A port. The text is never echoed: a password with an unescaped `/`,
+/// `?` or `#` ends the URL's authority early and lands here.
 fn port(p: &str) -> Result<u16, String> {
     match p.trim().parse::<u16>() {
         Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!(
-            "invalid port \"{}\"",
-            p.chars().take(20).collect::<String>()
-        )),
+        _ => Err(
+            "invalid port (a number from 1 to 65535; a password holding \"/\", \"?\", \"#\" or \"@\" must be percent-encoded)"
+                .to_string(),
+        ),
     }
 }
 
@@ -295,7 +297,9 @@ fn host_list(list: &str) -> Result<(Vec<String>, Vec<String>), String> {
             }
         };
         if !port.is_empty() {
-            self::port(port).map_err(|e| format!("{e} for host {host}"))?;
+            self::port(port).map_err(|e| {
+                e.replacen("invalid port", &format!("invalid port for host {host}"), 1)
+            })?;
         }
         hosts.push(host);
         ports.push(port.to_string());
@@ -335,7 +339,7 @@ fn percent_decode(s: &str) -> Result<String, String> {
 /// libpq's key/value form: `key = value` pairs separated by spaces,
 /// values optionally in single quotes with `\'` and `\\` escapes.
 fn keyword_pairs(s: &str) -> Result<Vec<(String, String)>, String> {
-    let mut pairs = Vec::new();
+    let mut pairs: Vec<(String, String)> = Vec::new();
     let mut chars = s.chars().peekable();
     loop {
         while chars.peek().is_some_and(|c| c.is_whitespace()) {
@@ -349,17 +353,27 @@ fn keyword_pairs(s: &str) -> Result<Vec<(String, String)>, String> {
         while chars.peek().is_some_and(|c| c.is_whitespace()) {
             chars.next();
         }
+        // What failed is named by the option before it, never by its own
+        // text: a value with an unquoted space, or a URL without its
+        // scheme, puts a piece of a password where a keyword should be.
+        let after = match pairs.last() {
+            Some((k, _)) => format!(" after {k}="),
+            None => String::new(),
+        };
         if chars.next() != Some('=') {
             return Err(format!(
-                "missing \"=\" after \"{}\" in the connection string",
-                key.chars().take(40).collect::<String>()
+                "an option without \"=\"{after} in the connection string (a value with spaces needs single quotes)"
             ));
         }
         if !KEYWORDS.contains(&key.as_str()) {
-            return Err(format!(
-                "invalid connection option \"{}\"",
-                key.chars().take(40).collect::<String>()
-            ));
+            // Only a word that looks like a keyword is shown.
+            let shown = key.len() <= 40 && key.chars().all(|c| c.is_ascii_lowercase() || c == '_');
+            return Err(match shown {
+                true => format!("invalid connection option \"{key}\""),
+                false => format!(
+                    "an invalid connection option{after} (not shown: it may hold a password; a URL needs its postgresql:// scheme)"
+                ),
+            });
         }
         while chars.peek().is_some_and(|c| c.is_whitespace()) {
             chars.next();
@@ -460,9 +474,32 @@ mod tests {
         let cases = [
             (
                 "postgres://u:secret@h1:54x2,h2/db",
-                "invalid port \"54x2\" for host h1",
+                "invalid port for host h1",
             ),
-            ("postgres://u:secret@h1:0/db", "invalid port \"0\""),
+            ("postgres://u:secret@h1:0/db", "invalid port"),
+            // A password with "=" and no scheme: read as key/value.
+            (
+                "placement:S3cr3tPW==@db/placement",
+                "an invalid connection option",
+            ),
+            // An unescaped "/" in the password ends the authority early.
+            (
+                "postgres://placement:S3cr/3tPW@db/placement",
+                "invalid port for host placement",
+            ),
+            (
+                "postgres://placement:S3cr?3tPW@db/placement",
+                "invalid port for host placement",
+            ),
+            (
+                "postgres://placement:S3cr#3tPW@db/placement",
+                "invalid port for host placement",
+            ),
+            // An unquoted space in a key/value password.
+            (
+                "host=db password=S3cr 3tPW dbname=placement",
+                "an option without \"=\" after password=",
+            ),
             (
                 "host=h1,h2,h3 port=1,2 password=secret",
                 "3 hosts but 2 ports",
@@ -494,7 +531,9 @@ mod tests {
         for (input, want) in cases {
             let e = DbTarget::parse(input).expect_err(input);
             assert!(e.contains(want), "{input}: {e}");
-            assert!(!e.contains("secret"), "{input}: {e}");
+            for piece in ["secret", "S3cr", "3tPW"] {
+                assert!(!e.contains(piece), "{input}: {e}");
+            }
         }
     }
 }
