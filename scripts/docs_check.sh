@@ -78,9 +78,16 @@ while IFS=$'\t' read -r what where detail; do
         continue
     fi
     data=$WORK/data-$RAN
+    # The previous example's server has let go of the port (and so cannot
+    # answer this one's requests).
+    for _ in $(seq 300); do
+        (exec 3<>/dev/tcp/127.0.0.1/8778) 2>/dev/null || break
+        sleep 0.1
+    done
     "$BIN" serve --bind 127.0.0.1:8778 --data-dir "$data" >"$WORK/server.log" 2>&1 </dev/null &
     SERVER_PID=$!
     wait_for http://127.0.0.1:8778/ "$SERVER_PID" "$WORK/server.log"
+    kill -0 "$SERVER_PID" 2>/dev/null || { echo "docs_check: the server for $where exited:" >&2; tail -n 20 "$WORK/server.log" >&2; exit 1; }
     set +e
     (
         cd "$WORK"
@@ -89,7 +96,7 @@ while IFS=$'\t' read -r what where detail; do
         curl() { command curl -sS --fail-with-body "$@"; }
         export -f curl
         env -u DATABASE_URL bash -euo pipefail "$detail"
-    ) >"$WORK/out" 2>&1
+    ) >"$WORK/out" 2>&1 </dev/null
     status=$?
     set -e
     stop "$SERVER_PID"
@@ -102,7 +109,9 @@ while IFS=$'\t' read -r what where detail; do
         echo "FAIL $where (exit $status); the example:"
         sed 's/^/     | /' "$detail"
         echo "     its output:"
-        tail -n 30 "$WORK/out" | sed 's/^/     > /'
+        grep -v '^Requirement already satisfied' "$WORK/out" | tail -n 30 | sed 's/^/     > /'
+        echo "     the server's log:"
+        tail -n 10 "$WORK/server.log" | sed 's/^/     # /'
     fi
 done <"$WORK/index"
 
