@@ -19,11 +19,9 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-BIN=${1:-target/release/placement}
-[ -x "$BIN" ] || { echo "docs_check: $BIN is not built (cargo build --release)" >&2; exit 2; }
-BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
+BIN=$(release_bin docs_check "${1:-}") || exit 2
 
 WORK=$(mktemp -d /tmp/docs-check.XXXXXX)
 chmod 755 "$WORK"

@@ -20,23 +20,19 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-BIN=${1:-target/release/placement}
-[ -x "$BIN" ] || { echo "import_check: $BIN is not built (cargo build --release)" >&2; exit 2; }
-BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
-HERE=$(pwd)/scripts
-
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
+BIN=$(release_bin import_check "${1:-}") || exit 2
+HERE=$(pwd)/scripts
+
 VENV=$(placement_venv)
 
 WORK=$(mktemp -d /tmp/import-check.XXXXXX)
 chmod 755 "$WORK"
 PIDS=()
-PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 cleanup() {
     for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-    as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -m immediate stop >/dev/null 2>&1 || true
+    stop_postgres "$WORK"
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -44,11 +40,7 @@ trap 'exit 130' INT TERM
 fail() { echo "FAILED: $*" >&2; exit 1; }
 
 # --- a throwaway PostgreSQL ---------------------------------------------------------
-[ "$(id -u)" = 0 ] && chown postgres:postgres "$WORK"
-PGPORT=$(free_port)
-as_pg "$PGBIN/initdb" -D "$WORK/pg" -U postgres --auth=trust -E UTF8 --no-locale --no-sync >/dev/null
-as_pg "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg.log" -w -t 30 \
-    -o "-p $PGPORT -k $WORK -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null
+start_postgres "$WORK"
 for db in legacy ours other; do "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres "$db"; done
 PG=postgres@127.0.0.1:$PGPORT
 

@@ -25,14 +25,12 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BENCH=""
 if [ "${1:-}" = "--bench" ]; then BENCH=1; shift; fi
-BIN=${1:-target/release/placement}
-[ -x "$BIN" ] || { echo "keystone_check: $BIN is not built (cargo build --release)" >&2; exit 2; }
-BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+BIN=$(release_bin keystone_check "${1:-}") || exit 2
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}
 
 # --- the venvs ------------------------------------------------------------------------
-# shellcheck source=scripts/lib.sh
-. scripts/lib.sh
 KVENV=${KEYSTONE_VENV:-$CACHE/placement-keystone/venv}
 ensure_venv "$KVENV" "keystone, gunicorn" keystone gunicorn
 OVENV=${OSC_VENV:-$CACHE/placement-osc/venv}

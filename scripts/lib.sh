@@ -1,5 +1,51 @@
-# Helpers shared by the scripted checks (osc_check.sh, keystone_check.sh,
-# import_check.sh); sourced, not run.
+# Helpers shared by the test command and its checks (test.sh, the
+# conformance runner, osc_check.sh, keystone_check.sh, import_check.sh,
+# docs_check.sh); sourced, not run.
+
+# release_bin NAME [BINARY]: the absolute path of the server binary
+# (default target/release/placement); fails, saying so, when it is not built.
+#   BIN=$(release_bin osc_check "${1:-}") || exit 2
+release_bin() {
+    local bin=${2:-target/release/placement}
+    [ -x "$bin" ] || { echo "$1: $bin is not built (cargo build --release)" >&2; return 2; }
+    echo "$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
+}
+
+# as_pg COMMAND...: as the postgres user when root (PostgreSQL refuses to
+# run as root), as ourselves otherwise.
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+# start_postgres DIR: a throwaway cluster in DIR/data (socket in DIR, log
+# DIR/log), not durable, listening on 127.0.0.1 at the first port from
+# 54330 where it starts; sets PGBIN and PGPORT. A port nobody listens on
+# can still be taken (a client connection's own port comes from the same
+# range), and then the start fails: the next is tried.
+start_postgres() {
+    local dir=$1 p
+    PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+    [ -n "$PGBIN" ] || { echo "PostgreSQL is not installed: apt-get install postgresql, or set DATABASE_URL" >&2; return 1; }
+    chmod 755 "$dir"
+    if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$dir"; fi
+    as_pg "$PGBIN/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --no-locale --no-sync >/dev/null
+    for p in $(seq 54330 54429); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
+        if as_pg "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 30 \
+            -o "-p $p -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
+            start >/dev/null; then
+            PGPORT=$p
+            return 0
+        fi
+    done
+    cat "$dir/log" >&2
+    echo "PostgreSQL started on no port in 54330-54429" >&2
+    return 1
+}
+
+# stop_postgres DIR: stops start_postgres's cluster (no-op when none).
+stop_postgres() {
+    [ -n "${PGBIN:-}" ] || return 0
+    as_pg "$PGBIN/pg_ctl" -D "$1/data" -m immediate stop >/dev/null 2>&1 || true
+}
 
 # ensure_venv DIR MODULES PACKAGE...: a venv at DIR where `import MODULES`
 # works, installing PACKAGE... into it the first time (then cached).

@@ -11,13 +11,11 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-BIN=${1:-target/release/placement}
-[ -x "$BIN" ] || { echo "osc_check: $BIN is not built (cargo build --release)" >&2; exit 2; }
-BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
-
-# --- the CLI ----------------------------------------------------------------------
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
+BIN=$(release_bin osc_check "${1:-}") || exit 2
+
+# --- the CLI ----------------------------------------------------------------------
 VENV=${OSC_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/placement-osc/venv}
 ensure_venv "$VENV" "osc_placement, openstackclient" python-openstackclient osc-placement
 

@@ -69,39 +69,22 @@ need python3 have python3
 need python3-venv python3 -c 'import ensurepip, venv'
 
 # --- PostgreSQL ---------------------------------------------------------------------
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 PGTMP=""
 cleanup() {
     if [ -n "$PGTMP" ]; then
-        as_pg "$PGBIN/pg_ctl" -D "$PGTMP/data" -m immediate stop >/dev/null 2>&1 || true
+        stop_postgres "$PGTMP"
         rm -rf "$PGTMP"
     fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-
 if [ -z "${DATABASE_URL:-}" ]; then
     say "starting a throwaway PostgreSQL"
-    PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
     PGTMP=$(mktemp -d /tmp/pgtest.XXXXXX)
-    chmod 755 "$PGTMP"
-    if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$PGTMP"; fi
-    as_pg "$PGBIN/initdb" -D "$PGTMP/data" -U postgres --auth=trust -E UTF8 --no-locale --no-sync >/dev/null
-    # The first port nobody listens on where PostgreSQL starts: a port
-    # nobody listens on can still be taken (a client connection's own port
-    # is one from the same range), and then the start fails: the next.
-    PGPORT=""
-    for p in $(seq 54330 54429); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
-        if as_pg "$PGBIN/pg_ctl" -D "$PGTMP/data" -l "$PGTMP/log" -w -t 30 \
-            -o "-p $p -k $PGTMP -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
-            start >/dev/null; then
-            PGPORT=$p
-            break
-        fi
-    done
-    [ -n "$PGPORT" ] || { cat "$PGTMP/log" >&2; echo "PostgreSQL started on no port in 54330-54429" >&2; exit 1; }
+    start_postgres "$PGTMP"
     "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres app
     export DATABASE_URL="postgres://postgres@127.0.0.1:$PGPORT/app"
     echo "DATABASE_URL=$DATABASE_URL"

@@ -31,13 +31,11 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 [ $# -ge 2 ] || { sed -n 2,30p "$0"; exit 2; }
-BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-PASS=$2
-shift 2
-[ -x "$BIN" ] || { echo "conformance: $BIN is not an executable" >&2; exit 2; }
-
 # shellcheck source=scripts/lib.sh
 . "$HERE/../lib.sh"
+BIN=$(release_bin conformance "$1") || exit 2
+PASS=$2
+shift 2
 VENV=$(placement_venv)
 GABBITS=$("$VENV/bin/python" -c 'import os, placement; print(os.path.join(os.path.dirname(placement.__file__), "tests", "functional", "gabbits"))')
 [ -d "$GABBITS" ] || { echo "conformance: no gabbits in the installed openstack-placement ($GABBITS)" >&2; exit 2; }
@@ -64,12 +62,11 @@ case "$PASS" in
 esac
 
 # --- PostgreSQL: DATABASE_URL's server, or a throwaway one ---------------------
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 PGTMP=""
 cleanup() {
     [ -f "$LOGS/server.pid" ] && kill "$(cat "$LOGS/server.pid")" 2>/dev/null || true
     if [ -n "$PGTMP" ]; then
-        as_pg "$PGBIN/pg_ctl" -D "$PGTMP/pg" -m immediate stop >/dev/null 2>&1 || true
+        stop_postgres "$PGTMP"
         rm -rf "$PGTMP"
     fi
     if [ -n "${KEEP_LOGS:-}" ]; then echo "server logs: $LOGS"; else rm -rf "$LOGS"; fi
@@ -78,16 +75,8 @@ trap cleanup EXIT
 if [ -n "${DATABASE_URL:-}" ]; then
     ADMIN_URL=$DATABASE_URL
 else
-    PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
-    [ -n "$PGBIN" ] || { echo "conformance: PostgreSQL is not installed (apt-get install postgresql) and DATABASE_URL is not set" >&2; exit 2; }
     PGTMP=$(mktemp -d /tmp/conformance.XXXXXX)
-    chmod 755 "$PGTMP"
-    [ "$(id -u)" = 0 ] && chown postgres:postgres "$PGTMP"
-    as_pg "$PGBIN/initdb" -D "$PGTMP/pg" -U postgres --auth=trust -E UTF8 --no-locale --no-sync >/dev/null
-    PGPORT=$(free_port)
-    as_pg "$PGBIN/pg_ctl" -D "$PGTMP/pg" -l "$PGTMP/pg.log" -w -t 30 \
-        -o "-p $PGPORT -k $PGTMP -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200" \
-        start >/dev/null
+    start_postgres "$PGTMP" || exit 2
     ADMIN_URL=postgres://postgres@127.0.0.1:$PGPORT/postgres
 fi
 DB=conformance_$$_$RANDOM
