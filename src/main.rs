@@ -95,10 +95,12 @@ impl CommandDb {
     /// Stops a local database this command started.
     async fn finish(self) {
         if let CommandDb::Local(l) = self {
-            match tokio::task::spawn_blocking(move || l.finish()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => eprintln!("placement: stopping the local PostgreSQL failed: {e}"),
-                Err(e) => eprintln!("placement: stopping the local PostgreSQL failed: {e}"),
+            let stopped = tokio::task::spawn_blocking(move || l.finish())
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()));
+            if let Err(e) = stopped {
+                eprintln!("placement: stopping the local PostgreSQL failed: {e}");
             }
         }
     }

@@ -196,7 +196,10 @@ fn endpoints(hosts: &[String], ports: &[String]) -> Result<Vec<Endpoint>, String
     } else {
         hosts.to_vec()
     };
-    let ports: Vec<u16> = ports.iter().map(|p| port(p)).collect::<Result<_, _>>()?;
+    let ports: Vec<u16> = ports
+        .iter()
+        .map(|p| port(p).ok_or_else(|| format!("invalid port ({PORT_RULE})")))
+        .collect::<Result<_, _>>()?;
     if ports.len() > 1 && ports.len() != hosts.len() {
         return Err(format!(
             "{} hosts but {} ports: give one port for every host, or one for all",
@@ -225,16 +228,13 @@ fn endpoints(hosts: &[String], ports: &[String]) -> Result<Vec<Endpoint>, String
         .collect()
 }
 
-/// A port. The text is never echoed: a password with an unescaped `/`,
-/// `?` or `#` ends the URL's authority early and lands here.
-fn port(p: &str) -> Result<u16, String> {
-    match p.trim().parse::<u16>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(
-            "invalid port (a number from 1 to 65535; a password holding \"/\", \"?\", \"#\" or \"@\" must be percent-encoded)"
-                .to_string(),
-        ),
-    }
+/// What a port must be, said with every refused one. The port's text is
+/// never echoed: a password with an unescaped `/`, `?` or `#` ends the
+/// URL's authority early and lands where the port is read.
+const PORT_RULE: &str = "a number from 1 to 65535; a password holding \"/\", \"?\", \"#\" or \"@\" must be percent-encoded";
+
+fn port(p: &str) -> Option<u16> {
+    p.trim().parse::<u16>().ok().filter(|n| *n > 0)
 }
 
 /// The URL's parts (after the scheme) as libpq key/value pairs.
@@ -297,9 +297,8 @@ fn host_list(list: &str) -> Result<(Vec<String>, Vec<String>), String> {
             }
         };
         if !port.is_empty() {
-            self::port(port).map_err(|e| {
-                e.replacen("invalid port", &format!("invalid port for host {host}"), 1)
-            })?;
+            self::port(port)
+                .ok_or_else(|| format!("invalid port for host {host} ({PORT_RULE})"))?;
         }
         hosts.push(host);
         ports.push(port.to_string());
@@ -356,13 +355,14 @@ fn keyword_pairs(s: &str) -> Result<Vec<(String, String)>, String> {
         // What failed is named by the option before it, never by its own
         // text: a value with an unquoted space, or a URL without its
         // scheme, puts a piece of a password where a keyword should be.
-        let after = match pairs.last() {
+        let after = || match pairs.last() {
             Some((k, _)) => format!(" after {k}="),
             None => String::new(),
         };
         if chars.next() != Some('=') {
             return Err(format!(
-                "an option without \"=\"{after} in the connection string (a value with spaces needs single quotes)"
+                "an option without \"=\"{} in the connection string (a value with spaces needs single quotes)",
+                after()
             ));
         }
         if !KEYWORDS.contains(&key.as_str()) {
@@ -371,7 +371,8 @@ fn keyword_pairs(s: &str) -> Result<Vec<(String, String)>, String> {
             return Err(match shown {
                 true => format!("invalid connection option \"{key}\""),
                 false => format!(
-                    "an invalid connection option{after} (not shown: it may hold a password; a URL needs its postgresql:// scheme)"
+                    "an invalid connection option{} (not shown: it may hold a password; a URL needs its postgresql:// scheme)",
+                    after()
                 ),
             });
         }
