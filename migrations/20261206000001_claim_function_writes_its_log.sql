@@ -7,11 +7,16 @@
 -- claim call's. The claim already has every value the trigger looks up
 -- again (each consumer's project, each row's provider and class), so it
 -- writes the same rows from its CTEs, and the trigger skips statements run
--- inside the function: `placement.claim_writes_log` is set by the
--- function's SET clause, for the function's duration only (PostgreSQL
--- restores it on return, error or not), so every other writer, including
--- later statements of the same transaction, still goes through the
--- trigger. Nothing else sets it.
+-- inside the function: `placement.claim_writes_log` is set on entry and
+-- put back on return, so every other writer, including later statements
+-- of the same transaction, still goes through the trigger. On an error the
+-- transaction (or the caller's savepoint) rolls back, and that restores
+-- the setting too. Nothing else sets it.
+--
+-- Not a `SET placement.claim_writes_log = 'on'` clause on the function,
+-- which says the same more shortly: PostgreSQL lets only a superuser name
+-- a custom parameter there, and the service runs as its database's owner.
+-- Databases migrated with that first text keep it (db::migrations).
 
 DROP TRIGGER allocations_changed_ins ON allocations;
 CREATE TRIGGER allocations_changed_ins AFTER INSERT ON allocations
@@ -23,9 +28,11 @@ CREATE OR REPLACE FUNCTION placement_claim(uuid[], text[], text[], text[], uuid[
 RETURNS TABLE (claimed_uuid uuid, claimed_id bigint)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
-SET placement.claim_writes_log = 'on'
 AS $$
+DECLARE
+    outer_setting text := current_setting('placement.claim_writes_log', true);
 BEGIN
+    PERFORM set_config('placement.claim_writes_log', 'on', true);
     PERFORM 1 FROM resource_providers WHERE uuid = ANY($6) ORDER BY id FOR UPDATE;
     RETURN QUERY
         WITH RECURSIVE
@@ -93,4 +100,5 @@ BEGIN
             UPDATE resource_providers SET generation = generation + 1, updated_at = now()
              WHERE uuid = ANY($6) AND (SELECT ok FROM ok))
         SELECT uuid, id FROM created;
+    PERFORM set_config('placement.claim_writes_log', COALESCE(outer_setting, ''), true);
 END $$;

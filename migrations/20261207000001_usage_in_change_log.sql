@@ -67,9 +67,11 @@ CREATE OR REPLACE FUNCTION placement_claim(uuid[], text[], text[], text[], uuid[
 RETURNS TABLE (claimed_uuid uuid, claimed_id bigint)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
-SET placement.claim_writes_log = 'on'
 AS $$
+DECLARE
+    outer_setting text := current_setting('placement.claim_writes_log', true);
 BEGIN
+    PERFORM set_config('placement.claim_writes_log', 'on', true);
     PERFORM 1 FROM resource_providers WHERE uuid = ANY($6) ORDER BY id FOR UPDATE;
     RETURN QUERY
         WITH RECURSIVE
@@ -137,4 +139,5 @@ BEGIN
             UPDATE resource_providers SET generation = generation + 1, updated_at = now()
              WHERE uuid = ANY($6) AND (SELECT ok FROM ok))
         SELECT uuid, id FROM created;
+    PERFORM set_config('placement.claim_writes_log', COALESCE(outer_setting, ''), true);
 END $$;

@@ -41,8 +41,14 @@ fail() { echo "FAILED: $*" >&2; exit 1; }
 
 # --- a throwaway PostgreSQL ---------------------------------------------------------
 start_postgres "$WORK"
-for db in legacy ours other; do "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres "$db"; done
+# Our side runs as deployment tools create the role: a plain owner of its
+# database (OURS), never a superuser; Placement's side as the cluster's owner.
+"$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U postgres -q -v ON_ERROR_STOP=1 \
+    -c "CREATE ROLE placement LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"
+for db in legacy other; do "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres "$db"; done
+for db in ours ours2; do "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres -O placement "$db"; done
 PG=postgres@127.0.0.1:$PGPORT
+OURS=placement@127.0.0.1:$PGPORT
 
 # --- 1. the real Placement --------------------------------------------------------------
 echo "==> openstack-placement 16.0.0 on PostgreSQL"
@@ -69,7 +75,7 @@ wait_for "http://127.0.0.1:$OLD_PORT/" "${PIDS[-1]}" "$WORK/placement.log"
 echo "==> placement import"
 step() { printf ' - %s\n' "$1"; }
 step "a database that is not Placement's is refused"
-if OUT=$("$BIN" import --from "postgresql://$PG/other" --database-url "postgresql://$PG/ours" 2>&1); then
+if OUT=$("$BIN" import --from "postgresql://$PG/other" --database-url "postgresql://$OURS/ours" 2>&1); then
     fail "imported from a non-Placement database: $OUT"
 fi
 grep -q "not a Placement database" <<<"$OUT" || fail "unclear refusal: $OUT"
@@ -77,29 +83,29 @@ q() { psql -h 127.0.0.1 -p "$PGPORT" -U postgres -d "$1" -tAc "$2"; }
 for rev in 422ece571366:older ffffffffffff:"does not know"; do
     step "a schema at revision ${rev%%:*} is refused"
     q legacy "UPDATE alembic_version SET version_num = '${rev%%:*}'" >/dev/null
-    if OUT=$("$BIN" import --from "postgresql://$PG/legacy" --database-url "postgresql://$PG/ours" 2>&1); then
+    if OUT=$("$BIN" import --from "postgresql://$PG/legacy" --database-url "postgresql://$OURS/ours" 2>&1); then
         fail "imported revision ${rev%%:*}: $OUT"
     fi
     grep -q "${rev#*:}" <<<"$OUT" || fail "unclear refusal: $OUT"
 done
 q legacy "UPDATE alembic_version SET version_num = 'a082b8bb98d0'" >/dev/null
 step "--dry-run verifies and writes nothing"
-"$BIN" import --from "postgresql+psycopg2://$PG/legacy" --database-url "postgresql://$PG/ours" --dry-run \
+"$BIN" import --from "postgresql+psycopg2://$PG/legacy" --database-url "postgresql://$OURS/ours" --dry-run \
     | tee "$WORK/dry.txt"
 grep -q "nothing was written" "$WORK/dry.txt" || fail "dry run report"
 n=$(q ours "SELECT COUNT(*) FROM resource_providers")
 [ "$n" = 0 ] || fail "the dry run wrote $n providers"
 step "the import, both URLs from the environment (as docs/migrating.md's recipe)"
-PLACEMENT_IMPORT_FROM="postgresql+psycopg2://$PG/legacy" DATABASE_URL="postgresql://$PG/ours" "$BIN" import
+PLACEMENT_IMPORT_FROM="postgresql+psycopg2://$PG/legacy" DATABASE_URL="postgresql://$OURS/ours" "$BIN" import
 step "a second import into the now non-empty database is refused"
-if OUT=$("$BIN" import --from "postgresql://$PG/legacy" --database-url "postgresql://$PG/ours" 2>&1); then
+if OUT=$("$BIN" import --from "postgresql://$PG/legacy" --database-url "postgresql://$OURS/ours" 2>&1); then
     fail "imported twice: $OUT"
 fi
 grep -q "not empty" <<<"$OUT" || fail "unclear refusal: $OUT"
 
 # --- 3. both servers answer alike -------------------------------------------------------------
 NEW_PORT=$(free_port)
-DATABASE_URL="postgresql://$PG/ours" RUST_LOG=warn "$BIN" serve --bind "127.0.0.1:$NEW_PORT" \
+DATABASE_URL="postgresql://$OURS/ours" RUST_LOG=warn "$BIN" serve --bind "127.0.0.1:$NEW_PORT" \
     >"$WORK/ours.log" 2>&1 &
 PIDS+=($!)
 wait_for "http://127.0.0.1:$NEW_PORT/" "${PIDS[-1]}" "$WORK/ours.log"
@@ -110,8 +116,7 @@ python3 "$HERE/import_check.py" compare "http://127.0.0.1:$OLD_PORT" "http://127
 echo "==> allocations without a consumer row (data from before 1.8)"
 VOL=$(q legacy "SELECT consumer_id FROM allocations a WHERE NOT EXISTS (SELECT 1 FROM allocations b WHERE b.consumer_id = a.consumer_id AND b.resource_provider_id <> a.resource_provider_id) ORDER BY id DESC LIMIT 1")
 q legacy "DELETE FROM consumers WHERE uuid = '$VOL'" >/dev/null
-"$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres ours2
-"$BIN" import --from "postgresql://$PG/legacy" --database-url "postgresql://$PG/ours2" \
+"$BIN" import --from "postgresql://$PG/legacy" --database-url "postgresql://$OURS/ours2" \
     --incomplete-consumer-project-id legacy-project --incomplete-consumer-user-id legacy-user | tee "$WORK/inc.txt"
 grep -qE "incomplete consumers \(made\): 1$" "$WORK/inc.txt" || fail "the incomplete consumer was not made"
 owner=$(q ours2 "SELECT p.external_id || '/' || u.external_id || '/' || c.generation FROM consumers c

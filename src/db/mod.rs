@@ -13,6 +13,7 @@ pub mod fairness;
 pub mod import;
 pub mod inventories;
 pub mod kept;
+pub mod migrations;
 pub mod pool;
 pub mod primary;
 pub mod providers;
@@ -42,10 +43,9 @@ pub async fn prepare(pool: &PgPool) -> Result<(), sqlx::Error> {
     crate::db::query("SELECT pg_advisory_lock(7355608)")
         .execute(&mut *conn)
         .await?;
-    let migrated = sqlx::migrate!("./migrations").run(&mut *conn).await;
-    let seeded = match migrated {
+    let seeded = match migrations::run(&mut conn).await {
         Ok(()) => seed_standard_names(&mut conn).await,
-        Err(e) => Err(sqlx::Error::Migrate(Box::new(e))),
+        Err(e) => Err(e),
     };
     crate::db::query("SELECT pg_advisory_unlock(7355608)")
         .execute(&mut *conn)

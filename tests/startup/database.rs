@@ -1,7 +1,7 @@
 //! The zero-config data directory in use, and TLS to PostgreSQL.
 
 use super::*;
-use placement_testkit::cluster;
+use placement_testkit::{cluster, common};
 
 /// A zero-config server, stopped with SIGTERM when dropped (also when an
 /// assertion fails), so that it stops its PostgreSQL.
@@ -328,4 +328,52 @@ fn bad_host_lists_are_one_clear_start_up_error() {
             "{url}: {said}"
         );
     }
+}
+
+/// A database migrated before 20261206000001 and 20261207000001 were
+/// rewritten (so that a plain owner can apply them) recorded their first
+/// texts' checksums; starting on it accepts them instead of refusing
+/// "previously applied but has been modified", and any other checksum is
+/// still refused.
+#[tokio::test]
+async fn a_database_migrated_with_a_rewritten_migrations_first_text_starts() {
+    use sqlx::Connection;
+    let (admin_url, db) = common::fresh_database().await;
+    let url = common::url_with_db(&admin_url, &db);
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    let first = [
+        (20261206000001_i64, "549489dcf78978b8d0d410a40ded1d1125b87455d203e5adf8ce32a1803a63f3f9841a96aab3526fa7b037d783264e7f"),
+        (20261207000001_i64, "b4c06c32f7e260301e90a6456565561b62f984e33d0ee7181889a60047e6018e231736e5b8586e4fde8f3d1675cf79f9"),
+    ];
+    for (version, checksum) in first {
+        sqlx::query("UPDATE _sqlx_migrations SET checksum = decode($1, 'hex') WHERE version = $2")
+            .bind(checksum)
+            .bind(version)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    placement::db::migrations::run(&mut conn)
+        .await
+        .expect("the first texts are accepted");
+    let current: Vec<String> = sqlx::query_scalar(
+        "SELECT encode(checksum, 'hex') FROM _sqlx_migrations WHERE version = ANY($1) ORDER BY version",
+    )
+    .bind(first.map(|(v, _)| v).to_vec())
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    for ((_, old), now) in first.iter().zip(&current) {
+        assert_ne!(old, now, "the recorded checksum is the current text's");
+    }
+    sqlx::query("UPDATE _sqlx_migrations SET checksum = decode(repeat('00', 48), 'hex') WHERE version = 20261206000001")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let err = placement::db::migrations::run(&mut conn)
+        .await
+        .expect_err("an unknown checksum is still refused");
+    assert!(err.to_string().contains("20261206000001"), "{err}");
+    drop(conn);
+    common::drop_database(&admin_url, &db);
 }
