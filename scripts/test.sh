@@ -12,7 +12,9 @@
 #   3. scripts/osc_check.sh with the real openstack CLI,
 #      scripts/keystone_check.sh: the service behind a real Keystone,
 #      scripts/import_check.sh: a real Placement's database imported and
-#      served identically, scripts/docs_check.sh: every shell example of the
+#      served identically, scripts/oslo_check.sh: oslo.config itself reads
+#      the deployment tools' files as recorded for the Rust tests,
+#      scripts/docs_check.sh: every shell example of the
 #      README and docs/ against a fresh server, and
 #      scripts/container_check.py: the Dockerfile's build stage on exactly
 #      the files it copies.
@@ -24,13 +26,14 @@
 #
 # Without DATABASE_URL a throwaway PostgreSQL cluster is started from the
 # system install (/usr/lib/postgresql/*/bin) and removed on exit; as root the
-# server runs as the `postgres` user.
+# server runs as the `postgres` user. The suites then connect as a plain role
+# (`placement`, CREATEDB but no superuser), as a deployment's service does.
 #
 # Environment:
 #   DATABASE_URL   use this server instead (its role needs CREATEDB)
 #   SKIP=LIST      leave out suites by name (comma-separated: cargo,
-#                  conformance, pgbouncer, osc, keystone, import, docs,
-#                  container); the summary then says NOT A FULL RUN
+#                  conformance, pgbouncer, osc, keystone, import, oslo,
+#                  docs, container); the summary then says NOT A FULL RUN
 # Extra arguments narrow the main conformance pass (run_gabbits.py options,
 # e.g. --only 'allocations*' -v) and leave out the other conformance passes.
 set -euo pipefail
@@ -85,8 +88,13 @@ if [ -z "${DATABASE_URL:-}" ]; then
     say "starting a throwaway PostgreSQL"
     PGTMP=$(mktemp -d /tmp/pgtest.XXXXXX)
     start_postgres "$PGTMP"
-    "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres app
-    export DATABASE_URL="postgres://postgres@127.0.0.1:$PGPORT/app"
+    # The role every suite runs as is what deployment tools create for
+    # Placement: a plain one, not a superuser. CREATEDB is the tests' own
+    # need (a database per test); the service needs only to own its database.
+    "$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U postgres -q -v ON_ERROR_STOP=1 \
+        -c "CREATE ROLE placement LOGIN CREATEDB NOSUPERUSER" \
+        -c "CREATE DATABASE app OWNER placement"
+    export DATABASE_URL="postgres://placement@127.0.0.1:$PGPORT/app"
     echo "DATABASE_URL=$DATABASE_URL"
 fi
 
@@ -216,6 +224,7 @@ check() {
 check osc "openstack CLI check" env -u DATABASE_URL bash scripts/osc_check.sh target/release/placement
 check keystone "Keystone check" env -u DATABASE_URL bash scripts/keystone_check.sh target/release/placement
 check import "import check" env -u DATABASE_URL bash scripts/import_check.sh target/release/placement
+check oslo "oslo.config's reading" bash scripts/oslo_check.sh
 check docs "docs examples" bash scripts/docs_check.sh target/release/placement
 # Last: it builds the binary again from a copy of the sources.
 check container "container build stage" python3 scripts/container_check.py

@@ -37,6 +37,7 @@ pub mod gather;
 pub mod import;
 pub mod inventory;
 pub mod localdb;
+pub mod log_output;
 pub mod metrics;
 pub mod policy;
 pub mod provider;

@@ -1,7 +1,7 @@
 //! `placement serve`: parse config, start or connect to PostgreSQL, migrate, serve.
 
 use placement::config::{
-    file, AuditArgs, Cli, Command, DbPooler, ImportArgs, LogFormat, ServeArgs,
+    placement_conf, AuditArgs, Cli, Command, DbPooler, ImportArgs, LogFormat, ServeArgs,
 };
 use placement::localdb::{default_data_dir, LocalDb, LocalUse};
 use placement::state::Security;
@@ -22,18 +22,35 @@ async fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let files = file::paths_from(&argv, std::env::var("PLACEMENT_CONFIG_FILE").ok());
-    let loaded = match file::load(&files) {
+    let sources = placement_conf::sources_from(&argv, &placement_conf::Environment::current());
+    let loaded = match placement_conf::load(&sources) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("placement: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let cli = parse_with_defaults(&loaded);
-    let json = matches!(&cli.command, Command::Serve(a) if a.log_format == LogFormat::Json);
-    init_logging(loaded.debug, json);
-    for w in &loaded.warnings {
+    let (cli, set_aside) = match parse_with_defaults(&loaded) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            eprintln!("placement: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let log_file = match init_logging(loaded.debug, &cli.command) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("placement: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(f) = log_file {
+        tokio::spawn(reopen_on_hangup(f));
+    }
+    for f in &loaded.files {
+        tracing::info!(file = %f.display(), "config file read");
+    }
+    for w in loaded.warnings.iter().chain(&set_aside) {
         tracing::warn!("{w}");
     }
     match cli.command {
@@ -73,7 +90,9 @@ enum CommandDb {
 impl CommandDb {
     async fn open(url: Option<&str>, data_dir: Option<&std::path::Path>) -> Result<Self, String> {
         match url {
-            Some(u) => file::database_url(u).map(CommandDb::Given),
+            Some(u) => placement_conf::database_url(u)
+                .map(CommandDb::Given)
+                .map_err(|e| e.to_string()),
             None => {
                 let dir = data_dir.map_or_else(default_data_dir, std::path::Path::to_path_buf);
                 tokio::task::spawn_blocking(move || LocalUse::open(&dir))
@@ -140,7 +159,7 @@ async fn audit(args: AuditArgs) -> ExitCode {
 }
 
 async fn import(args: ImportArgs) -> Result<placement::import::Report, String> {
-    let from = file::database_url(&args.from)?;
+    let from = placement_conf::database_url(&args.from).map_err(|e| e.to_string())?;
     let db = CommandDb::open(args.database_url.as_deref(), args.data_dir.as_deref()).await?;
     let options = placement::import::ImportOptions {
         from,
@@ -159,8 +178,13 @@ async fn import(args: ImportArgs) -> Result<placement::import::Report, String> {
     outcome
 }
 
-/// Logs to standard error; `RUST_LOG` wins over `[DEFAULT] debug`.
-fn init_logging(debug: bool, json: bool) {
+/// Logs to standard error, or to `serve`'s log file (returned, to be
+/// reopened on SIGHUP); `RUST_LOG` wins over `[DEFAULT] debug`.
+fn init_logging(
+    debug: bool,
+    command: &Command,
+) -> Result<Option<placement::log_output::LogFile>, String> {
+    use placement::log_output::{file_path, LogFile, OsloLine};
     let level = if debug {
         "debug,sqlx=warn,hyper=info"
     } else {
@@ -168,28 +192,63 @@ fn init_logging(debug: bool, json: bool) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if json {
-        // The request span's fields (request id, route, microversion,
-        // status) ride on every line logged inside it.
-        builder
-            .json()
-            .with_current_span(true)
-            .with_span_list(false)
-            .init();
-    } else {
+    let (format, path) = match command {
+        Command::Serve(a) => (
+            a.log_format,
+            file_path(a.log_file.as_deref(), a.log_dir.as_deref()),
+        ),
+        _ => (LogFormat::Text, None),
+    };
+    let file = path.as_deref().map(LogFile::open).transpose()?;
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    macro_rules! finish {
+        ($builder:expr) => {
+            match format {
+                // The request span's fields (request id, route,
+                // microversion, status) ride on every line logged inside it.
+                LogFormat::Json => $builder
+                    .json()
+                    .with_current_span(true)
+                    .with_span_list(false)
+                    .init(),
+                LogFormat::Oslo => $builder.with_ansi(false).event_format(OsloLine).init(),
+                LogFormat::Text => $builder.with_ansi(false).init(),
+            }
+        };
+    }
+    match &file {
+        Some(f) => finish!(builder.with_writer(f.clone())),
         // Colour codes only for a person at a terminal, never in log files.
-        builder
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init();
+        None if format == LogFormat::Text
+            && std::io::IsTerminal::is_terminal(&std::io::stderr()) =>
+        {
+            builder.with_writer(std::io::stderr).init()
+        }
+        None => finish!(builder.with_writer(std::io::stderr)),
+    }
+    Ok(file)
+}
+
+/// logrotate moves the file away and sends SIGHUP: write to a new one.
+async fn reopen_on_hangup(file: placement::log_output::LogFile) {
+    let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+    else {
+        tracing::warn!("SIGHUP cannot be caught: the log file is never reopened");
+        return;
+    };
+    while hangups.recv().await.is_some() {
+        match file.reopen() {
+            Ok(()) => tracing::info!(file = %file.path().display(), "SIGHUP: log file reopened"),
+            Err(e) => tracing::error!("SIGHUP: {e}; still writing to the file held"),
+        }
     }
 }
 
 /// The command line, with the config files' values as the flags'
-/// defaults (so flags and environment variables win).
-fn parse_with_defaults(loaded: &file::Loaded) -> Cli {
+/// defaults (so flags and environment variables win), and what was set
+/// aside: a file's value that cannot serve (a MySQL connection) is an
+/// error unless the flag or its variable gives one, then a warning.
+fn parse_with_defaults(loaded: &placement_conf::Loaded) -> Result<(Cli, Vec<String>), String> {
     use clap::{CommandFactory, FromArgMatches};
     let cmd = loaded
         .defaults
@@ -199,20 +258,40 @@ fn parse_with_defaults(loaded: &file::Loaded) -> Cli {
             // clap's 'static defaults.
             let value: &'static str = Box::leak(value.clone().into_boxed_str());
             cmd.mut_subcommand("serve", |s| {
-                s.mut_arg(*flag, |a| a.default_value(value).hide_default_value(true))
+                s.mut_arg(*flag, |a| {
+                    let a = a.default_value(value);
+                    // A switch (`--randomize-allocation-candidates`) shows
+                    // no default, and clap refuses hiding one it has not.
+                    if a.get_action().takes_values() {
+                        a.hide_default_value(true)
+                    } else {
+                        a
+                    }
+                })
             })
         });
     let matches = cmd.get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let mut set_aside = Vec::new();
     if let (Command::Serve(args), Some(serve)) =
         (&mut cli.command, matches.subcommand_matches("serve"))
     {
-        let from_user = serve
-            .value_source("auth_strategy")
-            .is_some_and(|s| s != clap::parser::ValueSource::DefaultValue);
-        args.security.auth_strategy_chosen = from_user || loaded.auth_strategy_chosen;
+        let given = |flag: &str| {
+            serve
+                .value_source(flag)
+                .is_some_and(|s| s != clap::parser::ValueSource::DefaultValue)
+        };
+        args.security.auth_strategy_chosen = given("auth_strategy") || loaded.auth_strategy_chosen;
+        for (flag, why) in &loaded.unusable {
+            if !given(flag) {
+                return Err(why.clone());
+            }
+            set_aside.push(format!(
+                "{why} (not used: the flag or its environment variable gives the value)"
+            ));
+        }
     }
-    cli
+    Ok((cli, set_aside))
 }
 
 async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {

@@ -27,11 +27,19 @@ impl Security {
         };
         let text = match &a.policy_file {
             None => None,
-            Some(path) => Some((
-                path.display().to_string(),
-                std::fs::read_to_string(path)
-                    .map_err(|e| format!("policy file {}: {e}", path.display()))?,
-            )),
+            Some(path) => match std::fs::read_to_string(path) {
+                Ok(text) => Some((path.display().to_string(), text)),
+                // As oslo.policy: a policy file that is not there means the
+                // defaults (kolla-ansible names one whether or not it wrote it).
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    tracing::warn!(
+                        "policy file {} does not exist: the default rules apply",
+                        path.display()
+                    );
+                    None
+                }
+                Err(e) => return Err(format!("policy file {}: {e}", path.display())),
+            },
         };
         let policy =
             policy::Policy::build(mode, text.as_ref().map(|(p, t)| (p.as_str(), t.as_str())))
@@ -43,8 +51,10 @@ impl Security {
         })
     }
 
-    /// noauth2 with Placement's legacy defaults and scope enforced, no
-    /// CORS: the server's defaults.
+    /// noauth2 with Placement's legacy defaults (as the gabbits' fixture
+    /// sets `enforce_new_defaults = False`) and scope enforced, no CORS:
+    /// what in-process tests run with. The server's own default enforces
+    /// the new defaults.
     pub fn noauth() -> Self {
         Security {
             auth: auth::Authenticator::NoAuth,

@@ -36,8 +36,34 @@ struct ServiceUser {
     username: String,
     password: Secret,
     project: String,
-    user_domain: String,
-    project_domain: String,
+    user_domain: Domain,
+    project_domain: Domain,
+}
+
+/// A Keystone domain as the service user's options name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Domain {
+    Id(String),
+    Name(String),
+}
+
+impl Domain {
+    /// By id when one is given (kolla-ansible and openstack-ansible write
+    /// `*_domain_id = default`), else by name.
+    fn of(id: &Option<String>, name: &str) -> Domain {
+        match id.as_deref().map(str::trim) {
+            Some(id) if !id.is_empty() => Domain::Id(id.to_string()),
+            _ => Domain::Name(name.to_string()),
+        }
+    }
+
+    /// The `domain` object of an authentication request.
+    fn body(&self) -> serde_json::Value {
+        match self {
+            Domain::Id(id) => json!({ "id": id }),
+            Domain::Name(name) => json!({ "name": name }),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -69,34 +95,77 @@ impl Keystone {
         let need = |v: &Option<String>, flag: &str| {
             v.clone()
                 .filter(|s| !s.trim().is_empty())
-                .ok_or_else(|| format!("--auth-strategy keystone needs {flag}"))
+                .ok_or_else(|| format!("Keystone authentication needs {flag}"))
         };
-        let url = need(&a.keystone_url, "--keystone-url")?;
+        let url = need(
+            &a.keystone_url,
+            "[keystone_authtoken] auth_url (or --keystone-url, PLACEMENT_KEYSTONE_URL)",
+        )?;
         let url = url.trim_end_matches('/').to_string();
         if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(format!("--keystone-url must be an http(s) URL, not {url}"));
+            return Err(format!(
+                "[keystone_authtoken] auth_url (--keystone-url) must be an http(s) URL, not {url}"
+            ));
         }
         let password = a
             .keystone_password
             .clone()
             .filter(|p| !p.expose().is_empty())
-            .ok_or("--auth-strategy keystone needs --keystone-password (or PLACEMENT_KEYSTONE_PASSWORD)")?;
+            .ok_or("Keystone authentication needs [keystone_authtoken] password (or PLACEMENT_KEYSTONE_PASSWORD, --keystone-password)")?;
         let user = ServiceUser {
-            username: need(&a.keystone_username, "--keystone-username")?,
+            username: need(
+                &a.keystone_username,
+                "[keystone_authtoken] username (or --keystone-username, PLACEMENT_KEYSTONE_USERNAME)",
+            )?,
             password,
-            project: need(&a.keystone_project, "--keystone-project")?,
-            user_domain: a.keystone_user_domain.clone(),
-            project_domain: a.keystone_project_domain.clone(),
+            project: need(
+                &a.keystone_project,
+                "[keystone_authtoken] project_name (or --keystone-project, PLACEMENT_KEYSTONE_PROJECT)",
+            )?,
+            user_domain: Domain::of(&a.keystone_user_domain_id, &a.keystone_user_domain),
+            project_domain: Domain::of(&a.keystone_project_domain_id, &a.keystone_project_domain),
         };
-        let http = reqwest::Client::builder()
+        let mut http = reqwest::Client::builder()
             .timeout(Duration::from_secs(a.keystone_timeout))
-            .connect_timeout(Duration::from_secs(a.keystone_timeout.min(3)))
-            .build()
-            .map_err(|e| format!("HTTP client: {e}"))?;
+            .connect_timeout(Duration::from_secs(a.keystone_timeout.min(3)));
+        let cafile = match &a.keystone_cafile {
+            Some(path) if !url.starts_with("https://") => {
+                tracing::warn!(
+                    "[keystone_authtoken] cafile {} is not used: Keystone's URL is not https",
+                    path.display()
+                );
+                None
+            }
+            other => other.as_ref(),
+        };
+        if let Some(path) = cafile {
+            let pem = std::fs::read(path)
+                .map_err(|e| format!("--keystone-cafile {}: {e}", path.display()))?;
+            let authorities = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| format!("--keystone-cafile {}: {e}", path.display()))?;
+            if authorities.is_empty() {
+                return Err(format!(
+                    "--keystone-cafile {}: no PEM certificate in it",
+                    path.display()
+                ));
+            }
+            for authority in authorities {
+                http = http.add_root_certificate(authority);
+            }
+        }
+        if a.keystone_insecure {
+            tracing::warn!("--keystone-insecure: Keystone's certificate is not checked; anyone between this server and Keystone can answer for it");
+            http = http.danger_accept_invalid_certs(true);
+        }
+        let http = http.build().map_err(|e| format!("HTTP client: {e}"))?;
+        let identity_uri = match &a.keystone_www_authenticate_uri {
+            Some(uri) if !uri.trim().is_empty() => uri.trim().trim_end_matches('/').to_string(),
+            _ => url.strip_suffix("/v3").unwrap_or(&url).to_string(),
+        };
         let size = usize::try_from(a.keystone_token_cache_size).unwrap_or(usize::MAX);
         Ok(Keystone {
             http,
-            identity_uri: url.strip_suffix("/v3").unwrap_or(&url).to_string(),
+            identity_uri,
             url,
             user,
             service_token: tokio::sync::Mutex::new(None),
@@ -190,9 +259,9 @@ impl Keystone {
         let u = &self.user;
         let body = json!({"auth": {
             "identity": {"methods": ["password"], "password": {"user": {
-                "name": u.username, "domain": {"name": u.user_domain},
+                "name": u.username, "domain": u.user_domain.body(),
                 "password": u.password.expose()}}},
-            "scope": {"project": {"name": u.project, "domain": {"name": u.project_domain}}}}});
+            "scope": {"project": {"name": u.project, "domain": u.project_domain.body()}}}});
         let resp = self
             .http
             .post(format!("{}/auth/tokens", self.url))
@@ -203,7 +272,7 @@ impl Keystone {
         let status = resp.status().as_u16();
         if status != 201 {
             return Err(Rejection::Unavailable(format!(
-                "Keystone answered {status} to the service user {} (check --keystone-username, --keystone-password, --keystone-project)",
+                "Keystone answered {status} to the service user {} (check [keystone_authtoken] username, password, project_name and the domains, or their --keystone-* flags)",
                 u.username
             )));
         }

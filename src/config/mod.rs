@@ -1,7 +1,7 @@
 //! Command-line and environment configuration. Every option has an
 //! environment fallback so containers can be configured without flags.
 
-pub mod file;
+pub mod placement_conf;
 pub mod reference;
 pub mod security;
 
@@ -89,6 +89,10 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
+    /// oslo.log's default line (`2026-11-27 23:59:01.123 4242 INFO
+    /// placement.api.middleware [req-… - - - - -] …`), for tools that
+    /// parse Placement's logs.
+    Oslo,
 }
 
 /// What sits between the service and PostgreSQL.
@@ -192,8 +196,25 @@ pub struct ServeArgs {
     pub security: security::SecurityArgs,
     /// Placement's `placement.conf` (oslo.config INI), repeatable: later
     /// files win; flags and environment variables win over any file.
+    /// Without one, Placement's: `$OS_PLACEMENT_CONFIG_DIR/placement.conf`,
+    /// else the first `placement.conf` in ~/.placement/, ~/,
+    /// /etc/placement/, /etc/ (and the first `placement.conf.d/` there).
     #[arg(long, env = "PLACEMENT_CONFIG_FILE", value_delimiter = ',')]
     pub config_file: Vec<PathBuf>,
+    /// A folder of `*.conf` files read in name order (oslo.config's
+    /// `--config-dir`, e.g. openstack-helm's `placement.conf.d`),
+    /// repeatable; read where it stands among the --config-file flags.
+    #[arg(long)]
+    pub config_dir: Vec<PathBuf>,
+    /// Write the log to this file instead of standard error (oslo.log's
+    /// `log_file`; under --log-dir when relative and that is given). The
+    /// file is opened again on SIGHUP, for logrotate.
+    #[arg(long, env = "PLACEMENT_LOG_FILE")]
+    pub log_file: Option<PathBuf>,
+    /// The folder of the log file (oslo.log's `log_dir`; the file is
+    /// `placement.log` there without --log-file).
+    #[arg(long, env = "PLACEMENT_LOG_DIR")]
+    pub log_dir: Option<PathBuf>,
 }
 
 /// `url` with any password replaced by `***`, for errors and logs: the

@@ -10,13 +10,15 @@ use clap::CommandFactory;
 const INTRO: &str = "# Configuration reference
 
 Every option of `placement serve` is a flag with an environment fallback;
-a `placement.conf` given with `--config-file` (Placement's own file, see
+Placement's own `placement.conf` (`--config-file`, `--config-dir`, or
+Placement's default locations; read as oslo.config reads it, see
 [migrating](migrating.md)) sets defaults that flags and environment
 variables still override. This page is generated from the code
 (`UPDATE_DOCS=1 cargo test --test docs` rewrites it; the test fails when it
 is stale).
 
-Logs go to standard error; `RUST_LOG` sets the level (default
+Logs go to standard error, or to `--log-file` (`[DEFAULT] log_file`),
+reopened on SIGHUP; `RUST_LOG` sets the level (default
 `info,sqlx=warn`). Placement's `[placement]` options keep their meaning;
 note that `max_allocation_candidates` defaults to 1000 here (unlimited in
 Placement), so that a wide tree cannot make one request run away. Values

@@ -81,6 +81,10 @@ pub struct SecurityArgs {
         default_value = "Default"
     )]
     pub keystone_user_domain: String,
+    /// The service user's domain by id (`[keystone_authtoken]
+    /// user_domain_id`); wins over the name.
+    #[arg(long, env = "PLACEMENT_KEYSTONE_USER_DOMAIN_ID")]
+    pub keystone_user_domain_id: Option<String>,
     /// The service project's domain (name).
     #[arg(
         long,
@@ -88,6 +92,24 @@ pub struct SecurityArgs {
         default_value = "Default"
     )]
     pub keystone_project_domain: String,
+    /// The service project's domain by id (`[keystone_authtoken]
+    /// project_domain_id`); wins over the name.
+    #[arg(long, env = "PLACEMENT_KEYSTONE_PROJECT_DOMAIN_ID")]
+    pub keystone_project_domain_id: Option<String>,
+    /// The identity endpoint a 401 names to clients (`WWW-Authenticate:
+    /// Keystone uri=…`; keystonemiddleware's `www_authenticate_uri`), when
+    /// clients reach Keystone elsewhere than --keystone-url (a public
+    /// address in front of an internal one). Defaults to --keystone-url's root.
+    #[arg(long, env = "PLACEMENT_KEYSTONE_WWW_AUTHENTICATE_URI")]
+    pub keystone_www_authenticate_uri: Option<String>,
+    /// PEM file of the certificate authorities that sign Keystone's
+    /// certificate, beside the system's (`[keystone_authtoken] cafile`).
+    #[arg(long, env = "PLACEMENT_KEYSTONE_CAFILE")]
+    pub keystone_cafile: Option<PathBuf>,
+    /// Accept any certificate from Keystone (`[keystone_authtoken]
+    /// insecure`): for a lab only, warned about at start-up.
+    #[arg(long, env = "PLACEMENT_KEYSTONE_INSECURE", num_args = 0..=1, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub keystone_insecure: bool,
     /// Seconds a validated token is trusted before Keystone is asked again
     /// (never past the token's expiry): a revoked token is refused at the
     /// latest this long after its revocation.
@@ -111,10 +133,12 @@ pub struct SecurityArgs {
     /// Seconds a call to Keystone may take before the request gets 503.
     #[arg(long, env = "PLACEMENT_KEYSTONE_TIMEOUT", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     pub keystone_timeout: u64,
-    /// Only the new (secure RBAC) policy defaults count; without it a rule
-    /// with a deprecated default also accepts that (oslo.policy's
-    /// `enforce_new_defaults`).
-    #[arg(long, env = "PLACEMENT_ENFORCE_NEW_DEFAULTS", num_args = 0..=1, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
+    /// Only the new (secure RBAC) policy defaults count, as with
+    /// oslo.policy 6 (Placement 16.0.0's), where `enforce_new_defaults`
+    /// is on by default; `--enforce-new-defaults false` lets a rule with a
+    /// deprecated default also accept that (a project admin may then
+    /// reshape, for one).
+    #[arg(long, env = "PLACEMENT_ENFORCE_NEW_DEFAULTS", num_args = 0..=1, default_value_t = true, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub enforce_new_defaults: bool,
     /// Refuse tokens outside a rule's scope types, e.g. system-scoped
     /// tokens on Placement's project-scoped rules (oslo.policy's

@@ -19,7 +19,7 @@ async fn a_placement_conf_alone_configures_the_server() {
         format!(
             "[DEFAULT]\ndebug = False\n\n[api]\nauth_strategy = noauth2\n\n[placement_database]\nconnection = {sqlalchemy}\n\n\
              [placement]\nmax_allocation_candidates = 2\n\n[oslo_policy]\nenforce_new_defaults = True\nenforce_scope = True\n\n\
-             [cors]\nallowed_origin = https://ui.example.com\n\n[wsgi]\napi_paste_config = /etc/placement/api-paste.ini\n"
+             [cors]\nallowed_origin = https://ui.example.com\n\n[placement]\nnot_an_option = 1\n\n[wsgi]\napi_paste_config = /etc/placement/api-paste.ini\n"
         ),
     )
     .expect("write placement.conf");
@@ -102,9 +102,11 @@ async fn a_placement_conf_alone_configures_the_server() {
     let _ = child.wait();
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
-        text.contains("[wsgi] api_paste_config is not used"),
+        text.contains("[placement] not_an_option: not used by this server"),
         "{text}"
     );
+    // Another service's section is none of this server's business.
+    assert!(!text.contains("api_paste_config"), "{text}");
     let _ = std::fs::remove_file(&log);
     let _ = std::fs::remove_file(&conf);
     common::drop_database(&admin_url, &db);
@@ -118,10 +120,6 @@ fn a_malformed_placement_conf_stops_start_up() {
             "line 2: [placement] max_allocation_candidates",
         ),
         ("[oslo_policy\n", "line 1"),
-        (
-            "[placement_database]\nconnection = mysql+pymysql://p:p@db/placement\n",
-            "mysql is not supported",
-        ),
         // A value without a scheme is not echoed: it may hold a password.
         (
             "[placement_database]\nconnection = placement:s3cret@db/placement\n",
@@ -211,5 +209,323 @@ async fn noauth2_serves_beyond_loopback_only_when_chosen() {
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     let _ = std::fs::remove_file(&log);
     assert!(text.contains("anyone who reaches it is admin"), "{text}");
+    common::drop_database(&admin_url, &db);
+}
+
+/// The folder of the deployment tools' files and oslo.config's reading of them.
+fn conf_cases() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/placement-conf")
+}
+
+fn sources_of(case: &std::path::Path) -> Vec<placement::config::placement_conf::Source> {
+    use placement::config::placement_conf::Source;
+    let mut sources = vec![Source::File(case.join("placement.conf"))];
+    if case.join("placement.conf.d").is_dir() {
+        sources.push(Source::Dir(case.join("placement.conf.d")));
+    }
+    sources
+}
+
+/// What oslo.config 10.7 (with Placement 16.0.0's options) made of each
+/// case, recorded by scripts/oslo_config_reads.py, which scripts/test.sh
+/// runs again against the record.
+#[derive(serde::Deserialize)]
+struct Recorded {
+    values: Option<std::collections::BTreeMap<String, placement::config::placement_conf::Setting>>,
+    refused: Option<String>,
+}
+
+#[test]
+fn every_file_reads_as_oslo_config_reads_it() {
+    let record: std::collections::BTreeMap<String, Recorded> = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/data/oslo-config-reads.json"),
+        )
+        .expect("the record"),
+    )
+    .expect("the record parses");
+    let mut cases: Vec<String> = std::fs::read_dir(conf_cases())
+        .expect("the cases")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    cases.sort();
+    assert_eq!(
+        cases,
+        record.keys().cloned().collect::<Vec<_>>(),
+        "every case is recorded (run scripts/oslo_config_reads.py)"
+    );
+    for name in cases {
+        let ours =
+            placement::config::placement_conf::settings(&sources_of(&conf_cases().join(&name)));
+        let theirs = &record[&name];
+        match (ours, &theirs.values, &theirs.refused) {
+            (Ok(ours), Some(values), None) => assert_eq!(&ours, values, "{name}"),
+            (Err(_), None, Some(_)) => {}
+            (ours, _, refused) => panic!("{name}: ours {ours:?}, oslo.config refused: {refused:?}"),
+        }
+    }
+}
+
+/// A server on one of the deployment tools' files as written, with only
+/// what must point at this machine overridden: the database (DATABASE_URL,
+/// which wins over the file's MySQL connection), Keystone (a local port
+/// where nothing answers) and the log file's folder.
+struct ToolServer {
+    child: std::process::Child,
+    base: String,
+    log: std::path::PathBuf,
+}
+
+impl Drop for ToolServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// `placement serve ARGS` with ENV on a free port, answering `GET /`;
+/// `log` is where its log goes (the tests' PLACEMENT_LOG_FILE or the
+/// config file's), shown when it exits early.
+async fn spawn_serve(
+    label: &str,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &std::ffi::OsStr)],
+    log: &std::path::Path,
+) -> (std::process::Child, String) {
+    let port = cluster::free_port();
+    let mut child = Command::new(placement_testkit::placement_bin())
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start placement");
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while reqwest::get(format!("{base}/")).await.is_err() {
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "{label}: exited: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        assert!(Instant::now() < deadline, "{label}: never answered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (child, base)
+}
+
+async fn start_on_tool_file(tool: &str, database_url: &str) -> ToolServer {
+    let log = std::env::temp_dir().join(format!("placement-{tool}-{}.log", uuid::Uuid::new_v4()));
+    let keystone = format!("http://127.0.0.1:{}/v3", cluster::free_port());
+    let conf = conf_cases().join(tool).join("placement.conf");
+    let (child, base) = spawn_serve(
+        tool,
+        &["--config-file".as_ref(), conf.as_os_str()],
+        &[
+            ("DATABASE_URL", database_url.as_ref()),
+            ("PLACEMENT_KEYSTONE_URL", keystone.as_ref()),
+            ("PLACEMENT_KEYSTONE_TIMEOUT", "1".as_ref()),
+            ("PLACEMENT_LOG_FILE", log.as_os_str()),
+        ],
+        &log,
+    )
+    .await;
+    ToolServer { child, base, log }
+}
+
+/// kolla-ansible's, openstack-ansible's and devstack's `placement.conf`
+/// start the server as written: Keystone authentication (a 401 names
+/// `www_authenticate_uri`, a token nobody can validate is 503), the MySQL
+/// connection set aside with a warning for DATABASE_URL, kolla's policy
+/// file beside it in force, and the log in the file.
+#[tokio::test]
+async fn the_deployment_tools_files_start_the_server() {
+    let (admin_url, db) = common::fresh_database().await;
+    let url = common::url_with_db(&admin_url, &db);
+    for (tool, challenge, mysql) in [
+        (
+            "kolla",
+            "Keystone uri=\"https://openstack.example.com:5000\"",
+            true,
+        ),
+        (
+            "osa",
+            "Keystone uri=\"https://cloud.example.com:5000\"",
+            true,
+        ),
+        (
+            "devstack",
+            "Keystone uri=\"http://controller.example/identity\"",
+            false,
+        ),
+    ] {
+        let server = start_on_tool_file(tool, &url).await;
+        let get = reqwest::Method::GET;
+        let (status, headers, body) =
+            send(&server.base, get.clone(), "/resource_providers", &[]).await;
+        assert_eq!(status, 401, "{tool}: {body}");
+        assert_eq!(
+            headers
+                .get("www-authenticate")
+                .and_then(|v| v.to_str().ok()),
+            Some(challenge),
+            "{tool}"
+        );
+        let (status, _, body) = send(
+            &server.base,
+            get,
+            "/resource_providers",
+            &[("x-auth-token", "some-token")],
+        )
+        .await;
+        assert_eq!(status, 503, "{tool}: {body}");
+        let text = std::fs::read_to_string(&server.log).unwrap_or_default();
+        assert!(text.contains("placement listening"), "{tool}: {text}");
+        assert_eq!(
+            text.contains("[placement_database] connection: mysql is not supported"),
+            mysql,
+            "{tool}: {text}"
+        );
+        assert!(
+            !text.contains("Q8dLr2VxN4kT7pWz1sYb") && !text.contains("b3e8f1a2c7d94e6f"),
+            "{tool}: a password in the log"
+        );
+        if tool == "kolla" {
+            assert!(
+                text.contains("kolla/policy.yaml"),
+                "kolla's policy file: {text}"
+            );
+        }
+    }
+    common::drop_database(&admin_url, &db);
+}
+
+/// A MySQL connection in the file with no DATABASE_URL or
+/// --database-url to take its place stops start-up, naming the line.
+#[test]
+fn a_mysql_connection_alone_stops_start_up() {
+    let conf = std::env::temp_dir().join(format!("placement-{}.conf", uuid::Uuid::new_v4()));
+    std::fs::write(
+        &conf,
+        "[placement_database]\nconnection = mysql+pymysql://p:s3cret@db/placement\n",
+    )
+    .expect("write");
+    let out = Command::new(placement_testkit::placement_bin())
+        .args(["serve", "--bind", "127.0.0.1:0", "--config-file"])
+        .arg(&conf)
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run placement");
+    let _ = std::fs::remove_file(&conf);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("line 2: [placement_database] connection: mysql is not supported"),
+        "{err}"
+    );
+    assert!(err.contains("DATABASE_URL"), "{err}");
+    assert!(!err.contains("s3cret"), "{err}");
+}
+
+/// `[DEFAULT] log_dir` and `log_file` put the log in that file, and after
+/// logrotate moves it away, SIGHUP starts a new one; `--log-format oslo`
+/// writes oslo.log's line.
+#[tokio::test]
+async fn the_log_goes_to_log_file_and_is_reopened_on_sighup() {
+    let (admin_url, db) = common::fresh_database().await;
+    let url = common::url_with_db(&admin_url, &db);
+    let dir = std::env::temp_dir().join(format!("placement-logs-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let conf = dir.join("placement.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[DEFAULT]\nlog_dir = {}\nlog_file = api.log\n[api]\nauth_strategy = noauth2\n",
+            dir.display()
+        ),
+    )
+    .expect("write");
+    let log = dir.join("api.log");
+    let (child, base) = spawn_serve(
+        "log-file",
+        &[
+            "--config-file".as_ref(),
+            conf.as_os_str(),
+            "--log-format".as_ref(),
+            "oslo".as_ref(),
+        ],
+        &[("DATABASE_URL", url.as_ref())],
+        &log,
+    )
+    .await;
+    let server = ToolServer {
+        child,
+        base,
+        log: log.clone(),
+    };
+    let admin = [("x-auth-token", "admin")];
+    let get = reqwest::Method::GET;
+    assert_eq!(
+        send(&server.base, get.clone(), "/resource_providers", &admin)
+            .await
+            .0,
+        200
+    );
+    let wait_for = |path: std::path::PathBuf, what: &'static str| async move {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if text.contains(what) {
+                return text;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what} never in {}: {text}",
+                path.display()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let first = wait_for(log.clone(), "status=200").await;
+    let line = first
+        .lines()
+        .find(|l| l.contains("status=200"))
+        .expect("the request's line");
+    // oslo.log: date time.ms pid LEVEL logger [request id - - - - -] message
+    let fields: Vec<&str> = line.splitn(6, ' ').collect();
+    assert_eq!(fields[2], server.child.id().to_string(), "{line}");
+    assert_eq!(fields[3], "INFO", "{line}");
+    assert!(fields[4].starts_with("placement."), "{line}");
+    assert!(
+        fields[5].starts_with("[req-") && fields[5].contains(" - - - - -] "),
+        "{line}"
+    );
+    std::fs::rename(&log, dir.join("api.log.1")).expect("rotate");
+    let hup = Command::new("kill")
+        .args(["-HUP", &server.child.id().to_string()])
+        .status()
+        .expect("kill -HUP");
+    assert!(hup.success());
+    wait_for(log.clone(), "log file reopened").await;
+    assert_eq!(
+        send(&server.base, get, "/resource_providers", &admin)
+            .await
+            .0,
+        200
+    );
+    wait_for(log.clone(), "status=200").await;
+    // What came before the signal stayed in the moved file, nothing after.
+    let rotated = std::fs::read_to_string(dir.join("api.log.1")).unwrap_or_default();
+    assert!(rotated.contains("status=200"), "{rotated}");
+    assert!(!rotated.contains("reopened"), "{rotated}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
     common::drop_database(&admin_url, &db);
 }
