@@ -45,6 +45,7 @@ pub mod sched;
 pub mod serve;
 pub mod state;
 pub mod types;
+pub mod upgrade;
 
 pub use state::AppState;
 

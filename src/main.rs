@@ -1,7 +1,8 @@
 //! `placement serve`: parse config, start or connect to PostgreSQL, migrate, serve.
 
 use placement::config::{
-    placement_conf, AuditArgs, Cli, Command, DbPooler, ImportArgs, LogFormat, ServeArgs,
+    placement_conf, AuditArgs, Cli, Command, DbCommand, DbPooler, ImportArgs, LogFormat, ServeArgs,
+    UpgradeCommand,
 };
 use placement::localdb::{default_data_dir, LocalDb, LocalUse};
 use placement::state::Security;
@@ -70,6 +71,56 @@ async fn main() -> ExitCode {
             }
         },
         Command::Audit(args) => audit(args).await,
+        Command::Db(DbCommand::Sync(args)) => {
+            match CommandDb::open(args.database_url.as_deref(), args.data_dir.as_deref()).await {
+                Err(e) => {
+                    eprintln!("placement db sync: {e}");
+                    ExitCode::FAILURE
+                }
+                Ok(db) => {
+                    let synced = placement::upgrade::sync(db.url()).await;
+                    db.finish().await;
+                    match synced {
+                        Ok(n) => {
+                            println!("{n} migrations applied; the schema is current");
+                            ExitCode::SUCCESS
+                        }
+                        Err(e) => {
+                            eprintln!("placement db sync: {e}");
+                            ExitCode::FAILURE
+                        }
+                    }
+                }
+            }
+        }
+        Command::Upgrade(UpgradeCommand::Check(args)) => {
+            match CommandDb::open(args.database_url.as_deref(), args.data_dir.as_deref()).await {
+                Err(e) => {
+                    eprintln!("placement upgrade check: {e}");
+                    ExitCode::from(255)
+                }
+                Ok(db) => {
+                    let input = placement::upgrade::CheckInput {
+                        url: db.url(),
+                        policy_file: args.policy_file.as_deref(),
+                        incomplete_consumer_project_id: &args.incomplete_consumer_project_id,
+                    };
+                    let checked = placement::upgrade::check(&input).await;
+                    db.finish().await;
+                    match checked {
+                        Ok(checks) => {
+                            println!("{}", placement::upgrade::render(&checks));
+                            ExitCode::from(placement::upgrade::exit_code(&checks))
+                        }
+                        // oslo.upgradecheck's code for a check that could not run.
+                        Err(e) => {
+                            eprintln!("placement upgrade check: {e}");
+                            ExitCode::from(255)
+                        }
+                    }
+                }
+            }
+        }
         Command::Serve(args) => match serve(*args).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -244,54 +295,77 @@ async fn reopen_on_hangup(file: placement::log_output::LogFile) {
     }
 }
 
-/// The command line, with the config files' values as the flags'
-/// defaults (so flags and environment variables win), and what was set
-/// aside: a file's value that cannot serve (a MySQL connection) is an
-/// error unless the flag or its variable gives one, then a warning.
+/// The command line, with the config files' values as the defaults of
+/// every command's flag of that name (so flags and environment variables
+/// win), and what was set aside: a file's value that cannot serve (a MySQL
+/// connection) is an error for a command that takes it unless the flag or
+/// its variable gives one, then a warning.
 fn parse_with_defaults(loaded: &placement_conf::Loaded) -> Result<(Cli, Vec<String>), String> {
     use clap::{CommandFactory, FromArgMatches};
-    let cmd = loaded
-        .defaults
-        .iter()
-        .fold(Cli::command(), |cmd, (flag, value)| {
-            // Parsed once at start-up: leaking the few strings is the price of
-            // clap's 'static defaults.
-            let value: &'static str = Box::leak(value.clone().into_boxed_str());
-            cmd.mut_subcommand("serve", |s| {
-                s.mut_arg(*flag, |a| {
-                    let a = a.default_value(value);
-                    // A switch (`--randomize-allocation-candidates`) shows
-                    // no default, and clap refuses hiding one it has not.
-                    if a.get_action().takes_values() {
-                        a.hide_default_value(true)
-                    } else {
-                        a
-                    }
-                })
-            })
-        });
-    let matches = cmd.get_matches();
+    let cmd = with_file_defaults(Cli::command(), &loaded.defaults);
+    let matches = cmd.clone().get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    let mut set_aside = Vec::new();
-    if let (Command::Serve(args), Some(serve)) =
-        (&mut cli.command, matches.subcommand_matches("serve"))
-    {
-        let given = |flag: &str| {
-            serve
+    // The subcommand run, its definition and its matches.
+    let (mut leaf_cmd, mut leaf) = (&cmd, &matches);
+    while let Some((name, sub)) = leaf.subcommand() {
+        let Some(found) = leaf_cmd.find_subcommand(name) else {
+            break;
+        };
+        (leaf_cmd, leaf) = (found, sub);
+    }
+    let given = |flag: &str| {
+        leaf.ids().any(|id| id.as_str() == flag)
+            && leaf
                 .value_source(flag)
                 .is_some_and(|s| s != clap::parser::ValueSource::DefaultValue)
-        };
-        args.security.auth_strategy_chosen = given("auth_strategy") || loaded.auth_strategy_chosen;
-        for (flag, why) in &loaded.unusable {
-            if !given(flag) {
-                return Err(why.clone());
-            }
-            set_aside.push(format!(
-                "{why} (not used: the flag or its environment variable gives the value)"
-            ));
+    };
+    let takes = |flag: &str| leaf_cmd.get_arguments().any(|a| a.get_id() == flag);
+    let mut set_aside = Vec::new();
+    for (flag, why) in &loaded.unusable {
+        if !takes(flag) {
+            continue;
         }
+        if !given(flag) {
+            return Err(why.clone());
+        }
+        set_aside.push(format!(
+            "{why} (set aside: the flag or its environment variable gives the value)"
+        ));
+    }
+    if let Command::Serve(args) = &mut cli.command {
+        args.security.auth_strategy_chosen = given("auth_strategy") || loaded.auth_strategy_chosen;
     }
     Ok((cli, set_aside))
+}
+
+/// `cmd` and its subcommands, each flag a file sets defaulting to the
+/// file's value.
+fn with_file_defaults(cmd: clap::Command, defaults: &[(&'static str, String)]) -> clap::Command {
+    let subcommands: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    let cmd = subcommands.iter().fold(cmd, |cmd, name| {
+        cmd.mut_subcommand(name, |s| with_file_defaults(s, defaults))
+    });
+    defaults.iter().fold(cmd, |cmd, (flag, value)| {
+        if !cmd.get_arguments().any(|a| a.get_id() == *flag) {
+            return cmd;
+        }
+        // Parsed once at start-up: leaking the few strings is the price of
+        // clap's 'static defaults.
+        let value: &'static str = Box::leak(value.clone().into_boxed_str());
+        cmd.mut_arg(*flag, |a| {
+            let a = a.default_value(value);
+            // A switch (`--randomize-allocation-candidates`) shows no
+            // default, and clap refuses hiding one it has not.
+            if a.get_action().takes_values() {
+                a.hide_default_value(true)
+            } else {
+                a
+            }
+        })
+    })
 }
 
 async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -382,7 +456,26 @@ async fn run(
             (pool, sessions)
         }
     };
-    db::prepare(&sessions).await?;
+    if args.migrate {
+        db::prepare(&sessions).await?;
+    } else {
+        // `placement db sync` is the deployment's own step: refuse a schema
+        // it has not brought to this build's.
+        let mut conn = sessions.acquire().await?;
+        let (pending, unknown) = db::migrations::compare(&mut conn).await?;
+        if let Some(p) = pending.first() {
+            return Err(format!(
+                "--migrate false: the database lacks {} migrations (the first: {} {}); run `placement db sync`",
+                pending.len(),
+                p.version,
+                p.description
+            )
+            .into());
+        }
+        if let Some(v) = unknown.first() {
+            tracing::warn!("the database has migration {v}, which this build does not know: a newer release migrated it");
+        }
+    }
     let mut state = AppState::new(pool.clone(), args.settings.clone()).with_security(security);
     if args.db_pooler == DbPooler::Transaction {
         state.pool = db::Pool::behind_transaction_pooler(pool.clone());

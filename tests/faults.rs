@@ -63,6 +63,9 @@ async fn opposite_reshapes(
             client
                 .post(format!("{base}/reshaper"))
                 .header("x-auth-token", "admin")
+                // Nova reshapes with its service token: under the new
+                // defaults (the server's) the reshaper is the service's.
+                .header("x-roles", "service")
                 .header("openstack-api-version", "placement 1.30")
                 .json(&body)
                 .send()

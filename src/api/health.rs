@@ -54,6 +54,8 @@ pub async fn check(State(st): State<AppState>, method: Method, headers: HeaderMa
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
+    // oslo.middleware answers every Accept: JSON when it is preferred,
+    // else text (text/html and application/xml get text, too).
     let json = super::respond::accept_quality(accept, "application/json")
         > super::respond::accept_quality(accept, "text/plain");
     if json {

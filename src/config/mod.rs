@@ -33,6 +33,72 @@ pub enum Command {
     Import(ImportArgs),
     /// Check a database for problems, read-only (exit 1 when any).
     Audit(AuditArgs),
+    /// The database's schema (placement-manage's `db sync`).
+    #[command(subcommand)]
+    Db(DbCommand),
+    /// Before and after an upgrade (placement-status's `upgrade check`).
+    #[command(subcommand)]
+    Upgrade(UpgradeCommand),
+}
+
+/// `placement db …`.
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Apply every migration this build has, then exit (what deployment
+    /// tools run as a step of their own before starting the service).
+    Sync(DbSyncArgs),
+}
+
+/// `placement upgrade …`.
+#[derive(Debug, Subcommand)]
+pub enum UpgradeCommand {
+    /// Whether this build can serve the database and configuration: the
+    /// schema is current, the policy file reads, nothing is left
+    /// incomplete. Exit 0 (success), 1 (a warning) or 2 (a failure), as
+    /// placement-status.
+    Check(UpgradeCheckArgs),
+}
+
+/// Options of `placement db sync`.
+#[derive(Debug, Clone, Args)]
+pub struct DbSyncArgs {
+    /// The database (`[placement_database] connection` when a config file
+    /// gives it). Without one, the local database `serve` runs without
+    /// DATABASE_URL (in --data-dir).
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Data directory of the local database (only without DATABASE_URL).
+    #[arg(long, env = "PLACEMENT_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    /// The config files read.
+    pub config: ConfigFiles,
+}
+
+/// Options of `placement upgrade check`.
+#[derive(Debug, Clone, Args)]
+pub struct UpgradeCheckArgs {
+    /// The database (`[placement_database] connection` when a config file
+    /// gives it). Without one, the local database `serve` runs without
+    /// DATABASE_URL (in --data-dir).
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Data directory of the local database (only without DATABASE_URL).
+    #[arg(long, env = "PLACEMENT_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The policy file to check (`[oslo_policy] policy_file`).
+    #[arg(long, env = "PLACEMENT_POLICY_FILE")]
+    pub policy_file: Option<PathBuf>,
+    /// The project of consumers written before microversion 1.8.
+    #[arg(
+        long,
+        env = "PLACEMENT_INCOMPLETE_CONSUMER_PROJECT_ID",
+        default_value = "00000000-0000-0000-0000-000000000000"
+    )]
+    pub incomplete_consumer_project_id: String,
+    #[command(flatten)]
+    /// The config files read.
+    pub config: ConfigFiles,
 }
 
 /// Options of `placement audit`.
@@ -116,6 +182,25 @@ pub enum GenerationStrategy {
     BreadthFirst,
 }
 
+/// Where `placement.conf` is read from (`config::placement_conf`, which
+/// reads these flags itself before the rest of the command line, since
+/// the files give the other flags their defaults).
+#[derive(Debug, Clone, Default, Args)]
+pub struct ConfigFiles {
+    /// Placement's `placement.conf` (oslo.config INI), repeatable: later
+    /// files win; flags and environment variables win over any file.
+    /// Without one, Placement's: `$OS_PLACEMENT_CONFIG_DIR/placement.conf`,
+    /// else the first `placement.conf` in ~/.placement/, ~/,
+    /// /etc/placement/, /etc/ (and the first `placement.conf.d/` there).
+    #[arg(long, env = "PLACEMENT_CONFIG_FILE", value_delimiter = ',')]
+    pub config_file: Vec<PathBuf>,
+    /// A folder of `*.conf` files read in name order (oslo.config's
+    /// `--config-dir`, e.g. openstack-helm's `placement.conf.d`),
+    /// repeatable; read where it stands among the --config-file flags.
+    #[arg(long)]
+    pub config_dir: Vec<PathBuf>,
+}
+
 /// Options of `placement serve`.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
@@ -185,6 +270,11 @@ pub struct ServeArgs {
     /// them forever). Older ones are pruned every minute.
     #[arg(long, env = "PLACEMENT_ADMISSION_ROUND_RETENTION", default_value_t = 7 * 86_400)]
     pub admission_round_retention: u64,
+    /// Apply the migrations at start-up (several servers starting at once
+    /// take turns). `false` when the deployment runs `placement db sync`
+    /// as its own step: the server then refuses a schema that lacks one.
+    #[arg(long, env = "PLACEMENT_MIGRATE", num_args = 0..=1, default_value_t = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub migrate: bool,
     /// Seconds SIGTERM (or Ctrl-C) waits for requests in flight before exit.
     #[arg(long, env = "PLACEMENT_SHUTDOWN_GRACE", default_value_t = 10)]
     pub shutdown_grace: u64,
@@ -194,18 +284,10 @@ pub struct ServeArgs {
     #[command(flatten)]
     /// Authentication, policy and CORS.
     pub security: security::SecurityArgs,
-    /// Placement's `placement.conf` (oslo.config INI), repeatable: later
-    /// files win; flags and environment variables win over any file.
-    /// Without one, Placement's: `$OS_PLACEMENT_CONFIG_DIR/placement.conf`,
-    /// else the first `placement.conf` in ~/.placement/, ~/,
-    /// /etc/placement/, /etc/ (and the first `placement.conf.d/` there).
-    #[arg(long, env = "PLACEMENT_CONFIG_FILE", value_delimiter = ',')]
-    pub config_file: Vec<PathBuf>,
-    /// A folder of `*.conf` files read in name order (oslo.config's
-    /// `--config-dir`, e.g. openstack-helm's `placement.conf.d`),
-    /// repeatable; read where it stands among the --config-file flags.
-    #[arg(long)]
-    pub config_dir: Vec<PathBuf>,
+    #[command(flatten)]
+    /// The config files read (parsed before the command line; here so the
+    /// flags are accepted and shown).
+    pub config: ConfigFiles,
     /// Write the log to this file instead of standard error (oslo.log's
     /// `log_file`; under --log-dir when relative and that is given). The
     /// file is opened again on SIGHUP, for logrotate.

@@ -312,3 +312,16 @@ pub async fn create_many(
     .await?;
     Ok(rows.into_iter().map(|(id, u)| (u, id)).collect())
 }
+
+/// Consumers owned by the project given to allocations written before
+/// microversion 1.8 (`--incomplete-consumer-project-id`), which Nova's
+/// next report completes.
+pub async fn count_in_project(conn: &mut PgConnection, external: &str) -> Result<i64, sqlx::Error> {
+    crate::db::query_scalar(
+        "SELECT COUNT(*) FROM consumers c JOIN projects p ON p.id = c.project_id
+          WHERE p.external_id = $1",
+    )
+    .bind(external)
+    .fetch_one(conn)
+    .await
+}

@@ -44,6 +44,45 @@ pub async fn run(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
         .map_err(|e| sqlx::Error::Migrate(Box::new(e)))
 }
 
+/// A migration of this build the database has not applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    pub version: i64,
+    pub description: String,
+}
+
+/// Migrations this build has that the database has not applied (all of
+/// them on an empty database), and migrations the database applied that
+/// this build does not know (a newer release ran there).
+pub async fn compare(conn: &mut PgConnection) -> Result<(Vec<Pending>, Vec<i64>), sqlx::Error> {
+    let recorded: bool =
+        crate::db::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+            .fetch_one(&mut *conn)
+            .await?;
+    let applied: Vec<i64> = if recorded {
+        crate::db::query_scalar(
+            "SELECT version FROM _sqlx_migrations WHERE success ORDER BY version",
+        )
+        .fetch_all(&mut *conn)
+        .await?
+    } else {
+        Vec::new()
+    };
+    let pending = MIGRATOR
+        .iter()
+        .filter(|m| !applied.contains(&m.version))
+        .map(|m| Pending {
+            version: m.version,
+            description: m.description.to_string(),
+        })
+        .collect();
+    let unknown = applied
+        .into_iter()
+        .filter(|v| !MIGRATOR.iter().any(|m| m.version == *v))
+        .collect();
+    Ok((pending, unknown))
+}
+
 async fn accept_rewritten(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
     let recorded: bool =
         crate::db::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")

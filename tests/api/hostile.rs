@@ -386,6 +386,18 @@ async fn healthcheck_needs_no_token_and_reports_the_database() {
         .await
         .expect(200);
     assert_eq!(r.json(), json!({"detailed": false, "reasons": ["OK"]}));
+    // Every Accept gets an answer, as from oslo.middleware (load balancers
+    // send text/plain, text/html or nothing JSON at all).
+    for accept in ["text/plain", "text/html", "application/xml", "*/*"] {
+        let r = t
+            .req("GET", "/healthcheck")
+            .token(None)
+            .header("accept", accept)
+            .send()
+            .await;
+        assert_eq!(r.status.as_u16(), 200, "{accept}");
+        assert_eq!(r.text(), "OK", "{accept}");
+    }
     let r = t.req("HEAD", "/healthcheck").token(None).send().await;
     assert_eq!(r.status.as_u16(), 204);
     // With the database gone it says so: 503 and the reason.

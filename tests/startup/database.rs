@@ -377,3 +377,76 @@ async fn a_database_migrated_with_a_rewritten_migrations_first_text_starts() {
     drop(conn);
     common::drop_database(&admin_url, &db);
 }
+
+/// The deployment tools' steps: `placement db sync` migrates and exits,
+/// `placement upgrade check` says whether this build can serve the
+/// database (oslo.upgradecheck's table and exit codes), and `serve
+/// --migrate false` refuses a schema `db sync` has not brought forward.
+#[tokio::test]
+async fn db_sync_and_upgrade_check_are_the_deployments_steps() {
+    use sqlx::Connection;
+    let (admin_url, template_copy) = common::fresh_database().await;
+    common::drop_database(&admin_url, &template_copy);
+    let db = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let mut admin = sqlx::PgConnection::connect(&admin_url).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}")))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    drop(admin);
+    let url = common::url_with_db(&admin_url, &db);
+    let run = |args: &[&str]| {
+        let out = Command::new(placement_testkit::placement_bin())
+            .args(args)
+            .env("DATABASE_URL", &url)
+            .env_remove("PLACEMENT_CONFIG_FILE")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run placement");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let err = refused_start_on(&url, &["--migrate", "false"]);
+    assert!(
+        err.contains("lacks") && err.contains("placement db sync"),
+        "{err}"
+    );
+    let (code, table, _) = run(&["upgrade", "check"]);
+    assert_eq!(code, Some(2), "{table}");
+    assert!(
+        table.contains("| Check: Database schema") && table.contains("| Result: Failure"),
+        "{table}"
+    );
+    let (code, out, err) = run(&["db", "sync"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("migrations applied"), "{out}");
+    assert!(!out.starts_with("0 "), "{out}");
+    let (code, out, _) = run(&["db", "sync"]);
+    assert_eq!(code, Some(0));
+    assert!(out.starts_with("0 migrations applied"), "{out}");
+    let (code, table, err) = run(&["upgrade", "check"]);
+    assert_eq!(code, Some(0), "{table}{err}");
+    assert!(
+        !table.contains("Failure") && !table.contains("Warning"),
+        "{table}"
+    );
+    // A policy file that names no rule this service has fails the check.
+    let bad = policy_file("\"placement:no_such_rule\": \"role:admin\"\n");
+    let (code, table, _) = run(&["upgrade", "check", "--policy-file", &bad.arg()]);
+    assert_eq!(code, Some(2), "{table}");
+    assert!(table.contains("no_such_rule"), "{table}");
+    let server = cluster::start_server_with(&url, "migrate-false", &["--migrate", "false"]).await;
+    let (status, _, _) = send(
+        &server.base,
+        reqwest::Method::GET,
+        "/resource_providers",
+        &[("x-auth-token", "admin")],
+    )
+    .await;
+    assert_eq!(status, 200);
+    drop(server);
+    common::drop_database(&admin_url, &db);
+}

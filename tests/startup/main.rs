@@ -53,12 +53,24 @@ mod tempfile_path {
 /// Runs `placement serve` with `args` and expects it to exit at once with
 /// an error; its stderr. (A `--data-dir` run gets no DATABASE_URL.)
 pub(crate) fn refused_start(args: &[&str]) -> String {
-    let mut cmd = Command::new(placement_testkit::placement_bin());
     if args.contains(&"--data-dir") {
-        cmd.env_remove("DATABASE_URL");
+        refused_start_with(None, args)
     } else {
-        cmd.env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none");
+        refused_start_with(Some("postgres://nobody@127.0.0.1:1/none"), args)
     }
+}
+
+/// Like [`refused_start`], on the database at `url`.
+pub(crate) fn refused_start_on(url: &str, args: &[&str]) -> String {
+    refused_start_with(Some(url), args)
+}
+
+fn refused_start_with(url: Option<&str>, args: &[&str]) -> String {
+    let mut cmd = Command::new(placement_testkit::placement_bin());
+    match url {
+        None => cmd.env_remove("DATABASE_URL"),
+        Some(url) => cmd.env("DATABASE_URL", url),
+    };
     cmd.arg("serve");
     if !args.contains(&"--bind") {
         cmd.args(["--bind", "127.0.0.1:0"]);

@@ -338,7 +338,7 @@ async fn guarded(security: &Arc<Security>, route: &str, req: Request, next: Next
             return e.into_response();
         }
     }
-    if req.method() == Method::GET {
+    if req.method() == Method::GET && !super::routes::OWN_MEDIA_TYPES.contains(&route.as_str()) {
         if let Some(accept) = req
             .headers()
             .get(header::ACCEPT)

@@ -48,6 +48,12 @@ pub fn all() -> impl Iterator<Item = &'static Route> {
         .chain(extensions::COLOCATION)
 }
 
+/// Paths that answer in media types of their own and negotiate them
+/// (oslo.middleware's healthcheck: text or JSON for any `Accept`; the
+/// Prometheus text format): Placement's 406 for an `Accept` without JSON
+/// does not apply to them.
+pub const OWN_MEDIA_TYPES: &[&str] = &["/healthcheck", "/metrics"];
+
 /// The route of a matched path and method.
 pub fn find(path: &str, method: &Method) -> Option<&'static Route> {
     all().find(|r| r.path == path && r.method == *method)
