@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # The oslo libraries judge the records the Rust tests hold the service to:
-# scripts/oslo_config_reads.py runs oslo.config (Placement 16.0.0's
-# options) on every case of tests/data/placement-conf/, and its answer must
-# be tests/data/oslo-config-reads.json, which tests/startup/config.rs
-# compares the service's own reading with. A difference means the record
-# is stale or a case was added without recording it:
-#   python scripts/oslo_config_reads.py tests/data/placement-conf > tests/data/oslo-config-reads.json
-# (in the venv below) rewrites it.
+# - scripts/oslo_config_reads.py runs oslo.config (Placement 16.0.0's
+#   options) on every case of tests/data/placement-conf/; its answer must be
+#   tests/data/oslo-config-reads.json, which tests/startup/config.rs
+#   compares the service's own reading with;
+# - scripts/oslo_policy_decisions.py asks oslo.policy 6.0.1 (Placement's
+#   rules) about every file of tests/data/policy-files/; its answers must be
+#   tests/data/oslo-policy-decisions.json, which tests/startup/policy_files.rs
+#   compares the service's decisions with.
+# A difference means a record is stale or a case was added without
+# recording it; each script's docstring says how to rewrite its record (in
+# the venv below).
 #
 # Venv: ${PLACEMENT_VENV:-~/.cache/placement-real/venv} (scripts/lib.sh).
 set -euo pipefail
@@ -24,4 +28,11 @@ if ! diff -u tests/data/oslo-config-reads.json "$OUT"; then
     exit 1
 fi
 cases=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$OUT")
-echo "oslo check: oslo.config read $cases cases as recorded"
+# oslo.policy warns about undefined rules on stderr: its own business.
+"$VENV/bin/python" scripts/oslo_policy_decisions.py tests/data/policy-files >"$OUT" 2>/dev/null
+if ! diff -u tests/data/oslo-policy-decisions.json "$OUT"; then
+    echo "FAILED: oslo.policy decides under tests/data/policy-files/ otherwise than the record says" >&2
+    exit 1
+fi
+files=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["files"]))' "$OUT")
+echo "oslo check: oslo.config read $cases config cases and oslo.policy decided $files policy files as recorded"

@@ -44,6 +44,9 @@ impl Security {
         let policy =
             policy::Policy::build(mode, text.as_ref().map(|(p, t)| (p.as_str(), t.as_str())))
                 .map_err(|e| e.to_string())?;
+        for w in &policy.warnings {
+            tracing::warn!("{w}");
+        }
         Ok(Security {
             auth: auth::Authenticator::from_args(a)?,
             policy,

@@ -157,10 +157,15 @@ fn policy_check(path: Option<&Path>) -> Check {
     };
     let shown = path.display().to_string();
     match crate::policy::Policy::build(crate::policy::Mode::default(), Some((&shown, &text))) {
-        Ok(_) => Check {
+        Ok(policy) if policy.warnings.is_empty() => Check {
             name,
             outcome: Outcome::Success,
             details: None,
+        },
+        Ok(policy) => Check {
+            name,
+            outcome: Outcome::Warning,
+            details: Some(policy.warnings.join("; ")),
         },
         Err(e) => Check {
             name,
@@ -250,7 +255,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("policy-check-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let bad = dir.join("bad.yaml");
-        std::fs::write(&bad, "\"placement:nothing\": \"role:admin\"\n").unwrap();
+        std::fs::write(&bad, "\"placement:usages\": \"role:admin or\"\n").unwrap();
         assert_eq!(policy_check(Some(&bad)).outcome, Outcome::Failure);
         let good = dir.join("good.yaml");
         std::fs::write(

@@ -1,9 +1,10 @@
-//! Policy files as oslo.policy reads them: a JSON object, or a YAML
-//! mapping, of rule name to check string. The YAML read here is the part
-//! of YAML policy files use (what `oslopolicy-sample-generator` writes):
-//! one `name: check` per line, plain, single- or double-quoted, with `#`
-//! comments and an optional `---`. Every entry keeps its line number so
-//! that an error can name it.
+//! Policy files as oslo.policy reads them: JSON, else YAML (a maintained
+//! YAML reader: folded and continued values, anchors and aliases, a
+//! byte-order mark, a JSON object with a trailing comma), one mapping of
+//! rule name to check string. Every entry keeps its line number so that
+//! an error can name it. Refused where PyYAML would take a value oslo.policy
+//! then reads as "everyone": an unquoted `!` (a YAML tag), and any tagged
+//! value; and a rule set twice, which PyYAML lets the last one win.
 
 use std::fmt;
 
@@ -46,10 +47,22 @@ fn error(line: usize, message: impl Into<String>) -> FileError {
 
 /// The entries of a policy file's text, JSON when it starts with `{`.
 pub fn entries(text: &str) -> Result<Vec<Entry>, FileError> {
-    let entries = if text.trim_start().starts_with('{') {
-        json_entries(text)?
-    } else {
-        yaml_entries(text)?
+    // oslo.policy tries JSON, then YAML (which reads a JSON object with a
+    // trailing comma, for one); an error names the YAML reading's line,
+    // or the JSON one's when the text is meant as JSON and YAML agrees
+    // it is not.
+    let entries = match json_entries(text) {
+        Ok(entries) => entries,
+        Err(json) => match yaml_entries(text) {
+            Ok(entries) => entries,
+            Err(yaml) if text.trim_start().starts_with('{') && json.line > 0 => {
+                return Err(FileError {
+                    line: json.line,
+                    message: format!("{} (as YAML: {})", json.message, yaml),
+                })
+            }
+            Err(yaml) => return Err(yaml),
+        },
     };
     let mut seen = std::collections::HashMap::new();
     for e in &entries {
@@ -88,108 +101,75 @@ fn line_of_key(text: &str, name: &str) -> usize {
         .unwrap_or(0)
 }
 
+/// The YAML reading: the file's one document, a mapping of rule name to
+/// check string, as PyYAML's `safe_load` gives it to oslo.policy.
 fn yaml_entries(text: &str) -> Result<Vec<Entry>, FileError> {
-    let mut out = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        let trimmed = raw.trim();
-        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed == "---" {
-            continue;
-        }
-        if raw.starts_with([' ', '\t']) {
+    use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, YamlData};
+    let docs = MarkedYaml::load_from_str(text)
+        .map_err(|e| error(e.marker().line(), e.info().to_string()))?;
+    let doc = match docs.as_slice() {
+        [] => return Ok(Vec::new()),
+        [doc] => doc,
+        [_, second, ..] => {
             return Err(error(
-                line,
-                "indented line: a policy file maps rule names to check strings, one per line",
-            ));
+                second.span.start.line(),
+                "a second YAML document: a policy file is one mapping",
+            ))
         }
-        let (name, rest) = scalar(trimmed, line, true)?;
-        let rest = rest.trim_start();
-        let Some(rest) = rest.strip_prefix(':') else {
-            return Err(error(line, "expected \"name: check\""));
-        };
-        let rest = rest.trim();
-        let (check, tail) = if rest.is_empty() {
-            (String::new(), "")
-        } else {
-            scalar(rest, line, false)?
-        };
-        let tail = tail.trim();
-        if !(tail.is_empty() || tail.starts_with('#')) {
+    };
+    let mapping = match &doc.data {
+        YamlData::Mapping(m) => m,
+        YamlData::Value(Scalar::Null) => return Ok(Vec::new()),
+        _ => {
             return Err(error(
-                line,
-                format!("unexpected text after the check string: {tail}"),
-            ));
+                doc.span.start.line(),
+                "a policy file is a mapping of rule names to check strings",
+            ))
         }
+    };
+    let mut out = Vec::with_capacity(mapping.len());
+    for (key, value) in mapping.iter() {
+        let line = key.span.start.line();
+        let name = match &key.data {
+            YamlData::Value(Scalar::String(s)) => s.to_string(),
+            _ => return Err(error(line, "a rule name is not a string")),
+        };
+        let check = match &value.data {
+            YamlData::Value(Scalar::String(s)) => s.to_string(),
+            // `name:` with nothing after it is None to oslo.policy, which
+            // reads it as "" (everyone), as it does an empty string.
+            YamlData::Value(Scalar::Null) => String::new(),
+            YamlData::Tagged(tag, inner) => {
+                let bare = matches!(&inner.data, YamlData::Value(Scalar::Null))
+                    || matches!(&inner.data, YamlData::Value(Scalar::String(s)) if s.is_empty());
+                // The non-specific tag `!` (saphyr spells it handle "",
+                // suffix "!").
+                let non_specific = format!("{}{}", tag.handle, tag.suffix) == "!";
+                let message = if non_specific && bare {
+                    // PyYAML reads `name: !` as an empty string, which
+                    // oslo.policy takes as "everyone": meant as "nobody".
+                    format!("the check string of \"{name}\" is an unquoted !, which YAML reads as a tag with an empty value (everyone, to oslo.policy): write \"!\" in quotes for nobody")
+                } else {
+                    format!(
+                        "the check string of \"{name}\" carries a YAML tag ({}{}): quote it",
+                        tag.handle, tag.suffix
+                    )
+                };
+                return Err(error(value.span.start.line(), message));
+            }
+            _ => {
+                return Err(error(
+                    value.span.start.line(),
+                    format!("the check string of \"{name}\" is not a string"),
+                ))
+            }
+        };
         if name.is_empty() {
             return Err(error(line, "empty rule name"));
         }
         out.push(Entry { name, check, line });
     }
     Ok(out)
-}
-
-/// One scalar at the start of `s` and what follows it. A plain key ends
-/// at `:`; a plain value at ` #` or the end of the line.
-fn scalar(s: &str, line: usize, key: bool) -> Result<(String, &str), FileError> {
-    match s.chars().next() {
-        Some('"') => double_quoted(&s[1..], line),
-        Some('\'') => single_quoted(&s[1..], line),
-        Some(c) if "[{&*|>%`".contains(c) => Err(error(
-            line,
-            format!("unsupported YAML ({c}): quote the check string"),
-        )),
-        _ => {
-            let end = if key {
-                s.find(": ")
-                    .or_else(|| s.ends_with(':').then(|| s.len() - 1))
-                    .unwrap_or(s.len())
-            } else {
-                s.find(" #").unwrap_or(s.len())
-            };
-            Ok((s[..end].trim().to_string(), &s[end..]))
-        }
-    }
-}
-
-fn double_quoted(s: &str, line: usize) -> Result<(String, &str), FileError> {
-    let mut out = String::new();
-    let mut chars = s.char_indices();
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '"' => return Ok((out, &s[i + 1..])),
-            '\\' => match chars.next() {
-                Some((_, '"')) => out.push('"'),
-                Some((_, '\\')) => out.push('\\'),
-                Some((_, '/')) => out.push('/'),
-                Some((_, 't')) => out.push('\t'),
-                Some((_, other)) => {
-                    return Err(error(line, format!("unsupported escape \\{other}")))
-                }
-                None => break,
-            },
-            _ => out.push(c),
-        }
-    }
-    Err(error(line, "unterminated double-quoted string"))
-}
-
-fn single_quoted(s: &str, line: usize) -> Result<(String, &str), FileError> {
-    let mut out = String::new();
-    let mut rest = s;
-    loop {
-        let Some(at) = rest.find('\'') else {
-            return Err(error(line, "unterminated single-quoted string"));
-        };
-        out.push_str(&rest[..at]);
-        rest = &rest[at + 1..];
-        match rest.strip_prefix('\'') {
-            Some(after) => {
-                out.push('\'');
-                rest = after;
-            }
-            None => return Ok((out, rest)),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -216,7 +196,20 @@ mod tests {
                 ("project_reader_api".into(), "".into(), 8),
             ]
         );
-        assert_eq!(pairs("\"a\": '@'\nb: !\n")[1].1, "!");
+        assert_eq!(pairs("\"a\": '@'\nb: \"!\"\n")[1].1, "!");
+        // What PyYAML reads alike: folded, continued, aliased, after a BOM.
+        assert_eq!(
+            pairs("a: >-\n  role:x\n  or role:y\n")[0].1,
+            "role:x or role:y"
+        );
+        assert_eq!(pairs("a: role:x\n  or role:y\n")[0].1, "role:x or role:y");
+        assert_eq!(
+            pairs("a: &r role:x\nb: *r\n")[1],
+            ("b".into(), "role:x".into(), 2)
+        );
+        assert_eq!(pairs("\u{feff}a: role:x\n")[0].1, "role:x");
+        assert_eq!(pairs("{\"a\": \"role:x\",}\n")[0].1, "role:x");
+        assert_eq!(pairs("a:\n")[0].1, "");
         assert_eq!(pairs("a: 'it''s'\n")[0].1, "it's");
     }
 
@@ -236,13 +229,16 @@ mod tests {
     fn errors_name_their_line() {
         for (text, line) in [
             ("a: role:x\n  b: role:y\n", 2),
-            ("a: role:x\nb role:y\n", 2),
+            ("a: role:x\nb role:y\n", 3),
             ("a: \"role:x\n", 1),
             ("a: 'x' trailing\n", 1),
             ("a: [role:x]\n", 1),
             ("a: role:x\na: role:y\n", 2),
             ("{\n \"a\": 1\n}", 2),
-            ("{\n \"a\": \"x\",\n}", 3),
+            ("x: role:y\na: !\n", 2),
+            ("a: !!str\nb: !custom role:x\n", 2),
+            ("a: @\n", 1),
+            ("- a\n- b\n", 1),
         ] {
             let e = entries(text).expect_err(text);
             assert_eq!(e.line, line, "{text:?}: {e}");

@@ -111,7 +111,19 @@ struct Rule {
 pub struct Policy {
     rules: HashMap<String, Rule>,
     mode: Mode,
+    /// What the policy file does that oslo.policy accepts but that is
+    /// probably a mistake (a rule no route checks, a `rule:` naming no
+    /// rule), one line each, for the log.
+    pub warnings: Vec<String>,
 }
+
+/// oslo.policy's `policy_default_rule`: a `rule:` reference to a rule that
+/// does not exist means this one, when the file defines it.
+const DEFAULT_RULE: &str = "default";
+
+/// How deep `rule:` references are followed before a check is denied
+/// (the `default` rule can name an undefined rule, which means `default`).
+const MAX_RULE_DEPTH: usize = 64;
 
 impl Policy {
     /// Placement's rules and this service's own ([`defaults`]) under
@@ -138,7 +150,11 @@ impl Policy {
                 scope_types: Some(&[Scope::Project]),
             });
         }
-        let mut policy = Policy { rules, mode };
+        let mut policy = Policy {
+            rules,
+            mode,
+            warnings: Vec::new(),
+        };
         if let Some((path, text)) = overrides {
             policy.apply_file(path, text)?;
         }
@@ -152,24 +168,58 @@ impl Policy {
         };
         let entries =
             file::entries(text).map_err(|e| PolicyError(format!("policy file {path}: {e}")))?;
-        for e in entries {
+        for e in &entries {
             let check =
                 parse::parse(&e.check).map_err(|err| at(e.line, format!("{}: {err}", e.name)))?;
-            if let Some(unknown) = references(&check).into_iter().find(|r| !self.knows(r)) {
-                return Err(at(
-                    e.line,
-                    format!("{} refers to unknown rule \"{unknown}\"", e.name),
+            match self.rules.get_mut(&e.name) {
+                Some(rule) => rule.check = check,
+                None => {
+                    // oslo.policy keeps a rule no route is checked against
+                    // (`default`, `context_is_admin`, helpers other rules name).
+                    if !matches!(e.name.as_str(), DEFAULT_RULE | "context_is_admin")
+                        && !entries.iter().any(|other| mentions(&other.check, &e.name))
+                    {
+                        self.warnings.push(format!(
+                            "policy file {path}: line {}: \"{}\" is no rule of this service and no other rule refers to it",
+                            e.line, e.name
+                        ));
+                    }
+                    self.rules.insert(
+                        e.name.clone(),
+                        Rule {
+                            check,
+                            scope_types: None,
+                        },
+                    );
+                }
+            }
+        }
+        for e in &entries {
+            let Some(rule) = self.rules.get(&e.name) else {
+                continue;
+            };
+            let unknown: Vec<String> = references(&rule.check)
+                .into_iter()
+                .filter(|r| !self.knows(r))
+                .map(str::to_string)
+                .collect();
+            for unknown in unknown {
+                let meaning = if self.knows(DEFAULT_RULE) {
+                    "the default rule applies there"
+                } else {
+                    "it denies"
+                };
+                self.warnings.push(format!(
+                    "policy file {path}: line {}: {} refers to rule \"{unknown}\", which is not defined: {meaning} (as in oslo.policy)",
+                    e.line, e.name
                 ));
             }
-            let Some(rule) = self.rules.get_mut(&e.name) else {
-                return Err(at(e.line, format!("unknown rule \"{}\"", e.name)));
-            };
-            rule.check = check;
         }
         Ok(())
     }
 
-    /// Every `rule:` names a rule, and no rule reaches itself.
+    /// No rule reaches itself through `rule:` references (oslo.policy
+    /// would recurse without end at the first request).
     fn check_references(&self) -> Result<(), PolicyError> {
         let mut names: Vec<&String> = self.rules.keys().collect();
         names.sort();
@@ -181,11 +231,13 @@ impl Policy {
     }
 
     fn walk<'a>(&'a self, name: &str, path: &mut Vec<&'a str>) -> Result<(), PolicyError> {
-        let rule = self
-            .rules
-            .get(name)
-            .ok_or_else(|| PolicyError(format!("unknown rule \"{name}\"")))?;
+        let Some(rule) = self.rules.get(name) else {
+            return Ok(());
+        };
         for next in references(&rule.check) {
+            if !self.knows(next) {
+                continue;
+            }
             if path.contains(&next) {
                 path.push(next);
                 return Err(PolicyError(format!(
@@ -226,21 +278,37 @@ impl Policy {
     }
 
     fn passes(&self, check: &Check, creds: &Credentials, target: &Target) -> bool {
+        self.passes_within(check, creds, target, 0)
+    }
+
+    fn passes_within(
+        &self,
+        check: &Check,
+        creds: &Credentials,
+        target: &Target,
+        depth: usize,
+    ) -> bool {
+        let passes = |c: &Check| self.passes_within(c, creds, target, depth);
         match check {
             Check::Always => true,
             Check::Never => false,
-            Check::Rule(name) => self
-                .rules
-                .get(name)
-                .is_some_and(|r| self.passes(&r.check, creds, target)),
+            // An undefined rule is the file's `default` rule, else denied.
+            Check::Rule(name) => {
+                depth < MAX_RULE_DEPTH
+                    && self
+                        .rules
+                        .get(name)
+                        .or_else(|| self.rules.get(DEFAULT_RULE))
+                        .is_some_and(|r| self.passes_within(&r.check, creds, target, depth + 1))
+            }
             Check::Role(role) => interpolate(role, target).is_some_and(|role| {
                 let role = role.to_lowercase();
                 creds.roles.contains(&role)
             }),
             Check::Generic { kind, expected } => generic(kind, expected, creds, target),
-            Check::Not(c) => !self.passes(c, creds, target),
-            Check::All(cs) => cs.iter().all(|c| self.passes(c, creds, target)),
-            Check::Any(cs) => cs.iter().any(|c| self.passes(c, creds, target)),
+            Check::Not(c) => !passes(c),
+            Check::All(cs) => cs.iter().all(passes),
+            Check::Any(cs) => cs.iter().any(passes),
         }
     }
 }
@@ -259,6 +327,12 @@ fn default_check(
         }
         _ => Ok(check),
     }
+}
+
+/// Whether a check string names `rule:NAME` (before it is parsed: the
+/// file's entries are checked against each other as they are read).
+fn mentions(check: &str, name: &str) -> bool {
+    parse::parse(check).is_ok_and(|c| references(&c).contains(&name))
 }
 
 /// The rule names a check refers to.

@@ -192,15 +192,7 @@ fn open_policy_admits_anyone_but_keeps_admin_api() {
 #[test]
 fn bad_policy_files_are_refused_with_their_line() {
     for (file, says) in [
-        (
-            "admin_api: role:admin\nplacement:nope: \"@\"\n",
-            "line 2: unknown rule \"placement:nope\"",
-        ),
         ("admin_api: \"role:admin or\"\n", "line 1: admin_api:"),
-        (
-            "admin_api: rule:no_such\n",
-            "line 1: admin_api refers to unknown rule \"no_such\"",
-        ),
         (
             "admin_api: rule:service_api\nservice_api: rule:admin_api\n",
             "cycle",
@@ -215,6 +207,64 @@ fn bad_policy_files_are_refused_with_their_line() {
         assert!(e.contains(says), "{file:?}: {e}");
         assert!(!e.contains('\n'), "one line: {e}");
     }
+}
+
+/// What oslo.policy accepts and warns about: a rule no route checks is
+/// kept (others may name it), a `rule:` naming no rule denies, or means
+/// the file's `default` rule when there is one.
+#[test]
+fn unknown_and_undefined_rules_are_warned_about_as_oslo_policy_does() {
+    let p = policy(
+        SECURE,
+        Some("placement:nope: \"@\"\nplacement:usages: rule:no_such or rule:helper\nhelper: role:operator\n"),
+    )
+    .expect("builds");
+    assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
+    assert!(
+        p.warnings[0].contains("line 1: \"placement:nope\" is no rule"),
+        "{:?}",
+        p.warnings
+    );
+    assert!(
+        p.warnings[1].contains(
+            "line 2: placement:usages refers to rule \"no_such\", which is not defined: it denies"
+        ),
+        "{:?}",
+        p.warnings
+    );
+    let t = Target::from([("project_id", "p1".to_string())]);
+    let operator = creds(&["operator"], Some("p1"), false);
+    let reader = creds(&["reader"], Some("p1"), false);
+    assert_eq!(
+        p.enforce("placement:usages", &operator, &t),
+        Decision::Allowed
+    );
+    assert_eq!(p.enforce("placement:usages", &reader, &t), Decision::Denied);
+    let p = policy(
+        SECURE,
+        Some("default: role:reader\nplacement:usages: rule:no_such\n"),
+    )
+    .expect("builds");
+    assert!(
+        p.warnings[0].contains("the default rule applies there"),
+        "{:?}",
+        p.warnings
+    );
+    assert_eq!(
+        p.enforce("placement:usages", &reader, &t),
+        Decision::Allowed
+    );
+    assert_eq!(
+        p.enforce("placement:usages", &operator, &t),
+        Decision::Denied
+    );
+    // A default that names an undefined rule ends, denied.
+    let p = policy(
+        SECURE,
+        Some("default: rule:no_such\nplacement:usages: rule:other\n"),
+    )
+    .expect("builds");
+    assert_eq!(p.enforce("placement:usages", &reader, &t), Decision::Denied);
 }
 
 #[test]

@@ -23,6 +23,7 @@ mod database;
 mod health;
 mod isolation;
 mod observability;
+mod policy_files;
 mod retention;
 mod sealed;
 mod security;
