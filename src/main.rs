@@ -45,9 +45,9 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Some(f) = log_file {
-        tokio::spawn(reopen_on_hangup(f));
-    }
+    // SIGHUP never stops the server (its default action would): it
+    // reopens the log file, and the policy watcher reads its file again.
+    tokio::spawn(on_hangup(log_file));
     for f in &loaded.files {
         tracing::info!(file = %f.display(), "config file read");
     }
@@ -280,17 +280,58 @@ fn init_logging(
     Ok(file)
 }
 
+/// How often the policy file is looked at (oslo.policy looks at every
+/// enforcement; a few seconds is as good for an operator's edit).
+const POLICY_LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Builds the policy again when its file changes, looked at every few
+/// seconds and on SIGHUP. A refusal is logged once per text.
+async fn watch_policy(security: std::sync::Arc<Security>) {
+    use placement::policy::source::Refresh;
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    let mut last_refusal = String::new();
+    loop {
+        let hangup = async {
+            match hangups.as_mut() {
+                Some(h) => {
+                    h.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(POLICY_LOOK_EVERY) => {}
+            _ = hangup => {}
+        }
+        match security.policy.refresh() {
+            Refresh::Unchanged => {}
+            Refresh::Reloaded => {
+                last_refusal.clear();
+                tracing::info!(file = ?security.policy.path(), "policy file changed: its rules are in force");
+            }
+            Refresh::Refused(e) if e != last_refusal => {
+                tracing::error!("{e}; the rules in force stay as they were");
+                last_refusal = e;
+            }
+            Refresh::Refused(_) => {}
+        }
+    }
+}
+
 /// logrotate moves the file away and sends SIGHUP: write to a new one.
-async fn reopen_on_hangup(file: placement::log_output::LogFile) {
+async fn on_hangup(file: Option<placement::log_output::LogFile>) {
     let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
     else {
         tracing::warn!("SIGHUP cannot be caught: the log file is never reopened");
         return;
     };
     while hangups.recv().await.is_some() {
-        match file.reopen() {
-            Ok(()) => tracing::info!(file = %file.path().display(), "SIGHUP: log file reopened"),
-            Err(e) => tracing::error!("SIGHUP: {e}; still writing to the file held"),
+        match file.as_ref().map(|f| (f, f.reopen())) {
+            None => tracing::info!("SIGHUP"),
+            Some((f, Ok(()))) => {
+                tracing::info!(file = %f.path().display(), "SIGHUP: log file reopened")
+            }
+            Some((_, Err(e))) => tracing::error!("SIGHUP: {e}; still writing to the file held"),
         }
     }
 }
@@ -502,6 +543,9 @@ fn spawn_background(
     sessions: sqlx::PgPool,
     pool: sqlx::PgPool,
 ) {
+    if state.security.policy.path().is_some() {
+        tokio::spawn(watch_policy(state.security.clone()));
+    }
     tokio::spawn(placement::deploy::refresh::run(
         placement::deploy::refresh::Caches {
             sessions: sessions.clone(),

@@ -11,8 +11,8 @@ use std::sync::Arc;
 pub struct Security {
     /// noauth2 or Keystone.
     pub auth: auth::Authenticator,
-    /// The policy rules in force.
-    pub policy: policy::Policy,
+    /// The policy rules in force, rebuilt when their file changes.
+    pub policy: policy::source::PolicySource,
     /// CORS, when an origin is allowed.
     pub cors: Option<CorsRules>,
 }
@@ -25,28 +25,9 @@ impl Security {
             enforce_new_defaults: a.enforce_new_defaults,
             enforce_scope: a.enforce_scope,
         };
-        let text = match &a.policy_file {
-            None => None,
-            Some(path) => match std::fs::read_to_string(path) {
-                Ok(text) => Some((path.display().to_string(), text)),
-                // As oslo.policy: a policy file that is not there means the
-                // defaults (kolla-ansible names one whether or not it wrote it).
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    tracing::warn!(
-                        "policy file {} does not exist: the default rules apply",
-                        path.display()
-                    );
-                    None
-                }
-                Err(e) => return Err(format!("policy file {}: {e}", path.display())),
-            },
-        };
-        let policy =
-            policy::Policy::build(mode, text.as_ref().map(|(p, t)| (p.as_str(), t.as_str())))
-                .map_err(|e| e.to_string())?;
-        for w in &policy.warnings {
-            tracing::warn!("{w}");
-        }
+        // As oslo.policy: a policy file that is not there means the
+        // defaults (kolla-ansible names one whether or not it wrote it).
+        let policy = policy::source::PolicySource::load(mode, a.policy_file.as_deref())?;
         Ok(Security {
             auth: auth::Authenticator::from_args(a)?,
             policy,
@@ -61,7 +42,7 @@ impl Security {
     pub fn noauth() -> Self {
         Security {
             auth: auth::Authenticator::NoAuth,
-            policy: policy::Policy::build(
+            policy: policy::source::PolicySource::load(
                 policy::Mode {
                     enforce_new_defaults: false,
                     enforce_scope: true,

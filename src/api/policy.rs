@@ -127,6 +127,7 @@ impl Authorize {
         if self
             .security
             .policy
+            .current()
             .enforce(self.rule, &self.caller, target)
             != Decision::Allowed
         {

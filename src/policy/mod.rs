@@ -11,6 +11,7 @@
 pub mod defaults;
 pub mod file;
 pub mod parse;
+pub mod source;
 
 use parse::Check;
 use std::collections::HashMap;

@@ -84,11 +84,56 @@ async fn a_policy_file_is_what_the_server_enforces() {
     );
     assert_eq!(send(b, get.clone(), "/traits", &operator).await.0, 403);
     assert_eq!(
-        send(b, get, "/traits", &[("x-auth-token", "admin")])
+        send(b, get.clone(), "/traits", &[("x-auth-token", "admin")])
             .await
             .0,
         200
     );
+    // As oslo.policy, a changed file is in force without a restart; a
+    // broken one leaves the rules as they were.
+    std::fs::write(
+        &f.0,
+        "placement:resource_providers:list: \"role:auditor\"\n",
+    )
+    .expect("edit");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while send(b, get.clone(), "/resource_providers", &operator)
+        .await
+        .0
+        != 403
+    {
+        assert!(Instant::now() < deadline, "the edit never took effect");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let auditor = [
+        ("x-auth-token", "user"),
+        ("x-roles", "auditor"),
+        ("x-project-id", "p1"),
+    ];
+    assert_eq!(
+        send(b, get.clone(), "/resource_providers", &auditor)
+            .await
+            .0,
+        200
+    );
+    std::fs::write(
+        &f.0,
+        "placement:resource_providers:list: \"role:operator or (\"\n",
+    )
+    .expect("break");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !server
+        .log()
+        .contains("the rules in force stay as they were")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the broken file was never reported: {}",
+            server.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(send(b, get, "/resource_providers", &auditor).await.0, 200);
     drop(server);
     common::drop_database(&admin_url, &db);
 }

@@ -384,7 +384,7 @@ async fn authorized(
     };
     let deferred = match target_of(subject, &caller, &query, path_project.as_deref()) {
         Some(target) => {
-            if security.policy.enforce(rule, &caller, &target) != Decision::Allowed {
+            if security.policy.current().enforce(rule, &caller, &target) != Decision::Allowed {
                 return ApiError::forbidden(rule).into_response();
             }
             None
@@ -428,7 +428,7 @@ mod tests {
         for r in crate::api::routes::all() {
             if let Some(rule) = r.rule {
                 assert!(
-                    security.policy.knows(rule),
+                    security.policy.current().knows(rule),
                     "{rule} is not in policy::defaults"
                 );
             }
