@@ -413,6 +413,9 @@ async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     // A bad policy file or a missing Keystone option stops start-up before
     // anything else starts.
     let security = Security::from_args(&args.security)?;
+    if let Some(prefix) = &args.path_prefix {
+        placement::api::path_prefix::set(prefix)?;
+    }
     let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host(&args.bind)
         .await
         .map_err(|e| format!("--bind {}: {e}", args.bind))?

@@ -270,6 +270,10 @@ pub struct ServeArgs {
     /// them forever). Older ones are pruned every minute.
     #[arg(long, env = "PLACEMENT_ADMISSION_ROUND_RETENTION", default_value_t = 7 * 86_400)]
     pub admission_round_retention: u64,
+    /// Serve under this path as well (`/placement`, where devstack mounts
+    /// Placement): the answers' `links` and `Location` carry it.
+    #[arg(long, env = "PLACEMENT_PATH_PREFIX")]
+    pub path_prefix: Option<String>,
     /// Apply the migrations at start-up (several servers starting at once
     /// take turns). `false` when the deployment runs `placement db sync`
     /// as its own step: the server then refuses a schema that lacks one.

@@ -529,3 +529,55 @@ async fn the_log_goes_to_log_file_and_is_reopened_on_sighup() {
     let _ = std::fs::remove_dir_all(&dir);
     common::drop_database(&admin_url, &db);
 }
+
+/// Under `--path-prefix /placement` (devstack's mount point) the API
+/// answers there and without it (a proxy may take it off), and the
+/// answers' links and `Location` carry it.
+#[tokio::test]
+async fn a_path_prefix_is_served_and_named_in_answers() {
+    let (admin_url, db) = common::fresh_database().await;
+    let url = common::url_with_db(&admin_url, &db);
+    let server = cluster::start_server_with(&url, "prefix", &["--path-prefix", "/placement"]).await;
+    let client = reqwest::Client::new();
+    let created = client
+        .post(format!("{}/placement/resource_providers", server.base))
+        .header("x-auth-token", "admin")
+        .header("openstack-api-version", "placement 1.20")
+        .json(&serde_json::json!({"name": "under-a-prefix"}))
+        .send()
+        .await
+        .expect("create");
+    assert_eq!(created.status(), 200);
+    let body: Value = created.json().await.expect("json");
+    let uuid = body["uuid"].as_str().expect("uuid").to_string();
+    assert_eq!(
+        body["links"][0]["href"],
+        format!("/placement/resource_providers/{uuid}")
+    );
+    let (status, _, body) = send(
+        &server.base,
+        reqwest::Method::GET,
+        &format!("/resource_providers/{uuid}"),
+        &[("x-auth-token", "admin")],
+    )
+    .await;
+    assert_eq!(status, 200, "without the prefix too: {body}");
+    let put = client
+        .put(format!(
+            "{}/placement/resource_classes/CUSTOM_PREFIXED",
+            server.base
+        ))
+        .header("x-auth-token", "admin")
+        .header("openstack-api-version", "placement 1.7")
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(put.status(), 201);
+    let location = put.headers()["location"].to_str().unwrap_or("").to_string();
+    assert!(
+        location.ends_with("/placement/resource_classes/CUSTOM_PREFIXED"),
+        "{location}"
+    );
+    drop(server);
+    common::drop_database(&admin_url, &db);
+}

@@ -87,6 +87,7 @@ impl Reply {
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
             .unwrap_or("localhost");
+        let path = crate::api::path_prefix::apply(path);
         if let Ok(v) = HeaderValue::from_str(&format!("http://{host}{path}")) {
             self.headers.insert(header::LOCATION, v);
         }

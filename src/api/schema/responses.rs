@@ -23,11 +23,11 @@ pub struct Link {
 }
 
 impl Link {
-    /// A link to `href` named `rel`.
+    /// A link to `href` named `rel` (under the path prefix, if any).
     pub fn new(rel: &str, href: String) -> Self {
         Link {
             rel: rel.to_string(),
-            href,
+            href: crate::api::path_prefix::apply(&href),
         }
     }
 }
