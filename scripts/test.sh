@@ -14,6 +14,7 @@
 #      scripts/import_check.sh: a real Placement's database imported and
 #      served identically, scripts/oslo_check.sh: oslo.config itself reads
 #      the deployment tools' files as recorded for the Rust tests,
+#      scripts/packaging_check.sh: the systemd unit verifies and is hardened,
 #      scripts/docs_check.sh: every shell example of the
 #      README and docs/ against a fresh server, and
 #      scripts/container_check.py: the Dockerfile's build stage on exactly
@@ -33,7 +34,7 @@
 #   DATABASE_URL   use this server instead (its role needs CREATEDB)
 #   SKIP=LIST      leave out suites by name (comma-separated: cargo,
 #                  conformance, pgbouncer, osc, keystone, import, oslo,
-#                  docs, container); the summary then says NOT A FULL RUN
+#                  packaging, docs, container); the summary then says NOT A FULL RUN
 # Extra arguments narrow the main conformance pass (run_gabbits.py options,
 # e.g. --only 'allocations*' -v) and leave out the other conformance passes.
 set -euo pipefail
@@ -67,6 +68,7 @@ need pgbouncer bash -c 'command -v pgbouncer || [ -x /usr/sbin/pgbouncer ]'
 need chromium have /usr/bin/chromium                 # the dashboard's browser test
 need chromium-driver have /usr/bin/chromedriver
 need apache2-utils have ab                           # the smoke run of benches/perfload.rs
+need systemd have systemd-analyze                    # the systemd unit's check
 need curl have curl                                  # the checks' HTTP calls
 need python3 have python3
 need python3-venv python3 -c 'import ensurepip, venv'
@@ -225,6 +227,7 @@ check osc "openstack CLI check" env -u DATABASE_URL bash scripts/osc_check.sh ta
 check keystone "Keystone check" env -u DATABASE_URL bash scripts/keystone_check.sh target/release/placement
 check import "import check" env -u DATABASE_URL bash scripts/import_check.sh target/release/placement
 check oslo "oslo.config's reading" bash scripts/oslo_check.sh
+check packaging "systemd unit" bash scripts/packaging_check.sh target/release/placement
 check docs "docs examples" bash scripts/docs_check.sh target/release/placement
 # Last: it builds the binary again from a copy of the sources.
 check container "container build stage" python3 scripts/container_check.py
