@@ -64,9 +64,12 @@ def populate(base):
     agg = u()
     for cn in ("cn1", "cn2"):
         provider(cn)
+        # Ratios MySQL keeps single-precision (0.9, 1.5, 3.3): the import
+        # gives back what Placement was given.
         inventory(cn, {"VCPU": {"total": 32, "allocation_ratio": 4.0},
-                       "MEMORY_MB": {"total": 131072, "reserved": 2048, "max_unit": 65536},
-                       "CUSTOM_GOLD": {"total": 4}})
+                       "MEMORY_MB": {"total": 131072, "reserved": 2048, "max_unit": 65536,
+                                     "allocation_ratio": 1.5},
+                       "CUSTOM_GOLD": {"total": 4, "allocation_ratio": 3.3}})
         traits(cn, ["HW_CPU_X86_AVX2", "CUSTOM_RACK_A"])
         aggregates(cn, [agg])
         for n in (0, 1):
@@ -78,7 +81,7 @@ def populate(base):
             inventory(pf, {"SRIOV_NET_VF": {"total": 16, "min_unit": 1}})
             traits(pf, ["CUSTOM_PHYSNET_X"])
     provider("shared_disk")
-    inventory("shared_disk", {"DISK_GB": {"total": 10000, "reserved": 100}})
+    inventory("shared_disk", {"DISK_GB": {"total": 10000, "reserved": 100, "allocation_ratio": 0.9}})
     traits("shared_disk", ["MISC_SHARES_VIA_AGGREGATE"])
     aggregates("shared_disk", [agg])
 

@@ -15,6 +15,11 @@
 # 3. Our server on the result answers every GET exactly as Placement does:
 #    providers, inventories, traits, aggregates, usages, allocations per
 #    consumer and per provider, allocation candidates, generations included.
+# 4. Allocations without a consumer row (data from before 1.8).
+# 5. All of it again with Placement on MariaDB under PyMySQL, as
+#    kolla-ansible, openstack-ansible and TripleO run it: the URL as they
+#    write it (and TripleO's read_default_file), ratios MySQL keeps in
+#    single precision (0.9, 1.5, 3.3) given back as they were set.
 #
 # Venv: ${PLACEMENT_VENV:-~/.cache/placement-real/venv}.
 set -euo pipefail
@@ -32,6 +37,7 @@ chmod 755 "$WORK"
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+    stop_mariadb "$WORK/mariadb"
     stop_postgres "$WORK"
     rm -rf "$WORK"
 }
@@ -122,4 +128,56 @@ grep -qE "incomplete consumers \(made\): 1$" "$WORK/inc.txt" || fail "the incomp
 owner=$(q ours2 "SELECT p.external_id || '/' || u.external_id || '/' || c.generation FROM consumers c
                  JOIN projects p ON p.id = c.project_id JOIN users u ON u.id = c.user_id WHERE c.uuid = '$VOL'")
 [ "$owner" = "legacy-project/legacy-user/0" ] || fail "incomplete consumer $VOL: $owner"
-echo "import check: passed"
+
+# --- 5. the same from MariaDB, as most deployment tools keep Placement ------------------
+echo "==> openstack-placement 16.0.0 on MariaDB (PyMySQL)"
+MY=$WORK/mariadb
+start_mariadb "$MY" || fail "MariaDB did not start"
+mariadb --no-defaults -S "$MY_SOCK" -e "
+    CREATE DATABASE placement CHARACTER SET utf8;
+    CREATE USER 'placement'@'127.0.0.1' IDENTIFIED BY 'my-pw\$x';
+    GRANT ALL ON placement.* TO 'placement'@'127.0.0.1';"
+# The connection as kolla-ansible writes it (its charset, a password
+# with a $ written $$ for oslo.config).
+MY_URL="mysql+pymysql://placement:my-pw\$x@127.0.0.1:$MY_PORT/placement?charset=utf8"
+cat >"$WORK/mysql.conf" <<CONF
+[placement_database]
+connection = mysql+pymysql://placement:my-pw\$\$x@127.0.0.1:$MY_PORT/placement?charset=utf8
+[api]
+auth_strategy = noauth2
+CONF
+mkdir -p "$WORK/mysql-conf" && cp "$WORK/mysql.conf" "$WORK/mysql-conf/placement.conf"
+"$VENV/bin/placement-manage" --config-file "$WORK/mysql.conf" db sync >"$WORK/mysql-sync.log" 2>&1 \
+    || { cat "$WORK/mysql-sync.log" >&2; fail "placement-manage db sync on MariaDB"; }
+MY_OLD_PORT=$(free_port)
+OS_PLACEMENT_CONFIG_DIR=$WORK/mysql-conf "$VENV/bin/gunicorn" --chdir "$WORK" --bind "127.0.0.1:$MY_OLD_PORT" \
+    --workers 1 pl_app:application >"$WORK/placement-mysql.log" 2>&1 &
+PIDS+=($!)
+wait_for "http://127.0.0.1:$MY_OLD_PORT/" "${PIDS[-1]}" "$WORK/placement-mysql.log"
+"$VENV/bin/python" "$HERE/import_check.py" populate "http://127.0.0.1:$MY_OLD_PORT"
+"$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres -O placement ours3
+step "credentials in a my.cnf (TripleO's read_default_file), --dry-run"
+cat >"$WORK/my.cnf" <<CNF
+[client]
+user = placement
+password = "my-pw\$x"
+host = 127.0.0.1
+port = $MY_PORT
+CNF
+chmod 600 "$WORK/my.cnf"
+"$BIN" import --from "mysql+pymysql:///placement?charset=utf8&read_default_file=$WORK/my.cnf" \
+    --database-url "postgresql://$OURS/ours3" --dry-run >"$WORK/my-dry.txt"
+grep -q "nothing was written" "$WORK/my-dry.txt" || fail "dry run from MariaDB: $(cat "$WORK/my-dry.txt")"
+step "the import from MariaDB, the URL as kolla-ansible writes it"
+start_ns=$(date +%s%N)
+PLACEMENT_IMPORT_FROM="$MY_URL" DATABASE_URL="postgresql://$OURS/ours3" "$BIN" import | tee "$WORK/my-import.txt"
+echo "    (took $(( ($(date +%s%N) - start_ns) / 1000000 )) ms)"
+MY_NEW_PORT=$(free_port)
+DATABASE_URL="postgresql://$OURS/ours3" RUST_LOG=warn "$BIN" serve --bind "127.0.0.1:$MY_NEW_PORT" \
+    >"$WORK/ours3.log" 2>&1 &
+PIDS+=($!)
+wait_for "http://127.0.0.1:$MY_NEW_PORT/" "${PIDS[-1]}" "$WORK/ours3.log"
+echo "==> every GET, Placement on MariaDB against ours"
+python3 "$HERE/import_check.py" compare "http://127.0.0.1:$MY_OLD_PORT" "http://127.0.0.1:$MY_NEW_PORT" \
+    || fail "the service imported from MariaDB answers differently"
+echo "import check: passed (from PostgreSQL and from MariaDB)"

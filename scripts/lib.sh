@@ -85,10 +85,46 @@ stop() {
 
 # placement_venv: the path of the venv holding the real OpenStack Placement
 # 16.0.0 (its gabbits, its policy rules, and the server the import check
-# runs) with gabbi, installed the first time (then cached). Prints the path.
+# runs, on PostgreSQL and on MariaDB through PyMySQL) with gabbi, installed
+# the first time (then cached). Prints the path.
 placement_venv() {
     local venv=${PLACEMENT_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/placement-real/venv}
-    ensure_venv "$venv" "placement, psycopg2, gunicorn, gabbi" \
-        'openstack-placement==16.0.0' psycopg2-binary gunicorn 'gabbi==4.2.3' >&2
+    ensure_venv "$venv" "placement, psycopg2, pymysql, gunicorn, gabbi" \
+        'openstack-placement==16.0.0' psycopg2-binary PyMySQL gunicorn 'gabbi==4.2.3' >&2
     echo "$venv"
+}
+
+# start_mariadb DIR: a throwaway MariaDB in DIR/data (socket DIR/sock, log
+# DIR/log) on 127.0.0.1 at a free port; sets MY_PORT and MY_SOCK. As root
+# the server runs as `mysql`; its root account is reached through the
+# socket by the user who started it (unix_socket authentication).
+start_mariadb() {
+    local dir=$1 mysqld user=()
+    mysqld=$(command -v mariadbd || command -v mysqld || ls /usr/sbin/mariadbd 2>/dev/null || true)
+    [ -n "$mysqld" ] || { echo "MariaDB is not installed: apt-get install mariadb-server" >&2; return 1; }
+    mkdir -p "$dir"
+    if [ "$(id -u)" = 0 ]; then chown mysql: "$dir"; user=(--user=mysql); fi
+    mariadb-install-db --no-defaults "${user[@]}" --datadir="$dir/data" --skip-test-db \
+        --auth-root-authentication-method=socket >"$dir/install.log" 2>&1 \
+        || { cat "$dir/install.log" >&2; return 1; }
+    MY_PORT=$(free_port)
+    MY_SOCK=$dir/sock
+    "$mysqld" --no-defaults "${user[@]}" --datadir="$dir/data" --socket="$MY_SOCK" \
+        --pid-file="$dir/pid" --port="$MY_PORT" --bind-address=127.0.0.1 --skip-name-resolve \
+        --log-error="$dir/log" >"$dir/out" 2>&1 &
+    for _ in $(seq 300); do [ -S "$MY_SOCK" ] && return 0; sleep 0.1; done
+    cat "$dir/log" >&2
+    echo "MariaDB did not start" >&2
+    return 1
+}
+
+# stop_mariadb DIR: stops start_mariadb's server and waits for it (no-op
+# when none).
+stop_mariadb() {
+    local pid
+    [ -f "$1/pid" ] || return 0
+    pid=$(cat "$1/pid")
+    kill "$pid" 2>/dev/null || return 0
+    for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
 }

@@ -69,6 +69,7 @@ need chromium have /usr/bin/chromium                 # the dashboard's browser t
 need chromium-driver have /usr/bin/chromedriver
 need apache2-utils have ab                           # the smoke run of benches/perfload.rs
 need systemd have systemd-analyze                    # the systemd unit's check
+need mariadb-server have /usr/sbin/mariadbd          # the import check's Placement on MariaDB
 need curl have curl                                  # the checks' HTTP calls
 need python3 have python3
 need python3-venv python3 -c 'import ensurepip, venv'

@@ -6,6 +6,7 @@
 //! does all of it and rolls back.
 
 use crate::db::import::source::{self, SourceError};
+use crate::db::import::source_mysql;
 use crate::db::import::target::{self, TargetError};
 use sqlx::Connection;
 use std::fmt;
@@ -91,14 +92,29 @@ fn counts(s: &source::Snapshot, incomplete: usize) -> Vec<(&'static str, usize)>
     ]
 }
 
-/// Runs the import.
-pub async fn run(o: &ImportOptions) -> Result<Report, ImportError> {
-    let mut from = sqlx::PgConnection::connect(&o.from)
+/// The source database's contents: MySQL and MariaDB by their URL
+/// (`mysql+pymysql://…`), PostgreSQL otherwise.
+async fn read_source(url: &str) -> Result<source::Snapshot, ImportError> {
+    if source_mysql::is_mysql_url(url) {
+        let options = source_mysql::options(url)
+            .map_err(|e| ImportError::Connect(format!("the source's URL: {e}")))?;
+        return source_mysql::snapshot(&options).await.map_err(|e| match e {
+            SourceError::Db(e) => ImportError::Connect(format!("reading the source: {e}")),
+            other => ImportError::Source(other),
+        });
+    }
+    let mut from = sqlx::PgConnection::connect(url)
         .await
         .map_err(|e| ImportError::Connect(format!("connecting to the source: {e}")))?;
     source::begin(&mut from).await?;
     let snapshot = source::read(&mut from).await?;
     source::finish(&mut from).await.map_err(SourceError::Db)?;
+    Ok(snapshot)
+}
+
+/// Runs the import.
+pub async fn run(o: &ImportOptions) -> Result<Report, ImportError> {
+    let snapshot = read_source(&o.from).await?;
     let incomplete = source::incomplete_consumers(&snapshot);
     let target = crate::db::target::DbTarget::parse(&o.to)
         .map_err(|e| ImportError::Connect(format!("the target's URL: {e}")))?;

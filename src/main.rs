@@ -210,7 +210,13 @@ async fn audit(args: AuditArgs) -> ExitCode {
 }
 
 async fn import(args: ImportArgs) -> Result<placement::import::Report, String> {
-    let from = placement_conf::database_url(&args.from).map_err(|e| e.to_string())?;
+    // MySQL and MariaDB sources are read as the deployment tools write
+    // their URL; PostgreSQL ones as SQLAlchemy's or libpq's.
+    let from = if placement::db::import::source_mysql::is_mysql_url(&args.from) {
+        args.from.clone()
+    } else {
+        placement_conf::database_url(&args.from).map_err(|e| e.to_string())?
+    };
     let db = CommandDb::open(args.database_url.as_deref(), args.data_dir.as_deref()).await?;
     let options = placement::import::ImportOptions {
         from,

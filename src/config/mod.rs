@@ -28,8 +28,9 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Print the OpenAPI document to standard output.
     Openapi,
-    /// Copy a running OpenStack Placement's database (16.0.0's schema)
-    /// into this service's, verified, in one transaction.
+    /// Copy a running OpenStack Placement's database (16.0.0's schema, on
+    /// PostgreSQL, MySQL or MariaDB) into this service's, verified, in one
+    /// transaction.
     Import(ImportArgs),
     /// Check a database for problems, read-only (exit 1 when any).
     Audit(AuditArgs),
@@ -120,9 +121,11 @@ pub struct AuditArgs {
 /// Options of `placement import`.
 #[derive(Debug, Clone, Args)]
 pub struct ImportArgs {
-    /// The Placement database (PostgreSQL URL; SQLAlchemy's
-    /// `postgresql+psycopg2://` form is accepted). Only read. Prefer the
-    /// environment variable (or a password in ~/.pgpass) to the flag: a
+    /// The Placement database: PostgreSQL (SQLAlchemy's
+    /// `postgresql+psycopg2://` form is accepted), or MySQL/MariaDB as the
+    /// deployment tools write it (`mysql+pymysql://…?charset=utf8`,
+    /// `ssl_ca`, `read_default_file`). Only read. Prefer the environment
+    /// variable (or a password in ~/.pgpass or a my.cnf) to the flag: a
     /// flag is visible to every local user in the process list.
     #[arg(long, env = "PLACEMENT_IMPORT_FROM", hide_env_values = true)]
     pub from: String,

@@ -1,5 +1,7 @@
 //! The SQL of `placement import`: reading a real Placement database
-//! ([`source`]) and writing it into ours ([`target`]).
+//! ([`source`] on PostgreSQL, [`source_mysql`] on MySQL and MariaDB) and
+//! writing it into ours ([`target`]).
 
 pub mod source;
+pub mod source_mysql;
 pub mod target;

@@ -69,6 +69,7 @@ pub struct Allocation {
 pub struct Consumer {
     pub uuid: String,
     pub project: String,
+    #[sqlx(rename = "user_external")]
     pub user: String,
     pub generation: i32,
     pub consumer_type: Option<String>,
@@ -93,28 +94,50 @@ pub struct Snapshot {
     pub allocations: Vec<Allocation>,
 }
 
-/// Opens the read-only, repeatable-read transaction and checks the schema.
-pub async fn begin(conn: &mut PgConnection) -> Result<(), SourceError> {
-    crate::db::query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        .execute(&mut *conn)
-        .await?;
-    let tables: Vec<String> = crate::db::query_scalar(
-        "SELECT t FROM unnest(ARRAY['alembic_version','resource_providers','inventories','allocations','consumers']) t
-          WHERE to_regclass(t) IS NULL",
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    if !tables.is_empty() {
-        return Err(SourceError::NotPlacement(format!(
-            "no table {}",
-            tables.join(", ")
-        )));
-    }
-    let version: Option<String> =
-        crate::db::query_scalar("SELECT version_num::text FROM alembic_version LIMIT 1")
-            .fetch_optional(&mut *conn)
-            .await?;
-    match version.as_deref() {
+/// The tables a Placement database has (its schema's check).
+pub const TABLES: &[&str] = &[
+    "alembic_version",
+    "resource_providers",
+    "inventories",
+    "allocations",
+    "consumers",
+];
+
+/// The revision row.
+pub const SQL_REVISION: &str = "SELECT version_num FROM alembic_version LIMIT 1";
+
+/// The reading, one statement per table, in the SQL both PostgreSQL and
+/// MySQL/MariaDB read alike (Placement's columns are the same types on
+/// both but for `allocation_ratio`: double precision on PostgreSQL,
+/// single on MySQL, which each reader decodes its own way).
+pub const SQL_CLASSES: &str = "SELECT id, name FROM resource_classes ORDER BY id";
+pub const SQL_TRAITS: &str = "SELECT id, name FROM traits ORDER BY id";
+pub const SQL_PROVIDERS: &str =
+    "SELECT id, uuid, name, generation, root_provider_id, parent_provider_id
+       FROM resource_providers ORDER BY id";
+pub const SQL_INVENTORIES: &str =
+    "SELECT resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit, step_size,
+            allocation_ratio
+       FROM inventories ORDER BY resource_provider_id, resource_class_id";
+pub const SQL_AGGREGATES: &str = "SELECT id, uuid FROM placement_aggregates ORDER BY id";
+pub const SQL_PROVIDER_AGGREGATES: &str =
+    "SELECT resource_provider_id, aggregate_id FROM resource_provider_aggregates ORDER BY 1, 2";
+pub const SQL_PROVIDER_TRAITS: &str =
+    "SELECT resource_provider_id, trait_id FROM resource_provider_traits ORDER BY 1, 2";
+pub const SQL_CONSUMERS: &str =
+    "SELECT c.uuid, p.external_id AS project, u.external_id AS user_external,
+            c.generation, t.name AS consumer_type
+       FROM consumers c
+       JOIN projects p ON p.id = c.project_id
+       JOIN users u ON u.id = c.user_id
+       LEFT JOIN consumer_types t ON t.id = c.consumer_type_id
+      ORDER BY c.id";
+pub const SQL_ALLOCATIONS: &str =
+    "SELECT resource_provider_id, consumer_id, resource_class_id, used FROM allocations ORDER BY id";
+
+/// Whether the alembic revision is 16.0.0's.
+pub fn check_revision(version: Option<&str>) -> Result<(), SourceError> {
+    match version {
         Some(PLACEMENT_HEAD) => Ok(()),
         Some(v) if OLDER_REVISIONS.contains(&v) => Err(SourceError::Version(format!(
             "the Placement schema is at revision {v}, older than 16.0.0's {PLACEMENT_HEAD}: run `placement-manage db sync` with openstack-placement 16.0.0 first"
@@ -126,67 +149,50 @@ pub async fn begin(conn: &mut PgConnection) -> Result<(), SourceError> {
     }
 }
 
+/// Opens the read-only, repeatable-read transaction and checks the schema.
+pub async fn begin(conn: &mut PgConnection) -> Result<(), SourceError> {
+    crate::db::query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .execute(&mut *conn)
+        .await?;
+    let tables: Vec<String> =
+        crate::db::query_scalar("SELECT t FROM unnest($1::text[]) t WHERE to_regclass(t) IS NULL")
+            .bind(TABLES)
+            .fetch_all(&mut *conn)
+            .await?;
+    if !tables.is_empty() {
+        return Err(SourceError::NotPlacement(format!(
+            "no table {}",
+            tables.join(", ")
+        )));
+    }
+    let version: Option<String> = crate::db::query_scalar(SQL_REVISION)
+        .fetch_optional(&mut *conn)
+        .await?;
+    check_revision(version.as_deref())
+}
+
 /// Reads every table, in the transaction [`begin`] opened.
 pub async fn read(conn: &mut PgConnection) -> Result<Snapshot, SourceError> {
     let pairs = |sql: &'static str| crate::db::query_as::<_, (i32, String)>(sql);
     let links = |sql: &'static str| crate::db::query_as::<_, (i32, i32)>(sql);
-    let classes = pairs("SELECT id, name::text FROM resource_classes ORDER BY id")
-        .fetch_all(&mut *conn)
-        .await?;
-    let traits = pairs("SELECT id, name::text FROM traits ORDER BY id")
-        .fetch_all(&mut *conn)
-        .await?;
-    let providers = crate::db::query_as(
-        "SELECT id, uuid::text, name::text, generation, root_provider_id, parent_provider_id
-           FROM resource_providers ORDER BY id",
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    let inventories = crate::db::query_as(
-        "SELECT resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit, step_size,
-                allocation_ratio::float8 AS allocation_ratio
-           FROM inventories ORDER BY resource_provider_id, resource_class_id",
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    let aggregates = pairs("SELECT id, uuid::text FROM placement_aggregates ORDER BY id")
-        .fetch_all(&mut *conn)
-        .await?;
-    let provider_aggregates = links(
-        "SELECT resource_provider_id, aggregate_id FROM resource_provider_aggregates ORDER BY 1, 2",
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    let provider_traits =
-        links("SELECT resource_provider_id, trait_id FROM resource_provider_traits ORDER BY 1, 2")
-            .fetch_all(&mut *conn)
-            .await?;
-    let consumers = crate::db::query_as(
-        "SELECT c.uuid::text, p.external_id::text AS project, u.external_id::text AS user,
-                c.generation, t.name::text AS consumer_type
-           FROM consumers c
-           JOIN projects p ON p.id = c.project_id
-           JOIN users u ON u.id = c.user_id
-           LEFT JOIN consumer_types t ON t.id = c.consumer_type_id
-          ORDER BY c.id",
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    let allocations = crate::db::query_as(
-        "SELECT resource_provider_id, consumer_id::text, resource_class_id, used FROM allocations ORDER BY id",
-    )
-    .fetch_all(&mut *conn)
-    .await?;
     Ok(Snapshot {
-        classes,
-        traits,
-        providers,
-        inventories,
-        aggregates,
-        provider_aggregates,
-        provider_traits,
-        consumers,
-        allocations,
+        classes: pairs(SQL_CLASSES).fetch_all(&mut *conn).await?,
+        traits: pairs(SQL_TRAITS).fetch_all(&mut *conn).await?,
+        providers: crate::db::query_as(SQL_PROVIDERS)
+            .fetch_all(&mut *conn)
+            .await?,
+        inventories: crate::db::query_as(SQL_INVENTORIES)
+            .fetch_all(&mut *conn)
+            .await?,
+        aggregates: pairs(SQL_AGGREGATES).fetch_all(&mut *conn).await?,
+        provider_aggregates: links(SQL_PROVIDER_AGGREGATES).fetch_all(&mut *conn).await?,
+        provider_traits: links(SQL_PROVIDER_TRAITS).fetch_all(&mut *conn).await?,
+        consumers: crate::db::query_as(SQL_CONSUMERS)
+            .fetch_all(&mut *conn)
+            .await?,
+        allocations: crate::db::query_as(SQL_ALLOCATIONS)
+            .fetch_all(&mut *conn)
+            .await?,
     })
 }
 
