@@ -111,8 +111,13 @@ def main():
                     os.symlink(os.path.join(ROOT, 'target'), target)
                 print('container check: copied %s; running: %s'
                       % (' '.join(copied), command), flush=True)
+                # Cargo is told the target's real path: build scripts
+                # write absolute paths of their output, which must outlive
+                # this scratch folder's link.
+                env = dict(os.environ,
+                           CARGO_TARGET_DIR=os.path.realpath(os.path.join(ROOT, 'target')))
                 run = subprocess.run(['bash', '-euo', 'pipefail', '-c', command],
-                                     cwd=here)
+                                     cwd=here, env=env)
                 if run.returncode != 0:
                     fail('the build stage failed (exit %d) on exactly the '
                          'files the Dockerfile copies' % run.returncode)

@@ -507,7 +507,7 @@ async fn run(
         }
     };
     if args.migrate {
-        db::prepare(&sessions).await?;
+        db::prepare(&sessions).await.map_err(|e| db::explain(&e))?;
     } else {
         // `placement db sync` is the deployment's own step: refuse a schema
         // it has not brought to this build's.

@@ -50,7 +50,7 @@ pub async fn sync(url: &str) -> Result<usize, String> {
             "the database has migration {v}, which this build does not know: a newer release migrated it"
         ));
     }
-    db::prepare(&pool).await.map_err(|e| e.to_string())?;
+    db::prepare(&pool).await.map_err(|e| db::explain(&e))?;
     pool.close().await;
     Ok(before.0.len())
 }

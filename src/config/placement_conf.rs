@@ -122,6 +122,14 @@ const OPTIONS: &[Known] = &[
         "keystone_url",
         Kind::IdentityUrl,
     ),
+    // keystonemiddleware's deprecated name for it, read first so that the
+    // current name wins when a file has both.
+    known(
+        "keystone_authtoken",
+        "auth_uri",
+        "keystone_www_authenticate_uri",
+        Kind::Text,
+    ),
     known(
         "keystone_authtoken",
         "www_authenticate_uri",
@@ -235,7 +243,6 @@ const READ_SECTIONS: &[&str] = &[
 /// nothing here (keystonemiddleware's and SQLAlchemy's plumbing): not
 /// warned about.
 const IGNORED: &[(&str, &str)] = &[
-    ("keystone_authtoken", "auth_uri"),
     ("keystone_authtoken", "auth_type"),
     ("keystone_authtoken", "memcached_servers"),
     ("keystone_authtoken", "memcache_security_strategy"),
@@ -970,6 +977,23 @@ mod tests {
         assert_eq!(value(&l, "keystone_password"), Some("pw$x$y$"));
         assert_eq!(value(&l, "keystone_username"), Some("$1 and $"));
         assert_eq!(value(&l, "max_allocation_candidates"), Some("500"));
+        // keystonemiddleware's deprecated auth_uri, and the current name winning.
+        let l = load_text("[keystone_authtoken]\nauth_uri = http://old:5000\n").unwrap();
+        assert_eq!(
+            value(&l, "keystone_www_authenticate_uri"),
+            Some("http://old:5000")
+        );
+        let l = load_text(
+            "[keystone_authtoken]\nwww_authenticate_uri = http://new:5000\nauth_uri = http://old:5000\n",
+        )
+        .unwrap();
+        let uris: Vec<&str> = l
+            .defaults
+            .iter()
+            .filter(|(f, _)| *f == "keystone_www_authenticate_uri")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(uris.last(), Some(&"http://new:5000"));
     }
 
     #[test]

@@ -28,6 +28,40 @@ use sqlx::PgPool;
 pub use pool::Pool;
 pub use statements::{query, query_as, query_scalar};
 
+/// A database error in an operator's words: PostgreSQL's message with its
+/// detail, hint and SQLSTATE, and the migration it stopped, but never the
+/// line of PostgreSQL's own C source that sqlx's `Display` appends ("at
+/// line 11880" reads like a line of a config file).
+pub fn explain(e: &sqlx::Error) -> String {
+    match e {
+        sqlx::Error::Database(db) => {
+            let mut out = db.message().to_string();
+            if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+                if let Some(detail) = pg.detail() {
+                    out.push_str(&format!(" ({detail})"));
+                }
+                if let Some(hint) = pg.hint() {
+                    out.push_str(&format!("; hint: {hint}"));
+                }
+            }
+            if let Some(code) = db.code() {
+                out.push_str(&format!(" [SQLSTATE {code}]"));
+            }
+            out
+        }
+        sqlx::Error::Migrate(m) => match m.as_ref() {
+            sqlx::migrate::MigrateError::Execute(inner) => {
+                format!("applying the migrations: {}", explain(inner))
+            }
+            sqlx::migrate::MigrateError::ExecuteMigration(inner, version) => {
+                format!("applying migration {version}: {}", explain(inner))
+            }
+            other => other.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
 /// True when `e` is a unique violation of the named constraint.
 pub fn is_unique_violation(e: &sqlx::Error, constraint: &str) -> bool {
     matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("23505")

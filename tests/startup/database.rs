@@ -450,3 +450,23 @@ async fn db_sync_and_upgrade_check_are_the_deployments_steps() {
     drop(server);
     common::drop_database(&admin_url, &db);
 }
+
+/// A database error reaches an operator as PostgreSQL's message and
+/// SQLSTATE, without the line of PostgreSQL's C source sqlx appends.
+#[tokio::test]
+async fn database_errors_are_explained_without_postgresqls_source_line() {
+    use sqlx::Connection;
+    let (admin_url, db) = common::fresh_database().await;
+    let mut conn = sqlx::PgConnection::connect(&common::url_with_db(&admin_url, &db))
+        .await
+        .unwrap();
+    let e = sqlx::query("SELECT 1 / 0")
+        .execute(&mut conn)
+        .await
+        .expect_err("division by zero");
+    assert!(e.to_string().contains(" at line "), "sqlx's own: {e}");
+    let explained = placement::db::explain(&e);
+    assert_eq!(explained, "division by zero [SQLSTATE 22012]");
+    drop(conn);
+    common::drop_database(&admin_url, &db);
+}
