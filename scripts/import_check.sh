@@ -15,6 +15,8 @@
 # 3. Our server on the result answers every GET exactly as Placement does:
 #    providers, inventories, traits, aggregates, usages, allocations per
 #    consumer and per provider, allocation candidates, generations included.
+#    A backup (pg_dump) restored into a fresh database as docs/deploying.md
+#    says passes `upgrade check` and `audit` and answers the same.
 # 4. Allocations without a consumer row (data from before 1.8).
 # 5. All of it again with Placement on MariaDB under PyMySQL, as
 #    kolla-ansible, openstack-ansible and TripleO run it: the URL as they
@@ -118,6 +120,23 @@ wait_for "http://127.0.0.1:$NEW_PORT/" "${PIDS[-1]}" "$WORK/ours.log"
 echo "==> every GET, Placement against ours"
 python3 "$HERE/import_check.py" compare "http://127.0.0.1:$OLD_PORT" "http://127.0.0.1:$NEW_PORT" \
     || fail "the imported service answers differently"
+# --- 3b. a backup, restored as docs/deploying.md says, serves the same ---------------------
+echo "==> the runbook's backup and restore"
+"$PGBIN/pg_dump" --format=custom --file="$WORK/backup.dump" "postgresql://$OURS/ours"
+"$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres -O placement restored
+"$PGBIN/pg_restore" --no-owner --role=placement --dbname="postgresql://$OURS/restored" "$WORK/backup.dump"
+"$BIN" upgrade check --database-url "postgresql://$OURS/restored" >"$WORK/restored-check.txt" \
+    || { cat "$WORK/restored-check.txt" >&2; fail "upgrade check on the restored database"; }
+"$BIN" audit --database-url "postgresql://$OURS/restored" >"$WORK/restored-audit.txt" \
+    || { cat "$WORK/restored-audit.txt" >&2; fail "audit of the restored database"; }
+RESTORED_PORT=$(free_port)
+DATABASE_URL="postgresql://$OURS/restored" RUST_LOG=warn "$BIN" serve --bind "127.0.0.1:$RESTORED_PORT" \
+    --migrate false >"$WORK/restored.log" 2>&1 &
+PIDS+=($!)
+wait_for "http://127.0.0.1:$RESTORED_PORT/" "${PIDS[-1]}" "$WORK/restored.log"
+python3 "$HERE/import_check.py" compare "http://127.0.0.1:$OLD_PORT" "http://127.0.0.1:$RESTORED_PORT" \
+    || fail "the restored backup answers differently"
+
 # --- 4. incomplete consumers ---------------------------------------------------------------
 echo "==> allocations without a consumer row (data from before 1.8)"
 VOL=$(q legacy "SELECT consumer_id FROM allocations a WHERE NOT EXISTS (SELECT 1 FROM allocations b WHERE b.consumer_id = a.consumer_id AND b.resource_provider_id <> a.resource_provider_id) ORDER BY id DESC LIMIT 1")

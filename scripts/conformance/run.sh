@@ -92,11 +92,13 @@ if [ -f "$LOGS/server.pid" ]; then
     kill -9 "\$pid" 2>/dev/null || true
 fi
 URL=\$(ADMIN_URL='$ADMIN_URL' DB='$DB' "$VENV/bin/python" - <<'PY'
-import os, urllib.parse, psycopg2
+import os, sys, time, urllib.parse, psycopg2
 admin, db = os.environ["ADMIN_URL"], os.environ["DB"]
 c = psycopg2.connect(admin); c.autocommit = True
 cur = c.cursor()
-cur.execute('DROP DATABASE IF EXISTS "%s" WITH (FORCE)' % db)
+sys.path.insert(0, "$HERE")
+from drop_database import drop_database
+drop_database(cur, db)
 cur.execute('CREATE DATABASE "%s"' % db)
 u = urllib.parse.urlsplit(admin)
 print(urllib.parse.urlunsplit((u.scheme, u.netloc, "/" + db, u.query, "")))
@@ -127,9 +129,11 @@ if [ -f "$LOGS/server.pid" ]; then
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
     rm -f "$LOGS/server.pid"
 fi
-ADMIN_URL=$ADMIN_URL DB=$DB "$VENV/bin/python" - <<'EOF' || true
-import os, psycopg2
+ADMIN_URL=$ADMIN_URL DB=$DB HERE=$HERE "$VENV/bin/python" - <<'EOF' || true
+import os, sys, psycopg2
+sys.path.insert(0, os.environ["HERE"])
+from drop_database import drop_database
 c = psycopg2.connect(os.environ["ADMIN_URL"]); c.autocommit = True
-c.cursor().execute('DROP DATABASE IF EXISTS "%s" WITH (FORCE)' % os.environ["DB"])
+drop_database(c.cursor(), os.environ["DB"])
 EOF
 exit $STATUS
