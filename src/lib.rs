@@ -51,5 +51,5 @@ pub use state::AppState;
 
 /// The whole HTTP application, used by `main` and by the tests.
 pub fn app(state: AppState) -> api::Router {
-    api::path_prefix::mount(api::router(state))
+    api::respond::path_prefix::mount(api::router(state))
 }

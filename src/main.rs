@@ -71,56 +71,8 @@ async fn main() -> ExitCode {
             }
         },
         Command::Audit(args) => audit(args).await,
-        Command::Db(DbCommand::Sync(args)) => {
-            match CommandDb::open(args.database_url.as_deref(), args.data_dir.as_deref()).await {
-                Err(e) => {
-                    eprintln!("placement db sync: {e}");
-                    ExitCode::FAILURE
-                }
-                Ok(db) => {
-                    let synced = placement::upgrade::sync(db.url()).await;
-                    db.finish().await;
-                    match synced {
-                        Ok(n) => {
-                            println!("{n} migrations applied; the schema is current");
-                            ExitCode::SUCCESS
-                        }
-                        Err(e) => {
-                            eprintln!("placement db sync: {e}");
-                            ExitCode::FAILURE
-                        }
-                    }
-                }
-            }
-        }
-        Command::Upgrade(UpgradeCommand::Check(args)) => {
-            match CommandDb::open(args.database_url.as_deref(), args.data_dir.as_deref()).await {
-                Err(e) => {
-                    eprintln!("placement upgrade check: {e}");
-                    ExitCode::from(255)
-                }
-                Ok(db) => {
-                    let input = placement::upgrade::CheckInput {
-                        url: db.url(),
-                        policy_file: args.policy_file.as_deref(),
-                        incomplete_consumer_project_id: &args.incomplete_consumer_project_id,
-                    };
-                    let checked = placement::upgrade::check(&input).await;
-                    db.finish().await;
-                    match checked {
-                        Ok(checks) => {
-                            println!("{}", placement::upgrade::render(&checks));
-                            ExitCode::from(placement::upgrade::exit_code(&checks))
-                        }
-                        // oslo.upgradecheck's code for a check that could not run.
-                        Err(e) => {
-                            eprintln!("placement upgrade check: {e}");
-                            ExitCode::from(255)
-                        }
-                    }
-                }
-            }
-        }
+        Command::Db(DbCommand::Sync(args)) => db_sync(args).await,
+        Command::Upgrade(UpgradeCommand::Check(args)) => upgrade_check(args).await,
         Command::Serve(args) => match serve(*args).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -172,6 +124,58 @@ impl CommandDb {
             if let Err(e) = stopped {
                 eprintln!("placement: stopping the local PostgreSQL failed: {e}");
             }
+        }
+    }
+}
+
+/// `placement db sync`: 0 when the schema is current.
+async fn db_sync(args: placement::config::DbSyncArgs) -> ExitCode {
+    let db = match CommandDb::open(args.database_url.as_deref(), args.data_dir.as_deref()).await {
+        Ok(db) => db,
+        Err(e) => {
+            eprintln!("placement db sync: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let synced = placement::upgrade::sync(db.url()).await;
+    db.finish().await;
+    match synced {
+        Ok(n) => {
+            println!("{n} migrations applied; the schema is current");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("placement db sync: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `placement upgrade check`: placement-status's codes (0, 1 a warning,
+/// 2 a failure, 255 when the checks cannot run).
+async fn upgrade_check(args: placement::config::UpgradeCheckArgs) -> ExitCode {
+    let db = match CommandDb::open(args.database_url.as_deref(), args.data_dir.as_deref()).await {
+        Ok(db) => db,
+        Err(e) => {
+            eprintln!("placement upgrade check: {e}");
+            return ExitCode::from(255);
+        }
+    };
+    let input = placement::upgrade::CheckInput {
+        url: db.url(),
+        policy_file: args.policy_file.as_deref(),
+        incomplete_consumer_project_id: &args.incomplete_consumer_project_id,
+    };
+    let checked = placement::upgrade::check(&input).await;
+    db.finish().await;
+    match checked {
+        Ok(checks) => {
+            println!("{}", placement::upgrade::render(&checks));
+            ExitCode::from(placement::upgrade::exit_code(&checks))
+        }
+        Err(e) => {
+            eprintln!("placement upgrade check: {e}");
+            ExitCode::from(255)
         }
     }
 }
@@ -420,7 +424,7 @@ async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     // anything else starts.
     let security = Security::from_args(&args.security)?;
     if let Some(prefix) = &args.path_prefix {
-        placement::api::path_prefix::set(prefix)?;
+        placement::api::respond::path_prefix::set(prefix)?;
     }
     let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host(&args.bind)
         .await

@@ -16,7 +16,6 @@ pub mod inventories;
 pub mod metrics;
 pub mod microversion;
 pub mod middleware;
-pub mod path_prefix;
 pub mod policy;
 pub mod preemptions;
 pub mod projects;

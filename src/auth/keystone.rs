@@ -125,39 +125,7 @@ impl Keystone {
             user_domain: Domain::of(&a.keystone_user_domain_id, &a.keystone_user_domain),
             project_domain: Domain::of(&a.keystone_project_domain_id, &a.keystone_project_domain),
         };
-        let mut http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(a.keystone_timeout))
-            .connect_timeout(Duration::from_secs(a.keystone_timeout.min(3)));
-        let cafile = match &a.keystone_cafile {
-            Some(path) if !url.starts_with("https://") => {
-                tracing::warn!(
-                    "[keystone_authtoken] cafile {} is not used: Keystone's URL is not https",
-                    path.display()
-                );
-                None
-            }
-            other => other.as_ref(),
-        };
-        if let Some(path) = cafile {
-            let pem = std::fs::read(path)
-                .map_err(|e| format!("--keystone-cafile {}: {e}", path.display()))?;
-            let authorities = reqwest::Certificate::from_pem_bundle(&pem)
-                .map_err(|e| format!("--keystone-cafile {}: {e}", path.display()))?;
-            if authorities.is_empty() {
-                return Err(format!(
-                    "--keystone-cafile {}: no PEM certificate in it",
-                    path.display()
-                ));
-            }
-            for authority in authorities {
-                http = http.add_root_certificate(authority);
-            }
-        }
-        if a.keystone_insecure {
-            tracing::warn!("--keystone-insecure: Keystone's certificate is not checked; anyone between this server and Keystone can answer for it");
-            http = http.danger_accept_invalid_certs(true);
-        }
-        let http = http.build().map_err(|e| format!("HTTP client: {e}"))?;
+        let http = http_client(a, &url)?;
         let identity_uri = match &a.keystone_www_authenticate_uri {
             Some(uri) if !uri.trim().is_empty() => uri.trim().trim_end_matches('/').to_string(),
             _ => url.strip_suffix("/v3").unwrap_or(&url).to_string(),
@@ -291,6 +259,45 @@ impl Keystone {
             expires_at: body.token.expires_at,
         })
     }
+}
+
+/// The client that talks to Keystone: bounded in time, with the
+/// authorities of `--keystone-cafile` for an https Keystone, or none
+/// checked under `--keystone-insecure` (warned).
+fn http_client(a: &SecurityArgs, url: &str) -> Result<reqwest::Client, String> {
+    let mut http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(a.keystone_timeout))
+        .connect_timeout(Duration::from_secs(a.keystone_timeout.min(3)));
+    let cafile = match &a.keystone_cafile {
+        Some(path) if !url.starts_with("https://") => {
+            tracing::warn!(
+                "[keystone_authtoken] cafile {} is not used: Keystone's URL is not https",
+                path.display()
+            );
+            None
+        }
+        other => other.as_ref(),
+    };
+    if let Some(path) = cafile {
+        let pem = std::fs::read(path)
+            .map_err(|e| format!("--keystone-cafile {}: {e}", path.display()))?;
+        let authorities = reqwest::Certificate::from_pem_bundle(&pem)
+            .map_err(|e| format!("--keystone-cafile {}: {e}", path.display()))?;
+        if authorities.is_empty() {
+            return Err(format!(
+                "--keystone-cafile {}: no PEM certificate in it",
+                path.display()
+            ));
+        }
+        for authority in authorities {
+            http = http.add_root_certificate(authority);
+        }
+    }
+    if a.keystone_insecure {
+        tracing::warn!("--keystone-insecure: Keystone's certificate is not checked; anyone between this server and Keystone can answer for it");
+        http = http.danger_accept_invalid_certs(true);
+    }
+    http.build().map_err(|e| format!("HTTP client: {e}"))
 }
 
 fn unavailable(what: &str, e: reqwest::Error) -> Rejection {

@@ -1,6 +1,7 @@
 //! Command-line and environment configuration. Every option has an
 //! environment fallback so containers can be configured without flags.
 
+pub mod oslo_files;
 pub mod placement_conf;
 pub mod reference;
 pub mod security;

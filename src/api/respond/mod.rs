@@ -2,6 +2,7 @@
 //! `cache-control` pair Placement adds from microversion 1.15, and the error body.
 
 pub mod error;
+pub mod path_prefix;
 
 pub use error::{codes, ApiError, ApiResult, GenerationConflict, PendingError};
 
@@ -87,7 +88,7 @@ impl Reply {
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
             .unwrap_or("localhost");
-        let path = crate::api::path_prefix::apply(path);
+        let path = path_prefix::apply(path);
         if let Ok(v) = HeaderValue::from_str(&format!("http://{host}{path}")) {
             self.headers.insert(header::LOCATION, v);
         }

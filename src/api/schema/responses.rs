@@ -27,7 +27,7 @@ impl Link {
     pub fn new(rel: &str, href: String) -> Self {
         Link {
             rel: rel.to_string(),
-            href: crate::api::path_prefix::apply(&href),
+            href: crate::api::respond::path_prefix::apply(&href),
         }
     }
 }

@@ -81,6 +81,17 @@ pub fn options(url: &str) -> Result<MySqlConnectOptions, String> {
     if let Some(db) = pick(Some(decode(database)?), "database") {
         o = o.database(&db);
     }
+    Ok(with_tls(o, &params, &cnf).disable_statement_logging())
+}
+
+/// PyMySQL's TLS parameters: a CA means its certificate is checked
+/// (unless `ssl_verify_cert` is false), `ssl_verify_identity` checks the
+/// host name too; without either, TLS when the server offers it.
+fn with_tls(
+    o: MySqlConnectOptions,
+    params: &BTreeMap<String, String>,
+    cnf: &BTreeMap<String, String>,
+) -> MySqlConnectOptions {
     let flag = |k: &str| {
         params
             .get(k)
@@ -90,7 +101,7 @@ pub fn options(url: &str) -> Result<MySqlConnectOptions, String> {
         .get("ssl_ca")
         .cloned()
         .or_else(|| cnf.get("ssl-ca").cloned());
-    o = match (&ca, flag("ssl_verify_cert"), flag("ssl_verify_identity")) {
+    let mut o = match (&ca, flag("ssl_verify_cert"), flag("ssl_verify_identity")) {
         (_, _, Some(true)) => o.ssl_mode(MySqlSslMode::VerifyIdentity),
         (Some(_), Some(false), _) => o.ssl_mode(MySqlSslMode::Required),
         (Some(_), _, _) | (None, Some(true), _) => o.ssl_mode(MySqlSslMode::VerifyCa),
@@ -105,7 +116,7 @@ pub fn options(url: &str) -> Result<MySqlConnectOptions, String> {
     if let Some(key) = params.get("ssl_key") {
         o = o.ssl_client_key(key);
     }
-    Ok(o.disable_statement_logging())
+    o
 }
 
 fn percent_decode(s: &str) -> Option<String> {
