@@ -361,11 +361,12 @@ fn parse(text: &str, file: &Path) -> Result<Vec<Entry>, (usize, String)> {
     Ok(out)
 }
 
+/// Files for the config tests: a fresh folder, and a file written in it.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(super) mod scratch {
+    use std::path::{Path, PathBuf};
 
-    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
         let p = dir.join(name);
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent).unwrap();
@@ -374,11 +375,17 @@ mod tests {
         p
     }
 
-    fn tmp() -> PathBuf {
+    pub fn tmp() -> PathBuf {
         let d = std::env::temp_dir().join(format!("placement-conf-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&d).unwrap();
         d
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scratch::{tmp, write};
+    use super::*;
 
     #[test]
     fn sources_follow_the_command_line_then_placements_defaults() {

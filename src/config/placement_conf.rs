@@ -513,22 +513,8 @@ pub fn database_url(v: &str) -> Result<String, UrlRefusal> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::oslo_files::scratch::{tmp, write};
     use super::*;
-
-    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-        let p = dir.join(name);
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent).unwrap();
-        }
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
-    fn tmp() -> PathBuf {
-        let d = std::env::temp_dir().join(format!("placement-conf-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
 
     fn value<'a>(l: &'a Loaded, flag: &str) -> Option<&'a str> {
         l.defaults
