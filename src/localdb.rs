@@ -210,13 +210,51 @@ pub fn default_data_dir() -> PathBuf {
 
 /// Creates `dir` (mode 0700) if missing, owned by `owner` when given,
 /// and makes sure of its mode and owner if it exists.
-fn private_dir(dir: &Path, owner: Option<(u32, u32)>) -> std::io::Result<()> {
-    if !dir.is_dir() {
-        std::fs::DirBuilder::new().mode(0o700).create(dir)?;
+///
+/// The mode and owner are set through a descriptor opened with
+/// O_NOFOLLOW|O_DIRECTORY, never by path, so a link is not followed. As
+/// root (`owner` given) a link is accepted only when root made it (an
+/// operator's `pgdata` on another disk); a link anyone else could have
+/// planted, as the cluster's owner could in a directory an older build
+/// gave it, is refused: following it would hand root's directory to
+/// `postgres`. Without root every entry is the user's own.
+fn private_dir(dir: &Path, owner: Option<(u32, u32)>) -> Result<(), LocalDbError> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let refuse = |what: String| LocalDbError::Step {
+        step: "the data directory",
+        detail: format!(
+            "{} {what}; remove it (as root) and start again",
+            dir.display()
+        ),
+    };
+    let mut flags = libc::O_DIRECTORY | libc::O_CLOEXEC;
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::DirBuilder::new().mode(0o700).create(dir)?;
+            flags |= libc::O_NOFOLLOW;
+        }
+        Err(e) => return Err(e.into()),
+        Ok(m) if m.file_type().is_symlink() => {
+            if owner.is_some() && m.uid() != 0 {
+                let target = std::fs::read_link(dir)
+                    .map(|t| t.display().to_string())
+                    .unwrap_or_else(|_| "?".to_string());
+                return Err(refuse(format!(
+                    "is a link to {target} made by uid {}, not by root: root does not follow it",
+                    m.uid()
+                )));
+            }
+        }
+        Ok(m) if !m.is_dir() => return Err(refuse("is not a directory".to_string())),
+        Ok(_) => flags |= libc::O_NOFOLLOW,
     }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    let handle = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(dir)?;
+    handle.set_permissions(std::fs::Permissions::from_mode(0o700))?;
     if let Some((uid, gid)) = owner {
-        std::os::unix::fs::chown(dir, Some(uid), Some(gid))?;
+        std::os::unix::fs::fchown(&handle, Some(uid), Some(gid))?;
     }
     Ok(())
 }

@@ -154,3 +154,52 @@ async fn the_local_database_is_sealed_from_other_users() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&victim);
 }
+
+/// Issue 50, item 1: a data directory an older build left to `postgres`
+/// holds a link that user planted at `log`; root takes the directory
+/// back but neither follows nor hands over the link's target.
+#[test]
+fn root_does_not_follow_a_link_the_cluster_owner_planted() {
+    if !is_root() {
+        eprintln!("not root: nothing of root's to hand over");
+        return;
+    }
+    let tag = &uuid::Uuid::new_v4().to_string()[..8];
+    let dir = std::env::temp_dir().join(format!("pl-planted-{tag}"));
+    let victim = std::env::temp_dir().join(format!("pl-victim-dir-{tag}"));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::create_dir_all(&victim).expect("victim");
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o755)).expect("mode");
+    let (ok, out) = as_user("root", &["chown", "postgres", &dir.display().to_string()]);
+    assert!(ok, "{out}");
+    for sub in ["log", "run"] {
+        let (ok, out) = as_user(
+            "postgres",
+            &[
+                "ln",
+                "-s",
+                &victim.display().to_string(),
+                &dir.join(sub).display().to_string(),
+            ],
+        );
+        assert!(ok, "{out}");
+    }
+    let err = refused_start(&["--data-dir", &dir.display().to_string()]);
+    assert!(
+        err.contains("not by root") && err.contains(&victim.display().to_string()),
+        "{err}"
+    );
+    let meta = std::fs::metadata(&victim).expect("victim");
+    assert_eq!(
+        (meta.uid(), meta.gid(), meta.permissions().mode() & 0o777),
+        (0, 0, 0o755),
+        "root's directory was handed over"
+    );
+    assert_eq!(
+        std::fs::metadata(&dir).expect("dir").uid(),
+        0,
+        "root took the data directory back"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&victim);
+}
