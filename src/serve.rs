@@ -6,9 +6,14 @@
 //!   heads and idle keep-alive connections are both closed (hyper's timer).
 //!   Bodies are bounded in size and time by the request pipeline.
 //! - At most `max_connections` are open. Past that, or when the process
-//!   runs out of file descriptors, the longest-open connection with no
-//!   request in flight is closed to make room, so idle sockets can never
-//!   starve a working client.
+//!   runs out of file descriptors, a connection with no request in flight
+//!   is closed to make room: the oldest that never had an answer, else
+//!   the least recently answered, so idle sockets can never starve a
+//!   working client and a steady keep-alive client keeps its connection.
+//!   What may hold a connection busy is bounded elsewhere: bodies are
+//!   read only for callers the route admits, a bounded number at once
+//!   (`api::middleware::BodyLimits`), and the fair queue's long polls
+//!   have a budget of their own.
 //! - On shutdown the listener closes, idle connections close, requests in
 //!   flight get `grace` to finish, and whatever is left is dropped (which
 //!   also cancels candidate searches through their cancel flags).
@@ -19,7 +24,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
@@ -38,9 +43,21 @@ pub struct ServeOptions {
     pub grace: Duration,
 }
 
+/// What a connection has done, as its requests record it.
+#[derive(Default)]
+struct Activity {
+    /// Requests being handled (head read, answer not yet made).
+    in_flight: AtomicUsize,
+    /// Requests answered.
+    served: AtomicU64,
+    /// When the last answer was made, in milliseconds since the server
+    /// started.
+    last_answer_ms: AtomicU64,
+}
+
 /// One open connection as the accept loop sees it.
 struct Tracked {
-    in_flight: Arc<AtomicUsize>,
+    activity: Arc<Activity>,
     abort: AbortHandle,
 }
 
@@ -72,12 +89,20 @@ impl Registry {
             .remove(&id);
     }
 
-    /// Closes the longest-open connection with no request in flight.
-    fn evict_oldest_idle(&self) -> bool {
+    /// Closes an idle connection (no request in flight) to make room:
+    /// first the oldest of those that never had a request answered (a
+    /// flood's sockets, half-sent heads), then the one whose last answer
+    /// is oldest, so a steady keep-alive client (Nova's) keeps its
+    /// connection for as long as anything else can go.
+    fn evict_idle(&self) -> bool {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        let victim = open
-            .iter()
-            .find(|(_, t)| t.in_flight.load(Ordering::Acquire) == 0)
+        let idle = || {
+            open.iter()
+                .filter(|(_, t)| t.activity.in_flight.load(Ordering::Acquire) == 0)
+        };
+        let victim = idle()
+            .find(|(_, t)| t.activity.served.load(Ordering::Acquire) == 0)
+            .or_else(|| idle().min_by_key(|(_, t)| t.activity.last_answer_ms.load(Ordering::Acquire)))
             .map(|(&id, _)| id);
         match victim.and_then(|id| open.remove(&id)) {
             Some(t) => {
@@ -89,19 +114,29 @@ impl Registry {
     }
 }
 
-/// Counts a request in flight on its connection for as long as it lives.
-struct InFlight(Arc<AtomicUsize>);
+/// Counts a request in flight on its connection for as long as it lives,
+/// and records its answer.
+struct InFlight {
+    activity: Arc<Activity>,
+    epoch: std::time::Instant,
+}
 
 impl InFlight {
-    fn start(counter: &Arc<AtomicUsize>) -> Self {
-        counter.fetch_add(1, Ordering::AcqRel);
-        InFlight(counter.clone())
+    fn start(activity: &Arc<Activity>, epoch: std::time::Instant) -> Self {
+        activity.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight {
+            activity: activity.clone(),
+            epoch,
+        }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.activity.last_answer_ms.store(now, Ordering::Release);
+        self.activity.served.fetch_add(1, Ordering::AcqRel);
+        self.activity.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -126,6 +161,7 @@ pub async fn serve(
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
     let mut next_id = 0u64;
+    let epoch = std::time::Instant::now();
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -139,12 +175,12 @@ pub async fn serve(
                 // Out of descriptors (or another transient failure): make
                 // room and pause rather than spin.
                 tracing::warn!(error = %e, "accept failed");
-                registry.evict_oldest_idle();
+                registry.evict_idle();
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
         };
-        if registry.len() >= opts.max_connections && !registry.evict_oldest_idle() {
+        if registry.len() >= opts.max_connections && !registry.evict_idle() {
             tracing::warn!(
                 max = opts.max_connections,
                 "connection limit reached with every connection busy; refusing one"
@@ -152,12 +188,12 @@ pub async fn serve(
             continue;
         }
         next_id += 1;
-        let in_flight = Arc::new(AtomicUsize::new(0));
+        let activity = Arc::new(Activity::default());
         let conn = connection(
             stream,
             app.clone(),
             opts,
-            in_flight.clone(),
+            (activity.clone(), epoch),
             stop_rx.clone(),
         );
         let guard = Deregister(registry.clone(), next_id);
@@ -165,7 +201,7 @@ pub async fn serve(
             let _guard = guard;
             conn.await;
         });
-        registry.insert(next_id, Tracked { in_flight, abort });
+        registry.insert(next_id, Tracked { activity, abort });
     }
     drop(listener);
     let _ = stop_tx.send(true);
@@ -195,12 +231,12 @@ async fn connection(
     stream: TcpStream,
     app: Router,
     opts: ServeOptions,
-    in_flight: Arc<AtomicUsize>,
+    (activity, epoch): (Arc<Activity>, std::time::Instant),
     mut stop: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-        let counted = InFlight::start(&in_flight);
+        let counted = InFlight::start(&activity, epoch);
         let app = app.clone();
         async move {
             let _counted = counted;

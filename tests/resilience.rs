@@ -386,3 +386,115 @@ async fn silent_providers_batch_inventory_degrades_to_zero() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+/// Sends `head` (and the first byte of a body) on a new connection.
+fn half_sent(addr: &str, head: &str) -> TcpStream {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.write_all(head.as_bytes()).unwrap();
+    c
+}
+
+/// Issue 50, item 2: route, method and caller are decided from the head,
+/// before a body is read; bodies and long polls have budgets of their
+/// own; so half-sent bodies and long polls cannot take the connections
+/// an admin needs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn half_sent_bodies_and_long_polls_cannot_take_the_connections() {
+    let s = one(
+        "admission",
+        &[
+            "--http-max-connections",
+            "200",
+            "--http-max-body-uploads",
+            "20",
+            "--http-body-timeout",
+            "60",
+        ],
+    )
+    .await;
+    let addr = s.addr();
+    // Public routes and refused callers: answered from the head at once,
+    // and the connection closed (its body was never read).
+    let mut public: Vec<TcpStream> = (0..90)
+        .map(|_| {
+            half_sent(
+                &addr,
+                "POST /healthcheck HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n\
+                 content-length: 100\r\n\r\n{",
+            )
+        })
+        .collect();
+    let mut anonymous: Vec<TcpStream> = (0..90)
+        .map(|_| {
+            half_sent(
+                &addr,
+                "PUT /resource_classes/CUSTOM_A HTTP/1.1\r\nHost: x\r\n\
+                 content-type: application/json\r\ncontent-length: 10000000\r\n\r\n{",
+            )
+        })
+        .collect();
+    for c in public.iter_mut().step_by(9) {
+        let (text, closed) = read_all(c, Duration::from_secs(10));
+        assert!(text.starts_with("HTTP/1.1 405"), "{text:?}");
+        assert!(closed, "a refused body's connection stayed open");
+    }
+    for c in anonymous.iter_mut().step_by(9) {
+        let (text, closed) = read_all(c, Duration::from_secs(10));
+        assert!(text.starts_with("HTTP/1.1 401"), "{text:?}");
+        assert!(closed, "a refused body's connection stayed open");
+    }
+    // Long polls: a quarter of the cap (50), 3 of one project; past that
+    // a poll is answered at once.
+    let r = s
+        .req(reqwest::Method::POST, "/queue")
+        .json(&json!({"consumer_uuid": uuid::Uuid::new_v4(), "project_id": "P",
+                      "user_id": "u", "resources": {"VCPU": 1}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let id = r.json::<serde_json::Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // An admitted caller's bodies: 20 are received at once, the rest are
+    // told to come back.
+    let body_head = "POST /resource_providers HTTP/1.1\r\nHost: x\r\nx-auth-token: admin\r\n\
+                     content-type: application/json\r\ncontent-length: 100\r\n\r\n{";
+    let mut receiving: Vec<TcpStream> = (0..20).map(|_| half_sent(&addr, body_head)).collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut turned_away: Vec<TcpStream> = (0..20).map(|_| half_sent(&addr, body_head)).collect();
+    for c in turned_away.iter_mut() {
+        let (text, closed) = read_all(c, Duration::from_secs(10));
+        assert!(text.starts_with("HTTP/1.1 503"), "{text:?}");
+        assert!(text.to_ascii_lowercase().contains("retry-after: 1"), "{text:?}");
+        assert!(closed);
+    }
+    let poll = format!(
+        "GET /queue/{id}?wait=60 HTTP/1.1\r\nHost: x\r\nx-auth-token: admin\r\n\
+         openstack-api-version: placement 1.39\r\n\r\n"
+    );
+    let mut held: Vec<TcpStream> = (0..3).map(|_| half_sent(&addr, &poll)).collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut past: Vec<TcpStream> = (0..3).map(|_| half_sent(&addr, &poll)).collect();
+    for c in past.iter_mut() {
+        let (text, _) = read_all(c, Duration::from_secs(5));
+        assert!(
+            text.starts_with("HTTP/1.1 200") && text.contains("\"pending\""),
+            "a poll past the budget was held: {text:?}"
+        );
+    }
+    for c in held.iter_mut() {
+        c.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        let mut buf = [0u8; 64];
+        assert!(c.read(&mut buf).is_err(), "a poll in the budget answered early");
+    }
+    // With all that open, the admin is served.
+    let r = s
+        .req(reqwest::Method::GET, "/resource_providers")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    drop(receiving.drain(..));
+}

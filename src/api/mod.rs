@@ -65,14 +65,14 @@ pub fn router(state: AppState) -> Router {
         security: state.security.clone(),
     };
     api.route_layer(axum::middleware::from_fn_with_state(
-        state.security.clone(),
+        gate.clone(),
         middleware::route_guard,
     ))
     .fallback(not_found)
     .with_state(state)
     .merge(docs::router())
     .merge(ui::router())
-    // The pipeline reads bodies itself, with its own limit and timeout.
+    // The route guard reads bodies itself, with its own limits.
     .layer(axum::extract::DefaultBodyLimit::disable())
     .layer(axum::middleware::from_fn_with_state(
         gate,

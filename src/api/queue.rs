@@ -112,7 +112,15 @@ pub async fn show(
     let mut decided = st.queue.subscribe();
     let mut view = service::show(&st.pool, id).await?;
     auth.check([project_target(Some(&view.project_id), Some(&view.user_id))])?;
-    let seconds = wait.min(service::MAX_WAIT_SECONDS);
+    // Past the long-poll budget (overall or this project's), the answer
+    // comes at once: the caller polls again.
+    let turn = match wait {
+        0 => None,
+        _ => st.queue.wait_turn(&view.project_id),
+    };
+    let seconds = turn
+        .as_ref()
+        .map_or(0, |_| wait.min(service::MAX_WAIT_SECONDS));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
     while view.is_pending() && still_waiting(&mut decided, deadline).await {
         view = service::show(&st.pool, id).await?;

@@ -368,6 +368,10 @@ mod redaction_tests {
 /// Default body limit: a POST /allocations of 10,000 consumers is ~3 MB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
 
+/// What request bodies may hold in memory together, by default (25 of the
+/// largest bodies at once).
+pub const DEFAULT_BODY_MEMORY_BYTES: usize = 256 * 1024 * 1024;
+
 /// Default solver step budget (see `benches/candidates.rs`' stall probe).
 pub const DEFAULT_MAX_STEPS: u64 = 10_000_000;
 
@@ -460,6 +464,26 @@ pub struct Settings {
         default_value_t = 30
     )]
     pub http_body_timeout_secs: u64,
+    /// Request bodies received at once, over all connections; one more is
+    /// answered 503 at once (with `Retry-After`) instead of holding a
+    /// connection while it arrives. Bodies are only read for a caller who
+    /// passed authentication and the route's policy.
+    #[arg(
+        long = "http-max-body-uploads",
+        env = "PLACEMENT_HTTP_MAX_BODY_UPLOADS",
+        default_value_t = 256,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub http_max_body_uploads: u32,
+    /// Bytes all request bodies being received or handled may hold in
+    /// memory together (a body reserves its Content-Length up front); one
+    /// that does not fit is answered 503 at once.
+    #[arg(
+        long = "http-body-memory-bytes",
+        env = "PLACEMENT_HTTP_BODY_MEMORY_BYTES",
+        default_value_t = DEFAULT_BODY_MEMORY_BYTES
+    )]
+    pub http_body_memory_bytes: usize,
     /// Project recorded for allocations written before microversion 1.8.
     #[arg(
         long,
@@ -493,6 +517,8 @@ impl Default for Settings {
             admission_max_steps: DEFAULT_ADMISSION_STEPS,
             http_max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             http_body_timeout_secs: 30,
+            http_max_body_uploads: 256,
+            http_body_memory_bytes: DEFAULT_BODY_MEMORY_BYTES,
             incomplete_consumer_project_id: "00000000-0000-0000-0000-000000000000".into(),
             incomplete_consumer_user_id: "00000000-0000-0000-0000-000000000000".into(),
             metrics: true,

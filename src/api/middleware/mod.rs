@@ -9,7 +9,7 @@ pub mod cors;
 use super::extract::QueryPairs;
 use super::microversion::{self, Microversion};
 use super::policy::{target_of, Authorize};
-use super::routes::Subject;
+use super::routes::{Route, Subject};
 use crate::api::respond::{ApiError, PendingError};
 use crate::policy::{Credentials, Decision};
 use crate::state::Security;
@@ -18,7 +18,8 @@ use axum::extract::{FromRequestParts, MatchedPath, RawPathParams, Request, State
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::BodyExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
@@ -27,27 +28,84 @@ use tracing::Instrument;
 #[derive(Debug, Clone)]
 pub struct RequestId(pub String);
 
-/// How much of a request body is read, and for how long.
-#[derive(Debug, Clone, Copy)]
+/// How much of a request body is read, for how long, and how many at once.
+///
+/// A body is read only after the route, the method, the caller and the
+/// route's policy were decided from the head ([`route_guard`]): nobody
+/// without a token, and no request the service would refuse anyway, holds
+/// a connection busy or memory while a body trickles in.
+#[derive(Debug, Clone)]
 pub struct BodyLimits {
     /// Larger bodies get 413.
     pub max_bytes: usize,
     /// A body not received in full by then gets 408 (slow clients).
     pub timeout: Duration,
+    /// One permit per body being received; none left: 503 at once.
+    uploads: Arc<Semaphore>,
+    /// One permit per KiB that bodies hold, from when they start arriving
+    /// until their request is answered; not enough left: 503 at once.
+    memory: Arc<Semaphore>,
 }
 
-impl From<&crate::config::Settings> for BodyLimits {
-    fn from(s: &crate::config::Settings) -> Self {
+/// Bytes per permit of [`BodyLimits::memory`].
+const KIB: usize = 1024;
+
+impl BodyLimits {
+    /// Limits of `max_bytes` per body, `timeout` to receive one, `uploads`
+    /// bodies received at once and `memory_bytes` held by bodies together
+    /// (at least one largest body).
+    pub fn new(max_bytes: usize, timeout: Duration, uploads: usize, memory_bytes: usize) -> Self {
         BodyLimits {
-            max_bytes: s.http_max_body_bytes,
-            timeout: Duration::from_secs(s.http_body_timeout_secs),
+            max_bytes,
+            timeout,
+            uploads: Arc::new(Semaphore::new(uploads.max(1))),
+            memory: Arc::new(Semaphore::new(
+                (memory_bytes.max(max_bytes) / KIB + 1).min(Semaphore::MAX_PERMITS),
+            )),
         }
     }
 }
 
+impl From<&crate::config::Settings> for BodyLimits {
+    fn from(s: &crate::config::Settings) -> Self {
+        BodyLimits::new(
+            s.http_max_body_bytes,
+            Duration::from_secs(s.http_body_timeout_secs),
+            usize::try_from(s.http_max_body_uploads).unwrap_or(usize::MAX),
+            s.http_body_memory_bytes,
+        )
+    }
+}
+
+/// The memory a request's body holds, given back when its answer is made.
+type BodyReservation = Option<OwnedSemaphorePermit>;
+
+/// A 503 for a body the service has no room to take now.
+fn no_room(what: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("The service is receiving too many request bodies ({what}); retry shortly."),
+    )
+    .code("placement.http.busy")
+}
+
+/// Permits for `bytes` of body, taken now or not at all.
+fn reserve(memory: &Arc<Semaphore>, bytes: usize) -> Result<OwnedSemaphorePermit, ApiError> {
+    let kib = u32::try_from(bytes.div_ceil(KIB)).map_err(|_| no_room("memory"))?;
+    memory
+        .clone()
+        .try_acquire_many_owned(kib)
+        .map_err(|_| no_room("memory"))
+}
+
 /// Reads the whole body within the limits, so handlers never wait on a
-/// slow client and never see more than `max_bytes`.
-async fn read_body(req: Request, limits: BodyLimits) -> Result<Request, ApiError> {
+/// slow client and never see more than `max_bytes`; the memory it holds
+/// stays reserved until the answer is made.
+async fn read_body(
+    req: Request,
+    limits: &BodyLimits,
+) -> Result<(Request, BodyReservation), ApiError> {
+    use http_body::Body as _;
     let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -65,11 +123,43 @@ async fn read_body(req: Request, limits: BodyLimits) -> Result<Request, ApiError
     if declared.is_some_and(|n| n > limits.max_bytes as u64) {
         return Err(too_large());
     }
-    let (parts, body) = req.into_parts();
-    let read = tokio::time::timeout(
-        limits.timeout,
-        Limited::new(body, limits.max_bytes).collect(),
-    )
+    if req.body().is_end_stream() {
+        return Ok((req, None));
+    }
+    let _receiving = limits
+        .uploads
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| no_room("connections"))?;
+    // A declared length is reserved whole; a chunked body as it comes.
+    let mut held = match declared.and_then(|n| usize::try_from(n).ok()) {
+        Some(n) => Some(reserve(&limits.memory, n)?),
+        None => None,
+    };
+    let (parts, mut body) = req.into_parts();
+    let mut got = bytes::BytesMut::new();
+    let read = tokio::time::timeout(limits.timeout, async {
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                ApiError::bad_request(format!("The request body could not be read: {e}"))
+            })?;
+            let Ok(data) = frame.into_data() else { continue };
+            if got.len() + data.len() > limits.max_bytes {
+                return Err(too_large());
+            }
+            got.extend_from_slice(&data);
+            let needed = got.len().div_ceil(KIB);
+            let have = held.as_ref().map_or(0, |p| p.num_permits());
+            if needed > have {
+                let more = reserve(&limits.memory, (needed - have) * KIB)?;
+                match held.as_mut() {
+                    Some(p) => p.merge(more),
+                    None => held = Some(more),
+                }
+            }
+        }
+        Ok(())
+    })
     .await;
     match read {
         Err(_) => Err(ApiError::new(
@@ -79,11 +169,43 @@ async fn read_body(req: Request, limits: BodyLimits) -> Result<Request, ApiError
                 limits.timeout.as_secs()
             ),
         )),
-        Ok(Err(e)) if e.is::<LengthLimitError>() => Err(too_large()),
-        Ok(Err(e)) => Err(ApiError::bad_request(format!(
-            "The request body could not be read: {e}"
-        ))),
-        Ok(Ok(body)) => Ok(Request::from_parts(parts, Body::from(body.to_bytes()))),
+        Ok(Err(e)) => Err(e),
+        Ok(Ok(())) => Ok((Request::from_parts(parts, Body::from(got.freeze())), held)),
+    }
+}
+
+/// Marks an answer whose request's body was read whole.
+#[derive(Debug, Clone, Copy)]
+struct BodyTaken;
+
+/// Reads the body of a request that passed its route's checks, then runs
+/// the handler with the body's memory reserved. A body that could not be
+/// read closes the connection: its rest was never read.
+async fn with_body(limits: &BodyLimits, route: Option<&Route>, req: Request, next: Next) -> Response {
+    let takes_body = |r: &Route| matches!(r.method, Method::POST | Method::PUT | Method::PATCH);
+    if !route.is_some_and(takes_body) {
+        // GET and DELETE (or a method the path does not have) never read
+        // a body: the handler sees none, and the unread rest closes the
+        // connection.
+        let (parts, _unread) = req.into_parts();
+        return next.run(Request::from_parts(parts, Body::empty())).await;
+    }
+    match read_body(req, limits).await {
+        Ok((req, _reserved)) => {
+            let mut resp = next.run(req).await;
+            resp.extensions_mut().insert(BodyTaken);
+            resp
+        }
+        Err(e) => {
+            let mut resp = e.into_response();
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            if resp.status() == StatusCode::SERVICE_UNAVAILABLE {
+                resp.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            resp
+        }
     }
 }
 
@@ -158,14 +280,7 @@ async fn admit(
 /// pre-routing answers, which have none.
 fn refused(e: &ApiError, request_id: &str, accept: Option<&str>, codes: bool) -> Response {
     let codes = codes && e.status == StatusCode::SERVICE_UNAVAILABLE;
-    let mut resp = super::respond::render_error(e, request_id, codes, accept);
-    if matches!(e.status.as_u16(), 408 | 413) {
-        // The rest of the body was never read: this connection cannot
-        // carry another request.
-        resp.headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    }
-    resp
+    super::respond::render_error(e, request_id, codes, accept)
 }
 
 /// Routes the request and renders a handler's error in Placement's body.
@@ -182,7 +297,12 @@ async fn routed(
     let mut resp = next.run(req).await;
     if let Some(PendingError(e)) = resp.extensions_mut().remove::<PendingError>() {
         let mut rendered = super::respond::render_error(&e, request_id, mv.at_least(1, 23), accept);
-        // Keep headers a handler set on purpose (none today), drop the rest.
+        // Keep the headers set on purpose (a refused body's), drop the rest.
+        for name in [header::RETRY_AFTER, header::CONNECTION] {
+            if let Some(v) = resp.headers().get(&name) {
+                rendered.headers_mut().insert(name, v.clone());
+            }
+        }
         std::mem::swap(rendered.extensions_mut(), resp.extensions_mut());
         resp = rendered;
     }
@@ -229,6 +349,10 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
         status = tracing::field::Empty,
     );
     let method = req.method().clone();
+    let has_body = {
+        use http_body::Body as _;
+        !req.body().is_end_stream()
+    };
     let cors = gate.security.cors.clone();
     // Only the Origin is kept for the answer's CORS headers, not every header.
     let origin = cors
@@ -246,10 +370,7 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
         // A refusal before routing shows its code when the request asked
         // for 1.23+; the version is only parsed on that (rare) path.
         let admitted = match admit(&mut req, &path, &gate.security).await {
-            Ok(v) => read_body(req, gate.limits)
-                .await
-                .map(|r| (v, r))
-                .map_err(|e| (e, false)),
+            Ok(v) => Ok((v, req)),
             Err(e) => {
                 let codes = microversion::negotiate(req.headers()).is_ok_and(|v| v.at_least(1, 23));
                 Err((e, codes))
@@ -266,6 +387,12 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
             }
         };
         stamp(&mut resp, &request_id, mv);
+        if has_body && resp.extensions().get::<BodyTaken>().is_none() {
+            // The body was never read (refused from its head): this
+            // connection cannot carry another request.
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         let route = resp.extensions().get::<MatchedRoute>().map(|r| r.0.clone());
         crate::metrics::metrics().request(
             route.as_deref().unwrap_or(""),
@@ -294,17 +421,13 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
 /// microversion (404 when the request is older; 405 for DELETE of all
 /// inventories before 1.5), `Accept` for GETs (406), then the route's
 /// policy rule (403).
-pub async fn route_guard(
-    State(security): State<Arc<Security>>,
-    req: Request,
-    next: Next,
-) -> Response {
+pub async fn route_guard(State(gate): State<Gate>, req: Request, next: Next) -> Response {
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map(|m| m.as_str().to_string())
         .unwrap_or_default();
-    let mut resp = guarded(&security, &route, req, next).await;
+    let mut resp = guarded(&gate, &route, req, next).await;
     // For the pipeline's metrics: the route pattern, never the raw path.
     resp.extensions_mut().insert(MatchedRoute(route));
     resp
@@ -314,7 +437,7 @@ pub async fn route_guard(
 #[derive(Debug, Clone)]
 pub struct MatchedRoute(pub String);
 
-async fn guarded(security: &Arc<Security>, route: &str, req: Request, next: Next) -> Response {
+async fn guarded(gate: &Gate, route: &str, req: Request, next: Next) -> Response {
     let route = route.to_string();
     let mv = req
         .extensions()
@@ -353,8 +476,8 @@ async fn guarded(security: &Arc<Security>, route: &str, req: Request, next: Next
         }
     }
     match declared.and_then(|r| r.rule.map(|rule| (rule, r.target))) {
-        None => next.run(req).await,
-        Some((rule, subject)) => authorized(security, rule, subject, req, next).await,
+        None => with_body(&gate.limits, declared, req, next).await,
+        Some((rule, subject)) => authorized(gate, declared, rule, subject, req, next).await,
     }
 }
 
@@ -364,7 +487,8 @@ async fn guarded(security: &Arc<Security>, route: &str, req: Request, next: Next
 /// [`Authorize`] to call, and answers 500 instead of a success if it did
 /// not (fail closed).
 async fn authorized(
-    security: &Arc<Security>,
+    gate: &Gate,
+    route: Option<&Route>,
     rule: &'static str,
     subject: Subject,
     req: Request,
@@ -384,19 +508,19 @@ async fn authorized(
     };
     let deferred = match target_of(subject, &caller, &query, path_project.as_deref()) {
         Some(target) => {
-            if security.policy.current().enforce(rule, &caller, &target) != Decision::Allowed {
+            if gate.security.policy.current().enforce(rule, &caller, &target) != Decision::Allowed {
                 return ApiError::forbidden(rule).into_response();
             }
             None
         }
         None => {
-            let check = Authorize::new(rule, caller, security.clone());
+            let check = Authorize::new(rule, caller, gate.security.clone());
             parts.extensions.insert(check.clone());
             Some(check)
         }
     };
     parts.extensions.insert(query);
-    let resp = next.run(Request::from_parts(parts, body)).await;
+    let resp = with_body(&gate.limits, route, Request::from_parts(parts, body), next).await;
     match deferred {
         Some(check) if resp.status().is_success() && !check.was_checked() => ApiError::internal(
             format!("{rule}: the handler answered without its policy check"),
