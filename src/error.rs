@@ -75,6 +75,8 @@ pub mod codes {
     pub const QUOTA_BELOW_CONSUMPTION: &str = "placement.quota.below_consumption";
     /// 409: a queued request's consumer is already queued (pending or admitted).
     pub const QUEUE_CONSUMER_QUEUED: &str = "placement.queue.consumer_queued";
+    /// 409: a project's pending requests would pass the per-project limit.
+    pub const QUEUE_PROJECT_FULL: &str = "placement.queue.project_full";
     /// 409: a queued request's consumer already exists (holds allocations).
     pub const QUEUE_CONSUMER_EXISTS: &str = "placement.queue.consumer_exists";
     /// 409: only a pending request can be cancelled.

@@ -995,3 +995,79 @@ async fn pending_by_project_names_the_busiest(c: &Cluster) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Issue 50, item 3: a project's pending requests stop at the cap, in
+/// two processes submitting at once (singles stored together and
+/// batches), with a clear 409; positions count the project's own
+/// pending requests; other projects are not held up by it.
+#[tokio::test]
+async fn a_projects_pending_requests_stop_at_the_cap_across_processes() {
+    let c = Cluster::with_flags(
+        "queue-cap",
+        MV,
+        2,
+        &["--queue-max-pending-per-project", "30", "--admission-interval", "0"],
+    )
+    .await;
+    // No provider: nothing is admitted, everything stays pending.
+    let singles = (0..40).map(|i| {
+        let c = &c;
+        async move {
+            send(c, i % 2, Method::POST, "/queue", Some(request_body("A", 1)))
+                .await
+        }
+    });
+    let batches = (0..4).map(|b| {
+        let c = &c;
+        async move {
+            let requests: Vec<Value> = (0..5).map(|_| request_body("A", 1)).collect();
+            send(c, b % 2, Method::POST, "/queue", Some(json!({"requests": requests}))).await
+        }
+    });
+    let (singles, batches) = futures_util::future::join(
+        futures_util::future::join_all(singles),
+        futures_util::future::join_all(batches),
+    )
+    .await;
+    let mut stored = 0;
+    for (status, v) in singles.iter().chain(batches.iter()) {
+        match status {
+            202 => stored += v["requests"].as_array().map_or(1, Vec::len),
+            409 => assert_eq!(v["errors"][0]["code"], "placement.queue.project_full", "{v}"),
+            other => panic!("{other}: {v}"),
+        }
+    }
+    assert_eq!(stored, 30, "the cap is exact");
+    let (status, v) = send(&c, 0, Method::GET, "/queue?project_id=A&state=pending", None).await;
+    assert_eq!(status, 200);
+    let positions: Vec<i64> = v["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["position_in_project"].as_i64().unwrap())
+        .collect();
+    assert_eq!(positions, (1..=30).collect::<Vec<_>>());
+    // A batch is refused whole, and names the limit.
+    let requests: Vec<Value> = (0..2).map(|_| request_body("A", 1)).collect();
+    let (status, v) = send(&c, 1, Method::POST, "/queue", Some(json!({"requests": requests}))).await;
+    assert_eq!(status, 409, "{v}");
+    assert!(
+        v["errors"][0]["detail"].as_str().unwrap().contains("limit of 30"),
+        "{v}"
+    );
+    // Another project queues as before, first in its own queue.
+    let v = queue(&c, 0, request_body("B", 1)).await;
+    assert_eq!(v["position_in_project"], 1, "{v}");
+    // Cancelling one makes room for one.
+    let first = positions_ids(&c).await;
+    let (status, _) = send(&c, 0, Method::DELETE, &format!("/queue/{}", first[0]), None).await;
+    assert_eq!(status, 204);
+    let v = queue(&c, 1, request_body("A", 1)).await;
+    assert_eq!(v["position_in_project"], 30, "{v}");
+}
+
+/// The ids of project A's pending requests, in queue order.
+async fn positions_ids(c: &Cluster) -> Vec<String> {
+    let (_, v) = send(c, 0, Method::GET, "/queue?project_id=A&state=pending", None).await;
+    request_ids(&v)
+}

@@ -66,7 +66,13 @@ pub async fn create(
             .iter()
             .map(|i| project_target(Some(&i.project_id), Some(&i.user_id))),
     )?;
-    let mut views = service::submit(&st.pool, &st.submissions, &post).await?;
+    let mut views = service::submit(
+        &st.pool,
+        &st.submissions,
+        &post,
+        st.settings.queue_max_pending_per_project,
+    )
+    .await?;
     Ok(match post {
         QueuePost::One(_) if views.len() == 1 => {
             Reply::json(StatusCode::ACCEPTED, &views.remove(0))
@@ -122,20 +128,32 @@ pub async fn show(
         .as_ref()
         .map_or(0, |_| wait.min(service::MAX_WAIT_SECONDS));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
-    while view.is_pending() && still_waiting(&mut decided, deadline).await {
+    while view.is_pending() && still_waiting(&mut decided, deadline, &view).await {
         view = service::show(&st.pool, id).await?;
     }
     Ok(Reply::ok(&view))
 }
 
-/// Waits for the next decision; false once `deadline` passed.
+/// Waits for the next decision (a round's, or a cancel in any process:
+/// both announce it), or the request's expiry; false once `deadline`
+/// passed. A poll reads the database when something may have changed,
+/// not on a timer, so held polls cost nothing between decisions.
 async fn still_waiting(
     decided: &mut tokio::sync::watch::Receiver<u64>,
     deadline: tokio::time::Instant,
+    view: &QueueView,
 ) -> bool {
-    // A request can also lapse without a round: look again at least
-    // every second.
-    let next = deadline.min(tokio::time::Instant::now() + Duration::from_secs(1));
+    let now = tokio::time::Instant::now();
+    // The expiry is the database's time; what is left of it, measured
+    // from the database's clock at the read, is waited on this clock.
+    let lapses = view.expires_at.map(|at| {
+        let left = (at - view.read_at).to_std().unwrap_or_default();
+        now + left + Duration::from_millis(50)
+    });
+    // A missed announcement (a listener reconnecting) costs at most this.
+    let next = deadline
+        .min(now + Duration::from_secs(10))
+        .min(lapses.unwrap_or(deadline));
     let _ = tokio::time::timeout_at(next, decided.changed()).await;
     tokio::time::Instant::now() < deadline
 }

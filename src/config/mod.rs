@@ -442,6 +442,16 @@ pub struct Settings {
         default_value_t = DEFAULT_ADMISSION_STEPS
     )]
     pub admission_max_steps: u64,
+    /// Pending requests one project may have in the fair queue; a
+    /// submission past it is refused 409 `placement.queue.project_full`
+    /// (a batch whole), so no project can make everyone's queue slow.
+    #[arg(
+        long,
+        env = "PLACEMENT_QUEUE_MAX_PENDING_PER_PROJECT",
+        default_value_t = 100_000,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub queue_max_pending_per_project: u32,
     /// Server-side retries of an allocation write that lost a database race.
     #[arg(
         long,
@@ -515,6 +525,7 @@ impl Default for Settings {
             colocation_sample_retention: 3600,
             fairness_excluded_resource_classes: Vec::new(),
             admission_max_steps: DEFAULT_ADMISSION_STEPS,
+            queue_max_pending_per_project: 100_000,
             http_max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             http_body_timeout_secs: 30,
             http_max_body_uploads: 256,

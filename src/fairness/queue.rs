@@ -102,6 +102,11 @@ pub struct QueueView {
     /// Where it was admitted: provider uuid → resources.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allocations: Option<BTreeMap<Uuid, AdmittedResources>>,
+    /// The database's clock when this was read (not shown): a long poll
+    /// waits for the expiry by it, not by this server's clock.
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub read_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// The answer of a batch `POST /queue` and of `GET /queue`.
@@ -131,6 +136,7 @@ impl QueueView {
             expires_at: row.expires_at,
             round_id: row.round_id,
             allocations: row.allocations.and_then(|a| serde_json::from_value(a).ok()),
+            read_at: row.now,
         }
     }
 
@@ -159,24 +165,26 @@ pub async fn submit(
     pool: &Pool,
     together: &Submissions,
     post: &QueuePost,
+    max_pending_per_project: u32,
 ) -> Result<Vec<QueueView>> {
+    let cap = i64::from(max_pending_per_project);
     if let QueuePost::One(item) = post {
         let checked = CheckedQueued {
             row: new_row(item),
             classes: item.resources.keys().cloned().collect(),
             traits: super::trait_names(&item.required),
         };
-        match together.store(pool, checked).await {
+        match together.store(pool, checked, cap).await {
             Stored::Row(row) => return Ok(vec![QueueView::of(*row)]),
             Stored::Unknown => return Err(Error::outcome_unknown()),
             Stored::LeftOut => {}
         }
     }
-    submit_alone(pool, post).await
+    submit_alone(pool, post, cap).await
 }
 
 /// [`submit`] in a transaction of its own, each check its own statement.
-async fn submit_alone(pool: &Pool, post: &QueuePost) -> Result<Vec<QueueView>> {
+async fn submit_alone(pool: &Pool, post: &QueuePost, cap: i64) -> Result<Vec<QueueView>> {
     let items = post.items();
     let mut consumers = BTreeSet::new();
     if let Some(dup) = items.iter().find(|i| !consumers.insert(i.consumer_uuid)) {
@@ -189,6 +197,7 @@ async fn submit_alone(pool: &Pool, post: &QueuePost) -> Result<Vec<QueueView>> {
     let mut tx = pool.begin_keyed().await?;
     check_names(&mut tx, &items).await?;
     check_not_taken(&mut tx, &uuids).await?;
+    check_room(&mut tx, &items, cap).await?;
     // The names were checked above, in this transaction.
     let rows: Vec<CheckedQueued> = items
         .iter()
@@ -198,7 +207,7 @@ async fn submit_alone(pool: &Pool, post: &QueuePost) -> Result<Vec<QueueView>> {
             traits: Vec::new(),
         })
         .collect();
-    let stored = db::insert_checked(&mut tx, &rows).await?;
+    let stored = db::insert_checked(&mut tx, &rows, cap).await?;
     if stored.len() < rows.len() {
         // A consumer was queued or created since the check, and the insert
         // waited for that writer to commit: the check sees it now.
@@ -212,6 +221,25 @@ async fn submit_alone(pool: &Pool, post: &QueuePost) -> Result<Vec<QueueView>> {
     }
     tx.commit().await.map_err(Error::commit_failed)?;
     Ok(stored.into_iter().map(QueueView::of).collect())
+}
+
+/// 409 `placement.queue.project_full` when a project would have more than
+/// `cap` pending requests with these; the projects' queue locks are held
+/// until the transaction ends, so the count stays true for the insert.
+async fn check_room(conn: &mut sqlx::PgConnection, items: &[&QueueItem], cap: i64) -> Result<()> {
+    let projects: Vec<&str> = items.iter().map(|i| i.project_id.as_str()).collect();
+    for (project, pending) in db::pending_in_locked(conn, &projects).await? {
+        let adding = items.iter().filter(|i| i.project_id == project).count();
+        let adding = i64::try_from(adding).unwrap_or(i64::MAX);
+        if pending.saturating_add(adding) > cap {
+            return Err(Error::conflict(format!(
+                "Project {project} has {pending} pending requests in the queue; \
+                 {adding} more would pass its limit of {cap} (--queue-max-pending-per-project)."
+            ))
+            .code(codes::QUEUE_PROJECT_FULL));
+        }
+    }
+    Ok(())
 }
 
 /// 409 when one of `uuids` is live in the queue or a consumer already.

@@ -56,19 +56,20 @@ impl Default for Submissions {
 
 impl Submissions {
     /// Stores `request` together with whatever else is waiting.
-    pub async fn store(&self, pool: &Pool, request: CheckedQueued) -> Stored {
+    /// `cap` is the most pending requests a project may have.
+    pub async fn store(&self, pool: &Pool, request: CheckedQueued, cap: i64) -> Stored {
         let pool = pool.clone();
         self.0
-            .submit(request, |batch| store_all(pool, batch))
+            .submit(request, move |batch| store_all(pool, batch, cap))
             .await
             .unwrap_or(Stored::LeftOut)
     }
 }
 
 /// One statement for `requests`; what became of each.
-async fn store_all(pool: Pool, requests: Vec<CheckedQueued>) -> Vec<Stored> {
+async fn store_all(pool: Pool, requests: Vec<CheckedQueued>, cap: i64) -> Vec<Stored> {
     let started = std::time::Instant::now();
-    let stored = match insert(&pool, &requests).await {
+    let stored = match insert(&pool, &requests, cap).await {
         Ok(rows) => {
             tracing::debug!(
                 submissions = requests.len(),
@@ -105,9 +106,10 @@ async fn store_all(pool: Pool, requests: Vec<CheckedQueued>) -> Vec<Stored> {
 async fn insert(
     pool: &Pool,
     requests: &[CheckedQueued],
+    cap: i64,
 ) -> Result<Vec<QueuedRow>, (sqlx::Error, bool)> {
     let mut conn = pool.for_one_statement().await.map_err(|e| (e, false))?;
-    let rows = db::insert_checked(&mut conn, requests)
+    let rows = db::insert_checked(&mut conn, requests, cap)
         .await
         .map_err(|e| (e, true))?;
     conn.commit().await.map_err(|e| (e, true))?;

@@ -85,16 +85,43 @@ const COLUMNS: &str = "q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.
 /// The rows a statement's `q` (its `INSERT ... RETURNING *`) stored, as
 /// [`QueuedRow`]s in submission order. The new rows are not visible to the
 /// statement's own count, so a row's position is the project's pending
-/// requests before the statement plus its place among the project's new
-/// ones.
+/// requests before the statement (`before`, counted once per project,
+/// not per row) plus its place among the project's new ones.
 const INSERTED: &str =
     "SELECT q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.request, q.state,
         q.reason, q.round_id, q.allocations, q.submitted_at, q.expires_at, q.decided_at,
-        (SELECT count(*) FROM queue_requests o
-          WHERE o.state = 'pending' AND o.project_id = q.project_id)
-        + row_number() OVER (PARTITION BY q.project_id ORDER BY q.seq) AS position_in_project,
+        b.n + row_number() OVER (PARTITION BY q.project_id ORDER BY q.seq) AS position_in_project,
         now() AS now
-    FROM q ORDER BY q.seq";
+    FROM q JOIN before b ON b.project_id = q.project_id ORDER BY q.seq";
+
+/// Each project of `t` and its pending requests before the statement,
+/// counted under the project's queue lock (`queue_pending_locked`), taken
+/// in key order so two submitters never wait on each other in a circle.
+const BEFORE: &str = "before AS (
+    SELECT s.project_id, queue_pending_locked(s.project_id) AS n
+      FROM (SELECT DISTINCT t.p AS project_id,
+                   hashtextextended('placement.queue:' || t.p, 0) AS k
+              FROM t ORDER BY k) s)";
+
+/// Each of `projects` with its pending requests, in name order, its queue
+/// lock taken until the transaction ends (so the count holds for a check
+/// against the cap).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn pending_in_locked(
+    conn: &mut PgConnection,
+    projects: &[&str],
+) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    crate::db::query_as(
+        "SELECT project_id, n FROM (
+            SELECT s.project_id, queue_pending_locked(s.project_id) AS n
+              FROM (SELECT DISTINCT p AS project_id, hashtextextended('placement.queue:' || p, 0) AS k
+                      FROM unnest($1::text[]) AS p ORDER BY k) s) c
+          ORDER BY project_id",
+    )
+    .bind(projects)
+    .fetch_all(conn)
+    .await
+}
 
 /// A request to store if it passes the checks of a submission.
 #[derive(Debug, Clone)]
@@ -122,6 +149,7 @@ pub struct CheckedQueued {
 pub async fn insert_checked(
     conn: &mut PgConnection,
     requests: &[CheckedQueued],
+    max_pending_per_project: i64,
 ) -> Result<Vec<QueuedRow>, sqlx::Error> {
     let rows = || requests.iter().map(|r| &r.row);
     let ids: Vec<Uuid> = rows().map(|r| r.id).collect();
@@ -144,7 +172,13 @@ pub async fn insert_checked(
             SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::uuid[]), (SELECT $3::text[]),
                                  (SELECT $4::text[]), (SELECT $5::text[]), (SELECT $6::float8[]))
                    WITH ORDINALITY AS t(id, c, p, u, r, e, n)),
+         {BEFORE},
          refused AS (
+            SELECT k.n FROM (
+                SELECT t.n, b.n + row_number() OVER (PARTITION BY t.p ORDER BY t.n) AS depth
+                  FROM t JOIN before b ON b.project_id = t.p) k
+             WHERE k.depth > $11
+            UNION ALL
             SELECT k.n FROM unnest((SELECT $7::int8[]), (SELECT $8::text[])) AS k(n, name)
              WHERE NOT EXISTS (SELECT 1 FROM resource_classes rc WHERE rc.name = k.name)
             UNION ALL
@@ -175,6 +209,7 @@ pub async fn insert_checked(
     .bind(&classes)
     .bind(&trait_of)
     .bind(&traits)
+    .bind(max_pending_per_project)
     .fetch_all(conn)
     .await
 }
@@ -249,8 +284,12 @@ pub async fn cancel(conn: &mut PgConnection, id: Uuid) -> Result<bool, sqlx::Err
          WHERE id = $1 AND state = 'pending' AND (expires_at IS NULL OR expires_at > now())",
     )
     .bind(id)
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
+    if done.rows_affected() == 1 {
+        // Long polls in every process see it at the commit.
+        announce_decided(conn).await?;
+    }
     Ok(done.rows_affected() == 1)
 }
 
