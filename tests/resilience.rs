@@ -498,3 +498,46 @@ async fn half_sent_bodies_and_long_polls_cannot_take_the_connections() {
     assert_eq!(r.status(), 200);
     drop(receiving.drain(..));
 }
+
+/// Issue 50, item 5: a huge aggregates list is checked in linear time,
+/// before the provider's row is locked: two of them at once leave an
+/// unauthenticated health check answered, and the provider writable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn huge_aggregate_lists_are_checked_quickly_and_before_any_lock() {
+    let s = one("aggregates", &[]).await;
+    let rp = s.provider("many-aggregates", None).await;
+    let mut aggregates: Vec<String> = (0..60_000)
+        .map(|_| uuid::Uuid::new_v4().to_string())
+        .collect();
+    aggregates.push(aggregates[0].clone());
+    let body = json!({"aggregates": aggregates, "resource_provider_generation": 0});
+    let put = |body: serde_json::Value| {
+        s.req(
+            reqwest::Method::PUT,
+            &format!("/resource_providers/{rp}/aggregates"),
+        )
+        .json(&body)
+        .send()
+    };
+    let health = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let r = reqwest::Client::new()
+            .get(format!("{}/healthcheck", s.server.base))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await;
+        // Meanwhile the provider's row is free: a valid write goes through.
+        let w = put(json!({"aggregates": [uuid::Uuid::new_v4()], "resource_provider_generation": 0}))
+            .await
+            .unwrap();
+        (r.map(|r| r.status().as_u16()), w.status().as_u16())
+    };
+    let (a, b, (health, write)) = tokio::join!(put(body.clone()), put(body.clone()), health);
+    for r in [a.unwrap(), b.unwrap()] {
+        assert_eq!(r.status(), 400);
+        let text = r.text().await.unwrap();
+        assert!(text.contains("non-unique elements"), "{}", &text[..200.min(text.len())]);
+    }
+    assert_eq!(health.expect("the health check was answered"), 200);
+    assert_eq!(write, 200);
+}

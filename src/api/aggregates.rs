@@ -39,9 +39,12 @@ pub async fn replace(
     PathParams(id): PathParams<String>,
     req: JsonBody,
 ) -> ApiResult<Reply> {
+    // Placement's order (404, then 400), and the body checked before the
+    // provider's row is locked.
+    find(&mut *st.pool.acquire().await?, &id).await?;
+    let b: AggregatesPut = req.parse(&schema::aggregates_put(mv))?;
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
-    let b: AggregatesPut = req.parse(&schema::aggregates_put(mv))?;
     let (aggs, given) = match b {
         AggregatesPut::Checked {
             aggregates,
