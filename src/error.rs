@@ -63,6 +63,8 @@ pub mod codes {
     /// A CPU-bound deployment found no candidate node with a CPU topology.
     pub const DEPLOY_NO_TOPOLOGY: &str = "placement.deploy.no_topology";
     /// FILL found every chosen node already at its target.
+    /// 409: the app belongs to another project.
+    pub const DEPLOY_APP_OWNED: &str = "placement.deploy.app_owned";
     pub const DEPLOY_ALREADY_FILLED: &str = "placement.deploy.already_filled";
     /// A deployment request the scheduler cannot take (strategy, count,
     /// CPU, memory or volume values).

@@ -537,9 +537,10 @@ async fn run(
     // Long polls of the fair queue hold connections: a quarter of the
     // cap at most, a sixteenth of that for one project.
     let waiters = (args.http_max_connections / 4).max(1);
-    state.queue = std::sync::Arc::new(
-        placement::fairness::queue_round::QueueSignals::with_budget(waiters, (waiters / 16).max(1)),
-    );
+    state.queue = std::sync::Arc::new(placement::fairness::queue_round::QueueSignals::with_budget(
+        waiters,
+        (waiters / 16).max(1),
+    ));
     spawn_background(args, &state, sessions, pool);
     let listener = tokio::net::TcpListener::bind(&args.bind).await?;
     tracing::info!(bind = %listener.local_addr()?, "placement listening");

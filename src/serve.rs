@@ -102,7 +102,9 @@ impl Registry {
         };
         let victim = idle()
             .find(|(_, t)| t.activity.served.load(Ordering::Acquire) == 0)
-            .or_else(|| idle().min_by_key(|(_, t)| t.activity.last_answer_ms.load(Ordering::Acquire)))
+            .or_else(|| {
+                idle().min_by_key(|(_, t)| t.activity.last_answer_ms.load(Ordering::Acquire))
+            })
             .map(|(&id, _)| id);
         match victim.and_then(|id| open.remove(&id)) {
             Some(t) => {

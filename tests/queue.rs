@@ -599,7 +599,15 @@ async fn until_holds(c: &Cluster, project: &str, vcpu: i64) {
 /// shares end at 1:2.
 #[tokio::test]
 async fn a_guarantee_is_won_back_through_preemption_advice() {
-    let c = Cluster::new("queue-preempt", "1.39").await;
+    // B's members may read B's advice (issue 50, item 8).
+    let policy = std::env::temp_dir().join(format!("preempt-policy-{}.yaml", uuid::Uuid::new_v4()));
+    std::fs::write(
+        &policy,
+        "\"placement:preemptions:list\": \"rule:admin_or_service_api or (role:member and project_id:%(project_id)s)\"\n",
+    )
+    .unwrap();
+    let policy_arg = policy.display().to_string();
+    let c = Cluster::with_flags("queue-preempt", "1.39", 2, &["--policy-file", &policy_arg]).await;
     for i in 0..3 {
         c.provider(&format!("cn{i}"), json!({"VCPU": {"total": 10}}))
             .await;
@@ -641,6 +649,31 @@ async fn a_guarantee_is_won_back_through_preemption_advice() {
         entries.iter().all(|e| e["held_until"].is_string()),
         "{advice}"
     );
+    // B's member sees its own consumers advised, not A's queue: no
+    // request id, project or needs of the project the room is made for.
+    let theirs: Value = c
+        .client
+        .get(format!("{}/preemptions?project_id=B", c.servers[1].base))
+        .header("openstack-api-version", "placement 1.39")
+        .header("x-auth-token", "member-of-b")
+        .header("x-roles", "member")
+        .header("x-project-id", "B")
+        .header("x-user-id", "ub")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let shown = theirs["preemptions"].as_array().expect("advice");
+    assert_eq!(shown.len(), 10, "{theirs}");
+    for e in shown {
+        assert_eq!(e["project_id"], "B");
+        for hidden in ["for_project_id", "for_request", "resources"] {
+            assert!(e.get(hidden).is_none(), "{hidden} shown to B: {e}");
+        }
+    }
+    let _ = std::fs::remove_file(&policy);
     // A third project queues before the owners act: the room is A's.
     queue_many(&c, "C", 5).await;
     for e in entries {
@@ -1006,22 +1039,31 @@ async fn a_projects_pending_requests_stop_at_the_cap_across_processes() {
         "queue-cap",
         MV,
         2,
-        &["--queue-max-pending-per-project", "30", "--admission-interval", "0"],
+        &[
+            "--queue-max-pending-per-project",
+            "30",
+            "--admission-interval",
+            "0",
+        ],
     )
     .await;
     // No provider: nothing is admitted, everything stays pending.
     let singles = (0..40).map(|i| {
         let c = &c;
-        async move {
-            send(c, i % 2, Method::POST, "/queue", Some(request_body("A", 1)))
-                .await
-        }
+        async move { send(c, i % 2, Method::POST, "/queue", Some(request_body("A", 1))).await }
     });
     let batches = (0..4).map(|b| {
         let c = &c;
         async move {
             let requests: Vec<Value> = (0..5).map(|_| request_body("A", 1)).collect();
-            send(c, b % 2, Method::POST, "/queue", Some(json!({"requests": requests}))).await
+            send(
+                c,
+                b % 2,
+                Method::POST,
+                "/queue",
+                Some(json!({"requests": requests})),
+            )
+            .await
         }
     });
     let (singles, batches) = futures_util::future::join(
@@ -1033,12 +1075,22 @@ async fn a_projects_pending_requests_stop_at_the_cap_across_processes() {
     for (status, v) in singles.iter().chain(batches.iter()) {
         match status {
             202 => stored += v["requests"].as_array().map_or(1, Vec::len),
-            409 => assert_eq!(v["errors"][0]["code"], "placement.queue.project_full", "{v}"),
+            409 => assert_eq!(
+                v["errors"][0]["code"], "placement.queue.project_full",
+                "{v}"
+            ),
             other => panic!("{other}: {v}"),
         }
     }
     assert_eq!(stored, 30, "the cap is exact");
-    let (status, v) = send(&c, 0, Method::GET, "/queue?project_id=A&state=pending", None).await;
+    let (status, v) = send(
+        &c,
+        0,
+        Method::GET,
+        "/queue?project_id=A&state=pending",
+        None,
+    )
+    .await;
     assert_eq!(status, 200);
     let positions: Vec<i64> = v["requests"]
         .as_array()
@@ -1049,10 +1101,20 @@ async fn a_projects_pending_requests_stop_at_the_cap_across_processes() {
     assert_eq!(positions, (1..=30).collect::<Vec<_>>());
     // A batch is refused whole, and names the limit.
     let requests: Vec<Value> = (0..2).map(|_| request_body("A", 1)).collect();
-    let (status, v) = send(&c, 1, Method::POST, "/queue", Some(json!({"requests": requests}))).await;
+    let (status, v) = send(
+        &c,
+        1,
+        Method::POST,
+        "/queue",
+        Some(json!({"requests": requests})),
+    )
+    .await;
     assert_eq!(status, 409, "{v}");
     assert!(
-        v["errors"][0]["detail"].as_str().unwrap().contains("limit of 30"),
+        v["errors"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("limit of 30"),
         "{v}"
     );
     // Another project queues as before, first in its own queue.

@@ -447,8 +447,10 @@ async fn half_sent_bodies_and_long_polls_cannot_take_the_connections() {
     // a poll is answered at once.
     let r = s
         .req(reqwest::Method::POST, "/queue")
-        .json(&json!({"consumer_uuid": uuid::Uuid::new_v4(), "project_id": "P",
-                      "user_id": "u", "resources": {"VCPU": 1}}))
+        .json(
+            &json!({"consumer_uuid": uuid::Uuid::new_v4(), "project_id": "P",
+                      "user_id": "u", "resources": {"VCPU": 1}}),
+        )
         .send()
         .await
         .unwrap();
@@ -467,7 +469,10 @@ async fn half_sent_bodies_and_long_polls_cannot_take_the_connections() {
     for c in turned_away.iter_mut() {
         let (text, closed) = read_all(c, Duration::from_secs(10));
         assert!(text.starts_with("HTTP/1.1 503"), "{text:?}");
-        assert!(text.to_ascii_lowercase().contains("retry-after: 1"), "{text:?}");
+        assert!(
+            text.to_ascii_lowercase().contains("retry-after: 1"),
+            "{text:?}"
+        );
         assert!(closed);
     }
     let poll = format!(
@@ -485,9 +490,13 @@ async fn half_sent_bodies_and_long_polls_cannot_take_the_connections() {
         );
     }
     for c in held.iter_mut() {
-        c.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        c.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
         let mut buf = [0u8; 64];
-        assert!(c.read(&mut buf).is_err(), "a poll in the budget answered early");
+        assert!(
+            c.read(&mut buf).is_err(),
+            "a poll in the budget answered early"
+        );
     }
     // With all that open, the admin is served.
     let r = s
@@ -527,16 +536,21 @@ async fn huge_aggregate_lists_are_checked_quickly_and_before_any_lock() {
             .send()
             .await;
         // Meanwhile the provider's row is free: a valid write goes through.
-        let w = put(json!({"aggregates": [uuid::Uuid::new_v4()], "resource_provider_generation": 0}))
-            .await
-            .unwrap();
+        let w =
+            put(json!({"aggregates": [uuid::Uuid::new_v4()], "resource_provider_generation": 0}))
+                .await
+                .unwrap();
         (r.map(|r| r.status().as_u16()), w.status().as_u16())
     };
     let (a, b, (health, write)) = tokio::join!(put(body.clone()), put(body.clone()), health);
     for r in [a.unwrap(), b.unwrap()] {
         assert_eq!(r.status(), 400);
         let text = r.text().await.unwrap();
-        assert!(text.contains("non-unique elements"), "{}", &text[..200.min(text.len())]);
+        assert!(
+            text.contains("non-unique elements"),
+            "{}",
+            &text[..200.min(text.len())]
+        );
     }
     assert_eq!(health.expect("the health check was answered"), 200);
     assert_eq!(write, 200);

@@ -138,6 +138,28 @@ impl Authorize {
         Ok(())
     }
 
+    /// Whether the rule also passes for `target`, for what an answer
+    /// shows beside what was checked (another project's part of it);
+    /// the handler's own check is still owed.
+    pub fn allows(&self, target: &Target) -> bool {
+        self.security
+            .policy
+            .current()
+            .enforce(self.rule, &self.caller, target)
+            == Decision::Allowed
+    }
+
+    /// The items whose target the rule passes, for a listing that shows
+    /// each caller only what it may see; this is the handler's check (an
+    /// empty answer is an answer, not a refusal).
+    pub fn filter<T>(&self, items: Vec<T>, target: impl Fn(&T) -> Target) -> Vec<T> {
+        self.passed.store(true, Ordering::SeqCst);
+        items
+            .into_iter()
+            .filter(|i| self.allows(&target(i)))
+            .collect()
+    }
+
     /// Whether the handler's check was made and passed.
     pub fn was_checked(&self) -> bool {
         self.passed.load(Ordering::SeqCst)

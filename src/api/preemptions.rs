@@ -3,6 +3,7 @@
 //! guarantee gets its share back.
 
 use super::extract::QueryPairs;
+use super::policy::{project_target, Authorize};
 use super::respond::Reply;
 use super::schema::extensions::project_id_schema;
 use crate::api::respond::ApiResult;
@@ -27,9 +28,26 @@ struct Filter {
 }
 
 /// `GET /preemptions[?project_id=…]`: the advised victims (of one project
-/// when named; the policy target is that project).
-pub async fn list(State(st): State<AppState>, query: QueryPairs) -> ApiResult<Reply> {
+/// when named; the policy target is that project). The request each
+/// victim makes room for (its project, id and needs) is shown only to a
+/// caller who passes the rule for that request's project too.
+pub async fn list(
+    State(st): State<AppState>,
+    auth: Authorize,
+    query: QueryPairs,
+) -> ApiResult<Reply> {
     let f: Filter = query.typed(&query_schema())?;
-    let preemptions = service::list(&st.pool, f.project_id.as_deref()).await?;
+    auth.check([project_target(f.project_id.as_deref(), None)])?;
+    let preemptions = service::list(&st.pool, f.project_id.as_deref())
+        .await?
+        .into_iter()
+        .map(|p| {
+            let theirs = project_target(p.for_project_id.as_deref(), None);
+            match auth.allows(&theirs) {
+                true => p,
+                false => p.without_beneficiary(),
+            }
+        })
+        .collect();
     Ok(Reply::ok(&PreemptionList { preemptions }))
 }

@@ -261,17 +261,6 @@ pub async fn instance(
     .await
 }
 
-/// Every app: its name, instances and the nodes they are on.
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn apps(conn: &mut PgConnection) -> Result<Vec<(String, i64, i64)>, sqlx::Error> {
-    crate::db::query_as(
-        "SELECT app, COUNT(*)::bigint, COUNT(DISTINCT resource_provider_id)::bigint
-           FROM instances GROUP BY app ORDER BY app",
-    )
-    .fetch_all(conn)
-    .await
-}
-
 /// The non-bound deployment instances on a provider.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn unbound_instances(
@@ -531,4 +520,49 @@ pub async fn listen(
     let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
     listener.listen(channel).await?;
     Ok(listener)
+}
+
+/// The project an app belongs to, if it was ever deployed.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn app_owner(conn: &mut PgConnection, app: &str) -> Result<Option<String>, sqlx::Error> {
+    crate::db::query_scalar("SELECT project_id FROM deployment_apps WHERE app = $1")
+        .bind(app)
+        .fetch_optional(conn)
+        .await
+}
+
+/// Gives `app` to `project` unless it belongs to a project already; the
+/// project it belongs to afterwards.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn claim_app(
+    conn: &mut PgConnection,
+    app: &str,
+    project: &str,
+) -> Result<String, sqlx::Error> {
+    crate::db::query("INSERT INTO deployment_apps (app, project_id) VALUES ($1, $2) ON CONFLICT (app) DO NOTHING")
+        .bind(app)
+        .bind(project)
+        .execute(&mut *conn)
+        .await?;
+    // A statement of its own: it sees a claim another writer committed
+    // while the insert waited for it.
+    crate::db::query_scalar("SELECT project_id FROM deployment_apps WHERE app = $1")
+        .bind(app)
+        .fetch_one(conn)
+        .await
+}
+
+/// Every app with its owner, instances and nodes, in name order.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn apps_with_owners(
+    conn: &mut PgConnection,
+) -> Result<Vec<(String, String, i64, i64)>, sqlx::Error> {
+    crate::db::query_as(
+        "SELECT a.app, a.project_id, COUNT(i.consumer_id)::bigint,
+                COUNT(DISTINCT i.resource_provider_id)::bigint
+           FROM deployment_apps a LEFT JOIN instances i ON i.app = a.app
+          GROUP BY a.app, a.project_id HAVING COUNT(i.consumer_id) > 0 ORDER BY a.app",
+    )
+    .fetch_all(conn)
+    .await
 }

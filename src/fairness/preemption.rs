@@ -26,12 +26,16 @@ pub struct PreemptionView {
     pub project_id: String,
     /// The provider where the room is made.
     pub resource_provider_uuid: Uuid,
-    /// The queued request it makes room for.
-    pub for_request: Uuid,
-    /// That request's project (below its guarantee).
-    pub for_project_id: String,
-    /// What that request needs.
-    pub resources: super::Amounts,
+    /// The queued request it makes room for (shown only to callers who
+    /// pass the rule for that request's project).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub for_request: Option<Uuid>,
+    /// That request's project, below its guarantee (shown likewise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub for_project_id: Option<String>,
+    /// What that request needs (shown likewise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<super::Amounts>,
     /// The round that advised it.
     pub round_id: Uuid,
     /// When.
@@ -39,6 +43,19 @@ pub struct PreemptionView {
     /// Until when the freed room is held for the request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held_until: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl PreemptionView {
+    /// The advice without the waiting request's project, id and needs:
+    /// what a victim's project may see of another's queue.
+    pub fn without_beneficiary(self) -> PreemptionView {
+        PreemptionView {
+            for_request: None,
+            for_project_id: None,
+            resources: None,
+            ..self
+        }
+    }
 }
 
 /// `GET /preemptions`' answer.
@@ -55,9 +72,9 @@ impl PreemptionView {
             consumer_uuid: row.consumer_uuid,
             project_id: row.victim_project_id,
             resource_provider_uuid: row.resource_provider_uuid,
-            for_request: row.request_id,
-            for_project_id: row.request_project_id,
-            resources: item.map(|i| i.resources).unwrap_or_default(),
+            for_request: Some(row.request_id),
+            for_project_id: Some(row.request_project_id),
+            resources: Some(item.map(|i| i.resources).unwrap_or_default()),
             round_id: row.round_id,
             advised_at: row.advised_at,
             held_until: row.held_until,

@@ -376,8 +376,13 @@ async fn seed(base: &str) -> World {
     }
 }
 
-#[tokio::test]
-async fn no_member_reaches_another_project() {
+/// Listings that address no project but show each caller only the
+/// items whose project it passes (checked by their own test below).
+const FILTERED_LISTINGS: [(&str, &str); 1] = [("/deployments", "GET")];
+
+/// A policy file granting every project-addressing rule to the members
+/// of the project addressed.
+fn member_policy() -> String {
     let grant = "rule:admin_or_service_api or (role:member and project_id:%(project_id)s)";
     let mut text = String::new();
     for r in routes::all().filter(|r| r.target != Subject::Caller) {
@@ -387,7 +392,80 @@ async fn no_member_reaches_another_project() {
             }
         }
     }
-    let f = policy_file(&text);
+    text
+}
+
+/// Issue 50, item 4: an app belongs to the project that first deployed
+/// it. A member of A can neither deploy into B's app nor see its
+/// instances through a dry run; B's member still sees B's app; the
+/// listing shows each member its own project's apps only.
+#[tokio::test]
+async fn an_app_belongs_to_the_project_that_deployed_it() {
+    let f = policy_file(&member_policy());
+    let (admin_url, db) = common::fresh_database().await;
+    let url = common::url_with_db(&admin_url, &db);
+    let server = cluster::start_server_with(&url, "app-owners", &["--policy-file", &f.arg()]).await;
+    let b = &server.base;
+    let world = seed(b).await;
+    let app_b = world.app_of(B).to_string();
+    for dry_run in [true, false] {
+        let body = json!({"app": app_b, "count": 1, "cpu": 1, "memory_mb": 64,
+                          "project_id": A, "user_id": "ua", "dry_run": dry_run});
+        let (status, v) = call(
+            b,
+            "POST",
+            "/deployments",
+            Some(&body.to_string()),
+            &MEMBER_OF_A,
+        )
+        .await;
+        assert_eq!(status, 409, "dry run {dry_run}: {v}");
+        assert_eq!(v["errors"][0]["code"], "placement.deploy.app_owned", "{v}");
+    }
+    let member_of_b = [
+        ("x-auth-token", "ub"),
+        ("x-roles", "member"),
+        ("x-project-id", B),
+        ("x-user-id", "ub"),
+    ];
+    let (status, v) = call(
+        b,
+        "GET",
+        &format!("/deployments/{app_b}"),
+        None,
+        &member_of_b,
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["count"], 1, "{v}");
+    let (status, v) = call(b, "GET", "/deployments", None, &MEMBER_OF_A).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        v["deployments"],
+        json!([{"app": world.app_of(A), "count": 1, "nodes": 1}]),
+        "a member lists its own project's apps only"
+    );
+    let (_, v) = call(b, "GET", "/deployments", None, &[("x-auth-token", "admin")]).await;
+    assert_eq!(v["deployments"].as_array().map(Vec::len), Some(2), "{v}");
+    // A's own app takes A's deployments as before.
+    let body = json!({"app": world.app_of(A), "count": 1, "cpu": 1, "memory_mb": 64,
+                      "project_id": A, "user_id": "ua"});
+    let (status, v) = call(
+        b,
+        "POST",
+        "/deployments",
+        Some(&body.to_string()),
+        &MEMBER_OF_A,
+    )
+    .await;
+    assert_eq!(status, 201, "{v}");
+    drop(server);
+    common::drop_database(&admin_url, &db);
+}
+
+#[tokio::test]
+async fn no_member_reaches_another_project() {
+    let f = policy_file(&member_policy());
     let (admin_url, db) = common::fresh_database().await;
     let url = common::url_with_db(&admin_url, &db);
     let server = cluster::start_server_with(&url, "isolation", &["--policy-file", &f.arg()]).await;
@@ -396,6 +474,9 @@ async fn no_member_reaches_another_project() {
     let before = state_of_b(b, &world).await;
     let mut walked = 0;
     for route in routes::all().filter(|r| r.rule.is_some()) {
+        if FILTERED_LISTINGS.contains(&(route.path, route.method.as_str())) {
+            continue;
+        }
         let Some(to_b) = probes(route, &world, B) else {
             // A route the walk has no request for must address no project.
             assert_eq!(

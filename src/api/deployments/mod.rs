@@ -18,7 +18,7 @@ use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 fn schema() -> Value {
     let name = json!({"type": "string", "minLength": 1, "maxLength": 255});
@@ -91,6 +91,22 @@ async fn place(st: &AppState, auth: &Authorize, body: JsonBody) -> ApiResult<Rep
         Some(&request.project_id),
         Some(&request.user_id),
     )])?;
+    // The app is the project's that first deployed it: nobody else
+    // deploys into it, nor sees its instances through a dry run.
+    let owner = {
+        let mut conn = st.pool.acquire().await?;
+        match request.dry_run {
+            true => db::app_owner(&mut conn, &request.app).await?,
+            false => Some(db::claim_app(&mut conn, &request.app, &request.project_id).await?),
+        }
+    };
+    if owner.is_some_and(|o| o != request.project_id) {
+        return Err(ApiError::conflict(format!(
+            "App {} belongs to another project: choose another name.",
+            request.app
+        ))
+        .code(crate::error::codes::DEPLOY_APP_OWNED));
+    }
     let d = deployment(&request)?;
     let retries = st.settings.allocation_conflict_retry_count;
     let done = match d.priority_class.filter(|c| c.low()) {
@@ -132,13 +148,15 @@ fn render(d: &Deployment, done: Deployed) -> DeploymentAnswer {
     }
 }
 
-/// `GET /deployments`: every app with its instance and node counts.
-pub async fn list(State(st): State<AppState>) -> ApiResult<Reply> {
+/// `GET /deployments`: every app the caller may see (its owner's rule
+/// passes) with its instance and node counts.
+pub async fn list(State(st): State<AppState>, auth: Authorize) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
-    let deployments = db::apps(&mut conn)
-        .await?
+    let apps = db::apps_with_owners(&mut conn).await?;
+    let deployments = auth
+        .filter(apps, |(_, owner, _, _)| project_target(Some(owner), None))
         .into_iter()
-        .map(|(app, count, nodes)| AppSummary { app, count, nodes })
+        .map(|(app, _, count, nodes)| AppSummary { app, count, nodes })
         .collect();
     Ok(Reply::ok(&DeploymentList { deployments }))
 }
@@ -151,9 +169,11 @@ pub async fn show(
     PathParams(app): PathParams<String>,
 ) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
+    // Checked against the app's owner (an app nobody deployed: only
+    // rules that ignore the target pass, so nobody learns which exist).
+    let owner = db::app_owner(&mut conn, &app).await?;
+    auth.check(owner.iter().map(|p| project_target(Some(p), None)))?;
     let rows = db::instances_of(&mut conn, &app).await?;
-    let owners: BTreeSet<&str> = rows.iter().map(|r| r.project_id.as_str()).collect();
-    auth.check(owners.into_iter().map(|p| project_target(Some(p), None)))?;
     let mut nodes: BTreeMap<uuid::Uuid, NodeInstances> = BTreeMap::new();
     for r in &rows {
         let node = nodes.entry(r.provider_uuid).or_default();

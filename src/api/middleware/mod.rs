@@ -19,9 +19,9 @@ use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
 /// The request id (`req-<uuid4>`) shared by the response header, error bodies and logs.
@@ -143,7 +143,9 @@ async fn read_body(
             let frame = frame.map_err(|e| {
                 ApiError::bad_request(format!("The request body could not be read: {e}"))
             })?;
-            let Ok(data) = frame.into_data() else { continue };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
             if got.len() + data.len() > limits.max_bytes {
                 return Err(too_large());
             }
@@ -181,7 +183,12 @@ struct BodyTaken;
 /// Reads the body of a request that passed its route's checks, then runs
 /// the handler with the body's memory reserved. A body that could not be
 /// read closes the connection: its rest was never read.
-async fn with_body(limits: &BodyLimits, route: Option<&Route>, req: Request, next: Next) -> Response {
+async fn with_body(
+    limits: &BodyLimits,
+    route: Option<&Route>,
+    req: Request,
+    next: Next,
+) -> Response {
     let takes_body = |r: &Route| matches!(r.method, Method::POST | Method::PUT | Method::PATCH);
     if !route.is_some_and(takes_body) {
         // GET and DELETE (or a method the path does not have) never read
@@ -508,7 +515,13 @@ async fn authorized(
     };
     let deferred = match target_of(subject, &caller, &query, path_project.as_deref()) {
         Some(target) => {
-            if gate.security.policy.current().enforce(rule, &caller, &target) != Decision::Allowed {
+            if gate
+                .security
+                .policy
+                .current()
+                .enforce(rule, &caller, &target)
+                != Decision::Allowed
+            {
                 return ApiError::forbidden(rule).into_response();
             }
             None

@@ -160,7 +160,7 @@ pub const FAIRNESS: &[Route] = &[
         method: Method::GET,
         since: Microversion::new(1, 0),
         rule: Some("placement:preemptions:list"),
-        target: Subject::QueryProject,
+        target: Subject::Handler,
         summary: "Preemption advice of the fair queue's rounds: consumers of projects above their fair share whose owners are asked to delete them, each with the queued request (of a project below its guarantee) it makes room for and until when that room is held (?project_id=… for one victim project) (extension)",
         takes: None,
         answer: Some("PreemptionList"),

@@ -526,7 +526,7 @@ pub const ROUTES: &[Route] = &[
         method: Method::GET,
         since: Microversion::new(1, 0),
         rule: Some("placement:deployments:list"),
-        target: Subject::Caller,
+        target: Subject::Handler,
         summary: "Every app with its instance and node counts (extension)",
         takes: None,
         answer: Some("DeploymentList"),

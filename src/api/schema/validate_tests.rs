@@ -140,8 +140,16 @@ fn whole_floats_become_integers_where_the_schema_says_integer() {
 #[test]
 fn unique_items_is_equality_and_scales() {
     let schema = json!({"type": "array", "uniqueItems": true});
-    assert!(validate(&schema, &json!([{"a": 1, "b": [2, {"c": 3, "d": 4}]}, {"b": [2, {"d": 4, "c": 3}], "a": 1}])).is_err());
-    assert!(validate(&schema, &json!([{"a": 1}, {"a": 2}, [1, 2], [2, 1], "1", 1])).is_ok());
+    assert!(validate(
+        &schema,
+        &json!([{"a": 1, "b": [2, {"c": 3, "d": 4}]}, {"b": [2, {"d": 4, "c": 3}], "a": 1}])
+    )
+    .is_err());
+    assert!(validate(
+        &schema,
+        &json!([{"a": 1}, {"a": 2}, [1, 2], [2, 1], "1", 1])
+    )
+    .is_ok());
     let mut many: Vec<serde_json::Value> = (0..60_000)
         .map(|_| json!(uuid::Uuid::new_v4().to_string()))
         .collect();
