@@ -3,8 +3,9 @@
 //! the database pool; the candidate snapshot's reloads and the change-log
 //! rows applied; candidates generated and returned; allocation retries and
 //! conflicts; deployments, admission rounds, evictions and usage reports.
-//! Labels carry no uuids but the fair queue's ten busiest projects, so
-//! the series stay few. One process-wide set,
+//! Labels carry no uuids and name no project (the endpoint needs no
+//! token: the fair queue's busiest projects are shown by rank only), so
+//! the series stay few and say nothing of tenants. One process-wide set,
 //! as Prometheus scrapes one process at a time.
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -50,12 +51,14 @@ pub struct Outcome {
     pub outcome: String,
 }
 
-/// A project of the fair queue (one of the few with the most pending
-/// requests).
+/// A project of the fair queue by its rank among the few with the most
+/// pending requests ("1" the busiest): `/metrics` is served without a
+/// token, so it names no tenant; `GET /queue` and `/fairness/shares`
+/// (with their policy) say who.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ProjectLabel {
-    /// The project's id.
-    pub project: String,
+pub struct RankLabel {
+    /// 1 for the project with the most pending requests.
+    pub rank: String,
 }
 
 type HistogramFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
@@ -104,7 +107,7 @@ pub struct Metrics {
     pub queue_pending: Gauge,
     /// Pending queued requests of the projects with the most (a few
     /// series, however many projects there are).
-    pub queue_pending_by_project: Family<ProjectLabel, Gauge>,
+    pub queue_pending_by_project: Family<RankLabel, Gauge>,
     /// Seconds from submission to admission of queued requests.
     pub queue_wait: Histogram,
     /// 1 while this process leads the fair queue's rounds.
@@ -125,7 +128,7 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0005, 2.0, 16))
 }
 
-/// Projects shown by name in `placement_queue_pending_by_project`.
+/// Projects shown by rank in `placement_queue_pending_by_project`.
 pub const QUEUE_TOP_PROJECTS: i64 = 10;
 
 impl Metrics {
@@ -133,9 +136,9 @@ impl Metrics {
     /// among them disappear (the total is `placement_queue_pending`).
     pub fn set_pending_by_project(&self, top: &[(String, i64)]) {
         self.queue_pending_by_project.clear();
-        for (project, n) in top {
-            let label = ProjectLabel {
-                project: project.clone(),
+        for (rank, (_, n)) in (1..).zip(top) {
+            let label = RankLabel {
+                rank: u32::to_string(&rank),
             };
             self.queue_pending_by_project.get_or_create(&label).set(*n);
         }
@@ -289,7 +292,7 @@ impl Metrics {
         );
         r.register(
             "queue_pending_by_project",
-            "Pending queued requests of the ten projects with the most",
+            "Pending queued requests of the ten projects with the most, by rank (1: the most); no project is named",
             self.queue_pending_by_project.clone(),
         );
         r.register(
