@@ -97,6 +97,7 @@ impl DbTarget {
 
     fn from_pairs(pairs: Vec<(String, String)>) -> Result<DbTarget, String> {
         let mut hosts: Vec<String> = Vec::new();
+        let mut addrs: Vec<String> = Vec::new();
         let mut ports: Vec<String> = Vec::new();
         let mut attrs = SessionAttrs::Any;
         let mut connect_timeout = DEFAULT_CONNECT_TIMEOUT;
@@ -104,7 +105,8 @@ impl DbTarget {
         let mut params = Vec::new();
         for (key, value) in pairs {
             match key.as_str() {
-                "host" | "hostaddr" => hosts = value.split(',').map(str::to_string).collect(),
+                "host" => hosts = value.split(',').map(str::to_string).collect(),
+                "hostaddr" => addrs = value.split(',').map(str::to_string).collect(),
                 "port" => ports = value.split(',').map(str::to_string).collect(),
                 "target_session_attrs" => attrs = session_attrs(&value)?,
                 "connect_timeout" => connect_timeout = timeout(&value)?,
@@ -116,7 +118,10 @@ impl DbTarget {
                 }
             }
         }
-        let endpoints = endpoints(&hosts, &ports)?;
+        let endpoints = match addrs.is_empty() {
+            true => endpoints(&hosts, &ports)?,
+            false => pinned(&addrs, &hosts, &ports, &params)?,
+        };
         Ok(DbTarget {
             endpoints,
             attrs,
@@ -226,6 +231,37 @@ fn endpoints(hosts: &[String], ports: &[String]) -> Result<Vec<Endpoint>, String
             }
         })
         .collect()
+}
+
+/// libpq's `hostaddr`: the addresses connected to, whatever order the
+/// keys came in, without a name lookup; `host`, when given too, names
+/// them one for one (libpq verifies a certificate against it). This
+/// service connects to the address it verifies, so `verify-full` with a
+/// name beside the address is refused rather than checked against the
+/// wrong one.
+fn pinned(
+    addrs: &[String],
+    hosts: &[String],
+    ports: &[String],
+    params: &[(String, String)],
+) -> Result<Vec<Endpoint>, String> {
+    if addrs.iter().any(|a| a.parse::<std::net::IpAddr>().is_err()) {
+        return Err("hostaddr must hold numeric IP addresses (host is for names)".into());
+    }
+    if !hosts.is_empty() && hosts.len() != addrs.len() {
+        return Err(format!(
+            "{} hostaddr values but {} host values: give one name for every address",
+            addrs.len(),
+            hosts.len()
+        ));
+    }
+    let verify_full = params
+        .iter()
+        .any(|(k, v)| (k == "sslmode" || k == "ssl-mode") && v == "verify-full");
+    if verify_full && hosts.iter().zip(addrs).any(|(h, a)| h != a) {
+        return Err("sslmode=verify-full with both hostaddr and host: this service checks the certificate against the address it connects to, so it cannot check it against host; give host alone (resolved by DNS), or hostaddr with sslmode=verify-ca".into());
+    }
+    endpoints(addrs, ports)
 }
 
 /// What a port must be, said with every refused one. The port's text is
@@ -453,6 +489,29 @@ mod tests {
         );
         let t = DbTarget::parse("postgresql://u@h/db?host=a,b&port=1,2").unwrap();
         assert_eq!(t.endpoints, vec![tcp("a", 1), tcp("b", 2)]);
+    }
+
+    /// Issue 50, item 7: `hostaddr` is connected to whether it comes
+    /// before or after `host`; never a name lookup in its place.
+    #[test]
+    fn a_hostaddr_pin_holds_in_any_order() {
+        for s in [
+            "hostaddr=127.0.0.1 host=db.example port=5433 dbname=p user=u",
+            "host=db.example hostaddr=127.0.0.1 port=5433 dbname=p user=u",
+            "postgresql://u@db.example:5433/p?hostaddr=127.0.0.1",
+        ] {
+            let t = DbTarget::parse(s).unwrap();
+            assert_eq!(t.endpoints, vec![tcp("127.0.0.1", 5433)], "{s}");
+        }
+        let refused = |s: &str| DbTarget::parse(s).unwrap_err();
+        assert!(refused("hostaddr=db.example dbname=p").contains("numeric"));
+        assert!(
+            refused("host=a,b hostaddr=127.0.0.1 dbname=p").contains("one name for every address")
+        );
+        assert!(
+            refused("host=db.example hostaddr=127.0.0.1 sslmode=verify-full dbname=p")
+                .contains("verify-ca")
+        );
     }
 
     #[test]

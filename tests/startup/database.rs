@@ -470,3 +470,41 @@ async fn database_errors_are_explained_without_postgresqls_source_line() {
     drop(conn);
     common::drop_database(&admin_url, &db);
 }
+
+/// Issue 50, item 7: a `hostaddr` pin after `host` is connected to; the
+/// name (one that resolves nowhere) is never looked up in its place.
+#[tokio::test]
+async fn a_hostaddr_pin_after_host_is_what_is_connected_to() {
+    let (admin_url, db) = common::fresh_database().await;
+    let u = reqwest::Url::parse(&admin_url).expect("DATABASE_URL");
+    let password = u.password().unwrap_or("");
+    // The test database is local: its address, whatever name it was given by.
+    let host = u.host_str().expect("host");
+    let addr = match host.parse::<std::net::IpAddr>() {
+        Ok(_) => host,
+        Err(_) => "127.0.0.1",
+    };
+    let kv = format!(
+        "host=placement-db.invalid hostaddr={addr} port={} dbname={db} user={} password='{}'",
+        u.port().unwrap_or(5432),
+        u.username(),
+        percent_decode(password),
+    );
+    let server = cluster::start_server_with(&kv, "hostaddr", &[]).await;
+    let r = reqwest::Client::new()
+        .get(format!("{}/resource_providers", server.base))
+        .header("x-auth-token", "admin")
+        .send()
+        .await
+        .expect("served");
+    assert_eq!(r.status(), 200);
+    drop(server);
+    common::drop_database(&admin_url, &db);
+}
+
+fn percent_decode(s: &str) -> String {
+    form_urlencoded::parse(format!("p={s}").as_bytes())
+        .next()
+        .map(|(_, v)| v.replace('\'', "\\'"))
+        .unwrap_or_default()
+}
