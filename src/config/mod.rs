@@ -246,8 +246,10 @@ pub struct ServeArgs {
     /// also the keep-alive idle timeout).
     #[arg(long, env = "PLACEMENT_HTTP_HEADER_TIMEOUT", default_value_t = 10)]
     pub http_header_timeout: u64,
-    /// Open client connections at most; past it the longest-open idle
-    /// connection is closed to make room.
+    /// Open client connections at most; past it an idle connection is
+    /// closed to make room (the oldest that never had an answer, else the
+    /// least recently answered). The fair queue's long polls hold a
+    /// quarter of it at most, a sixteenth of that per project.
     #[arg(long, env = "PLACEMENT_HTTP_MAX_CONNECTIONS", default_value_t = 4096)]
     pub http_max_connections: usize,
     /// Seconds between sweeps that set to 0 the batch inventory of
