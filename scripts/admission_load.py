@@ -29,9 +29,50 @@ def rss_mb(pid):
     return 0.0
 
 
+def call(host, port, method, path, body=None):
+    req = urllib.request.Request(
+        f"http://{host}:{port}{path}", method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"x-auth-token": "admin", "content-type": "application/json",
+                 "openstack-api-version": "placement 1.39"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        text = r.read()
+        return json.loads(text) if text else None
+
+
+def node(host, port):
+    """A provider with room for every claim the measurement makes."""
+    rp = str(uuid.uuid4())
+    call(host, port, "POST", "/resource_providers", {"name": f"load-{rp}", "uuid": rp})
+    call(host, port, "PUT", f"/resource_providers/{rp}/inventories",
+         {"resource_provider_generation": 0,
+          "inventories": {"VCPU": {"total": 100000}, "MEMORY_MB": {"total": 10000000}}})
+    return rp
+
+
+def claims(host, port, rp, n=300):
+    """Seconds of n claims of new consumers, one after another."""
+    took, failed = [], 0
+    for _ in range(n):
+        t = time.monotonic()
+        try:
+            call(host, port, "PUT", f"/allocations/{uuid.uuid4()}",
+                 {"allocations": {rp: {"resources": {"VCPU": 1, "MEMORY_MB": 64}}},
+                  "project_id": str(uuid.uuid4()), "user_id": "u", "consumer_generation": None,
+                  "consumer_type": "INSTANCE"})
+            took.append(time.monotonic() - t)
+        except OSError:
+            failed += 1
+    took.sort()
+    if not took:
+        return float("nan"), float("nan"), failed
+    return took[len(took) // 2] * 1000, took[int(len(took) * 0.99)] * 1000, failed
+
+
 def queue_one(host, port):
+    # More than any provider has: it stays pending, so the polls are held.
     body = {"consumer_uuid": str(uuid.uuid4()), "project_id": "P", "user_id": "u",
-            "resources": {"VCPU": 1}}
+            "resources": {"VCPU": 10000000}}
     req = urllib.request.Request(
         f"http://{host}:{port}/queue", data=json.dumps(body).encode(), method="POST",
         headers={"x-auth-token": "admin", "content-type": "application/json",
@@ -69,6 +110,9 @@ async def main():
     host, port, pid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     bodies, polls = int(sys.argv[4]), int(sys.argv[5])
     print(f"RSS at rest: {rss_mb(pid):.0f} MB")
+    rp = node(host, port)
+    p50, p99, failed = claims(host, port, rp)
+    print(f"claims at rest: p50 {p50:.1f} ms, p99 {p99:.1f} ms, {failed} failed")
     rid = queue_one(host, port)
     held = []
     small = (b"POST /healthcheck HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
@@ -96,6 +140,8 @@ async def main():
     else:
         print(f"admin GET /resource_providers: all {failed} failed")
     print(f"RSS under attack: {rss_mb(pid):.0f} MB")
+    p50, p99, failed = await asyncio.to_thread(claims, host, port, rp)
+    print(f"claims under attack: p50 {p50:.1f} ms, p99 {p99:.1f} ms, {failed} failed")
     # How many attack connections the server had already answered or closed.
     closed = 0
     for r, _ in held:

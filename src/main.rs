@@ -534,9 +534,13 @@ async fn run(
     if args.db_pooler == DbPooler::Transaction {
         state.pool = db::Pool::behind_transaction_pooler(pool.clone());
     }
+    let max_connections = placement::serve::fit_connections(
+        args.http_max_connections.max(1),
+        args.db_max_connections,
+    );
     // Long polls of the fair queue hold connections: a quarter of the
     // cap at most, a sixteenth of that for one project.
-    let waiters = (args.http_max_connections / 4).max(1);
+    let waiters = (max_connections / 4).max(1);
     state.queue = std::sync::Arc::new(placement::fairness::queue_round::QueueSignals::with_budget(
         waiters,
         (waiters / 16).max(1),
@@ -546,7 +550,7 @@ async fn run(
     tracing::info!(bind = %listener.local_addr()?, "placement listening");
     let opts = placement::serve::ServeOptions {
         header_timeout: std::time::Duration::from_secs(args.http_header_timeout),
-        max_connections: args.http_max_connections.max(1),
+        max_connections,
         grace: std::time::Duration::from_secs(args.shutdown_grace),
     };
     placement::serve::serve(listener, app(state), opts, shutdown()).await;

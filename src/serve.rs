@@ -257,3 +257,57 @@ async fn connection(
     conn.as_mut().graceful_shutdown();
     let _ = conn.await;
 }
+
+/// Descriptors kept for everything but client connections: the database
+/// pool's sockets are counted apart; this is for log files, the listener,
+/// Keystone's and the listener sessions' sockets, and the runtime.
+const SPARE_DESCRIPTORS: u64 = 64;
+
+/// Raises this process's soft limit of open files to its hard limit, and
+/// returns how many client connections fit beside `pool` database
+/// connections (at most `wanted`), saying so in the log. Under systemd's
+/// default soft limit of 1,024, 2,000 idle connections left the pool no
+/// descriptor ("Too many open files"); now the cap keeps room for it.
+pub fn fit_connections(wanted: usize, pool: u32) -> usize {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let soft_before = limit.current;
+    let soft = match (limit.current, limit.maximum) {
+        (Some(current), Some(hard)) if current < hard => {
+            let raised = Rlimit {
+                current: Some(hard),
+                maximum: Some(hard),
+            };
+            match setrlimit(Resource::Nofile, raised) {
+                Ok(()) => Some(hard),
+                Err(_) => Some(current),
+            }
+        }
+        (current, _) => current,
+    };
+    // None: no limit at all.
+    let Some(soft) = soft else { return wanted };
+    let room = soft
+        .saturating_sub(u64::from(pool))
+        .saturating_sub(SPARE_DESCRIPTORS);
+    let fits = usize::try_from(room).unwrap_or(usize::MAX).max(1);
+    let cap = wanted.min(fits);
+    if cap < wanted {
+        tracing::warn!(
+            open_files = soft,
+            pool,
+            wanted,
+            cap,
+            "--http-max-connections lowered to what the open-files limit leaves beside the database pool (raise LimitNOFILE to keep it)"
+        );
+    } else {
+        tracing::info!(
+            open_files = soft,
+            open_files_before = ?soft_before,
+            pool,
+            connections = cap,
+            "descriptors: client connections and the database pool fit the open-files limit"
+        );
+    }
+    cap
+}
