@@ -548,6 +548,22 @@ async fn a_path_prefix_is_served_and_named_in_answers() {
         .await
         .expect("create");
     assert_eq!(created.status(), 200);
+    // The route's policy holds under the prefix too: a member may not
+    // create a provider there any more than without it.
+    for path in ["/placement/resource_providers", "/resource_providers"] {
+        let refused = client
+            .post(format!("{}{path}", server.base))
+            .header("x-auth-token", "member")
+            .header("x-roles", "member")
+            .header("x-project-id", "p")
+            .header("x-user-id", "u")
+            .header("openstack-api-version", "placement 1.20")
+            .json(&serde_json::json!({"name": "by-a-member"}))
+            .send()
+            .await
+            .expect("refused");
+        assert_eq!(refused.status(), 403, "{path}");
+    }
     let body: Value = created.json().await.expect("json");
     let uuid = body["uuid"].as_str().expect("uuid").to_string();
     assert_eq!(

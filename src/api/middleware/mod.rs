@@ -429,10 +429,12 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
 /// inventories before 1.5), `Accept` for GETs (406), then the route's
 /// policy rule (403).
 pub async fn route_guard(State(gate): State<Gate>, req: Request, next: Next) -> Response {
+    // Under `--path-prefix` the route is known by its name in the table:
+    // without this, a route reached under the prefix found no rule.
     let route = req
         .extensions()
         .get::<MatchedPath>()
-        .map(|m| m.as_str().to_string())
+        .map(|m| super::respond::path_prefix::strip(m.as_str()).to_string())
         .unwrap_or_default();
     let mut resp = guarded(&gate, &route, req, next).await;
     // For the pipeline's metrics: the route pattern, never the raw path.

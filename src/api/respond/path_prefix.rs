@@ -42,6 +42,18 @@ pub fn apply(path: &str) -> String {
     }
 }
 
+/// A matched route pattern without the prefix: a route reached under the
+/// prefix is matched as `/placement/resource_providers`, and the route
+/// table (its policy rule, microversion and body) knows it as
+/// `/resource_providers`.
+pub fn strip(route: &str) -> &str {
+    match PREFIX.get().and_then(|p| route.strip_prefix(p.as_str())) {
+        Some("") => "/",
+        Some(rest) if rest.starts_with('/') => rest,
+        _ => route,
+    }
+}
+
 /// The router reachable under the prefix as well as without it.
 pub fn mount(router: Router) -> Router {
     match PREFIX.get() {
