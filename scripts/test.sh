@@ -71,6 +71,7 @@ need apache2-utils have ab                           # the smoke run of benches/
 need systemd have systemd-analyze                    # the systemd unit's check
 need mariadb-server have /usr/sbin/mariadbd          # the import check's Placement on MariaDB
 need curl have curl                                  # the checks' HTTP calls
+need libfaketime bash -c 'ls /usr/lib/*/faketime/libfaketime.so.1'  # a server with a fast clock (tests/fault_bounds.rs)
 need python3 have python3
 need python3-venv python3 -c 'import ensurepip, venv'
 

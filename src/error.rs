@@ -213,6 +213,21 @@ impl Error {
         .code(codes::DATABASE_UNAVAILABLE)
     }
 
+    /// The request's database work outlived its deadline
+    /// (`db::deadline`): the database hangs, or does not answer.
+    pub fn deadline_passed(deadline: std::time::Duration, write_sent: bool) -> Self {
+        let cause = format!(
+            "the database did not answer within the request's deadline ({} s)",
+            deadline.as_secs()
+        );
+        if write_sent {
+            tracing::warn!(error = %cause, "a write's outcome is unknown");
+            Self::outcome_unknown()
+        } else {
+            Self::database_unavailable(cause)
+        }
+    }
+
     /// The error for a failed COMMIT: a lost connection there means the
     /// write may or may not be stored, which the caller must be told.
     pub fn commit_failed(e: sqlx::Error) -> Self {

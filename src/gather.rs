@@ -9,6 +9,10 @@
 //! request runs at once, and those arriving while the turns are taken
 //! gather for the next one. Used by queue submissions
 //! (`fairness::submissions`) and claims (`allocation::claims`).
+//!
+//! A turn that finds the database unavailable answers everything waiting
+//! behind it with the same outcome at once: each would otherwise wait its
+//! own turn's acquire timeout, one after another, for the same 503.
 
 use std::future::Future;
 use std::sync::{Mutex, MutexGuard};
@@ -27,16 +31,29 @@ pub struct Gather<T, O> {
     turns: tokio::sync::Semaphore,
     /// At most this many requests in one turn.
     most: usize,
+    /// Whether an outcome is one every waiting request shares (the
+    /// database is unavailable).
+    shared: fn(&O) -> bool,
 }
 
-impl<T: Send + 'static, O: Send + 'static> Gather<T, O> {
+impl<T: Send + 'static, O: Clone + Send + 'static> Gather<T, O> {
     /// Runs up to `turns` units of work at once, each of up to `most`
-    /// requests.
-    pub fn new(turns: usize, most: usize) -> Self {
+    /// requests; an outcome for which `shared` is true is also every
+    /// waiting request's.
+    pub fn new(turns: usize, most: usize, shared: fn(&O) -> bool) -> Self {
         Gather {
             waiting: Mutex::default(),
             turns: tokio::sync::Semaphore::new(turns),
             most,
+            shared,
+        }
+    }
+
+    /// Answers every request still waiting with `outcome`.
+    fn answer_waiting(&self, outcome: &O) {
+        let waiting = std::mem::take(&mut *lock(&self.waiting));
+        for (_, sender) in waiting {
+            let _ = sender.send(outcome.clone());
         }
     }
 
@@ -67,13 +84,20 @@ impl<T: Send + 'static, O: Send + 'static> Gather<T, O> {
             if !batch.is_empty() {
                 let (items, senders): (Vec<T>, Vec<_>) = batch.into_iter().unzip();
                 let work = run(items);
-                let _ = tokio::spawn(async move {
-                    for (outcome, sender) in work.await.into_iter().zip(senders) {
+                let shared = self.shared;
+                let failed = tokio::spawn(async move {
+                    let outcomes = work.await;
+                    let failed = outcomes.iter().find(|o| shared(o)).cloned();
+                    for (outcome, sender) in outcomes.into_iter().zip(senders) {
                         // A request whose client went away no longer listens.
                         let _ = sender.send(outcome);
                     }
+                    failed
                 })
                 .await;
+                if let Ok(Some(failed)) = failed {
+                    self.answer_waiting(&failed);
+                }
             }
         }
         outcome.await.ok()
@@ -95,7 +119,7 @@ mod tests {
     /// each with its own outcome; a lone request runs at once.
     #[tokio::test]
     async fn requests_arriving_together_share_a_turn_and_keep_their_outcomes() {
-        let gather: Arc<Gather<u32, (u32, usize)>> = Arc::new(Gather::new(1, 100));
+        let gather: Arc<Gather<u32, (u32, usize)>> = Arc::new(Gather::new(1, 100, |_| false));
         let alone = gather
             .submit(7, |items| async move { vec![(items[0] * 2, items.len())] })
             .await;
@@ -134,7 +158,32 @@ mod tests {
     /// Work that answers too few outcomes leaves the rest with none.
     #[tokio::test]
     async fn a_request_without_an_outcome_gets_none() {
-        let gather: Gather<u32, u32> = Gather::new(1, 100);
+        let gather: Gather<u32, u32> = Gather::new(1, 100, |_| false);
         assert_eq!(gather.submit(1, |_| async { Vec::new() }).await, None);
+    }
+
+    /// A turn whose outcome is shared answers the requests waiting behind
+    /// it at once, without running them.
+    #[tokio::test]
+    async fn a_shared_failure_answers_everyone_waiting() {
+        let gather: Arc<Gather<u32, i32>> = Arc::new(Gather::new(1, 1, |o| *o < 0));
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let tasks: Vec<_> = (0..5)
+            .map(|n| {
+                let (g, runs) = (gather.clone(), runs.clone());
+                tokio::spawn(async move {
+                    g.submit(n, move |items| async move {
+                        runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+                        items.iter().map(|_| -1).collect()
+                    })
+                    .await
+                })
+            })
+            .collect();
+        for t in tasks {
+            assert_eq!(t.await.ok().flatten(), Some(-1));
+        }
+        assert!(runs.load(std::sync::atomic::Ordering::SeqCst) < 5);
     }
 }

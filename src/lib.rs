@@ -2,10 +2,10 @@
 //! on PostgreSQL, with an Eru-style scheduler on top.
 //!
 //! Layers, each using only those below it (`tests/layering.rs` checks it):
-//! 1. `types`, `error`, `config`, `policy`, `gather`: newtypes, the
-//!    services' error (what went wrong, with a stable code; HTTP-free),
+//! 1. `types`, `error`, `config`, `policy`, `gather`, `clock`: newtypes,
+//!    the services' error (what went wrong, with a stable code; HTTP-free),
 //!    settings, the policy engine (oslo.policy's rules, pure), requests
-//!    arriving together done together;
+//!    arriving together done together, the database's clock;
 //! 2. `db` (all SQL), `sched` (pure scheduling algorithms) and `auth`
 //!    (noauth2, Keystone token validation);
 //! 3. services: `candidates` (the candidate engine, entry point
@@ -27,6 +27,7 @@ pub mod api;
 pub mod audit;
 pub mod auth;
 pub mod candidates;
+pub mod clock;
 pub mod colocation;
 pub mod config;
 pub mod db;

@@ -47,10 +47,12 @@ pub enum LocalDbError {
         detail: String,
     },
     /// Another instance's PostgreSQL runs in this data directory.
-    #[error("the data directory {dir} is in use by {holder} (its PostgreSQL is pid {postgres}): stop it, give this server its own --data-dir, or set DATABASE_URL")]
+    #[error("the data directory {dir} is in use by {holder} (its PostgreSQL is pid {postgres}): stop it (`pg_ctl -D {data} -m fast stop` as the directory's owner), give this server its own --data-dir, or set DATABASE_URL")]
     InUse {
         /// The data directory.
         dir: String,
+        /// Its PostgreSQL data directory.
+        data: String,
         /// Who started it, as far as can be told.
         holder: String,
         /// The running postmaster.
@@ -72,24 +74,44 @@ fn process_name(pid: u32) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-/// The running PostgreSQL of a data directory, and who started it; None
-/// when the directory is free (no lock file, or a stale one).
-fn in_use(root_dir: &Path, data: &Path) -> Option<LocalDbError> {
-    let lock = std::fs::read_to_string(data.join("postmaster.pid")).ok()?;
-    let postgres: u32 = lock.lines().next()?.trim().parse().ok()?;
-    if !process_name(postgres)?.starts_with("postgres") {
-        return None;
-    }
-    let holder = std::fs::read_to_string(root_dir.join(OWNER_FILE))
+/// Who holds a data directory's PostgreSQL.
+enum Occupant {
+    /// Nobody: no lock file, or a stale one.
+    Free,
+    /// A PostgreSQL whose `placement` owner is gone (it crashed, or was
+    /// killed before it could stop it).
+    Orphan {
+        /// The running postmaster.
+        postgres: u32,
+        /// The owner that is gone.
+        owner: u32,
+    },
+    /// A live process's, or one nobody recorded.
+    Busy(LocalDbError),
+}
+
+/// The running PostgreSQL of a data directory, and who started it.
+fn occupant(root_dir: &Path, data: &Path) -> Occupant {
+    let postgres = std::fs::read_to_string(data.join("postmaster.pid"))
         .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok())
-        .filter(|pid| process_name(*pid).is_some_and(|n| n.starts_with("placement")))
-        .map_or_else(
-            || "another process".to_string(),
-            |pid| format!("another placement serve (pid {pid})"),
-        );
-    Some(LocalDbError::InUse {
+        .and_then(|lock| lock.lines().next()?.trim().parse::<u32>().ok())
+        .filter(|pid| process_name(*pid).is_some_and(|n| n.starts_with("postgres")));
+    let Some(postgres) = postgres else {
+        return Occupant::Free;
+    };
+    let owner = std::fs::read_to_string(root_dir.join(OWNER_FILE))
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    let holder = match owner {
+        Some(pid) if process_name(pid).is_some_and(|n| n.starts_with("placement")) => {
+            format!("another placement serve (pid {pid})")
+        }
+        Some(owner) => return Occupant::Orphan { postgres, owner },
+        None => "another process".to_string(),
+    };
+    Occupant::Busy(LocalDbError::InUse {
         dir: root_dir.display().to_string(),
+        data: data.display().to_string(),
         holder,
         postgres,
     })
@@ -114,7 +136,7 @@ impl LocalUse {
     /// taking over a running one.
     pub fn open(root_dir: &Path) -> Result<LocalUse, LocalDbError> {
         let data = root_dir.join("pgdata");
-        if in_use(root_dir, &data).is_some() {
+        if !matches!(occupant(root_dir, &data), Occupant::Free) {
             return Ok(LocalUse::Running {
                 url: socket_url(&root_dir.join("run"), "placement"),
             });
@@ -375,8 +397,17 @@ impl LocalDb {
             user,
             url: String::new(),
         };
-        if let Some(busy) = in_use(root_dir, &data) {
-            return Err(busy);
+        match occupant(root_dir, &data) {
+            Occupant::Free => {}
+            Occupant::Busy(busy) => return Err(busy),
+            Occupant::Orphan { postgres, owner } => {
+                tracing::warn!(
+                    postgres,
+                    owner,
+                    "the placement serve that started this data directory's PostgreSQL is gone and left it running: stopping it, then starting afresh"
+                );
+                db.stop()?;
+            }
         }
         Self::prepare_dirs(root_dir, user)?;
         if !data.join("PG_VERSION").exists() {

@@ -420,6 +420,9 @@ fn with_file_defaults(cmd: clap::Command, defaults: &[(&'static str, String)]) -
 }
 
 async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    // From here on SIGINT and SIGTERM stop the service cleanly, even
+    // during start-up.
+    let stop = placement::serve::Stop::listen()?;
     // A bad policy file or a missing Keystone option stops start-up before
     // anything else starts.
     let security = Security::from_args(&args.security)?;
@@ -451,7 +454,16 @@ async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         None => {
             let dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
             tracing::info!(data_dir = %dir.display(), "no DATABASE_URL: starting a local PostgreSQL");
-            Some(tokio::task::spawn_blocking(move || LocalDb::start(&dir)).await??)
+            // initdb and pg_ctl are not interrupted: a stop asked for
+            // meanwhile is taken once they are done, and stops what they
+            // started.
+            let local = tokio::task::spawn_blocking(move || LocalDb::start(&dir)).await??;
+            if stop.is_asked() {
+                tracing::info!("stopped during start-up: stopping the local PostgreSQL");
+                local.stop()?;
+                return Ok(());
+            }
+            Some(local)
         }
     };
     let url = args
@@ -459,7 +471,7 @@ async fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         .clone()
         .or_else(|| local.as_ref().map(|l| l.url.clone()))
         .unwrap_or_default();
-    let result = run(&args, &url, security).await;
+    let result = run(&args, &url, security, stop).await;
     if let Some(l) = local {
         if let Err(e) = l.stop() {
             tracing::warn!(error = %e, "stopping the local PostgreSQL failed");
@@ -472,7 +484,63 @@ async fn run(
     args: &ServeArgs,
     url: &str,
     security: Security,
+    stop: placement::serve::Stop,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    // A stop asked for before the server listens ends the start-up where
+    // it is (a migration in flight rolls back): the caller then stops the
+    // local PostgreSQL it started.
+    let ready = async {
+        let (pool, sessions) = open_pools(args, url).await?;
+        check_schema(args, &sessions).await?;
+        Ok::<_, Box<dyn std::error::Error>>((pool, sessions))
+    };
+    let (pool, sessions) = tokio::select! {
+        ready = ready => ready?,
+        () = stop.clone().asked() => {
+            tracing::info!("stopped during start-up");
+            return Ok(());
+        }
+    };
+    let seated = if args.db_pooler == DbPooler::Transaction {
+        db::Pool::behind_transaction_pooler(pool.clone())
+    } else {
+        db::Pool::new(pool.clone())
+    };
+    let mut state = AppState::new(seated, args.settings.clone()).with_security(security);
+    let max_connections = placement::serve::fit_connections(
+        args.http_max_connections.max(1),
+        args.db_max_connections,
+    );
+    // Long polls of the fair queue hold connections: a quarter of the
+    // cap at most, a sixteenth of that for one project.
+    let waiters = (max_connections / 4).max(1);
+    state.queue = std::sync::Arc::new(placement::fairness::queue_round::QueueSignals::with_budget(
+        waiters,
+        (waiters / 16).max(1),
+    ));
+    // The first request already takes times from the database's clock.
+    if let Err(e) = db::time_offset::measure(&sessions).await {
+        tracing::warn!(error = %e, "measuring the clock offset from the database");
+    }
+    spawn_background(args, &state, sessions, pool);
+    let listener = tokio::net::TcpListener::bind(&args.bind).await?;
+    tracing::info!(bind = %listener.local_addr()?, "placement listening");
+    let opts = placement::serve::ServeOptions {
+        header_timeout: std::time::Duration::from_secs(args.http_header_timeout),
+        max_connections,
+        grace: std::time::Duration::from_secs(args.shutdown_grace),
+    };
+    placement::serve::serve(listener, app(state), opts, stop.asked()).await;
+    tracing::info!("shut down");
+    Ok(())
+}
+
+/// The request pool and the sessions' pool (the same one without a
+/// transaction pooler).
+async fn open_pools(
+    args: &ServeArgs,
+    url: &str,
+) -> Result<(sqlx::PgPool, sqlx::PgPool), Box<dyn std::error::Error>> {
     let target = db::target::DbTarget::parse(url).map_err(|e| format!("the database URL: {e}"))?;
     let settings = db::primary::PoolSettings {
         max_connections: args.db_max_connections,
@@ -510,8 +578,17 @@ async fn run(
             (pool, sessions)
         }
     };
+    Ok((pool, sessions))
+}
+
+/// Migrates the schema (`--migrate`), or refuses one `placement db sync`
+/// has not brought to this build's.
+async fn check_schema(
+    args: &ServeArgs,
+    sessions: &sqlx::PgPool,
+) -> Result<(), Box<dyn std::error::Error>> {
     if args.migrate {
-        db::prepare(&sessions).await.map_err(|e| db::explain(&e))?;
+        db::prepare(sessions).await.map_err(|e| db::explain(&e))?;
     } else {
         // `placement db sync` is the deployment's own step: refuse a schema
         // it has not brought to this build's.
@@ -530,31 +607,6 @@ async fn run(
             tracing::warn!("the database has migration {v}, which this build does not know: a newer release migrated it");
         }
     }
-    let mut state = AppState::new(pool.clone(), args.settings.clone()).with_security(security);
-    if args.db_pooler == DbPooler::Transaction {
-        state.pool = db::Pool::behind_transaction_pooler(pool.clone());
-    }
-    let max_connections = placement::serve::fit_connections(
-        args.http_max_connections.max(1),
-        args.db_max_connections,
-    );
-    // Long polls of the fair queue hold connections: a quarter of the
-    // cap at most, a sixteenth of that for one project.
-    let waiters = (max_connections / 4).max(1);
-    state.queue = std::sync::Arc::new(placement::fairness::queue_round::QueueSignals::with_budget(
-        waiters,
-        (waiters / 16).max(1),
-    ));
-    spawn_background(args, &state, sessions, pool);
-    let listener = tokio::net::TcpListener::bind(&args.bind).await?;
-    tracing::info!(bind = %listener.local_addr()?, "placement listening");
-    let opts = placement::serve::ServeOptions {
-        header_timeout: std::time::Duration::from_secs(args.http_header_timeout),
-        max_connections,
-        grace: std::time::Duration::from_secs(args.shutdown_grace),
-    };
-    placement::serve::serve(listener, app(state), opts, shutdown()).await;
-    tracing::info!("shut down");
     Ok(())
 }
 
@@ -570,6 +622,9 @@ fn spawn_background(
     if state.security.policy.path().is_some() {
         tokio::spawn(watch_policy(state.security.clone()));
     }
+    // The database's clock, on the sessions' pool (a transaction pooler
+    // would split the statement's round trips between servers).
+    tokio::spawn(db::time_offset::follow(sessions.clone()));
     tokio::spawn(placement::deploy::refresh::run(
         placement::deploy::refresh::Caches {
             sessions: sessions.clone(),
@@ -609,27 +664,6 @@ fn describe_database(url: &str) -> String {
             placement::config::redact_url(url)
         ),
     }
-}
-
-async fn shutdown() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {},
-            _ = term.recv() => {},
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
 }
 
 /// Every minute (and at start): keeps the candidates change log short

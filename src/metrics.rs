@@ -73,6 +73,11 @@ pub struct Metrics {
     pub pool: Family<PoolState, Gauge>,
     /// Callers waiting for a database connection now.
     pub pool_waiting: Gauge,
+    /// Connections the pool may hold: `--db-max-connections`, or fewer
+    /// when PostgreSQL has room for fewer (`db::pool_fit`).
+    pub pool_budget: Gauge,
+    /// The database's clock minus this process's (`clock`).
+    pub clock_offset_ms: Gauge,
     /// Full reloads of the candidate snapshot.
     pub snapshot_reloads: Counter,
     /// Providers re-read from the change log into the snapshot.
@@ -150,6 +155,8 @@ impl Metrics {
             latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
             pool: Family::default(),
             pool_waiting: Gauge::default(),
+            pool_budget: Gauge::default(),
+            clock_offset_ms: Gauge::default(),
             snapshot_reloads: Counter::default(),
             snapshot_providers_patched: Counter::default(),
             snapshot_usage_patches: Counter::default(),
@@ -200,6 +207,16 @@ impl Metrics {
             "db_pool_waiting",
             "Callers waiting for a database connection",
             self.pool_waiting.clone(),
+        );
+        r.register(
+            "db_pool_budget",
+            "Connections the pool may hold: --db-max-connections, or fewer when PostgreSQL has room for fewer",
+            self.pool_budget.clone(),
+        );
+        r.register(
+            "clock_offset_milliseconds",
+            "The database's clock minus this process's; times are taken from the database's clock",
+            self.clock_offset_ms.clone(),
         );
         r.register(
             "write_retries",

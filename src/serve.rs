@@ -152,6 +152,45 @@ impl Drop for Deregister {
     }
 }
 
+/// A stop asked for by SIGINT or SIGTERM. Listened for from the first
+/// moment of `placement serve`, so a signal during start-up is a clean
+/// stop too (the default action would kill the process and leave the
+/// local PostgreSQL it started running).
+#[derive(Debug, Clone)]
+pub struct Stop(watch::Receiver<bool>);
+
+impl Stop {
+    /// Takes SIGINT and SIGTERM over from now on.
+    pub fn listen() -> std::io::Result<Stop> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        let (asked, stop) = watch::channel(false);
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {},
+                _ = terminate.recv() => {},
+            }
+            let _ = asked.send(true);
+        });
+        Ok(Stop(stop))
+    }
+
+    /// Resolves once a stop is asked for.
+    pub async fn asked(mut self) {
+        // The sender lives as long as the signal task; if it is gone no
+        // stop can come.
+        if self.0.wait_for(|asked| *asked).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Whether a stop was asked for already.
+    pub fn is_asked(&self) -> bool {
+        *self.0.borrow()
+    }
+}
+
 /// Serves `app` on `listener` until `shutdown` resolves, then drains.
 pub async fn serve(
     listener: TcpListener,

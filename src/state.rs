@@ -84,9 +84,9 @@ pub struct AppState {
 
 impl AppState {
     /// State over a pool with the given settings and an empty candidates cache.
-    pub fn new(pool: sqlx::PgPool, settings: config::Settings) -> Self {
+    pub fn new(pool: crate::db::Pool, settings: config::Settings) -> Self {
         AppState {
-            pool: crate::db::Pool::new(pool),
+            pool,
             settings: Arc::new(settings),
             candidates: Arc::default(),
             reads: Arc::default(),

@@ -14,6 +14,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("policy", 0),
     ("metrics", 0),
     ("gather", 0),
+    ("clock", 0),
     ("log_output", 0),
     ("db", 1),
     ("sched", 1),

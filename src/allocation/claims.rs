@@ -20,7 +20,7 @@
 
 use crate::db::allocations::{self as db, ConsumerWrite};
 use crate::db::Pool;
-use crate::error::lost_in_flight;
+use crate::error::{classify, lost_in_flight, DbFailure};
 use crate::gather::Gather;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -49,6 +49,10 @@ pub enum Claimed {
     /// (a 503 for a stored claim, or a 409 against itself), so the client
     /// is told the outcome is unknown.
     Unknown,
+    /// Not written: the database could not be reached. Every claim waiting
+    /// behind is answered the same at once, and none is tried again alone
+    /// (that would wait for another connection that is not coming).
+    Unavailable,
 }
 
 /// Why a shared call wrote nothing it can vouch for.
@@ -77,19 +81,29 @@ const LIMITED_FOR: Duration = Duration::from_secs(2);
 #[derive(Debug)]
 pub struct Claims {
     waiting: Gather<ConsumerWrite, Claimed>,
-    /// The projects under a limit, and when they were read. Their claims
-    /// need the detailed path's quota check, which the call refuses to
-    /// make: going there straight saves them a refused call each (and
-    /// the halving of every turn they are in). A stale list only picks
-    /// the slower path for a moment; the call checks limits itself.
-    limited: tokio::sync::Mutex<Option<(Instant, Arc<HashSet<String>>)>>,
+    /// The projects under a limit. Their claims need the detailed path's
+    /// quota check, which the call refuses to make: going there straight
+    /// saves them a refused call each (and the halving of every turn they
+    /// are in). A stale list only picks the slower path for a moment; the
+    /// call checks limits itself.
+    limited: std::sync::Mutex<Limited>,
+}
+
+/// The list of projects under a limit, as last read.
+#[derive(Debug, Default)]
+struct Limited {
+    /// The list and when it was read.
+    read: Option<(Instant, Arc<HashSet<String>>)>,
+    /// A claim is reading it again: the others use the old one meanwhile
+    /// (no claim waits on another's database read).
+    refreshing: bool,
 }
 
 impl Default for Claims {
     fn default() -> Self {
         Claims {
-            waiting: Gather::new(CALLS_AT_ONCE, MOST_AT_ONCE),
-            limited: tokio::sync::Mutex::default(),
+            waiting: Gather::new(CALLS_AT_ONCE, MOST_AT_ONCE, |c| *c == Claimed::Unavailable),
+            limited: std::sync::Mutex::default(),
         }
     }
 }
@@ -101,32 +115,54 @@ impl Claims {
         if !db::claimable(write) {
             return Claimed::Alone;
         }
-        if self.limited(pool).await.contains(&write.project_id) {
-            return Claimed::Refused;
+        match self.limited(pool).await {
+            Ok(limited) if limited.contains(&write.project_id) => return Claimed::Refused,
+            Ok(_) => {}
+            Err(e) if classify(&e) == DbFailure::Unavailable => return Claimed::Unavailable,
+            // The call checks limits itself.
+            Err(_) => {}
         }
         let pool = pool.clone();
+        // Once handed over it is written whether or not this request still
+        // waits for the outcome.
+        crate::db::deadline::write_sent();
         self.waiting
             .submit(write.clone(), |batch| write_all(pool, batch))
             .await
             .unwrap_or(Claimed::Alone)
     }
 
-    /// The projects under a limit, read again when the list is older than
-    /// [`LIMITED_FOR`] (empty when it cannot be read: the call checks).
-    async fn limited(&self, pool: &Pool) -> Arc<HashSet<String>> {
-        let mut limited = self.limited.lock().await;
-        if let Some((read, list)) = limited.as_ref() {
-            if read.elapsed() < LIMITED_FOR {
-                return list.clone();
+    /// The projects under a limit, read again by one claim when the list
+    /// is older than [`LIMITED_FOR`]; the others take the old list (empty
+    /// before the first read: the call checks limits itself). No lock is
+    /// held across the read.
+    async fn limited(&self, pool: &Pool) -> Result<Arc<HashSet<String>>, sqlx::Error> {
+        let lock = || self.limited.lock().unwrap_or_else(|e| e.into_inner());
+        {
+            let mut limited = lock();
+            let old = limited.read.as_ref();
+            if old.is_some_and(|(at, _)| at.elapsed() < LIMITED_FOR) || limited.refreshing {
+                return Ok(old.map(|(_, list)| list.clone()).unwrap_or_default());
+            }
+            limited.refreshing = true;
+        }
+        // Cleared however the read ends (a client going away drops it).
+        struct Refreshed<'a>(&'a std::sync::Mutex<Limited>);
+        impl Drop for Refreshed<'_> {
+            fn drop(&mut self) {
+                self.0.lock().unwrap_or_else(|e| e.into_inner()).refreshing = false;
             }
         }
-        let read = match pool.acquire().await {
-            Ok(mut conn) => crate::db::fairness::limited_projects(&mut conn).await,
-            Err(e) => Err(e),
-        };
-        let list = Arc::new(read.unwrap_or_default().into_iter().collect());
-        *limited = Some((Instant::now(), Arc::clone(&list)));
-        list
+        let _refreshed = Refreshed(&self.limited);
+        let mut conn = pool.acquire().await?;
+        let list: Arc<HashSet<String>> = Arc::new(
+            crate::db::fairness::limited_projects(&mut conn)
+                .await?
+                .into_iter()
+                .collect(),
+        );
+        lock().read = Some((Instant::now(), Arc::clone(&list)));
+        Ok(list)
     }
 }
 
@@ -154,6 +190,12 @@ async fn write_all(pool: Pool, writes: Vec<ConsumerWrite>) -> Vec<Claimed> {
                 groups.push(group.start..middle);
                 continue;
             }
+            Err(CallFailed::Nothing(db::AllocError::Db(e)))
+                if classify(&e) == DbFailure::Unavailable =>
+            {
+                tracing::debug!(error = %e, claims = group.len(), "shared claim found the database unavailable");
+                Claimed::Unavailable
+            }
             Err(CallFailed::Nothing(e)) => {
                 // Each claim retries on its own path, which answers with
                 // this failure if it persists.
@@ -167,6 +209,12 @@ async fn write_all(pool: Pool, writes: Vec<ConsumerWrite>) -> Vec<Claimed> {
             }
         };
         outcomes[group].fill(outcome);
+        if outcome == Claimed::Unavailable {
+            // The rest would each wait for a connection that is not coming.
+            for rest in groups.drain(..) {
+                outcomes[rest].fill(Claimed::Unavailable);
+            }
+        }
     }
     outcomes
 }

@@ -55,6 +55,11 @@ pub async fn put_one(
         claims::Claimed::Refused => Path::Checked,
         claims::Claimed::Alone => Path::ClaimFirst,
         claims::Claimed::Unknown => return Err(Error::outcome_unknown()),
+        claims::Claimed::Unavailable => {
+            return Err(Error::database_unavailable(
+                "a shared claim found the database unavailable",
+            ))
+        }
     };
     let consumer = write.consumer;
     write_on(path, pool, retries, &[write], Some(consumer)).await

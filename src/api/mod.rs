@@ -63,6 +63,7 @@ pub fn router(state: AppState) -> Router {
     let gate = middleware::Gate {
         limits: middleware::BodyLimits::from(&*state.settings),
         security: state.security.clone(),
+        db_deadline: std::time::Duration::from_secs(state.settings.db_request_timeout_secs),
     };
     api.route_layer(axum::middleware::from_fn_with_state(
         gate.clone(),

@@ -154,7 +154,10 @@ async fn still_waiting(
     let next = deadline
         .min(now + Duration::from_secs(10))
         .min(lapses.unwrap_or(deadline));
-    let _ = tokio::time::timeout_at(next, decided.changed()).await;
+    // Waiting for a decision is not database work: the request's
+    // database deadline is paused meanwhile.
+    let _ =
+        crate::db::deadline::paused_while(tokio::time::timeout_at(next, decided.changed())).await;
     tokio::time::Instant::now() < deadline
 }
 

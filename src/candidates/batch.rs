@@ -119,7 +119,7 @@ impl LoadJudge {
         Ok(Self {
             cluster: Policy::layered(&[cluster]).unwrap_or_default(),
             overrides,
-            now: Utc::now(),
+            now: crate::clock::now(),
         })
     }
 

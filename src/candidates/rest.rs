@@ -171,7 +171,7 @@ pub struct Reads {
 impl Default for Reads {
     fn default() -> Self {
         Reads {
-            waiting: Gather::new(TURNS_AT_ONCE, MOST_AT_ONCE),
+            waiting: Gather::new(TURNS_AT_ONCE, MOST_AT_ONCE, |o: &Outcome| o.is_err()),
             known: std::sync::Mutex::new(db::Look {
                 seen: db::Seen {
                     snapshot: String::new(),

@@ -18,7 +18,8 @@ use uuid::Uuid;
 /// Whether the provider's last report is older than the policy allows.
 fn stale(l: &Loaded) -> bool {
     l.samples.as_ref().is_none_or(|s| {
-        Utc::now() - s.latest.sampled_at > Duration::seconds(l.policy.metric_expiration_seconds)
+        crate::clock::now() - s.latest.sampled_at
+            > Duration::seconds(l.policy.metric_expiration_seconds)
     })
 }
 
@@ -135,7 +136,7 @@ pub struct EvictionAdvice {
 /// its cooldown; consumers already evicted count as released.
 pub async fn eviction_candidates(conn: &mut PgConnection, rp: i64) -> Result<EvictionAdvice> {
     let l = load(conn, rp).await?;
-    let now = Utc::now();
+    let now = crate::clock::now();
     let db::Cooldowns {
         cpu_until: cpu_cool,
         memory_until: mem_cool,

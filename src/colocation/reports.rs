@@ -97,7 +97,7 @@ pub struct BatchAmounts {
 /// node's capacity, and the time inside the last hour (5 min of clock skew
 /// allowed).
 fn check(r: &UsageReport, cap: CpuMem) -> Result<()> {
-    let now = Utc::now();
+    let now = crate::clock::now();
     if r.sampled_at > now + Duration::minutes(5) || r.sampled_at < now - Duration::hours(1) {
         return Err(Error::invalid(format!(
             "sampled_at {} is not within the last hour.",
@@ -203,7 +203,8 @@ async fn recompute(conn: &mut PgConnection, rp: i64, loaded: Loaded) -> Result<R
     // measurements older than degradeTimeMinutes is none (Koordinator
     // resets batch resources on a stale NodeMetric).
     let degraded = loaded.samples.as_ref().is_none_or(|s| {
-        Utc::now() - s.latest.sampled_at > Duration::minutes(loaded.policy.degrade_time_minutes)
+        crate::clock::now() - s.latest.sampled_at
+            > Duration::minutes(loaded.policy.degrade_time_minutes)
     });
     let batch = if degraded {
         CpuMem::default()
@@ -220,7 +221,7 @@ async fn recompute(conn: &mut PgConnection, rp: i64, loaded: Loaded) -> Result<R
     };
     let old = ledger
         .computed_at
-        .is_none_or(|t| Utc::now() - t > Duration::seconds(300));
+        .is_none_or(|t| crate::clock::now() - t > Duration::seconds(300));
     let update =
         old || moved(batch.cpu, ledger.cpu_total) || moved(batch.memory, ledger.memory_total);
     let clamp = |v: i64| i32::try_from(v).unwrap_or(i32::MAX);

@@ -496,6 +496,19 @@ pub struct Settings {
         default_value_t = DEFAULT_BODY_MEMORY_BYTES
     )]
     pub http_body_memory_bytes: usize,
+    /// Seconds a request's database work may take: every wait for a
+    /// connection and every round trip inside it. Past it the request is
+    /// answered 503 (`placement.database.unavailable`, or
+    /// `placement.database.outcome_unknown` when a write may have been
+    /// sent), however long PostgreSQL stays hung. A long poll's wait for
+    /// a decision is not database work and does not count.
+    #[arg(
+        long = "db-request-timeout",
+        env = "PLACEMENT_DB_REQUEST_TIMEOUT",
+        default_value_t = 10,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub db_request_timeout_secs: u64,
     /// Project recorded for allocations written before microversion 1.8.
     #[arg(
         long,
@@ -532,6 +545,7 @@ impl Default for Settings {
             http_body_timeout_secs: 30,
             http_max_body_uploads: 256,
             http_body_memory_bytes: DEFAULT_BODY_MEMORY_BYTES,
+            db_request_timeout_secs: 10,
             incomplete_consumer_project_id: "00000000-0000-0000-0000-000000000000".into(),
             incomplete_consumer_user_id: "00000000-0000-0000-0000-000000000000".into(),
             metrics: true,

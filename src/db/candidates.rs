@@ -513,9 +513,7 @@ pub async fn aggregate_ids(
 /// Starts the read-only, repeatable-read transaction a candidates request
 /// runs in (one statement: BEGIN with its isolation level).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn begin_snapshot(
-    pool: &super::Pool,
-) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+pub async fn begin_snapshot(pool: &super::Pool) -> Result<super::pool::Tx, sqlx::Error> {
     pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .await
 }

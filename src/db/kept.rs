@@ -15,8 +15,7 @@
 
 use super::pool::{Conn, Pool};
 use super::primary::{switches, PING_AFTER_IDLE};
-use sqlx::pool::PoolConnection;
-use sqlx::{PgConnection, Postgres};
+use sqlx::PgConnection;
 use std::ops::{Deref, DerefMut};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -30,7 +29,8 @@ pub struct Kept {
 /// A connection waiting in the slot.
 #[derive(Debug)]
 struct Idle {
-    conn: PoolConnection<Postgres>,
+    /// Plain (outside any transaction).
+    conn: Conn,
     /// When its last user gave it back.
     since: Instant,
     /// [`switches`] before it was taken from the pool.
@@ -52,7 +52,7 @@ impl Kept {
         if let Some(idle) = self.slot.lock().ok().and_then(|mut slot| slot.take()) {
             if idle.switches == now && idle.since.elapsed() < PING_AFTER_IDLE {
                 return Ok(Taken {
-                    conn: Conn::Plain(idle.conn),
+                    conn: idle.conn,
                     switches: now,
                 });
             }
@@ -68,12 +68,12 @@ impl Kept {
     /// behind a transaction pooler a read's transaction ends when it is
     /// dropped, and holding it would hold one of the pooler's servers.
     pub fn give_back(&self, taken: Taken) {
-        let Conn::Plain(conn) = taken.conn else {
+        if !taken.conn.is_plain() {
             return;
-        };
+        }
         if let Ok(mut slot) = self.slot.lock() {
             *slot = Some(Idle {
-                conn,
+                conn: taken.conn,
                 since: Instant::now(),
                 switches: taken.switches,
             });

@@ -10,16 +10,26 @@
 //! another server than the first. Behind such a pooler, connections for
 //! reads therefore come inside a transaction, rolled back when released;
 //! writes always use [`Pool::begin`] and commit.
+//!
+//! The pool opens connections only within its budget (`pool_fit`): it
+//! never tries to hold more than PostgreSQL has room for. Every COMMIT, and every
+//! statement that commits on its own, marks the request's deadline
+//! (`deadline`) before it is sent.
 
+use super::deadline;
+use super::pool_fit::Budget;
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+use std::time::Duration;
 
-/// sqlx's pool; `acquire` and `begin` count their waiters.
+/// sqlx's pool within its budget; `acquire` and `begin` count their waiters.
 #[derive(Clone, Debug)]
 pub struct Pool {
     inner: PgPool,
     reads_in_transactions: bool,
+    budget: Arc<Budget>,
 }
 
 /// Decrements the waiting gauge when the wait ends, however it ends (a
@@ -41,7 +51,14 @@ impl Drop for Waiting {
 
 /// A connection for reads: plain, or (behind a transaction pooler) inside
 /// a transaction that is rolled back when it is released.
-pub enum Conn {
+#[derive(Debug)]
+pub struct Conn {
+    link: Link,
+}
+
+/// How a [`Conn`] holds its connection.
+#[derive(Debug)]
+enum Link {
     Plain(PoolConnection<Postgres>),
     InTransaction(Transaction<'static, Postgres>),
 }
@@ -50,18 +67,18 @@ impl Deref for Conn {
     type Target = PgConnection;
 
     fn deref(&self) -> &PgConnection {
-        match self {
-            Conn::Plain(c) => c,
-            Conn::InTransaction(t) => t,
+        match &self.link {
+            Link::Plain(c) => c,
+            Link::InTransaction(t) => t,
         }
     }
 }
 
 impl DerefMut for Conn {
     fn deref_mut(&mut self) -> &mut PgConnection {
-        match self {
-            Conn::Plain(c) => c,
-            Conn::InTransaction(t) => t,
+        match &mut self.link {
+            Link::Plain(c) => c,
+            Link::InTransaction(t) => t,
         }
     }
 }
@@ -71,28 +88,138 @@ impl Conn {
     /// [`Pool::for_one_statement`]: nothing to do on its own (the statement
     /// committed as it ran), a commit inside a transaction.
     pub async fn commit(self) -> Result<(), sqlx::Error> {
-        match self {
-            Conn::Plain(_) => Ok(()),
-            Conn::InTransaction(t) => t.commit().await,
+        match self.link {
+            Link::Plain(_) => Ok(()),
+            Link::InTransaction(t) => t.commit().await,
         }
+    }
+
+    /// Whether the connection is outside any transaction (one that may be
+    /// kept between reads, `kept`).
+    pub fn is_plain(&self) -> bool {
+        matches!(self.link, Link::Plain(_))
+    }
+}
+
+/// A transaction. Its COMMIT marks the request's deadline
+/// before it is sent: a deadline passing after that answers "outcome
+/// unknown".
+#[derive(Debug)]
+pub struct Tx {
+    inner: Transaction<'static, Postgres>,
+}
+
+impl Tx {
+    /// Commits the transaction.
+    pub async fn commit(self) -> Result<(), sqlx::Error> {
+        deadline::write_sent();
+        self.inner.commit().await
+    }
+
+    /// Rolls the transaction back (dropping it does the same, later).
+    pub async fn rollback(self) -> Result<(), sqlx::Error> {
+        self.inner.rollback().await
+    }
+}
+
+impl Deref for Tx {
+    type Target = PgConnection;
+
+    fn deref(&self) -> &PgConnection {
+        &self.inner
+    }
+}
+
+impl DerefMut for Tx {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        &mut self.inner
     }
 }
 
 impl Pool {
     /// Wraps a pool that talks to PostgreSQL directly (or through a
-    /// session pooler).
+    /// session pooler); its budget follows the room PostgreSQL has.
     pub fn new(pool: PgPool) -> Self {
-        Pool {
-            inner: pool,
-            reads_in_transactions: false,
-        }
+        let pool = Self::budgeted(pool, false);
+        tokio::spawn(pool.clone().keep_fitted());
+        pool
     }
 
     /// Wraps a pool whose connections go through a transaction pooler.
+    /// Its budget stays at `--db-max-connections`: what PostgreSQL shows
+    /// is the pooler's connections, not this pool's.
     pub fn behind_transaction_pooler(pool: PgPool) -> Self {
+        Self::budgeted(pool, true)
+    }
+
+    fn budgeted(inner: PgPool, reads_in_transactions: bool) -> Self {
+        let most = inner.options().get_max_connections();
+        crate::metrics::metrics().pool_budget.set(i64::from(most));
         Pool {
-            inner: pool,
-            reads_in_transactions: true,
+            inner,
+            reads_in_transactions,
+            budget: Arc::new(Budget::new(most)),
+        }
+    }
+
+    /// Fits the budget to the room PostgreSQL has, at start, a second
+    /// later, every few seconds and when a connection was slow to come,
+    /// for the pool's life.
+    async fn keep_fitted(self) {
+        loop {
+            if self.inner.is_closed() {
+                return;
+            }
+            // Not counted as a waiter: the gauge is the requests'.
+            if let Ok(mut conn) = self.connection().await {
+                match super::pool_fit::room(&mut conn).await {
+                    Ok(room) => self.budget.fit(room, self.inner.size()),
+                    Err(e) => tracing::debug!(error = %e, "reading the room PostgreSQL has"),
+                }
+            }
+            self.budget.next_reason().await;
+        }
+    }
+
+    /// A connection from sqlx's pool within the acquire timeout, counted
+    /// as waiting until it arrives. At the budget it waits for one of the
+    /// pool's connections to come back idle (sqlx frees a connection's
+    /// place only after its check on the way in: the wait polls). A new
+    /// connection slow to come has the room read again; when that finds
+    /// the room full, the attempt (which PostgreSQL would go on refusing
+    /// until the acquire timeout) is given up and the wait starts over.
+    async fn connection(&self) -> Result<PoolConnection<Postgres>, sqlx::Error> {
+        let wait: Duration = self.inner.options().get_acquire_timeout();
+        let until = tokio::time::Instant::now() + wait;
+        loop {
+            while self.inner.num_idle() == 0 && self.inner.size() >= self.budget.get() {
+                if tokio::time::Instant::now() >= until {
+                    return Err(sqlx::Error::PoolTimedOut);
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let mut full = self.budget.fulls();
+            let _opening = self.budget.opening();
+            let attempt = self.inner.acquire();
+            tokio::pin!(attempt);
+            let slow = tokio::time::sleep(super::pool_fit::SLOW_CONNECTION);
+            tokio::pin!(slow);
+            let mut told = false;
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep_until(until) => return Err(sqlx::Error::PoolTimedOut),
+                    acquired = &mut attempt => return acquired,
+                    () = &mut slow, if !told => {
+                        told = true;
+                        self.budget.starving();
+                    }
+                    changed = full.changed() => {
+                        if changed.is_ok() {
+                            break;
+                        }
+                    }
+                }
+            }
         }
     }
 
@@ -100,26 +227,33 @@ impl Pool {
     /// use [`Pool::begin`].
     pub async fn acquire(&self) -> Result<Conn, sqlx::Error> {
         let _waiting = Waiting::start();
-        if self.reads_in_transactions {
-            Ok(Conn::InTransaction(self.inner.begin().await?))
+        let link = self.connection().await?;
+        let link = if self.reads_in_transactions {
+            Link::InTransaction(
+                Transaction::begin(sqlx::pool::MaybePoolConnection::PoolConnection(link), None)
+                    .await?,
+            )
         } else {
-            Ok(Conn::Plain(self.inner.acquire().await?))
-        }
+            Link::Plain(link)
+        };
+        Ok(Conn { link })
     }
 
     /// A connection for one writing statement, which is atomic on its own:
     /// one round trip instead of three. Behind a transaction pooler it comes
     /// inside a transaction (sqlx's two round trips of a statement must
     /// reach the same server); either way the caller ends it with
-    /// [`Conn::commit`].
+    /// [`Conn::commit`]. The request's deadline is marked: the statement
+    /// is sent next.
     pub async fn for_one_statement(&self) -> Result<Conn, sqlx::Error> {
-        self.acquire().await
+        let conn = self.acquire().await?;
+        deadline::write_sent();
+        Ok(conn)
     }
 
     /// A transaction, counted as waiting until its connection arrives.
-    pub async fn begin(&self) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
-        let _waiting = Waiting::start();
-        self.inner.begin().await
+    pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
+        self.begin_with("BEGIN").await
     }
 
     /// A transaction whose statements each take their rows by key (`=
@@ -129,19 +263,27 @@ impl Pool {
     /// better for them, and PostgreSQL's default would plan most of them
     /// anew on every call (an array's length changes the estimate), which
     /// cost a claim more than running them.
-    pub async fn begin_keyed(&self) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+    pub async fn begin_keyed(&self) -> Result<Tx, sqlx::Error> {
         self.begin_with("BEGIN; SET LOCAL plan_cache_mode = force_generic_plan")
             .await
     }
 
     /// A transaction opened by `statement` (a `BEGIN` with its options:
     /// one round trip instead of `BEGIN` then `SET TRANSACTION`).
-    pub async fn begin_with(
-        &self,
-        statement: &'static str,
-    ) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+    pub async fn begin_with(&self, statement: &'static str) -> Result<Tx, sqlx::Error> {
+        // Only the wait for a connection may be given up (`connection`): a
+        // BEGIN given up after it was sent would leave the connection in a
+        // transaction that sqlx does not roll back (its depth counts only
+        // a BEGIN that answered). `Transaction::begin` is what sqlx's own
+        // `Pool::begin_with` runs on the connection it acquired.
         let _waiting = Waiting::start();
-        self.inner.begin_with(statement).await
+        let conn = self.connection().await?;
+        let inner = Transaction::begin(
+            sqlx::pool::MaybePoolConnection::PoolConnection(conn),
+            Some(sqlx::SqlSafeStr::into_sql_str(statement)),
+        )
+        .await?;
+        Ok(Tx { inner })
     }
 }
 

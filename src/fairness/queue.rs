@@ -177,6 +177,7 @@ pub async fn submit(
         match together.store(pool, checked, cap).await {
             Stored::Row(row) => return Ok(vec![QueueView::of(*row)]),
             Stored::Unknown => return Err(Error::outcome_unknown()),
+            Stored::Unavailable(cause) => return Err(Error::database_unavailable(cause)),
             Stored::LeftOut => {}
         }
     }

@@ -16,7 +16,7 @@
 
 use crate::db::fairness::queue::{self as db, CheckedQueued, QueuedRow};
 use crate::db::Pool;
-use crate::error::lost_in_flight;
+use crate::error::{classify, lost_in_flight, DbFailure};
 use crate::gather::Gather;
 use std::collections::HashMap;
 use uuid::Uuid;
@@ -32,7 +32,7 @@ const MOST_AT_ONCE: usize = 500;
 const STATEMENTS_AT_ONCE: usize = 2;
 
 /// What the shared statement did with one submission.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Stored {
     /// Stored as this row.
     Row(Box<QueuedRow>),
@@ -42,6 +42,9 @@ pub enum Stored {
     /// stored. Submitting it again would answer 409 against itself, so the
     /// client is told the outcome is unknown.
     Unknown,
+    /// Not stored: the database could not be reached. Every submission
+    /// waiting behind is answered the same at once.
+    Unavailable(std::sync::Arc<str>),
 }
 
 /// This process's submissions waiting for a statement.
@@ -50,7 +53,9 @@ pub struct Submissions(Gather<CheckedQueued, Stored>);
 
 impl Default for Submissions {
     fn default() -> Self {
-        Submissions(Gather::new(STATEMENTS_AT_ONCE, MOST_AT_ONCE))
+        Submissions(Gather::new(STATEMENTS_AT_ONCE, MOST_AT_ONCE, |s| {
+            matches!(s, Stored::Unavailable(_))
+        }))
     }
 }
 
@@ -59,6 +64,9 @@ impl Submissions {
     /// `cap` is the most pending requests a project may have.
     pub async fn store(&self, pool: &Pool, request: CheckedQueued, cap: i64) -> Stored {
         let pool = pool.clone();
+        // Once handed over it is stored whether or not this request
+        // still waits for the outcome.
+        crate::db::deadline::write_sent();
         self.0
             .submit(request, move |batch| store_all(pool, batch, cap))
             .await
@@ -83,6 +91,13 @@ async fn store_all(pool: Pool, requests: Vec<CheckedQueued>, cap: i64) -> Vec<St
             tracing::warn!(error = %e, submissions = requests.len(), "connection lost during a shared queue insert");
             crate::db::primary::suspect();
             return requests.iter().map(|_| Stored::Unknown).collect();
+        }
+        Err((e, false)) if classify(&e) == DbFailure::Unavailable => {
+            let cause: std::sync::Arc<str> = std::sync::Arc::from(e.to_string());
+            return requests
+                .iter()
+                .map(|_| Stored::Unavailable(cause.clone()))
+                .collect();
         }
         Err((e, _)) => {
             // Each submission retries on its own path, which answers

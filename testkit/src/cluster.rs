@@ -50,6 +50,17 @@ pub async fn start_server_with(database_url: &str, label: &str, extra: &[&str]) 
 
 /// Starts `placement serve` on `port` (a restart keeps its address).
 pub async fn start_on_port(database_url: &str, label: &str, extra: &[&str], port: u16) -> Server {
+    start_with_env(database_url, label, extra, &[], port).await
+}
+
+/// Starts `placement serve` on `port` with extra environment variables.
+pub async fn start_with_env(
+    database_url: &str,
+    label: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    port: u16,
+) -> Server {
     let log = std::env::temp_dir().join(format!("placement-{label}-{port}.log"));
     let out = std::fs::File::create(&log).unwrap();
     let child = Command::new(crate::placement_bin())
@@ -57,6 +68,7 @@ pub async fn start_on_port(database_url: &str, label: &str, extra: &[&str], port
         .args(extra)
         .env("DATABASE_URL", database_url)
         .env("PLACEMENT_DB_MAX_CONNECTIONS", "10")
+        .envs(env.iter().copied())
         // TESTKIT_RUST_LOG: a bench's servers log more (their log files
         // are in the temporary directory, named by label and port).
         .env(

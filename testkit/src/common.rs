@@ -256,7 +256,10 @@ impl TestApp {
         // Idempotent: makes sure the seed matches this build even if the
         // template was made by an older one with the same data files.
         db::prepare(&pool).await.unwrap();
-        let app = app(AppState::new(pool.clone(), settings));
+        let app = app(AppState::new(
+            placement::db::Pool::new(pool.clone()),
+            settings,
+        ));
         TestApp {
             app,
             pool,

@@ -29,9 +29,20 @@ pub struct Ledger {
     pub counts: BTreeMap<String, u64>,
     /// When each claim succeeded.
     pub successes: Vec<Instant>,
+    /// Every answer: when its request was sent, how long it took, its kind.
+    pub answers: Vec<(Instant, Duration, String)>,
 }
 
 impl Ledger {
+    /// The slowest answer to a request sent within `from..to`, and its kind.
+    pub fn slowest_sent_within(&self, from: Instant, to: Instant) -> Option<(Duration, &str)> {
+        self.answers
+            .iter()
+            .filter(|(sent, _, _)| *sent >= from && *sent < to)
+            .max_by_key(|(_, took, _)| *took)
+            .map(|(_, took, what)| (*took, what.as_str()))
+    }
+
     /// The answers that were a 5xx other than 503, by kind.
     pub fn server_errors(&self) -> Vec<(&String, &u64)> {
         self.counts
@@ -47,8 +58,10 @@ impl Ledger {
 
 pub type Shared = Arc<Mutex<Ledger>>;
 
-fn count(ledger: &Shared, what: String) {
-    *ledger.lock().unwrap().counts.entry(what).or_default() += 1;
+fn count(ledger: &Shared, sent: Instant, what: String) {
+    let mut l = ledger.lock().unwrap();
+    l.answers.push((sent, sent.elapsed(), what.clone()));
+    *l.counts.entry(what).or_default() += 1;
 }
 
 /// The answer's kind: status, and for 503s which promise it makes.
@@ -99,6 +112,7 @@ impl Load {
         let consumer = Uuid::new_v4();
         let rp = self.providers[(n as usize * 7) % self.providers.len()].clone();
         let vcpu = 1 + (n % 4) as i64;
+        let started = Instant::now();
         let sent = self
             .client
             .put(format!("{}/allocations/{consumer}", self.bases[server]))
@@ -131,7 +145,7 @@ impl Load {
                 what
             }
         };
-        count(&self.ledger, format!("claim {what}"));
+        count(&self.ledger, started, format!("claim {what}"));
     }
 
     pub async fn delete(&self, server: usize) {
@@ -143,6 +157,7 @@ impl Load {
         let Some((consumer, held)) = victim else {
             return;
         };
+        let started = Instant::now();
         let sent = self
             .client
             .delete(format!("{}/allocations/{consumer}", self.bases[server]))
@@ -175,7 +190,7 @@ impl Load {
                 what
             }
         };
-        count(&self.ledger, format!("delete {what}"));
+        count(&self.ledger, started, format!("delete {what}"));
     }
 
     /// One worker: claims and some deletes until told to stop, moving to

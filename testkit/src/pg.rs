@@ -177,6 +177,41 @@ impl PgCluster {
 /// Replication: a primary whose every commit waits until a streaming
 /// standby has applied it, as "nothing acknowledged lost" needs.
 impl PgCluster {
+    /// Freezes the server as a hung host would: SIGSTOP to the postmaster
+    /// and every backend. Connections stay open and nothing answers.
+    pub fn freeze(&self) {
+        self.signal_all("-STOP");
+    }
+
+    /// Lets a frozen server run again.
+    pub fn thaw(&self) {
+        self.signal_all("-CONT");
+    }
+
+    fn signal_all(&self, signal: &str) {
+        let postmaster = self.postmaster_pid();
+        let mut pids = vec![postmaster.to_string()];
+        for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // pid (comm) state ppid ...: the comm may hold spaces.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if ppid == Some(postmaster) {
+                pids.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+        let status = Command::new("kill")
+            .arg(signal)
+            .args(&pids)
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill {signal} {pids:?}");
+    }
+
     /// The postmaster's process id, from `postmaster.pid`.
     pub fn postmaster_pid(&self) -> u32 {
         let pid_file = self.dir.join("data").join("postmaster.pid");

@@ -508,3 +508,77 @@ fn percent_decode(s: &str) -> String {
         .map(|(_, v)| v.replace('\'', "\\'"))
         .unwrap_or_default()
 }
+
+/// The postmaster running in `dir`'s data directory, if any.
+fn running_postmaster(dir: &std::path::Path) -> Option<u32> {
+    let lock = std::fs::read_to_string(dir.join("pgdata/postmaster.pid")).ok()?;
+    let pid: u32 = lock.lines().next()?.trim().parse().ok()?;
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    comm.starts_with("postgres").then_some(pid)
+}
+
+/// SIGTERM at several instants of a zero-config start-up (during initdb,
+/// pg_ctl, the migrations, and once listening): every time the process
+/// exits on its own and no PostgreSQL is left running in its directory.
+#[tokio::test]
+async fn a_stop_at_any_moment_of_start_up_leaves_no_postgresql_running() {
+    let dir = std::env::temp_dir().join(format!("placement-data-{}", uuid::Uuid::new_v4()));
+    for after_ms in [150u64, 400, 800, 1500, 2500, 4000] {
+        let port = cluster::free_port();
+        let mut child = Command::new(placement_testkit::placement_bin())
+            .args([
+                "serve",
+                "--bind",
+                &format!("127.0.0.1:{port}"),
+                "--data-dir",
+            ])
+            .arg(&dir)
+            .env_remove("DATABASE_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start placement");
+        tokio::time::sleep(Duration::from_millis(after_ms)).await;
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "still running {after_ms} ms in");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(
+            running_postmaster(&dir).is_none(),
+            "a SIGTERM {after_ms} ms into start-up left PostgreSQL running (the service exited {status})"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A server killed with SIGKILL leaves its PostgreSQL running; the next
+/// start in the same directory stops that orphan and starts afresh.
+#[tokio::test]
+async fn the_next_start_stops_the_postgresql_a_killed_server_left() {
+    let dir = std::env::temp_dir().join(format!("placement-data-{}", uuid::Uuid::new_v4()));
+    let (mut first, _) = zero_config(&dir).await;
+    first.0.kill().expect("SIGKILL");
+    let _ = first.0.wait();
+    let orphan = running_postmaster(&dir).expect("the killed server's PostgreSQL runs on");
+    let (again, base) = zero_config(&dir).await;
+    assert_eq!(
+        reqwest::get(format!("{base}/"))
+            .await
+            .map(|r| r.status().as_u16())
+            .ok(),
+        Some(200)
+    );
+    let now = running_postmaster(&dir).expect("the new server's PostgreSQL");
+    assert_ne!(now, orphan, "the orphan was not replaced");
+    drop(again);
+    assert!(running_postmaster(&dir).is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -183,23 +183,18 @@ struct BodyTaken;
 /// Reads the body of a request that passed its route's checks, then runs
 /// the handler with the body's memory reserved. A body that could not be
 /// read closes the connection: its rest was never read.
-async fn with_body(
-    limits: &BodyLimits,
-    route: Option<&Route>,
-    req: Request,
-    next: Next,
-) -> Response {
+async fn with_body(gate: &Gate, route: Option<&Route>, req: Request, next: Next) -> Response {
     let takes_body = |r: &Route| matches!(r.method, Method::POST | Method::PUT | Method::PATCH);
     if !route.is_some_and(takes_body) {
         // GET and DELETE (or a method the path does not have) never read
         // a body: the handler sees none, and the unread rest closes the
         // connection.
         let (parts, _unread) = req.into_parts();
-        return next.run(Request::from_parts(parts, Body::empty())).await;
+        return handle(gate, Request::from_parts(parts, Body::empty()), next).await;
     }
-    match read_body(req, limits).await {
+    match read_body(req, &gate.limits).await {
         Ok((req, _reserved)) => {
-            let mut resp = next.run(req).await;
+            let mut resp = handle(gate, req, next).await;
             resp.extensions_mut().insert(BodyTaken);
             resp
         }
@@ -213,6 +208,18 @@ async fn with_body(
             }
             resp
         }
+    }
+}
+
+/// Runs the handler within the request's database deadline.
+async fn handle(gate: &Gate, req: Request, next: Next) -> Response {
+    match crate::db::deadline::within(gate.db_deadline, next.run(req)).await {
+        Ok(resp) => resp,
+        Err(passed) => ApiError::from(crate::error::Error::deadline_passed(
+            gate.db_deadline,
+            passed.write_sent,
+        ))
+        .into_response(),
     }
 }
 
@@ -235,6 +242,8 @@ pub struct Gate {
     pub limits: BodyLimits,
     /// Authentication, policy and CORS.
     pub security: Arc<Security>,
+    /// How long a request's database work may take (`db::deadline`).
+    pub db_deadline: Duration,
 }
 
 /// Before routing, in Placement's order: the caller (outside the public
@@ -485,7 +494,7 @@ async fn guarded(gate: &Gate, route: &str, req: Request, next: Next) -> Response
         }
     }
     match declared.and_then(|r| r.rule.map(|rule| (rule, r.target))) {
-        None => with_body(&gate.limits, declared, req, next).await,
+        None => with_body(gate, declared, req, next).await,
         Some((rule, subject)) => authorized(gate, declared, rule, subject, req, next).await,
     }
 }
@@ -535,7 +544,7 @@ async fn authorized(
         }
     };
     parts.extensions.insert(query);
-    let resp = with_body(&gate.limits, route, Request::from_parts(parts, body), next).await;
+    let resp = with_body(gate, route, Request::from_parts(parts, body), next).await;
     match deferred {
         Some(check) if resp.status().is_success() && !check.was_checked() => ApiError::internal(
             format!("{rule}: the handler answered without its policy check"),
