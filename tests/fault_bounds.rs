@@ -19,6 +19,10 @@ use placement_testkit::pg;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
+/// The loads here run one at a time: each measures what a client waits
+/// or how much is served, which another load on the same cores would skew.
+static ONE_LOAD_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The request deadline the servers here run with (`--db-request-timeout`).
 const DEADLINE: Duration = Duration::from_secs(2);
 
@@ -38,6 +42,7 @@ fn answered_within_the_deadline(load: &Load, fault: &str, from: Instant, to: Ins
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_frozen_or_stopped_database_costs_a_request_at_most_its_deadline() {
+    let _alone = ONE_LOAD_AT_A_TIME.lock().await;
     let pg = pg::PgCluster::start();
     let url = pg.url();
     let deadline = DEADLINE.as_secs().to_string();
@@ -142,6 +147,7 @@ async fn rate_under_the_role_limit(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pool_larger_than_the_role_allows_stops_at_what_it_has() {
+    let _alone = ONE_LOAD_AT_A_TIME.lock().await;
     let pg = pg::PgCluster::start();
     pg.sql("CREATE ROLE capped LOGIN CONNECTION LIMIT 6");
     // A database for each run: the load names its providers alike.

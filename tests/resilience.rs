@@ -265,6 +265,67 @@ async fn past_the_connection_cap_the_oldest_idle_connection_makes_room() {
     assert!(closed, "the oldest idle connection was not evicted");
 }
 
+/// One request over `stream`, kept alive: the answer's status line, or
+/// why there was none (the server closed the connection).
+fn keep_alive_get(stream: &mut TcpStream, path: &str) -> Result<String, String> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let head = format!("GET {path} HTTP/1.1\r\nHost: placement\r\nx-auth-token: admin\r\n\r\n");
+    stream
+        .write_all(head.as_bytes())
+        .map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    let mut reader = BufReader::new(stream);
+    let mut status = String::new();
+    if reader.read_line(&mut status).map_err(|e| e.to_string())? == 0 {
+        return Err("closed".into());
+    }
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).map_err(|e| e.to_string())?;
+        if line == "\r\n" || line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).map_err(|e| e.to_string())?;
+    Ok(status.trim().to_string())
+}
+
+/// A steady keep-alive client (Nova's) keeps its one connection while
+/// idle sockets arrive past the cap: the never-answered ones are closed,
+/// not the oldest. Every request goes over the connection it opened
+/// first, and none finds it closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_steady_keep_alive_client_keeps_its_connection_at_the_cap() {
+    let s = one("keepalive", &["--http-max-connections", "20"]).await;
+    let addr = s.addr();
+    let mut steady = TcpStream::connect(&addr).unwrap();
+    assert_eq!(
+        keep_alive_get(&mut steady, "/resource_providers").as_deref(),
+        Ok("HTTP/1.1 200 OK")
+    );
+    let mut idle = Vec::new();
+    for round in 0..10 {
+        idle.extend((0..15).map(|_| TcpStream::connect(&addr).unwrap()));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let answer = keep_alive_get(&mut steady, "/resource_providers");
+        assert_eq!(
+            answer.as_deref(),
+            Ok("HTTP/1.1 200 OK"),
+            "round {round}: the keep-alive connection was closed for an idle socket"
+        );
+    }
+    drop(idle);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigterm_finishes_requests_in_flight_then_exits() {
     let mut s = one("term", &["--shutdown-grace", "10"]).await;
