@@ -679,3 +679,43 @@ async fn idle_connections_never_take_the_pools_descriptors() {
     }
     common::drop_database(&admin_url, &db);
 }
+
+/// Transactions dropped while their BEGIN runs (a deadline or a hung-up
+/// client drops a request anywhere) leave no connection of the pool
+/// inside a transaction: the next `BEGIN ISOLATION LEVEL …` on each
+/// succeeds. (A BEGIN dropped after it was sent used to leave one open,
+/// and every later statement on that connection failed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_transaction_dropped_while_it_begins_leaves_no_connection_inside_it() {
+    let (admin_url, db) = common::fresh_database().await;
+    let inner = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .connect(&common::url_with_db(&admin_url, &db))
+        .await
+        .expect("connect");
+    let pool = placement::db::Pool::new(inner);
+    // A BEGIN whose answer takes 50 ms (the sleep runs inside it), each
+    // dropped 10 ms in: sent, and not answered.
+    for _ in 0..8 {
+        let slow = pool.begin_with("BEGIN; SELECT pg_sleep(0.05)");
+        assert!(tokio::time::timeout(Duration::from_millis(10), slow)
+            .await
+            .is_err());
+    }
+    // Dropped transactions are rolled back on their connection's way in.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for _ in 0..40 {
+        let mut tx = pool
+            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            .await
+            .expect("a connection that was inside a transaction");
+        let level: String = sqlx::query_scalar("SHOW transaction_isolation")
+            .fetch_one(&mut *tx)
+            .await
+            .expect("the transaction's first statement");
+        assert_eq!(level, "repeatable read");
+        tx.commit().await.expect("commit");
+    }
+    drop(pool);
+    common::drop_database(&admin_url, &db);
+}

@@ -229,10 +229,7 @@ impl Pool {
         let _waiting = Waiting::start();
         let link = self.connection().await?;
         let link = if self.reads_in_transactions {
-            Link::InTransaction(
-                Transaction::begin(sqlx::pool::MaybePoolConnection::PoolConnection(link), None)
-                    .await?,
-            )
+            Link::InTransaction(begin_on(link, None).await?)
         } else {
             Link::Plain(link)
         };
@@ -271,20 +268,35 @@ impl Pool {
     /// A transaction opened by `statement` (a `BEGIN` with its options:
     /// one round trip instead of `BEGIN` then `SET TRANSACTION`).
     pub async fn begin_with(&self, statement: &'static str) -> Result<Tx, sqlx::Error> {
-        // Only the wait for a connection may be given up (`connection`): a
-        // BEGIN given up after it was sent would leave the connection in a
-        // transaction that sqlx does not roll back (its depth counts only
-        // a BEGIN that answered). `Transaction::begin` is what sqlx's own
-        // `Pool::begin_with` runs on the connection it acquired.
         let _waiting = Waiting::start();
         let conn = self.connection().await?;
-        let inner = Transaction::begin(
-            sqlx::pool::MaybePoolConnection::PoolConnection(conn),
-            Some(sqlx::SqlSafeStr::into_sql_str(statement)),
-        )
-        .await?;
+        let inner = begin_on(conn, Some(sqlx::SqlSafeStr::into_sql_str(statement))).await?;
         Ok(Tx { inner })
     }
+}
+
+/// Opens a transaction on `conn` with `statement` (sqlx's plain `BEGIN`
+/// without one), in a task of its own that runs to the end even when the
+/// request waiting for it is dropped (its deadline passed, its client
+/// hung up). sqlx counts a transaction only once its BEGIN answered: a
+/// BEGIN dropped on the way left the connection in a transaction nobody
+/// ended, and the pool handed it on. The next `BEGIN ISOLATION LEVEL …`
+/// on it failed, and every statement after that answered "current
+/// transaction is aborted" (500s, for good). Run to the end, the
+/// transaction is dropped in the task and sqlx rolls it back before the
+/// connection is used again. (`Transaction::begin` is what sqlx's own
+/// `Pool::begin_with` runs on the connection it acquired.)
+async fn begin_on(
+    conn: PoolConnection<Postgres>,
+    statement: Option<sqlx::SqlStr>,
+) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+    let begin = Transaction::begin(
+        sqlx::pool::MaybePoolConnection::PoolConnection(conn),
+        statement,
+    );
+    tokio::spawn(begin)
+        .await
+        .map_err(|_| sqlx::Error::WorkerCrashed)?
 }
 
 /// Everything else (size, idle count, close, options) is sqlx's own.
