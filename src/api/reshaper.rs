@@ -85,6 +85,9 @@ async fn reshape_once(
 ) -> Result<()> {
     let mut tx = st.pool.begin().await?;
     let targets = lock_targets(&mut tx, inv_map, writes).await?;
+    allocations::check_generations(&mut tx, writes)
+        .await
+        .map_err(|e| alloc_error(e, None))?;
 
     // Interim inventory: current records overlaid with the new ones, so
     // nothing still allocated disappears before the allocations move.

@@ -146,6 +146,15 @@ async fn reshaper_conflicts_and_errors() {
     t.post("/reshaper", "1.30", body)
         .await
         .expect_error(400, None, "malformed reshaper data");
+    // An unknown class beside a stale consumer generation: Placement
+    // checks the consumers first (409), then the classes.
+    let mut body = reshape_body(&w, gc, gch, json!(7));
+    body["inventories"][&w.child]["inventories"]["CUSTOM_NOPE"] = json!({"total": 1});
+    t.post("/reshaper", "1.30", body).await.expect_error(
+        409,
+        Some("placement.concurrent_update"),
+        "consumer generation conflict",
+    );
     // Capacity problems in the new allocations.
     let mut body = reshape_body(&w, gc, gch, json!(1));
     body["allocations"][&w.consumer]["allocations"][&w.child]["resources"]["VGPU"] = json!(5);

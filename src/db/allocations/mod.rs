@@ -374,6 +374,25 @@ async fn lock_and_resolve(
     })
 }
 
+/// Locks the writes' consumers (in uuid order, after their providers, as
+/// every writer does) and checks each write's consumer generation: the
+/// reshaper does this before it reads its inventories, as Placement does
+/// (a stale generation is the 409 a client retries on, whatever else the
+/// body names). [`write`] checks them again under the same locks.
+pub async fn check_generations(
+    conn: &mut PgConnection,
+    writes: &[ConsumerWrite],
+) -> Result<(), AllocError> {
+    let mut wanted: Vec<Uuid> = writes.iter().map(|w| w.consumer).collect();
+    wanted.sort_unstable();
+    let existing = consumers::get_many_for_update(conn, &wanted)
+        .await?
+        .into_iter()
+        .map(|c| (c.uuid, c))
+        .collect();
+    check_consumer_generations(writes, &existing)
+}
+
 /// Each write's consumer generation against the locked consumer.
 fn check_consumer_generations(
     writes: &[ConsumerWrite],
