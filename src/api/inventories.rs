@@ -17,6 +17,7 @@ use crate::state::AppState;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use sqlx::PgConnection;
+use std::collections::HashMap;
 
 fn one_json(inv: &Inventory, generation: i32) -> InventoryWithGeneration {
     InventoryWithGeneration {
@@ -144,9 +145,23 @@ pub async fn replace(
     if !b.resource_provider_generation.matches(rp.generation) {
         return Err(generation_conflict());
     }
-    let rows = set_inventories(&mut tx, &rp, &b.records(), mv.at_least(1, 26)).await?;
+    let written = b.records();
+    let mut rows = set_inventories(&mut tx, &rp, &written, mv.at_least(1, 26)).await?;
     let gen = bump(&mut tx, rp.id, rp.generation).await?;
     tx.commit().await.map_err(ApiError::commit_failed)?;
+    // Placement answers a PUT in the order written (a GET in class order);
+    // server-owned rows the body cannot name come last.
+    let place: HashMap<&str, usize> = written
+        .iter()
+        .enumerate()
+        .map(|(i, (rc, _))| (rc.as_str(), i))
+        .collect();
+    rows.sort_by_key(|r| {
+        place
+            .get(r.resource_class.as_str())
+            .copied()
+            .unwrap_or(usize::MAX)
+    });
     Ok(Reply::ok(&inventories_json(&rows, gen)).cache(mv, None))
 }
 

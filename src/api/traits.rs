@@ -169,8 +169,11 @@ pub async fn set_for_provider(
         }
         gen += 1;
     }
-    let rows = db::of_provider(&mut tx, rp.id).await?;
+    let mut rows = db::of_provider(&mut tx, rp.id).await?;
     tx.commit().await.map_err(ApiError::commit_failed)?;
+    // Placement answers the PUT with the traits it looked up by name, in
+    // the order of GET /traits (name order); its GET in trait order.
+    rows.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Reply::ok(&provider_traits_json(&rows, gen)).cache(mv, latest(rows.iter().map(modified))))
 }
 

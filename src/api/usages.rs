@@ -9,8 +9,12 @@ use crate::api::respond::ApiResult;
 use crate::db::usages as db;
 use crate::state::AppState;
 use axum::extract::State;
+use indexmap::IndexMap;
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::json;
+
+/// The key beside the classes of a consumer type's usage (1.38+).
+const CONSUMER_COUNT: &str = "consumer_count";
 
 /// `GET /resource_providers/{uuid}/usages`.
 pub async fn provider(
@@ -49,13 +53,12 @@ pub async fn project(
     let mut conn = st.pool.acquire().await?;
     let rows = db::of_project(&mut conn, project, user).await?;
     if !mv.at_least(1, 38) {
-        let mut usages = Map::new();
+        let mut usages: IndexMap<String, i64> = IndexMap::new();
         for r in rows {
-            let slot = usages.entry(r.resource_class).or_insert(json!(0));
-            *slot = json!(slot.as_i64().unwrap_or(0) + r.used);
+            *usages.entry(r.resource_class).or_default() += r.used;
         }
         return Ok(Reply::ok(&ProjectUsages {
-            usages: usages.into_iter().collect(),
+            usages: usages.into_iter().map(|(k, v)| (k, json!(v))).collect(),
         })
         .cache(mv, None));
     }
@@ -71,28 +74,24 @@ pub async fn project(
             Some(f) => (t.as_deref() == Some(f)).then_some(name),
         }
     };
-    let mut usages: Map<String, Value> = Map::new();
+    // Placement's order: groups as first met in class order, and in each
+    // group its classes with `consumer_count` right after the first one
+    // (where its dict first received the count).
+    let mut usages: IndexMap<String, IndexMap<String, i64>> = IndexMap::new();
     for r in rows {
         if let Some(g) = group(&r.consumer_type) {
-            let entry = usages.entry(g).or_insert_with(|| json!({}));
-            let slot = entry
-                .as_object_mut()
-                .map(|m| m.entry(r.resource_class).or_insert(json!(0)));
-            if let Some(slot) = slot {
-                *slot = json!(slot.as_i64().unwrap_or(0) + r.used);
-            }
+            let entry = usages.entry(g).or_default();
+            *entry.entry(r.resource_class).or_default() += r.used;
+            entry.entry(CONSUMER_COUNT.to_string()).or_default();
         }
     }
     for (t, n) in counts {
-        if let Some(g) = group(&t) {
-            if let Some(m) = usages.get_mut(&g).and_then(Value::as_object_mut) {
-                let c = m.get("consumer_count").and_then(Value::as_i64).unwrap_or(0);
-                m.insert("consumer_count".into(), json!(c + n));
-            }
+        if let Some(m) = group(&t).and_then(|g| usages.get_mut(&g)) {
+            *m.entry(CONSUMER_COUNT.to_string()).or_default() += n;
         }
     }
     Ok(Reply::ok(&ProjectUsages {
-        usages: usages.into_iter().collect(),
+        usages: usages.into_iter().map(|(k, v)| (k, json!(v))).collect(),
     })
     .cache(mv, None))
 }

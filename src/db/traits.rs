@@ -142,7 +142,9 @@ pub async fn resolve(conn: &mut PgConnection, names: &[String]) -> Result<Resolv
     Ok(Resolved { found, missing })
 }
 
-/// A provider's traits (sorted by name) with the latest change time among them.
+/// A provider's traits in trait order (Placement's: standard traits as
+/// they were first stored, then custom ones as created) with the latest
+/// change time among them.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn of_provider(
     conn: &mut PgConnection,
@@ -151,7 +153,7 @@ pub async fn of_provider(
     crate::db::query_as(
         "SELECT t.id, t.name, t.created_at, t.updated_at FROM traits t
          JOIN resource_provider_traits r ON r.trait_id = t.id
-         WHERE r.resource_provider_id = $1 ORDER BY t.name",
+         WHERE r.resource_provider_id = $1 ORDER BY t.id",
     )
     .bind(rp_id)
     .fetch_all(conn)

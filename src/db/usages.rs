@@ -31,7 +31,9 @@ pub struct ProjectUsage {
     pub used: i64,
 }
 
-/// Usage of a project (and optionally a user), grouped by consumer type and class.
+/// Usage of a project (and optionally a user), grouped by class and
+/// consumer type, in Placement's order: class id, then type id with the
+/// untyped first (MySQL's order for its `GROUP BY`).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn of_project(
     conn: &mut PgConnection,
@@ -47,7 +49,8 @@ pub async fn of_project(
          JOIN resource_classes rc ON rc.id = a.resource_class_id
          LEFT JOIN consumer_types ct ON ct.id = c.consumer_type_id
          WHERE p.external_id = $1 AND ($2::text IS NULL OR u.external_id = $2)
-         GROUP BY ct.name, rc.name ORDER BY rc.name",
+         GROUP BY rc.id, ct.id
+         ORDER BY rc.id, ct.id NULLS FIRST",
     )
     .bind(project)
     .bind(user)

@@ -5,7 +5,7 @@
 use super::nodes::{self, instance_resources, workload, CpuModel, NodeState, CPU_SHARES, MIB};
 use super::request::Cpus;
 use crate::allocation::alloc_error;
-use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck};
+use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck, ProviderClaims};
 use crate::db::deployments::{self as db, InstanceSpec};
 use crate::error::{codes, Error, Result};
 use crate::sched::{self, CpuMap, ReallocRequest};
@@ -107,7 +107,7 @@ async fn write(
     let current = alloc_db::of_consumer(tx, consumer).await?;
     let mut allocations = resized_allocations(&current, node.uuid, after.memory_mb, &after.cpu_map);
     if let (CpuModel::Vcpu(..), Some(mine)) = (node.cpu, allocations.get_mut(&node.uuid)) {
-        mine.remove("VCPU");
+        mine.shift_remove("VCPU");
         let whole = Cpus::new(after.cpu)?.whole_vcpus();
         if whole > 0 {
             mine.insert("VCPU".into(), whole);
@@ -211,7 +211,7 @@ fn resized_allocations(
     node: uuid::Uuid,
     memory_mb: i64,
     cpu_map: &CpuMap,
-) -> BTreeMap<uuid::Uuid, BTreeMap<String, i64>> {
+) -> ProviderClaims {
     let extra: BTreeMap<String, i64> = current
         .iter()
         .filter(|r| {
@@ -221,13 +221,14 @@ fn resized_allocations(
         })
         .map(|r| (r.resource_class.clone(), i64::from(r.used)))
         .collect();
-    let mut allocations = BTreeMap::new();
+    let mut allocations = ProviderClaims::new();
     for r in current.iter().filter(|r| r.provider_uuid != node) {
         allocations
             .entry(r.provider_uuid)
-            .or_insert_with(BTreeMap::new)
+            .or_default()
             .insert(r.resource_class.clone(), i64::from(r.used));
     }
-    allocations.insert(node, instance_resources(memory_mb, cpu_map, &extra));
+    let on_node = instance_resources(memory_mb, cpu_map, &extra);
+    allocations.insert(node, on_node.into_iter().collect());
     allocations
 }

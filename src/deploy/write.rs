@@ -9,7 +9,7 @@
 use super::request::Deployment;
 use super::{refresh, PlannedInstance};
 use crate::allocation::alloc_error;
-use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck};
+use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck, ProviderClaims};
 use crate::db::colocation as colocation_db;
 use crate::db::colocation::PriorityRow;
 use crate::db::deployments::{self as db, NewInstance};
@@ -56,7 +56,10 @@ pub async fn write_instances(
             user_id: d.owner.user_id.clone(),
             consumer_type: Some(d.owner.consumer_type.clone()),
             generation: GenerationCheck::New,
-            allocations: BTreeMap::from([(i.instance.node, i.resources.clone())]),
+            allocations: ProviderClaims::from([(
+                i.instance.node,
+                i.resources.clone().into_iter().collect(),
+            )]),
         })
         .collect();
     let ids = match alloc_db::write(tx, &writes).await {

@@ -10,7 +10,9 @@ use super::pool::{self as providers, Cached};
 use super::Amounts;
 use crate::allocation::alloc_error;
 use crate::candidates::cache::SnapshotCache;
-use crate::db::allocations::{self as alloc_db, AllocError, ConsumerWrite, GenerationCheck};
+use crate::db::allocations::{
+    self as alloc_db, AllocError, ConsumerWrite, GenerationCheck, ProviderClaims,
+};
 use crate::db::fairness as db;
 use crate::db::Pool;
 use crate::error::{with_retries, Error, Result};
@@ -339,7 +341,10 @@ async fn commit(
             user_id: item.user_id.clone(),
             consumer_type: item.consumer_type.clone(),
             generation: GenerationCheck::New,
-            allocations: BTreeMap::from([(loaded.providers[provider], item.resources.clone())]),
+            allocations: ProviderClaims::from([(
+                loaded.providers[provider],
+                item.resources.clone().into_iter().collect(),
+            )]),
         });
     }
     if writes.is_empty() {

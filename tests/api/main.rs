@@ -11,6 +11,7 @@ use placement_testkit::common;
 mod aggregates;
 mod allocations;
 mod allocations_post;
+mod answer_order;
 mod bad_input;
 mod batch_placement;
 mod colocation;

@@ -4,9 +4,9 @@
 use crate::api::microversion::Microversion;
 use crate::api::schema::bodies::{AllocationSet, AllocationsPut, Ordered};
 use crate::config::Settings;
-use crate::db::allocations::{ConsumerWrite, GenerationCheck};
+use crate::db::allocations::{ConsumerWrite, GenerationCheck, ProviderClaims};
 use crate::types::parse_uuid_like;
-use std::collections::BTreeMap;
+use indexmap::IndexMap;
 use uuid::Uuid;
 
 /// Turns one consumer's validated body into a write.
@@ -16,8 +16,9 @@ pub fn consumer_write(
     mv: Microversion,
     settings: &Settings,
 ) -> ConsumerWrite {
-    let mut allocations: BTreeMap<Uuid, BTreeMap<String, i64>> = BTreeMap::new();
-    let mut add = |rp: &str, resources: &BTreeMap<String, i64>| {
+    // In body order: Placement writes (and later answers) them so.
+    let mut allocations: ProviderClaims = ProviderClaims::new();
+    let mut add = |rp: &str, resources: &IndexMap<String, i64>| {
         // Unparseable keys cannot name a provider; nil makes that a 400 later.
         let entry = allocations
             .entry(parse_uuid_like(rp).unwrap_or(Uuid::nil()))

@@ -8,6 +8,7 @@ use super::{register, Schemas};
 use crate::db::inventories::Inventory;
 use crate::sched::Strategy;
 use crate::types::{parse_uuid_like, GivenGeneration};
+use indexmap::IndexMap;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -232,8 +233,9 @@ impl InventoriesPut {
 pub struct ListedAllocation {
     /// The provider.
     pub resource_provider: ListedProvider,
-    /// Amounts by class.
-    pub resources: BTreeMap<String, i64>,
+    /// Amounts by class, in body order (the order they are written and
+    /// answered in).
+    pub resources: IndexMap<String, i64>,
 }
 
 /// `{"uuid": ...}` of the list form.
@@ -246,8 +248,9 @@ pub struct ListedProvider {
 /// One provider's share in the dict form (1.12+).
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct KeyedAllocation {
-    /// Amounts by class.
-    pub resources: BTreeMap<String, i64>,
+    /// Amounts by class, in body order (the order they are written and
+    /// answered in).
+    pub resources: IndexMap<String, i64>,
 }
 
 /// Provider uuid → resources, in body order (1.12+).

@@ -6,6 +6,7 @@
 
 use super::{register, Schemas};
 use crate::db::inventories::Inventory;
+use indexmap::IndexMap;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -111,8 +112,9 @@ pub struct InventoryWithGeneration {
 pub struct Inventories {
     /// The provider's generation.
     pub resource_provider_generation: i32,
-    /// Records by class.
-    pub inventories: BTreeMap<String, Inventory>,
+    /// Records by class: in class order when read, as written when put
+    /// (Placement's orders).
+    pub inventories: IndexMap<String, Inventory>,
 }
 
 /// `GET .../usages`.
@@ -121,8 +123,8 @@ pub struct Inventories {
 pub struct ProviderUsages {
     /// The provider's generation.
     pub resource_provider_generation: i32,
-    /// Units allocated by class.
-    pub usages: BTreeMap<String, i64>,
+    /// Units allocated by class, in class order.
+    pub usages: IndexMap<String, i64>,
 }
 
 /// `GET /usages`: units by class (before 1.38), or by consumer type, each
@@ -130,9 +132,10 @@ pub struct ProviderUsages {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProjectUsages {
-    /// Usages.
+    /// Usages, in class order (by consumer type: the type seen first in
+    /// class order first).
     #[schema(value_type = Object)]
-    pub usages: BTreeMap<String, Value>,
+    pub usages: IndexMap<String, Value>,
 }
 
 /// `GET|PUT .../aggregates`.
@@ -186,18 +189,18 @@ pub struct ResourceClassList {
 #[derive(Debug, Default, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderShare {
+    /// Units by class, in the order written.
+    pub resources: IndexMap<String, i64>,
     /// The provider's generation.
     pub generation: i32,
-    /// Units by class.
-    pub resources: BTreeMap<String, i64>,
 }
 
 /// `GET /allocations/{consumer}`.
 #[derive(Debug, Default, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConsumerAllocations {
-    /// Shares by provider uuid.
-    pub allocations: BTreeMap<String, ProviderShare>,
+    /// Shares by provider uuid, in the order written.
+    pub allocations: IndexMap<String, ProviderShare>,
     /// 1.12+: owning project.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub project_id: Option<String>,
@@ -216,8 +219,8 @@ pub struct ConsumerAllocations {
 #[derive(Debug, Default, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConsumerShare {
-    /// Units by class.
-    pub resources: BTreeMap<String, i64>,
+    /// Units by class, in class order.
+    pub resources: IndexMap<String, i64>,
     /// 1.28+: the consumer's generation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub consumer_generation: Option<i32>,
@@ -227,8 +230,9 @@ pub struct ConsumerShare {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderAllocations {
-    /// Shares by consumer uuid.
-    pub allocations: BTreeMap<String, ConsumerShare>,
+    /// Shares by consumer uuid, oldest consumer first (Placement's order
+    /// here is its query plan's).
+    pub allocations: IndexMap<String, ConsumerShare>,
     /// The provider's generation.
     pub resource_provider_generation: i32,
 }

@@ -20,9 +20,10 @@ use bound_shares::check_bound_shares;
 use chrono::{DateTime, Utc};
 use claim::Claim;
 use fairness_checks::{bump_and_check_limits, check_reservations, writer_projects};
+use indexmap::IndexMap;
 use priority_classes::check_priority_classes;
 use sqlx::PgConnection;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use stock::{usage, usage_and_inventories, Inventories, Usage};
 use uuid::Uuid;
 
@@ -55,14 +56,15 @@ const SELECT: &str = "SELECT rp.uuid AS provider_uuid, rp.generation AS provider
     JOIN consumers c ON c.id = a.consumer_id
     JOIN resource_classes rc ON rc.id = a.resource_class_id";
 
-/// A consumer's allocations, ordered by provider then class.
+/// A consumer's allocations in the order they were written (Placement's
+/// order: its rows in id order, as its index on the consumer gives them).
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn of_consumer(
     conn: &mut PgConnection,
     consumer: Uuid,
 ) -> Result<Vec<AllocationRow>, sqlx::Error> {
     crate::db::query_as(sqlx::AssertSqlSafe(format!(
-        "{SELECT} WHERE c.uuid = $1 ORDER BY rp.id, rc.id"
+        "{SELECT} WHERE c.uuid = $1 ORDER BY a.id"
     )))
     .bind(consumer)
     .fetch_all(conn)
@@ -107,9 +109,14 @@ pub struct ConsumerWrite {
     pub consumer_type: Option<String>,
     /// Generation check.
     pub generation: GenerationCheck,
-    /// New allocations: provider → class → units (empty: remove the consumer).
-    pub allocations: BTreeMap<Uuid, BTreeMap<String, i64>>,
+    /// New allocations (empty: remove the consumer).
+    pub allocations: ProviderClaims,
 }
+
+/// Provider → class → units, in the order given: rows are inserted in
+/// this order, and a consumer's allocations are read back in it, as
+/// Placement answers them.
+pub type ProviderClaims = IndexMap<Uuid, IndexMap<String, i64>>;
 
 /// Why an allocation write was refused. Each maps to one Placement error.
 #[derive(Debug, thiserror::Error)]
