@@ -10,6 +10,7 @@
 #      policy and CORS files in their server configurations, and the main
 #      suite again behind PgBouncer in transaction mode;
 #   3. scripts/osc_check.sh with the real openstack CLI,
+#      scripts/osc_functional.sh: osc-placement's own functional tests,
 #      scripts/keystone_check.sh: the service behind a real Keystone,
 #      scripts/import_check.sh: a real Placement's database imported and
 #      served identically, scripts/oslo_check.sh: oslo.config itself reads
@@ -33,7 +34,7 @@
 # Environment:
 #   DATABASE_URL   use this server instead (its role needs CREATEDB)
 #   SKIP=LIST      leave out suites by name (comma-separated: cargo,
-#                  conformance, pgbouncer, osc, keystone, import, oslo,
+#                  conformance, pgbouncer, osc, osc-functional, keystone, import, oslo,
 #                  packaging, docs, container); the summary then says NOT A FULL RUN
 # Extra arguments narrow the main conformance pass (run_gabbits.py options,
 # e.g. --only 'allocations*' -v) and leave out the other conformance passes.
@@ -226,6 +227,8 @@ check() {
 # The servers these start run their own PostgreSQL (zero-configuration
 # mode) or databases of their own.
 check osc "openstack CLI check" env -u DATABASE_URL bash scripts/osc_check.sh target/release/placement
+# osc-placement's own functional tests, a database of their own per test.
+check osc-functional "osc-placement functional" bash scripts/osc_functional.sh target/release/placement
 check keystone "Keystone check" env -u DATABASE_URL bash scripts/keystone_check.sh target/release/placement
 check import "import check" env -u DATABASE_URL bash scripts/import_check.sh target/release/placement
 check oslo "oslo.config's reading" bash scripts/oslo_check.sh
