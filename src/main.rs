@@ -57,7 +57,7 @@ async fn main() -> ExitCode {
     match cli.command {
         Command::Openapi => {
             let doc = placement::api::docs::openapi();
-            println!("{}", doc.to_pretty_json().unwrap_or_default());
+            println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
             ExitCode::SUCCESS
         }
         Command::Import(args) => match import(args).await {

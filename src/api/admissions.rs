@@ -11,7 +11,8 @@ use axum::extract::State;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
-fn schema() -> Value {
+/// The schema its body is validated against (also the OpenAPI document's).
+pub(in crate::api) fn schema() -> Value {
     let mut item = admission_request_properties();
     item.insert(
         "id".into(),

@@ -20,7 +20,8 @@ use serde_json::{json, Map, Value};
 
 /// Every policy field, any JSON value (types and ranges are checked after
 /// the merge, with Koordinator's field names in the message).
-fn policy_schema() -> Value {
+/// The schema its body is validated against (also the OpenAPI document's).
+pub(in crate::api) fn policy_schema() -> Value {
     let fields: Map<String, Value> = serde_json::to_value(Policy::default())
         .ok()
         .and_then(|v| v.as_object().cloned())
@@ -31,7 +32,8 @@ fn policy_schema() -> Value {
     json!({"type": "object", "properties": fields, "additionalProperties": false})
 }
 
-fn priority_schema() -> Value {
+/// The schema its body is validated against (also the OpenAPI document's).
+pub(in crate::api) fn priority_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
@@ -44,7 +46,8 @@ fn priority_schema() -> Value {
     })
 }
 
-fn report_schema() -> Value {
+/// The schema its body is validated against (also the OpenAPI document's).
+pub(in crate::api) fn report_schema() -> Value {
     let used = json!({"type": "object", "properties": {
         "cpu_milli_used": {"type": "integer"}, "memory_mb_used": {"type": "integer"}},
         "required": ["cpu_milli_used", "memory_mb_used"], "additionalProperties": false});
@@ -68,7 +71,8 @@ fn report_schema() -> Value {
     })
 }
 
-fn evictions_schema() -> Value {
+/// The schema its body is validated against (also the OpenAPI document's).
+pub(in crate::api) fn evictions_schema() -> Value {
     json!({
         "type": "object",
         "properties": {

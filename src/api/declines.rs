@@ -13,7 +13,8 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-fn schema() -> Value {
+/// The schema its body is validated against (also the OpenAPI document's).
+pub(in crate::api) fn schema() -> Value {
     let mut resources = amounts_schema(1);
     resources["minProperties"] = json!(1);
     json!({
@@ -30,7 +31,8 @@ fn schema() -> Value {
     })
 }
 
-fn query_schema() -> Value {
+/// The schema its query is validated against (also the OpenAPI document's parameters).
+pub(in crate::api) fn query_schema() -> Value {
     json!({
         "type": "object",
         "properties": {"project_id": project_id_schema(), "user_id": project_id_schema()},

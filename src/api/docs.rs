@@ -1,13 +1,25 @@
 //! The OpenAPI document (`/openapi.json`) and Swagger UI (`/docs`), both
 //! served without authentication. The document is generated from the route
-//! table (`routes.rs`) with utoipa; `openapi/placement.json` holds a committed copy
-//! that a test keeps fresh.
+//! table (`routes`): its paths, methods, microversions and policy rules, the
+//! schemas of its bodies and answers (utoipa), and the JSON schemas its
+//! queries are validated against (declared as query parameters);
+//! `openapi/placement.json` holds a committed copy that a test keeps fresh.
+//!
+//! What a generated client or an API tester needs beside that is declared
+//! here once for every operation: the token (a security scheme, so `/docs`
+//! can send it), the microversion header, the path parameters' formats, and
+//! every status the service answers with Placement's error body.
 
 use super::microversion::{HISTORY, MAX, MIN};
-use axum::Router;
+use super::routes::Route;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{json, Map, Value};
+use std::sync::LazyLock;
 use utoipa::openapi::path::{HttpMethod, OperationBuilder, PathItem};
-use utoipa::openapi::{InfoBuilder, OpenApi, OpenApiBuilder, PathsBuilder, ResponseBuilder};
-use utoipa_swagger_ui::SwaggerUi;
+use utoipa::openapi::{InfoBuilder, OpenApiBuilder, PathsBuilder, ResponseBuilder};
+use utoipa_swagger_ui::{Config, SwaggerUi};
 
 fn method(m: &axum::http::Method) -> HttpMethod {
     match m.as_str() {
@@ -18,44 +30,188 @@ fn method(m: &axum::http::Method) -> HttpMethod {
     }
 }
 
-/// A JSON request body of the named schema.
-fn request_body(name: &str) -> utoipa::openapi::request_body::RequestBody {
-    utoipa::openapi::request_body::RequestBodyBuilder::new()
-        .content(
-            "application/json",
-            utoipa::openapi::ContentBuilder::new()
-                .schema(Some(utoipa::openapi::Ref::from_schema_name(name)))
-                .build(),
-        )
-        .required(Some(utoipa::openapi::Required::True))
-        .build()
-}
-
-/// Every request and response schema.
+/// Every answer's schema.
 fn schemas() -> super::schema::Schemas {
-    let mut out = super::schema::responses::components();
-    out.extend(super::schema::bodies::components());
-    out
+    super::schema::responses::components()
 }
 
-/// The success response, with its body's schema when it has one.
-fn success(answer: Option<&str>) -> utoipa::openapi::Response {
-    let builder = ResponseBuilder::new().description("Success");
-    match answer {
-        Some(name) => builder
-            .content(
-                "application/json",
-                utoipa::openapi::ContentBuilder::new()
-                    .schema(Some(utoipa::openapi::Ref::from_schema_name(name)))
-                    .build(),
-            )
-            .build(),
-        None => builder.build(),
+/// Placement's error body, the answer of every refusal.
+fn error_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["errors"],
+        "properties": {"errors": {"type": "array", "minItems": 1, "items": {
+            "type": "object",
+            "required": ["status", "title", "detail", "request_id"],
+            "properties": {
+                "status": {"type": "integer"},
+                "title": {"type": "string"},
+                "detail": {"type": "string"},
+                "code": {"type": "string", "description": "placement.* code, from 1.23"},
+                "request_id": {"type": "string"}
+            }
+        }}}
+    })
+}
+
+/// The statuses a refusal may carry, on any operation: a body or query
+/// that does not validate (400), no or a refused token (401), a policy
+/// rule (403), a missing resource or a microversion the route is not in
+/// (404), a method (405), an `Accept` without JSON (406), a generation or
+/// state conflict (409), a body too large (413), a body that is not JSON
+/// (415), and a database that cannot answer or a full service (503).
+const REFUSALS: &[&str] = &[
+    "400", "401", "403", "404", "405", "406", "409", "413", "415", "503",
+];
+
+/// The success statuses of a route, by what Placement answers: a GET 200
+/// (204 where it has no answer: a trait that exists), a DELETE 204; a PUT
+/// 200 with its answer (before 1.7 a class's, after it 201 or 204), else
+/// 201 (created) or 204; a POST 200, 201 or 202 with its answer, or 204.
+fn successes(r: &Route) -> &'static [&'static str] {
+    match (r.method.as_str(), r.answer.is_some()) {
+        ("GET", true) => &["200"],
+        ("GET", false) => &["200", "204"],
+        ("DELETE", _) => &["204"],
+        ("PUT", true) => &["200", "201", "204"],
+        ("PUT", false) => &["201", "204"],
+        (_, true) => &["200", "201", "202"],
+        (_, false) => &["201", "204"],
     }
 }
 
+/// A path parameter's schema, by its name (and, for class and trait names,
+/// whether the route writes one: only custom ones may be written).
+fn path_parameter(name: &str, writes: bool) -> Value {
+    let custom = json!({"type": "string", "pattern": "^CUSTOM_[A-Z0-9_]+$", "maxLength": 255});
+    let any_name = json!({"type": "string", "pattern": "^[A-Z0-9_]+$", "maxLength": 255});
+    match name {
+        "uuid" | "consumer_uuid" | "id" => json!({"type": "string", "format": "uuid"}),
+        "name" | "resource_class" if writes => custom,
+        "name" | "resource_class" => any_name,
+        "project_id" => super::schema::extensions::project_id_schema(),
+        _ => json!({"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,255}$"}),
+    }
+}
+
+/// The parameters of a route: its path's, its query's (from the schema
+/// it is validated against) and the microversion header.
+fn parameters(r: &Route) -> Vec<Value> {
+    let writes = matches!(r.method.as_str(), "PUT" | "DELETE")
+        && (r.path.starts_with("/resource_classes/") || r.path.starts_with("/traits/"));
+    let mut out: Vec<Value> = r
+        .path
+        .split('/')
+        .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
+        .map(|name| {
+            json!({"name": name, "in": "path", "required": true,
+                   "schema": path_parameter(name, writes)})
+        })
+        .collect();
+    if let Some(query) = r.query {
+        out.extend(query_parameters(&query()));
+    }
+    out.push(json!({
+        "name": "OpenStack-API-Version",
+        "in": "header",
+        "required": false,
+        "description": format!(
+            "The microversion, `placement {MIN}` to `placement {MAX}` or `placement latest`; \
+             without it, {MIN}. The shapes documented here are {MAX}'s; the operation's \
+             description says when it appeared, and an older microversion may refuse \
+             (or not know) what {MAX} accepts. A version out of range is 406."
+        ),
+        "schema": {"type": "string", "pattern": r"^placement (latest|1\.([0-9]|[1-3][0-9]))$"},
+        "example": format!("placement {MAX}")
+    }));
+    out
+}
+
+/// Query grammars Placement parses inside a parameter's string, where
+/// its validation schema says only "string".
+fn query_grammar(name: &str) -> Option<Value> {
+    const CLASS: &str = "[A-Z0-9_]{1,255}";
+    const UUID: &str = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
+    let pattern = match name {
+        "resources" => format!("^{CLASS}:[1-9][0-9]{{0,8}}(,{CLASS}:[1-9][0-9]{{0,8}})*$"),
+        "required" => format!("^!?{CLASS}(,!?{CLASS})*$"),
+        "member_of" => format!("^(in:)?{UUID}(,{UUID})*$"),
+        "in_tree" => format!("^{UUID}$"),
+        "name" => "^[A-Za-z0-9_ -]{1,200}$".to_string(),
+        "associated" => "^(true|false)$".to_string(),
+        _ => return None,
+    };
+    Some(json!({"type": "string", "pattern": pattern}))
+}
+
+/// One query parameter per property (and per granular group's unsuffixed
+/// name) of a query's validation schema.
+fn query_parameters(schema: &Value) -> Vec<Value> {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut named: Map<String, Value> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    // `^resources([a-zA-Z0-9_-]{1,64})?$` and the like: the unsuffixed name.
+    if let Some(patterns) = schema.get("patternProperties").and_then(Value::as_object) {
+        for (pattern, s) in patterns {
+            let name = pattern
+                .trim_start_matches('^')
+                .split('(')
+                .next()
+                .unwrap_or_default();
+            named.entry(name.to_string()).or_insert_with(|| s.clone());
+        }
+    }
+    named
+        .into_iter()
+        .map(|(name, s)| {
+            let s = query_grammar(&name).unwrap_or(s);
+            json!({"name": name, "in": "query", "required": required.contains(&name.as_str()),
+                   "schema": s})
+        })
+        .collect()
+}
+
+/// The responses of a route: its successes, with its answer's schema
+/// where it has one, and every refusal with Placement's error body.
+fn responses(r: &Route) -> Value {
+    let mut out = Map::new();
+    let body = |name: &str| json!({"application/json": {"schema": {"$ref": format!("#/components/schemas/{name}")}}});
+    for status in successes(r) {
+        let mut response = json!({"description": "Success"});
+        match (r.path, r.answer) {
+            // Text for Prometheus; the others negotiate JSON.
+            ("/metrics", _) => {
+                response["content"] = json!({"text/plain": {"schema": {"type": "string"}}})
+            }
+            ("/healthcheck", Some(name)) => {
+                response["content"] = body(name);
+                response["content"]["text/plain"] = json!({"schema": {"type": "string"}});
+            }
+            (_, Some(name)) if *status != "204" => response["content"] = body(name),
+            _ => {}
+        }
+        out.insert((*status).to_string(), response);
+    }
+    for status in REFUSALS {
+        let mut response = json!({"$ref": "#/components/responses/Refused"});
+        if r.path == "/healthcheck" && *status == "503" {
+            response = out["200"].clone();
+            response["description"] = json!("The database cannot answer (the reason in `reasons`)");
+        }
+        out.insert((*status).to_string(), response);
+    }
+    Value::Object(out)
+}
+
 /// Builds the OpenAPI document.
-pub fn openapi() -> OpenApi {
+pub fn openapi() -> Value {
     let history: Vec<String> = HISTORY
         .iter()
         .map(|(v, what)| format!("- {v}: {what}"))
@@ -70,24 +226,17 @@ pub fn openapi() -> OpenApi {
         let rule = r.rule.map_or("no token needed".to_string(), |rule| {
             format!("policy rule `{rule}`")
         });
-        let mut op = OperationBuilder::new()
+        let op = OperationBuilder::new()
             .summary(Some(r.summary.to_string()))
             .description(Some(format!(
                 "Available from microversion {}; {rule}.",
                 r.since
             )))
-            .response("200", success(r.answer))
-            .response(
-                "400",
-                ResponseBuilder::new().description("Bad request (Placement error body)"),
-            )
+            .response("200", ResponseBuilder::new().description("Success"))
             .build();
-        op.request_body = r
-            .takes
-            .map(|name| utoipa::openapi::RefOr::T(request_body(name)));
         paths = paths.path(r.path.to_string(), PathItem::new(method(&r.method), op));
     }
-    OpenApiBuilder::new()
+    let built = OpenApiBuilder::new()
         .info(
             InfoBuilder::new()
                 .title("placement")
@@ -100,10 +249,74 @@ pub fn openapi() -> OpenApi {
                 .schemas_from_iter(schemas())
                 .build(),
         ))
-        .build()
+        .build();
+    let mut doc = serde_json::to_value(built).unwrap_or_default();
+    complete(&mut doc);
+    doc
+}
+
+/// What utoipa's builders do not say: each operation's parameters,
+/// statuses and security, Placement's error body and the token scheme.
+fn complete(doc: &mut Value) {
+    for r in super::routes::all() {
+        let Some(op) = doc
+            .pointer_mut(&format!(
+                "/paths/{}/{}",
+                r.path.replace('~', "~0").replace('/', "~1"),
+                r.method.as_str().to_lowercase()
+            ))
+            .and_then(Value::as_object_mut)
+        else {
+            continue;
+        };
+        op.insert("parameters".into(), Value::Array(parameters(r)));
+        if let Some(body) = r.takes {
+            // The very schema the body is validated against.
+            op.insert(
+                "requestBody".into(),
+                json!({"required": true, "content": {"application/json": {"schema": body()}}}),
+            );
+        }
+        op.insert("responses".into(), responses(r));
+        if r.rule.is_none() {
+            // Public: a token may be sent, none is needed.
+            op.insert("security".into(), json!([{}, {"token": []}]));
+        }
+    }
+    if let Some(components) = doc.get_mut("components").and_then(Value::as_object_mut) {
+        if let Some(schemas) = components.get_mut("schemas").and_then(Value::as_object_mut) {
+            schemas.insert("Error".into(), error_schema());
+        }
+        components.insert(
+            "responses".into(),
+            json!({"Refused": {
+                "description": "Refused (Placement's error body)",
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+            }}),
+        );
+        components.insert(
+            "securitySchemes".into(),
+            json!({"token": {
+                "type": "apiKey", "in": "header", "name": "X-Auth-Token",
+                "description": "A Keystone token (with --auth-strategy noauth2: `admin` for an admin, any other text for a member)"
+            }}),
+        );
+    }
+    if let Some(root) = doc.as_object_mut() {
+        root.insert("security".into(), json!([{"token": []}]));
+    }
+}
+
+/// The document's text, built once.
+static DOCUMENT: LazyLock<Value> = LazyLock::new(openapi);
+
+async fn document() -> impl IntoResponse {
+    Json(&*DOCUMENT)
 }
 
 /// `/openapi.json` and `/docs`.
 pub fn router() -> Router {
-    Router::new().merge(SwaggerUi::new("/docs").url("/openapi.json", openapi()))
+    Router::new()
+        .route("/openapi.json", get(document))
+        .merge(SwaggerUi::new("/docs").config(Config::from("/openapi.json")))
 }

@@ -13,7 +13,8 @@ use axum::extract::State;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-fn query_schema() -> Value {
+/// The schema its query is validated against (also the OpenAPI document's parameters).
+pub(in crate::api) fn query_schema() -> Value {
     json!({
         "type": "object",
         "properties": {"project_id": project_id_schema()},

@@ -10,7 +10,8 @@ use crate::state::AppState;
 use axum::extract::State;
 use serde_json::{json, Value};
 
-fn fairness_schema() -> Value {
+/// The schema its body is validated against (also the OpenAPI document's).
+pub(in crate::api) fn fairness_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
@@ -22,7 +23,8 @@ fn fairness_schema() -> Value {
     })
 }
 
-fn quota_schema() -> Value {
+/// The schema its body is validated against (also the OpenAPI document's).
+pub(in crate::api) fn quota_schema() -> Value {
     json!({
         "type": "object",
         "properties": {

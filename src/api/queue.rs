@@ -38,7 +38,8 @@ fn item_schema() -> Value {
 /// than checking the body against it.
 static SCHEMA: LazyLock<Value> = LazyLock::new(schema);
 
-fn schema() -> Value {
+/// The schema its body is validated against (also the OpenAPI document's).
+pub(in crate::api) fn schema() -> Value {
     json!({
         "anyOf": [
             {
@@ -88,7 +89,8 @@ struct Wait {
     wait: Option<String>,
 }
 
-fn wait_schema() -> Value {
+/// The schema its query is validated against (also the OpenAPI document's parameters).
+pub(in crate::api) fn wait_schema() -> Value {
     json!({
         "type": "object",
         "properties": {"wait": {"type": "string", "pattern": "^[0-9]{1,9}$"}},
@@ -161,7 +163,8 @@ async fn still_waiting(
     tokio::time::Instant::now() < deadline
 }
 
-fn list_schema() -> Value {
+/// The schema its query is validated against (also the OpenAPI document's parameters).
+pub(in crate::api) fn list_schema() -> Value {
     json!({
         "type": "object",
         "properties": {

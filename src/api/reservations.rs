@@ -10,7 +10,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 
-fn schema() -> Value {
+/// The schema its body is validated against (also the OpenAPI document's).
+pub(in crate::api) fn schema() -> Value {
     json!({
         "type": "object",
         "properties": {

@@ -14,7 +14,8 @@ use crate::state::AppState;
 use axum::extract::State;
 use serde_json::{json, Value};
 
-fn schema() -> Value {
+/// The schema its body is validated against (also the OpenAPI document's).
+pub(in crate::api) fn schema() -> Value {
     json!({
         "type": "object",
         "properties": {

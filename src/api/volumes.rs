@@ -13,7 +13,8 @@ use axum::extract::State;
 use serde_json::{json, Value};
 use sqlx::PgConnection;
 
-fn schema() -> Value {
+/// The schema its body is validated against (also the OpenAPI document's).
+pub(in crate::api) fn schema() -> Value {
     json!({
         "type": "object",
         "properties": {

@@ -20,7 +20,8 @@ use axum::http::StatusCode;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
-fn schema() -> Value {
+/// The schema its body is validated against (also the OpenAPI document's).
+pub(in crate::api) fn schema() -> Value {
     let name = json!({"type": "string", "minLength": 1, "maxLength": 255});
     json!({
         "type": "object",
@@ -196,7 +197,8 @@ pub async fn show(
     }))
 }
 
-fn resize_schema() -> Value {
+/// The schema its body is validated against (also the OpenAPI document's).
+pub(in crate::api) fn resize_schema() -> Value {
     json!({
         "type": "object",
         "properties": {

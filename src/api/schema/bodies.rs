@@ -4,7 +4,6 @@
 //! integers arrive range-checked into their types, uuids parsed,
 //! generations exact.
 
-use super::{register, Schemas};
 use crate::db::inventories::Inventory;
 use crate::sched::Strategy;
 use crate::types::{parse_uuid_like, GivenGeneration};
@@ -305,36 +304,6 @@ pub struct Reshape {
     /// Every consumer whose allocations change, with its full new set.
     #[schema(value_type = BTreeMap<String, AllocationsPut>)]
     pub allocations: Ordered<AllocationsPut>,
-}
-
-/// Every request body schema, for the OpenAPI components.
-pub fn components() -> Schemas {
-    let mut out = Vec::new();
-    register::<ProviderCreate>(&mut out);
-    register::<ProviderUpdate>(&mut out);
-    register::<ResourceClassBody>(&mut out);
-    register::<ProviderTraitsPut>(&mut out);
-    register::<AggregatesPut>(&mut out);
-    register::<InventoryCreate>(&mut out);
-    register::<InventoryUpdate>(&mut out);
-    register::<InventoriesPut>(&mut out);
-    register::<AllocationsPut>(&mut out);
-    register::<AllocationsPost>(&mut out);
-    register::<Reshape>(&mut out);
-    register::<DeployRequest>(&mut out);
-    register::<ResizeRequest>(&mut out);
-    register::<TopologyBody>(&mut out);
-    register::<VolumesBody>(&mut out);
-    register::<crate::fairness::projects::FairnessPut>(&mut out);
-    register::<crate::fairness::projects::QuotaPut>(&mut out);
-    register::<crate::fairness::reservations::ReservationPut>(&mut out);
-    register::<crate::fairness::admission::AdmissionPost>(&mut out);
-    register::<crate::fairness::queue::QueuePost>(&mut out);
-    register::<crate::fairness::declines::DeclinePost>(&mut out);
-    register::<crate::colocation::priority::PriorityPut>(&mut out);
-    register::<crate::colocation::reports::UsageReport>(&mut out);
-    register::<crate::colocation::advice::EvictionsPost>(&mut out);
-    out
 }
 
 // ---- extensions ----
