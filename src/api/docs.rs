@@ -80,36 +80,44 @@ fn successes(r: &Route) -> &'static [&'static str] {
     }
 }
 
-/// A path parameter's schema, by its name (and, for class and trait names,
-/// whether the route writes one: only custom ones may be written).
-fn path_parameter(name: &str, writes: bool) -> Value {
-    let custom = json!({"type": "string", "pattern": "^CUSTOM_[A-Z0-9_]+$", "maxLength": 255});
-    let any_name = json!({"type": "string", "pattern": "^[A-Z0-9_]+$", "maxLength": 255});
+/// A path parameter's schema, as the route holds it to: uuids; class and
+/// trait names, custom ones where a route writes them; a project id as a
+/// body's where a write stores it. A read takes any text there (Placement
+/// answers `GET /allocations/{c}` of any text with no allocations).
+fn path_parameter(r: &Route, name: &str) -> Value {
+    let writes = r.method != axum::http::Method::GET;
+    let names = r.path.starts_with("/resource_classes/") || r.path.starts_with("/traits/");
+    let text = json!({"type": "string", "minLength": 1});
     match name {
+        "consumer_uuid" if r.path == "/allocations/{consumer_uuid}" && !writes => text,
         "uuid" | "consumer_uuid" | "id" => json!({"type": "string", "format": "uuid"}),
-        "name" | "resource_class" if writes => custom,
-        "name" | "resource_class" => any_name,
-        "project_id" => super::schema::extensions::project_id_schema(),
-        _ => json!({"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,255}$"}),
+        "name" | "resource_class" if writes && names => {
+            json!({"type": "string", "pattern": "^CUSTOM_[A-Z0-9_]+$", "maxLength": 255})
+        }
+        "name" | "resource_class" => {
+            json!({"type": "string", "pattern": "^[A-Z0-9_]+$", "maxLength": 255})
+        }
+        "project_id" if r.method == axum::http::Method::PUT => {
+            super::schema::extensions::project_id_schema()
+        }
+        _ => text,
     }
 }
 
 /// The parameters of a route: its path's, its query's (from the schema
 /// it is validated against) and the microversion header.
 fn parameters(r: &Route) -> Vec<Value> {
-    let writes = matches!(r.method.as_str(), "PUT" | "DELETE")
-        && (r.path.starts_with("/resource_classes/") || r.path.starts_with("/traits/"));
     let mut out: Vec<Value> = r
         .path
         .split('/')
         .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
         .map(|name| {
             json!({"name": name, "in": "path", "required": true,
-                   "schema": path_parameter(name, writes)})
+                   "schema": path_parameter(r, name)})
         })
         .collect();
     if let Some(query) = r.query {
-        out.extend(query_parameters(&query()));
+        out.extend(query_parameters(r, &query()));
     }
     out.push(json!({
         "name": "OpenStack-API-Version",
@@ -121,7 +129,9 @@ fn parameters(r: &Route) -> Vec<Value> {
              description says when it appeared, and an older microversion may refuse \
              (or not know) what {MAX} accepts. A version out of range is 406."
         ),
-        "schema": {"type": "string", "pattern": r"^placement (latest|1\.([0-9]|[1-3][0-9]))$"},
+        // As `microversion::negotiate` reads it: empty (or no placement
+        // entry) is the oldest.
+        "schema": {"type": "string", "pattern": r"^([ \t]*[Pp][Ll][Aa][Cc][Ee][Mm][Ee][Nn][Tt][ \t]+(latest|0*1[ \t]*\.[ \t]*0*([0-9]|[1-3][0-9]))[ \t]*)?$"},
         "example": format!("placement {MAX}")
     }));
     out
@@ -129,16 +139,18 @@ fn parameters(r: &Route) -> Vec<Value> {
 
 /// Query grammars Placement parses inside a parameter's string, where
 /// its validation schema says only "string".
-fn query_grammar(name: &str) -> Option<Value> {
+fn query_grammar(r: &Route, name: &str) -> Option<Value> {
     const CLASS: &str = "[A-Z0-9_]{1,255}";
     const UUID: &str = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
-    let pattern = match name {
-        "resources" => format!("^{CLASS}:[1-9][0-9]{{0,8}}(,{CLASS}:[1-9][0-9]{{0,8}})*$"),
-        "required" => format!("^!?{CLASS}(,!?{CLASS})*$"),
-        "member_of" => format!("^(in:)?{UUID}(,{UUID})*$"),
-        "in_tree" => format!("^{UUID}$"),
-        "name" => "^[A-Za-z0-9_ -]{1,200}$".to_string(),
-        "associated" => "^(true|false)$".to_string(),
+    const SUFFIX: &str = "_?[a-zA-Z0-9_-]{1,64}";
+    let pattern = match (r.path, name) {
+        (_, "resources") => format!("^{CLASS}:[1-9][0-9]{{0,8}}(,{CLASS}:[1-9][0-9]{{0,8}})*$"),
+        (_, "required" | "root_required") => format!("^!?{CLASS}(,!?{CLASS})*$"),
+        (_, "member_of") => format!("^(in:)?{UUID}(,{UUID})*$"),
+        (_, "in_tree") => format!("^{UUID}$"),
+        (_, "same_subtree") => format!("^{SUFFIX}(,{SUFFIX})*$"),
+        ("/traits", "name") => format!("^(in:{CLASS}(,{CLASS})*|startswith:[A-Z0-9_]{{0,255}})$"),
+        (_, "associated") => "^(true|false)$".to_string(),
         _ => return None,
     };
     Some(json!({"type": "string", "pattern": pattern}))
@@ -146,7 +158,7 @@ fn query_grammar(name: &str) -> Option<Value> {
 
 /// One query parameter per property (and per granular group's unsuffixed
 /// name) of a query's validation schema.
-fn query_parameters(schema: &Value) -> Vec<Value> {
+fn query_parameters(r: &Route, schema: &Value) -> Vec<Value> {
     let required: Vec<&str> = schema
         .get("required")
         .and_then(Value::as_array)
@@ -171,7 +183,7 @@ fn query_parameters(schema: &Value) -> Vec<Value> {
     named
         .into_iter()
         .map(|(name, s)| {
-            let s = query_grammar(&name).unwrap_or(s);
+            let s = query_grammar(r, &name).unwrap_or(s);
             json!({"name": name, "in": "query", "required": required.contains(&name.as_str()),
                    "schema": s})
         })
@@ -194,7 +206,14 @@ fn responses(r: &Route) -> Value {
                 response["content"] = body(name);
                 response["content"]["text/plain"] = json!({"schema": {"type": "string"}});
             }
-            (_, Some(name)) if *status != "204" => response["content"] = body(name),
+            // A PUT's 201 and 204 have no body (a class's PUT answered one
+            // before 1.7 only, with 200).
+            (_, Some(name))
+                if *status != "204"
+                    && !(r.method == axum::http::Method::PUT && *status != "200") =>
+            {
+                response["content"] = body(name)
+            }
             _ => {}
         }
         out.insert((*status).to_string(), response);

@@ -63,6 +63,17 @@ impl JsonBody {
     }
 }
 
+/// A project id a write takes from its path and stores: held to the rule
+/// of a body's project id (`project_id_schema`: 1 to 255 characters), 400
+/// otherwise, so that no project is stored that no body could name.
+pub fn stored_project_id(raw: &str) -> Result<(), ApiError> {
+    validate(
+        &super::schema::extensions::project_id_schema(),
+        &Value::String(raw.to_string()),
+    )
+    .map_err(|e| ApiError::bad_request(format!("Invalid project_id in path: {}", e.render())))
+}
+
 /// True when any string (or key) in the value holds a NUL character, which
 /// PostgreSQL text cannot store.
 fn has_nul(v: &Value) -> bool {

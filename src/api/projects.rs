@@ -1,7 +1,7 @@
 //! `/projects/{project_id}/fairness` and `/projects/{project_id}/quota`
 //! (our extension, the Mesos allocator's weights and quotas).
 
-use super::extract::{JsonBody, PathParams};
+use super::extract::{stored_project_id, JsonBody, PathParams};
 use super::respond::Reply;
 use super::schema::extensions::{amounts_schema, project_id_schema};
 use crate::api::respond::ApiResult;
@@ -50,6 +50,7 @@ pub async fn set_fairness(
     PathParams(project): PathParams<String>,
     body: JsonBody,
 ) -> ApiResult<Reply> {
+    stored_project_id(&project)?;
     let b: FairnessPut = body.parse(&fairness_schema())?;
     Ok(Reply::ok(
         &service::set_fairness(&st.pool, &project, b).await?,
@@ -70,6 +71,7 @@ pub async fn set_quota(
     PathParams(project): PathParams<String>,
     body: JsonBody,
 ) -> ApiResult<Reply> {
+    stored_project_id(&project)?;
     let b: QuotaPut = body.parse(&quota_schema())?;
     Ok(Reply::ok(&service::set_quota(&st.pool, &project, b).await?))
 }

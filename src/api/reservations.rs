@@ -1,7 +1,7 @@
 //! `/resource_providers/{uuid}/project_reservations/{project_id}` (our
 //! extension): capacity on a provider only one project's subtree may use.
 
-use super::extract::{find, find_for_update, JsonBody, PathParams};
+use super::extract::{find, find_for_update, stored_project_id, JsonBody, PathParams};
 use super::respond::Reply;
 use crate::api::respond::{ApiError, ApiResult};
 use crate::fairness::reservations::{self as service, ReservationPut};
@@ -43,6 +43,7 @@ pub async fn replace(
     PathParams((id, project)): PathParams<(String, String)>,
     body: JsonBody,
 ) -> ApiResult<Reply> {
+    stored_project_id(&project)?;
     let b: ReservationPut = body.parse(&schema())?;
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;

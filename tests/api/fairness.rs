@@ -499,6 +499,23 @@ async fn bad_fairness_input_is_400_and_stores_nothing() {
         t.get("/projects/A/fairness", MV).await.expect(200).json()["weight"],
         json!(1.0)
     );
+    // A project id no body could name (over 255 characters) is not stored
+    // from a path either.
+    let long = "p".repeat(256);
+    t.put(
+        &format!("/projects/{long}/fairness"),
+        MV,
+        json!({"weight": 2.0}),
+    )
+    .await
+    .expect_error(400, None, "Invalid project_id in path");
+    t.put(
+        &format!("/projects/{long}/quota"),
+        MV,
+        json!({"limits": {"VCPU": 1}}),
+    )
+    .await
+    .expect_error(400, None, "Invalid project_id in path");
     let bad_quotas = [
         (json!({"limits": {"VCPU": -1}}), "minimum"),
         (json!({"limits": {"VCPU": 1.5}}), "is not of type 'integer'"),
