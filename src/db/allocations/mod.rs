@@ -365,13 +365,7 @@ async fn lock_and_resolve(
             })
         });
     }
-    let mut wanted_consumers: Vec<Uuid> = writes.iter().map(|w| w.consumer).collect();
-    wanted_consumers.sort_unstable();
-    let existing = consumers::get_many_for_update(conn, &wanted_consumers)
-        .await?
-        .into_iter()
-        .map(|c| (c.uuid, c))
-        .collect();
+    let existing = lock_consumers(conn, writes).await?;
     Ok(Locked {
         provider_ids,
         providers: rows.iter().map(|(id, _)| *id).collect(),
@@ -390,14 +384,23 @@ pub async fn check_generations(
     conn: &mut PgConnection,
     writes: &[ConsumerWrite],
 ) -> Result<(), AllocError> {
+    let existing = lock_consumers(conn, writes).await?;
+    check_consumer_generations(writes, &existing)
+}
+
+/// Locks the writes' existing consumers in uuid order (every writer's
+/// order, after the providers) and returns them by uuid.
+async fn lock_consumers(
+    conn: &mut PgConnection,
+    writes: &[ConsumerWrite],
+) -> Result<HashMap<Uuid, ConsumerRow>, sqlx::Error> {
     let mut wanted: Vec<Uuid> = writes.iter().map(|w| w.consumer).collect();
     wanted.sort_unstable();
-    let existing = consumers::get_many_for_update(conn, &wanted)
+    Ok(consumers::get_many_for_update(conn, &wanted)
         .await?
         .into_iter()
         .map(|c| (c.uuid, c))
-        .collect();
-    check_consumer_generations(writes, &existing)
+        .collect())
 }
 
 /// Each write's consumer generation against the locked consumer.
