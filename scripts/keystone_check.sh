@@ -17,6 +17,9 @@
 # 4. Keystone stopped: a token not seen before gets 503; Keystone back: 200.
 # 5. Forged identity headers change nothing; a refused token is asked
 #    about once, not on every request (Keystone's access log counts).
+# 6. schemathesis on the whole OpenAPI document with an admin's token
+#    (scripts/schemathesis_check.sh): behind Keystone, so that its check
+#    that a bad token is refused holds.
 #
 # Venvs (created once): ${KEYSTONE_VENV:-~/.cache/placement-keystone/venv}
 # and the openstack CLI's ${OSC_VENV:-~/.cache/placement-osc/venv}.
@@ -223,7 +226,12 @@ grep -q placement.identity.unavailable "$WORK/body" || fail "503 body: $(cat "$W
 start_keystone
 [ "$(code "$NEW" /resource_providers)" = 200 ] || fail "after Keystone came back: $(cat "$WORK/body")"
 
-echo "keystone check: all $STEP steps passed"
+step "schemathesis on the whole OpenAPI document, with an admin's token"
+PLACEMENT_TOKEN=$(token "${ADMIN[@]}") bash scripts/schemathesis_check.sh "$PL" >"$WORK/schemathesis.log" 2>&1 \
+    || { cat "$WORK/schemathesis.log" >&2; fail "schemathesis"; }
+FUZZ=$(grep '^schemathesis: ' "$WORK/schemathesis.log")
+
+echo "keystone check: all $STEP steps passed ($FUZZ)"
 
 # --- the benchmark (--bench) -----------------------------------------------------------------
 if [ -n "$BENCH" ]; then

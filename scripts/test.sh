@@ -11,7 +11,8 @@
 #      suite again behind PgBouncer in transaction mode;
 #   3. scripts/osc_check.sh with the real openstack CLI,
 #      scripts/osc_functional.sh: osc-placement's own functional tests,
-#      scripts/keystone_check.sh: the service behind a real Keystone,
+#      scripts/keystone_check.sh: the service behind a real Keystone, and
+#      schemathesis on the whole OpenAPI document there,
 #      scripts/import_check.sh: a real Placement's database imported and
 #      served identically, scripts/oslo_check.sh: oslo.config itself reads
 #      the deployment tools' files as recorded for the Rust tests,

@@ -187,6 +187,21 @@ impl PriorityClass {
         }
     }
 
+    /// Whether `priority` is in the class's range; the refusal's text when
+    /// not (both writes that take a priority say it this way).
+    pub fn admits(self, priority: i32) -> Result<(), String> {
+        let range = self.range();
+        if range.contains(&priority) {
+            return Ok(());
+        }
+        Err(format!(
+            "Priority {priority} is outside the {} class's range {}–{}.",
+            self.name(),
+            range.start(),
+            range.end()
+        ))
+    }
+
     /// Batch and free work: best-effort, evictable, on the batch ledger.
     pub fn low(self) -> bool {
         matches!(self, Self::Batch | Self::Free)

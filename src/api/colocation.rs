@@ -38,7 +38,7 @@ pub(in crate::api) fn priority_schema() -> Value {
         "type": "object",
         "properties": {
             "priority_class": {"type": "string", "enum": ["prod", "mid", "batch", "free"]},
-            "priority": {"type": ["integer", "null"]},
+            "priority": {"type": ["integer", "null"], "minimum": i32::MIN, "maximum": i32::MAX},
             "eviction_enabled": {"type": "boolean"}
         },
         "required": ["priority_class"],
@@ -48,22 +48,25 @@ pub(in crate::api) fn priority_schema() -> Value {
 
 /// The schema its body is validated against (also the OpenAPI document's).
 pub(in crate::api) fn report_schema() -> Value {
+    // Amounts are 0 or more (their bound above is the node's capacity,
+    // checked by `colocation::reports`); a window is 1 s to an hour.
+    let amount = json!({"type": "integer", "minimum": 0, "maximum": i64::MAX});
     let used = json!({"type": "object", "properties": {
-        "cpu_milli_used": {"type": "integer"}, "memory_mb_used": {"type": "integer"}},
+        "cpu_milli_used": amount, "memory_mb_used": amount},
         "required": ["cpu_milli_used", "memory_mb_used"], "additionalProperties": false});
     json!({
         "type": "object",
         "properties": {
             "sampled_at": {"type": "string", "format": "date-time"},
-            "window_seconds": {"type": "integer"},
+            "window_seconds": {"type": "integer", "minimum": 1, "maximum": 3600},
             "node": used, "system": used,
             "consumers": {"type": "array", "maxItems": 10000, "items": {"type": "object", "properties": {
                 "consumer_uuid": {"type": "string", "format": "uuid"},
-                "cpu_milli_used": {"type": "integer"}, "memory_mb_used": {"type": "integer"}},
+                "cpu_milli_used": amount, "memory_mb_used": amount},
                 "required": ["consumer_uuid", "cpu_milli_used", "memory_mb_used"], "additionalProperties": false}},
             "be": {"type": "object", "properties": {
-                "cpu_milli_used": {"type": "integer"}, "cpu_milli_request": {"type": "integer"},
-                "cpu_milli_real_limit": {"type": "integer"}},
+                "cpu_milli_used": amount, "cpu_milli_request": amount,
+                "cpu_milli_real_limit": amount},
                 "required": ["cpu_milli_used", "cpu_milli_request", "cpu_milli_real_limit"], "additionalProperties": false}
         },
         "required": ["sampled_at", "window_seconds", "node", "system"],

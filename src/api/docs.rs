@@ -10,6 +10,7 @@
 //! can send it), the microversion header, the path parameters' formats, and
 //! every status the service answers with Placement's error body.
 
+use super::document_rules as rules;
 use super::microversion::{HISTORY, MAX, MIN};
 use super::routes::Route;
 use axum::response::IntoResponse;
@@ -113,7 +114,7 @@ fn parameters(r: &Route) -> Vec<Value> {
         .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
         .map(|name| {
             json!({"name": name, "in": "path", "required": true,
-                   "schema": path_parameter(r, name)})
+                   "schema": rules::path_parameter(path_parameter(r, name))})
         })
         .collect();
     if let Some(query) = r.query {
@@ -135,25 +136,6 @@ fn parameters(r: &Route) -> Vec<Value> {
         "example": format!("placement {MAX}")
     }));
     out
-}
-
-/// Query grammars Placement parses inside a parameter's string, where
-/// its validation schema says only "string".
-fn query_grammar(r: &Route, name: &str) -> Option<Value> {
-    const CLASS: &str = "[A-Z0-9_]{1,255}";
-    const UUID: &str = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
-    const SUFFIX: &str = "_?[a-zA-Z0-9_-]{1,64}";
-    let pattern = match (r.path, name) {
-        (_, "resources") => format!("^{CLASS}:[1-9][0-9]{{0,8}}(,{CLASS}:[1-9][0-9]{{0,8}})*$"),
-        (_, "required" | "root_required") => format!("^!?{CLASS}(,!?{CLASS})*$"),
-        (_, "member_of") => format!("^(in:)?{UUID}(,{UUID})*$"),
-        (_, "in_tree") => format!("^{UUID}$"),
-        (_, "same_subtree") => format!("^{SUFFIX}(,{SUFFIX})*$"),
-        ("/traits", "name") => format!("^(in:{CLASS}(,{CLASS})*|startswith:[A-Z0-9_]{{0,255}})$"),
-        (_, "associated") => "^(true|false)$".to_string(),
-        _ => return None,
-    };
-    Some(json!({"type": "string", "pattern": pattern}))
 }
 
 /// One query parameter per property (and per granular group's unsuffixed
@@ -183,11 +165,39 @@ fn query_parameters(r: &Route, schema: &Value) -> Vec<Value> {
     named
         .into_iter()
         .map(|(name, s)| {
-            let s = query_grammar(r, &name).unwrap_or(s);
-            json!({"name": name, "in": "query", "required": required.contains(&name.as_str()),
-                   "schema": s})
+            let needed = required.contains(&name.as_str()) || rules::query_required(r, &name);
+            let s = rules::query_parameter(r, &name, s);
+            json!({"name": name, "in": "query", "required": needed, "schema": s})
         })
         .collect()
+}
+
+/// Where a success's answer leads: a created provider's `uuid` is the
+/// path parameter of every operation on that provider (so a client or a
+/// stateful tester can follow it).
+fn links(r: &Route) -> Option<Value> {
+    if (r.method.as_str(), r.path) != ("POST", "/resource_providers") {
+        return None;
+    }
+    let on_provider = super::routes::all().filter(|o| {
+        o.path.starts_with("/resource_providers/{uuid}") && o.path.matches('{').count() == 1
+    });
+    let mut links = Map::new();
+    for o in on_provider {
+        let method = o.method.as_str().to_lowercase();
+        let name = format!(
+            "{method}{}",
+            o.path["/resource_providers/{uuid}".len()..].replace('/', "_")
+        );
+        links.insert(
+            if name == method { format!("{method}_provider") } else { name },
+            json!({
+                "operationRef": format!("#/paths/{}/{method}", o.path.replace('~', "~0").replace('/', "~1")),
+                "parameters": {"uuid": "$response.body#/uuid"}
+            }),
+        );
+    }
+    Some(Value::Object(links))
 }
 
 /// The responses of a route: its successes, with its answer's schema
@@ -215,6 +225,9 @@ fn responses(r: &Route) -> Value {
                 response["content"] = body(name)
             }
             _ => {}
+        }
+        if let Some(links) = links(r).filter(|_| *status == "200") {
+            response["links"] = links;
         }
         out.insert((*status).to_string(), response);
     }
@@ -290,10 +303,12 @@ fn complete(doc: &mut Value) {
         };
         op.insert("parameters".into(), Value::Array(parameters(r)));
         if let Some(body) = r.takes {
-            // The very schema the body is validated against.
+            // The very schema the body is validated against, with the
+            // rules its handler checks after validation.
+            let schema = rules::body(r, body());
             op.insert(
                 "requestBody".into(),
-                json!({"required": true, "content": {"application/json": {"schema": body()}}}),
+                json!({"required": true, "content": {"application/json": {"schema": schema}}}),
             );
         }
         op.insert("responses".into(), responses(r));

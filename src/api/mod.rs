@@ -10,6 +10,7 @@ pub mod colocation;
 pub mod declines;
 pub mod deployments;
 pub mod docs;
+mod document_rules;
 pub mod extract;
 pub mod health;
 pub mod inventories;

@@ -41,15 +41,7 @@ pub struct PriorityView {
 /// Sets a consumer's priority: 400 for a priority outside its class.
 pub async fn put(conn: &mut PgConnection, consumer: Uuid, b: PriorityPut) -> Result<PriorityView> {
     if let Some(p) = b.priority {
-        let range = b.priority_class.range();
-        if !range.contains(&p) {
-            return Err(Error::invalid(format!(
-                "Priority {p} is outside the {:?} class's range {}–{}.",
-                b.priority_class,
-                range.start(),
-                range.end()
-            )));
-        }
+        b.priority_class.admits(p).map_err(Error::invalid)?;
     }
     let held = db::held_classes(conn, consumer).await?;
     if let Some(class) = held.iter().find(|c| !b.priority_class.may_allocate(c)) {

@@ -92,14 +92,8 @@ fn batch_instance(d: &Deployment, class: PriorityClass) -> Result<CpuMem> {
         )
         .code(codes::DEPLOY_INVALID_REQUEST));
     }
-    if let Some(p) = d.priority.filter(|p| !class.range().contains(p)) {
-        let r = class.range();
-        return Err(Error::invalid(format!(
-            "Priority {p} is outside the {} class's range {}–{}.",
-            class.name(),
-            r.start(),
-            r.end()
-        )));
+    if let Some(p) = d.priority {
+        class.admits(p).map_err(Error::invalid)?;
     }
     batch::check_classes(class, d.shape.resources.keys())?;
     if !d.shape.volumes.is_empty() {

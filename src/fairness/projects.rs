@@ -97,12 +97,19 @@ pub async fn fairness(pool: &Pool, project: &str) -> Result<FairnessView> {
     Ok(FairnessView::of(project, row))
 }
 
+/// The weights a project may have. Mesos takes any positive number; a
+/// share divided by one near 0 is past any float (a dominant share of
+/// infinity sorts nothing), so weights span nine orders of magnitude.
+pub const WEIGHTS: std::ops::RangeInclusive<f64> = 0.001..=1_000_000.0;
+
 /// Sets a project's weight and parent.
 pub async fn set_fairness(pool: &Pool, project: &str, body: FairnessPut) -> Result<FairnessView> {
-    if !(body.weight.is_finite() && body.weight > 0.0) {
-        return Err(Error::invalid(
-            "The weight must be a number greater than 0.",
-        ));
+    if !WEIGHTS.contains(&body.weight) {
+        return Err(Error::invalid(format!(
+            "The weight must be a number from {} to {}.",
+            WEIGHTS.start(),
+            WEIGHTS.end()
+        )));
     }
     let mut tx = pool.begin().await?;
     let id = project_row(&mut tx, project).await?;

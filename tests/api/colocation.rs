@@ -342,9 +342,11 @@ async fn bad_colocation_input_is_400_and_stores_nothing() {
         "node": {"cpu_milli_used": cpu, "memory_mb_used": 10}, "system": {"cpu_milli_used": 0, "memory_mb_used": 0}})
     };
     let path = format!("/resource_providers/{rp}/usage_reports");
-    t.post(&path, MV, report(at(0), -1))
-        .await
-        .expect_error(400, None, "negative");
+    t.post(&path, MV, report(at(0), -1)).await.expect_error(
+        400,
+        None,
+        "less than the minimum of 0",
+    );
     t.post(&path, MV, report(at(0), 10_000_000))
         .await
         .expect_error(400, None, "ten times");
@@ -357,9 +359,16 @@ async fn bad_colocation_input_is_400_and_stores_nothing() {
     let mut unknown = report(at(0), 1);
     unknown["consumers"] =
         json!([{"consumer_uuid": uuid(), "cpu_milli_used": 1, "memory_mb_used": 1}]);
-    t.post(&path, MV, unknown)
+    t.post(&path, MV, unknown.clone())
         .await
         .expect_error(400, None, "no allocations");
+    // One sample per consumer: a consumer listed twice is refused before
+    // anything is written (it was a 500 from the sample's upsert).
+    let listed = unknown["consumers"][0].clone();
+    unknown["consumers"] = json!([listed, listed]);
+    t.post(&path, MV, unknown)
+        .await
+        .expect_error(400, None, "reported twice");
     t.post(
         &format!("/resource_providers/{}/usage_reports", uuid()),
         MV,

@@ -490,7 +490,16 @@ async fn bad_fairness_input_is_400_and_stores_nothing() {
     let t = TestApp::new().await;
     let rp = t.create_rp("node").await;
     t.set_inventories(&rp, json!({"VCPU": {"total": 4}})).await;
-    for weight in [json!(0), json!(-1.5), json!("x"), json!(null)] {
+    // Positive but past what a share can be divided by (5e-324 made a
+    // dominant share of infinity, answered as null), or absurdly large.
+    for weight in [
+        json!(0),
+        json!(-1.5),
+        json!("x"),
+        json!(null),
+        json!(5e-324),
+        json!(1e7),
+    ] {
         t.put("/projects/A/fairness", MV, json!({"weight": weight}))
             .await
             .expect(400);

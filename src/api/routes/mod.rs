@@ -515,7 +515,7 @@ pub const ROUTES: &[Route] = &[
         target: Subject::QueryProjectOrCaller,
         summary: "Why not (extension): the query of GET /allocation_candidates, validated alike; for every root provider (limit: the first N by uuid) whether its tree anchors a candidate and, if not, the first constraint that rules it out with its numbers, plus a count per reason",
         takes: None,
-        query: None,
+        query: Some(|| super::schema::candidates_query(MAX).into_owned()),
         answer: Some("Explanation"),
         handler: || get(allocation_candidates::explain),
     },

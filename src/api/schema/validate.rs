@@ -166,7 +166,12 @@ pub fn integers_as_integers(schema: &Value, instance: &mut Value) {
     let Some(keywords) = schema.as_object() else {
         return;
     };
-    if keywords.get("type").and_then(Value::as_str) == Some("integer") {
+    let integer = match keywords.get("type") {
+        Some(Value::String(t)) => t == "integer",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
+        _ => false,
+    };
+    if integer {
         if let Some(i) = instance
             .as_f64()
             .filter(|f| f.fract() == 0.0)

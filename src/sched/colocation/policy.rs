@@ -122,135 +122,98 @@ impl Policy {
         Ok(p)
     }
 
-    /// Koordinator's ranges; the first violation, named by field.
+    /// Koordinator's ranges and choices (`RANGES`, `CHOICES`), then the
+    /// rules that relate two knobs; the first violation, named by field.
     pub fn validate(&self) -> Result<(), String> {
-        self.validate_batch()?;
-        self.validate_load()?;
-        self.validate_watermarks()?;
-        self.validate_satisfaction()?;
-        at_least(
-            "cpuEvictTimeWindowSeconds",
-            self.cpu_evict_time_window_seconds,
-            1,
-        )?;
-        at_least("degradeTimeMinutes", self.degrade_time_minutes, 1)?;
-        at_least("metricExpirationSeconds", self.metric_expiration_seconds, 1)?;
-        at_least("cooldown.cpu", self.cooldown.cpu, 0)?;
-        at_least("cooldown.memory", self.cooldown.memory, 0)
-    }
-
-    /// The batch allocatable's knobs (reclaim above 100 % is allowed: it
-    /// overcommits, as upstream).
-    fn validate_batch(&self) -> Result<(), String> {
-        at_least(
-            "cpuReclaimThresholdPercent",
-            self.cpu_reclaim_threshold_percent,
-            0,
-        )?;
-        at_least(
-            "memoryReclaimThresholdPercent",
-            self.memory_reclaim_threshold_percent,
-            0,
-        )?;
-        if self.cpu_calculate_policy == CalculatePolicy::Request {
-            return Err("cpuCalculatePolicy must be usage or maxUsageRequest".into());
+        let wire = serde_json::to_value(self).map_err(|e| e.to_string())?;
+        let at = |name: &str| wire.pointer(&format!("/{}", name.replace('.', "/")));
+        for &(name, least, most) in RANGES {
+            // Unset (null) optional knobs have no value to check.
+            let Some(v) = at(name).and_then(serde_json::Value::as_i64) else {
+                continue;
+            };
+            match most {
+                Some(most) if !(least..=most).contains(&v) => {
+                    return Err(format!(
+                        "{name} must be between {least} and {most}, not {v}"
+                    ))
+                }
+                None if v < least => {
+                    return Err(format!("{name} must be at least {least}, not {v}"))
+                }
+                _ => {}
+            }
         }
-        if let Some(v) = self.batch_cpu_threshold_percent {
-            at_least("batchCPUThresholdPercent", v, 0)?;
+        for &(name, choices) in CHOICES {
+            if let Some(v) = at(name).and_then(serde_json::Value::as_str) {
+                if !choices.contains(&v) {
+                    return Err(format!("{name} must be {}, not {v}", choices.join(" or ")));
+                }
+            }
         }
-        if let Some(v) = self.batch_memory_threshold_percent {
-            at_least("batchMemoryThresholdPercent", v, 0)?;
-        }
-        Ok(())
-    }
-
-    /// The LoadAware filter's thresholds and estimation factors.
-    fn validate_load(&self) -> Result<(), String> {
-        percent(
-            "forbidUsageThresholds.cpu",
-            self.forbid_usage_thresholds.cpu,
-        )?;
-        percent(
-            "forbidUsageThresholds.memory",
-            self.forbid_usage_thresholds.memory,
-        )?;
-        at_least(
-            "estimatedScalingFactors.cpu",
-            self.estimated_scaling_factors.cpu,
-            1,
-        )?;
-        percent(
-            "estimatedScalingFactors.cpu",
-            self.estimated_scaling_factors.cpu,
-        )?;
-        at_least(
-            "estimatedScalingFactors.memory",
-            self.estimated_scaling_factors.memory,
-            1,
-        )?;
-        percent(
-            "estimatedScalingFactors.memory",
-            self.estimated_scaling_factors.memory,
-        )
-    }
-
-    /// Suppression and memory eviction watermarks.
-    fn validate_watermarks(&self) -> Result<(), String> {
-        percent(
-            "cpuSuppressThresholdPercent",
-            self.cpu_suppress_threshold_percent,
-        )?;
-        if let Some(v) = self.cpu_suppress_min_percent {
-            percent("cpuSuppressMinPercent", v)?;
-        }
-        percent(
-            "memoryEvictThresholdPercent",
-            self.memory_evict_threshold_percent,
-        )?;
-        if let Some(v) = self.memory_evict_lower_percent {
-            percent("memoryEvictLowerPercent", v)?;
-            if v > self.memory_evict_threshold_percent {
+        if let Some(lower) = self.memory_evict_lower_percent {
+            if lower > self.memory_evict_threshold_percent {
                 return Err(
                     "memoryEvictLowerPercent must not be above memoryEvictThresholdPercent".into(),
                 );
             }
         }
-        percent(
-            "cpuEvictBEUsageThresholdPercent",
-            self.cpu_evict_be_usage_threshold_percent,
-        )
-    }
-
-    /// lower in (0, 60], upper in (0, 100), upper ≥ lower; both or neither.
-    fn validate_satisfaction(&self) -> Result<(), String> {
-        match (self.cpu_evict_be_satisfaction_lower_percent, self.cpu_evict_be_satisfaction_upper_percent) {
+        match (
+            self.cpu_evict_be_satisfaction_lower_percent,
+            self.cpu_evict_be_satisfaction_upper_percent,
+        ) {
             (None, None) => Ok(()),
-            (Some(lower), Some(upper)) => {
-                if !(1..=60).contains(&lower) {
-                    return Err(format!("cpuEvictBESatisfactionLowerPercent must be in (0, 60], not {lower}"));
-                }
-                if !(1..100).contains(&upper) {
-                    return Err(format!("cpuEvictBESatisfactionUpperPercent must be in (0, 100), not {upper}"));
-                }
-                if upper < lower {
-                    return Err("cpuEvictBESatisfactionUpperPercent must not be below the lower percent".into());
-                }
-                Ok(())
+            (Some(lower), Some(upper)) if upper < lower => {
+                Err("cpuEvictBESatisfactionUpperPercent must not be below the lower percent".into())
             }
-            _ => Err("cpuEvictBESatisfactionLowerPercent and cpuEvictBESatisfactionUpperPercent go together".into()),
+            (Some(_), Some(_)) => Ok(()),
+            _ => Err(
+                "cpuEvictBESatisfactionLowerPercent and cpuEvictBESatisfactionUpperPercent go together"
+                    .into(),
+            ),
         }
     }
 }
 
-fn percent(name: &str, v: i64) -> Result<(), String> {
-    (0..=100)
-        .contains(&v)
-        .then_some(())
-        .ok_or(format!("{name} must be between 0 and 100, not {v}"))
-}
+/// Each knob's own range, by its wire name (a nested one as
+/// `outer.inner`): the least it may be and the most, where there is a
+/// most (reclaim above 100 % is allowed: it overcommits, as upstream).
+/// `Policy::validate` checks them; the API's document states them.
+pub const RANGES: &[(&str, i64, Option<i64>)] = &[
+    ("cpuReclaimThresholdPercent", 0, None),
+    ("memoryReclaimThresholdPercent", 0, None),
+    ("batchCPUThresholdPercent", 0, None),
+    ("batchMemoryThresholdPercent", 0, None),
+    ("forbidUsageThresholds.cpu", 0, Some(100)),
+    ("forbidUsageThresholds.memory", 0, Some(100)),
+    ("estimatedScalingFactors.cpu", 1, Some(100)),
+    ("estimatedScalingFactors.memory", 1, Some(100)),
+    ("cpuSuppressThresholdPercent", 0, Some(100)),
+    ("cpuSuppressMinPercent", 0, Some(100)),
+    ("memoryEvictThresholdPercent", 0, Some(100)),
+    ("memoryEvictLowerPercent", 0, Some(100)),
+    ("cpuEvictBEUsageThresholdPercent", 0, Some(100)),
+    // lower in (0, 60], upper in (0, 100)
+    ("cpuEvictBESatisfactionLowerPercent", 1, Some(60)),
+    ("cpuEvictBESatisfactionUpperPercent", 1, Some(99)),
+    ("cpuEvictTimeWindowSeconds", 1, None),
+    ("degradeTimeMinutes", 1, None),
+    ("metricExpirationSeconds", 1, None),
+    ("cooldown.cpu", 0, None),
+    ("cooldown.memory", 0, None),
+];
 
-fn at_least(name: &str, v: i64, min: i64) -> Result<(), String> {
-    (v >= min)
-        .then_some(())
-        .ok_or(format!("{name} must be at least {min}, not {v}"))
-}
+/// The values each named knob may take (CPU is never counted by request:
+/// upstream counts memory alone that way).
+pub const CHOICES: &[(&str, &[&str])] = &[
+    ("cpuCalculatePolicy", &["usage", "maxUsageRequest"]),
+    (
+        "memoryCalculatePolicy",
+        &["usage", "request", "maxUsageRequest"],
+    ),
+    ("cpuSuppressPolicy", &["cpuset", "cfsQuota"]),
+    (
+        "cpuEvictPolicy",
+        &["evictByRealLimit", "evictByAllocatable"],
+    ),
+];
