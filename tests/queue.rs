@@ -692,6 +692,70 @@ async fn a_guarantee_is_won_back_through_preemption_advice() {
     );
 }
 
+/// A multi-core request with a guarantee, on tied providers, with the
+/// other project's own work still queued: the advice stays on the
+/// provider where room is held for it, round after round, so deleting
+/// exactly the advised consumers admits it (before, the advice moved with
+/// each round's order while the hold stayed, and B's queued work took
+/// the freed cores in half the trials).
+#[tokio::test]
+async fn deleting_the_advised_consumers_admits_a_multi_core_request() {
+    let c = Cluster::new("queue-advice-hold", "1.39").await;
+    for i in 0..3 {
+        c.provider(&format!("cn{i}"), json!({"VCPU": {"total": 10}}))
+            .await;
+    }
+    for (project, weight) in [("A", 1.0), ("B", 2.0)] {
+        let path = format!("/projects/{project}/fairness");
+        let (s, v) = send(&c, 0, Method::PUT, &path, Some(json!({"weight": weight}))).await;
+        assert_eq!(s, 200, "{v}");
+    }
+    queue_many(&c, "B", 30).await;
+    until_holds(&c, "B", 30).await;
+    queue_many(&c, "B", 10).await;
+    set_quota(&c, "A", json!({"guarantees": {"VCPU": 8}})).await;
+    queue(&c, 0, request_body("A", 8)).await;
+    // Three rounds' advice: eight of B's consumers, all on one provider,
+    // the same provider each round.
+    let mut rounds = std::collections::HashSet::new();
+    let mut provider: Option<Value> = None;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let advice = loop {
+        let (s, v) = send(&c, 0, Method::GET, "/preemptions", None).await;
+        assert_eq!(s, 200, "{v}");
+        let entries = v["preemptions"].as_array().cloned().unwrap_or_default();
+        if entries.len() == 8 {
+            let here = &entries[0]["resource_provider_uuid"];
+            assert!(
+                entries.iter().all(|e| &e["resource_provider_uuid"] == here),
+                "{v}"
+            );
+            assert_eq!(
+                provider.get_or_insert_with(|| here.clone()),
+                here,
+                "the advice moved"
+            );
+            rounds.insert(entries[0]["round_id"].clone());
+            if rounds.len() >= 3 {
+                break entries;
+            }
+        }
+        assert!(Instant::now() < deadline, "no steady advice: {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    for e in &advice {
+        let path = format!("/allocations/{}", e["consumer_uuid"].as_str().unwrap());
+        let (s, _) = send(&c, 0, Method::DELETE, &path, None).await;
+        assert_eq!(s, 204);
+    }
+    until_holds(&c, "A", 8).await;
+    assert_eq!(
+        vcpu_of(&c, "B").await,
+        22,
+        "B's queued work took none of it"
+    );
+}
+
 /// The same without a guarantee (Mesos' behaviour): no advice; A gets
 /// what B frees, and as B's work ends and B queues more, the shares
 /// converge to the weights' 1:2.

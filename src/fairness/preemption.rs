@@ -214,9 +214,24 @@ impl Inputs {
             })
             .collect();
         let (victims, victim_rows) = victims(view, &held, &project_ix, &mut holders);
+        let ids: Vec<Uuid> = waiting.iter().map(|&i| rows[i].0.id).collect();
+        let position: HashMap<i64, usize> = view
+            .provider_ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (*id, i))
+            .collect();
+        let held_on: HashMap<Uuid, usize> = db::held_on(tx, &ids)
+            .await?
+            .into_iter()
+            .filter_map(|(request, provider)| Some((request, *position.get(&provider)?)))
+            .collect();
         let asks = waiting
             .iter()
-            .map(|&i| ask(view, &project_ix, i, &rows[i]))
+            .map(|&i| Ask {
+                held_on: held_on.get(&rows[i].0.id).copied(),
+                ..ask(view, &project_ix, i, &rows[i])
+            })
             .collect();
         let pool = Pool {
             totals: view.totals.clone(),
@@ -296,5 +311,6 @@ fn ask(
             item.priority_class,
             Some(PriorityClass::Batch | PriorityClass::Free)
         ),
+        held_on: None,
     }
 }

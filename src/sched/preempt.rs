@@ -71,6 +71,10 @@ pub struct Ask {
     pub allowed: Option<Vec<usize>>,
     /// True for batch or free work.
     pub batch: bool,
+    /// The provider where room is already held for it by earlier advice:
+    /// preferred while it can still make the room, so that the advice
+    /// and the hold stay on one provider from round to round.
+    pub held_on: Option<usize>,
 }
 
 /// Room to make for one request.
@@ -240,7 +244,7 @@ pub fn advise(pool: &Pool, projects: &[Holder], victims: &[Victim], asks: &[Ask]
         let best = allowed
             .iter()
             .filter_map(|&p| picture.victims_on(p, ask).map(|v| (p, v)))
-            .min_by_key(|(p, v)| (v.len(), *p));
+            .min_by_key(|(p, v)| (Some(*p) != ask.held_on, v.len(), *p));
         let Some((provider, picks)) = best else {
             continue;
         };

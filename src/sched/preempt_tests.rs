@@ -32,6 +32,7 @@ fn ask(project: usize, vcpu: i64) -> Ask {
         resources: vec![(VCPU, vcpu)],
         allowed: None,
         batch: false,
+        held_on: None,
     }
 }
 
@@ -129,6 +130,38 @@ fn the_provider_needing_fewest_victims_wins() {
     let advice = advise(&p, &projects, &victims, &[ask(0, 3)]);
     assert_eq!(advice[0].provider, 1);
     assert_eq!(advice[0].victims, vec![2]);
+}
+
+#[test]
+fn the_provider_already_holding_room_wins_while_it_can_make_it() {
+    // Three tied providers of 10 single-core victims: without a hold the
+    // first wins; with room held on the third, the advice stays there
+    // (the hold and the advice agree from round to round), even where
+    // another provider would need fewer victims.
+    let victims: Vec<Victim> = (0..30).map(|i| victim(1, i / 10, 1, 0, i as u64)).collect();
+    let projects = vec![holder(1.0, 0, 8), holder(2.0, 30, 0)];
+    let p = pool(3, 10, 0);
+    assert_eq!(advise(&p, &projects, &victims, &[ask(0, 8)])[0].provider, 0);
+    let held = Ask {
+        held_on: Some(2),
+        ..ask(0, 8)
+    };
+    let advice = advise(&p, &projects, &victims, std::slice::from_ref(&held));
+    assert_eq!(advice[0].provider, 2);
+    assert_eq!(advice[0].victims.len(), 8);
+    let mut fewer = p.clone();
+    fewer.free[0][VCPU] = 4;
+    assert_eq!(
+        advise(&fewer, &projects, &victims, std::slice::from_ref(&held))[0].provider,
+        2
+    );
+    // Where the held provider can no longer make the room, another does.
+    let gone: Vec<Victim> = victims
+        .iter()
+        .filter(|v| v.provider != 2)
+        .cloned()
+        .collect();
+    assert_eq!(advise(&p, &projects, &gone, &[held])[0].provider, 0);
 }
 
 proptest! {

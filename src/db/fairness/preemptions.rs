@@ -172,6 +172,21 @@ pub async fn hold(
     Ok(())
 }
 
+/// The provider each of `requests` holds room on, where it holds any.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn held_on(
+    conn: &mut PgConnection,
+    requests: &[Uuid],
+) -> Result<Vec<(Uuid, i64)>, sqlx::Error> {
+    crate::db::query_as(
+        "SELECT DISTINCT request_id, resource_provider_id FROM preemption_holds
+         WHERE request_id = ANY($1)",
+    )
+    .bind(requests)
+    .fetch_all(conn)
+    .await
+}
+
 /// Ends the holds of requests no longer pending and the holds past their
 /// time, taking their units off the reservations they were added to.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
