@@ -75,7 +75,11 @@ pub mod codes {
     pub const RESERVATION_UNAVAILABLE: &str = "placement.reservation.unavailable";
     /// 409: a new limit is below what the project consumes (use `force`).
     pub const QUOTA_BELOW_CONSUMPTION: &str = "placement.quota.below_consumption";
-    /// 409: a queued request's consumer is already queued (pending or admitted).
+    /// An extension's request body does not validate; the detail names
+    /// the offending field and where it is (Placement's own routes keep
+    /// Placement's texts and `placement.undefined_code`).
+    pub const BODY_INVALID: &str = "placement.body.invalid";
+    /// 409: a queued request's consumer is already queued (pending).
     pub const QUEUE_CONSUMER_QUEUED: &str = "placement.queue.consumer_queued";
     /// 409: a project's pending requests would pass the per-project limit.
     pub const QUEUE_PROJECT_FULL: &str = "placement.queue.project_full";

@@ -292,6 +292,42 @@ async fn bad_input_conflicts_cancel_expiry_and_paging() {
         assert_eq!(status, 400, "{bad}: {v}");
         assert!(v["errors"][0]["detail"].is_string(), "{v}");
     }
+    // A typo names the field, short, with a stable code (it printed 6 KB
+    // of schema that never named it).
+    for (bad, field, at) in [
+        (
+            json!({"consumer_uuid": uuid::Uuid::new_v4(), "project_id": "A", "user_id": "u",
+                "resources": {"VCPU": 1}, "expire_in": 60}),
+            "'expire_in'",
+            "",
+        ),
+        (
+            json!({"requests": [{"consumer_uuid": uuid::Uuid::new_v4(), "project_id": "A", "user_id": "u",
+                "resources": {"VCPU": 1}, "priorty": 2}]}),
+            "'priorty'",
+            "/requests/0",
+        ),
+        (
+            json!({"consumer_uuid": uuid::Uuid::new_v4(), "project_id": "A", "user_id": "u",
+                "resources": {"VCPU": "one"}}),
+            "'one'",
+            "/resources/VCPU",
+        ),
+    ] {
+        let (status, v) = send(&c, 0, Method::POST, "/queue", Some(bad.clone())).await;
+        assert_eq!(
+            (status, error_code(&v)),
+            (400, "placement.body.invalid"),
+            "{v}"
+        );
+        let detail = v["errors"][0]["detail"].as_str().unwrap();
+        assert!(detail.contains(field), "{detail}");
+        assert!(
+            at.is_empty() || detail.contains(&format!("(at {at})")),
+            "{detail}"
+        );
+        assert!(v.to_string().len() < 600, "{v}");
+    }
     let twice = request_body("A", 1);
     let (status, _) = send(
         &c,
@@ -402,6 +438,73 @@ async fn bad_input_conflicts_cancel_expiry_and_paging() {
     })
     .await;
     assert!(gone.get("allocations").is_none());
+    // Every read says so at once, a list by state too, round or no round.
+    let id = v["id"].clone();
+    let listed = |state: &'static str| {
+        let c = &c;
+        async move {
+            let (s, l) = send(
+                c,
+                0,
+                Method::GET,
+                &format!("/queue?project_id=C&state={state}"),
+                None,
+            )
+            .await;
+            assert_eq!(s, 200, "{l}");
+            l["requests"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["id"].clone())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(listed("expired").await, vec![id.clone()]);
+    assert!(!listed("pending").await.contains(&id));
+}
+
+/// A consumer admitted through the queue whose allocations are gone
+/// (preempted, or its work ended) can be queued again at once (it was a
+/// 409 "already queued" for the rounds' 7-day retention); while it holds
+/// them it is an existing consumer.
+#[tokio::test]
+async fn a_released_consumer_can_be_queued_again() {
+    let c = Cluster::with_servers("queue-requeue", MV, 1).await;
+    c.provider("cn1", json!({"VCPU": {"total": 2}})).await;
+    let body = request_body("A", 1);
+    let first = queue(&c, 0, body.clone()).await;
+    let first_id = first["id"].as_str().unwrap().to_string();
+    await_state(&c, 0, &first_id, |v| v["state"] == "admitted").await;
+    let (s, v) = send(&c, 0, Method::POST, "/queue", Some(body.clone())).await;
+    assert_eq!(
+        (s, error_code(&v)),
+        (409, "placement.queue.consumer_exists"),
+        "{v}"
+    );
+    let path = format!("/allocations/{}", body["consumer_uuid"].as_str().unwrap());
+    assert_eq!(send(&c, 0, Method::DELETE, &path, None).await.0, 204);
+    let again = queue(&c, 0, body.clone()).await;
+    assert_ne!(again["id"], first["id"]);
+    await_state(&c, 0, again["id"].as_str().unwrap(), |v| {
+        v["state"] == "admitted"
+    })
+    .await;
+    assert_eq!(vcpu_of(&c, "A").await, 1);
+    // The first request's record stays as it was.
+    let (_, old) = send(&c, 0, Method::GET, &format!("/queue/{first_id}"), None).await;
+    assert_eq!(old["state"], "admitted", "{old}");
+    // Pending twice is still refused.
+    let mut twice = request_body("A", 5);
+    let (s, _) = send(&c, 0, Method::POST, "/queue", Some(twice.clone())).await;
+    assert_eq!(s, 202);
+    twice["resources"] = json!({"VCPU": 1});
+    let (s, v) = send(&c, 0, Method::POST, "/queue", Some(twice)).await;
+    assert_eq!(
+        (s, error_code(&v)),
+        (409, "placement.queue.consumer_queued"),
+        "{v}"
+    );
 }
 
 fn batch_item(answer: &Value, i: usize) -> Value {

@@ -42,7 +42,7 @@ pub async fn create(
     auth: Authorize,
     body: JsonBody,
 ) -> ApiResult<Reply> {
-    let b: AdmissionPost = body.parse(&schema())?;
+    let b: AdmissionPost = body.parse_extension(&schema())?;
     let owners: BTreeSet<(&str, &str)> = b
         .requests
         .iter()

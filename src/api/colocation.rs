@@ -123,7 +123,7 @@ pub async fn set_priority(
     PathParams(id): PathParams<String>,
     body: JsonBody,
 ) -> ApiResult<Reply> {
-    let b: PriorityPut = body.parse(&priority_schema())?;
+    let b: PriorityPut = body.parse_extension(&priority_schema())?;
     let consumer = consumer(&id)?;
     let mut tx = st.pool.begin().await?;
     authorize_consumer(&mut tx, &auth, consumer).await?;
@@ -140,7 +140,7 @@ pub async fn show_cluster_policy(State(st): State<AppState>) -> ApiResult<Reply>
 
 /// `PUT /colocation_policy`.
 pub async fn set_cluster_policy(State(st): State<AppState>, body: JsonBody) -> ApiResult<Reply> {
-    let fields: Value = body.parse(&policy_schema())?;
+    let fields: Value = body.parse_extension(&policy_schema())?;
     let mut tx = st.pool.begin().await?;
     let view = policy::put(&mut tx, None, fields).await?;
     tx.commit().await?;
@@ -171,7 +171,7 @@ pub async fn set_provider_policy(
     PathParams(id): PathParams<String>,
     body: JsonBody,
 ) -> ApiResult<Reply> {
-    let fields: Value = body.parse(&policy_schema())?;
+    let fields: Value = body.parse_extension(&policy_schema())?;
     let mut tx = st.pool.begin().await?;
     let rp = find(&mut tx, &id).await?;
     let view = policy::put(&mut tx, Some(rp.id), fields).await?;
@@ -197,7 +197,7 @@ pub async fn report(
     PathParams(id): PathParams<String>,
     body: JsonBody,
 ) -> ApiResult<Reply> {
-    let b: UsageReport = body.parse(&report_schema())?;
+    let b: UsageReport = body.parse_extension(&report_schema())?;
     let mut tx = st.pool.begin().await?;
     let answer = reports::ingest(&mut tx, &id, &b, st.settings.colocation_sample_retention).await?;
     tx.commit().await?;
@@ -235,7 +235,7 @@ pub async fn record_evictions(
     PathParams(id): PathParams<String>,
     body: JsonBody,
 ) -> ApiResult<Reply> {
-    let b: EvictionsPost = body.parse(&evictions_schema())?;
+    let b: EvictionsPost = body.parse_extension(&evictions_schema())?;
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
     let answer = advice::record(&mut tx, rp.id, &b).await?;

@@ -48,7 +48,7 @@ pub async fn create(
     auth: Authorize,
     body: JsonBody,
 ) -> ApiResult<Reply> {
-    let b: DeclinePost = body.parse(&schema())?;
+    let b: DeclinePost = body.parse_extension(&schema())?;
     auth.check([project_target(Some(&b.project_id), b.user_id.as_deref())])?;
     Ok(Reply::json(
         StatusCode::CREATED,

@@ -63,6 +63,50 @@ impl JsonBody {
     }
 }
 
+impl JsonBody {
+    /// As `parse`, for an extension's body: a refusal is short, names the
+    /// offending field and where it is, and carries the stable code
+    /// `placement.body.invalid` (Placement's texts print the whole schema,
+    /// which for these bodies says nothing a caller can act on). Where the
+    /// schema is a choice of shapes (`anyOf`: a queue submission alone or
+    /// a batch), the shape whose required fields the body has is the one
+    /// reported against.
+    pub fn parse_extension<T: DeserializeOwned>(self, schema: &Value) -> Result<T, ApiError> {
+        let invalid = |what: String| {
+            ApiError::bad_request(format!("Invalid body: {what}"))
+                .code(crate::error::codes::BODY_INVALID)
+        };
+        if let Err(e) = validate(schema, &self.0) {
+            let meant = schema
+                .get("anyOf")
+                .and_then(Value::as_array)
+                .and_then(|shapes| shapes.iter().find(|s| has_required(s, &self.0)));
+            let e = meant.and_then(|s| validate(s, &self.0).err()).unwrap_or(e);
+            let at = e.pointer();
+            return Err(invalid(if at.is_empty() {
+                e.message.clone()
+            } else {
+                format!("{} (at {at})", e.message)
+            }));
+        }
+        let mut body = self.0;
+        integers_as_integers(schema, &mut body);
+        serde_json::from_value(body).map_err(|e| invalid(e.to_string()))
+    }
+}
+
+/// Whether `body` has every field `schema` requires.
+fn has_required(schema: &Value, body: &Value) -> bool {
+    schema
+        .get("required")
+        .and_then(Value::as_array)
+        .is_some_and(|keys| {
+            keys.iter()
+                .filter_map(Value::as_str)
+                .all(|k| body.get(k).is_some())
+        })
+}
+
 /// A project id a write takes from its path and stores: held to the rule
 /// of a body's project id (`project_id_schema`: 1 to 255 characters), 400
 /// otherwise, so that no project is stored that no body could name.

@@ -51,7 +51,7 @@ pub async fn set_fairness(
     body: JsonBody,
 ) -> ApiResult<Reply> {
     stored_project_id(&project)?;
-    let b: FairnessPut = body.parse(&fairness_schema())?;
+    let b: FairnessPut = body.parse_extension(&fairness_schema())?;
     Ok(Reply::ok(
         &service::set_fairness(&st.pool, &project, b).await?,
     ))
@@ -72,6 +72,6 @@ pub async fn set_quota(
     body: JsonBody,
 ) -> ApiResult<Reply> {
     stored_project_id(&project)?;
-    let b: QuotaPut = body.parse(&quota_schema())?;
+    let b: QuotaPut = body.parse_extension(&quota_schema())?;
     Ok(Reply::ok(&service::set_quota(&st.pool, &project, b).await?))
 }

@@ -60,7 +60,7 @@ pub async fn create(
     auth: Authorize,
     body: JsonBody,
 ) -> ApiResult<Reply> {
-    let post: QueuePost = body.parse(&SCHEMA)?;
+    let post: QueuePost = body.parse_extension(&SCHEMA)?;
     let items = post.items();
     auth.check(
         items

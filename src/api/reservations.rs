@@ -44,7 +44,7 @@ pub async fn replace(
     body: JsonBody,
 ) -> ApiResult<Reply> {
     stored_project_id(&project)?;
-    let b: ReservationPut = body.parse(&schema())?;
+    let b: ReservationPut = body.parse_extension(&schema())?;
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
     let view = service::replace(&mut tx, &rp, &project, &b).await?;

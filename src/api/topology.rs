@@ -77,7 +77,7 @@ pub async fn replace(
     PathParams(id): PathParams<String>,
     body: JsonBody,
 ) -> ApiResult<Reply> {
-    let b: TopologyBody = body.parse(&schema())?;
+    let b: TopologyBody = body.parse_extension(&schema())?;
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
     let t = Topology {

@@ -69,7 +69,7 @@ pub async fn replace(
     PathParams(id): PathParams<String>,
     body: JsonBody,
 ) -> ApiResult<Reply> {
-    let b: VolumesBody = body.parse(&schema())?;
+    let b: VolumesBody = body.parse_extension(&schema())?;
     let mut tx = st.pool.begin().await?;
     let rp = find_for_update(&mut tx, &id).await?;
     let held = db::volumes(&mut tx, &[rp.id])

@@ -120,11 +120,10 @@ impl QueueView {
     fn of(row: QueuedRow) -> QueueView {
         let item: Option<QueueItem> = serde_json::from_value(row.request).ok();
         let until = row.decided_at.unwrap_or(row.now);
-        // Past its time it is expired, whether or not a round has said so.
-        let lapsed = row.state == "pending" && row.expires_at.is_some_and(|t| t <= row.now);
+        // (A request past its time reads as expired: `db::fairness::queue`.)
         QueueView {
             id: row.id,
-            state: if lapsed { "expired".into() } else { row.state },
+            state: row.state,
             consumer_uuid: row.consumer_uuid,
             project_id: row.project_id,
             user_id: row.user_id,

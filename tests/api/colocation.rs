@@ -344,8 +344,8 @@ async fn bad_colocation_input_is_400_and_stores_nothing() {
     let path = format!("/resource_providers/{rp}/usage_reports");
     t.post(&path, MV, report(at(0), -1)).await.expect_error(
         400,
-        None,
-        "less than the minimum of 0",
+        Some("placement.body.invalid"),
+        "less than the minimum of 0 (at /node/cpu_milli_used)",
     );
     t.post(&path, MV, report(at(0), 10_000_000))
         .await

@@ -525,22 +525,35 @@ async fn bad_fairness_input_is_400_and_stores_nothing() {
     )
     .await
     .expect_error(400, None, "Invalid project_id in path");
+    // A body that does not validate names the field, with a stable code;
+    // rules past the schema keep theirs.
+    let body_invalid = Some("placement.body.invalid");
     let bad_quotas = [
-        (json!({"limits": {"VCPU": -1}}), "minimum"),
-        (json!({"limits": {"VCPU": 1.5}}), "is not of type 'integer'"),
+        (
+            json!({"limits": {"VCPU": -1}}),
+            body_invalid,
+            "minimum of 0 (at /limits/VCPU)",
+        ),
+        (
+            json!({"limits": {"VCPU": 1.5}}),
+            body_invalid,
+            "is not of type 'integer'",
+        ),
         (
             json!({"limits": {"VCPU": 1}, "guarantees": {"VCPU": 2}}),
+            None,
             "above its limit",
         ),
         (
             json!({"limits": {"CUSTOM_NOPE": 1}}),
+            None,
             "No such resource class CUSTOM_NOPE",
         ),
     ];
-    for (body, detail) in bad_quotas {
+    for (body, code, detail) in bad_quotas {
         t.put("/projects/A/quota", MV, body)
             .await
-            .expect_error(400, None, detail);
+            .expect_error(400, code, detail);
     }
     t.put(
         "/projects/C/fairness",

@@ -87,7 +87,7 @@ pub async fn create(
 }
 
 async fn place(st: &AppState, auth: &Authorize, body: JsonBody) -> ApiResult<Reply> {
-    let request: DeployRequest = body.parse(&schema())?;
+    let request: DeployRequest = body.parse_extension(&schema())?;
     auth.check([project_target(
         Some(&request.project_id),
         Some(&request.user_id),
@@ -219,7 +219,7 @@ pub async fn resize(
     PathParams((app, consumer)): PathParams<(String, String)>,
     body: JsonBody,
 ) -> ApiResult<Reply> {
-    let b: ResizeRequest = body.parse(&resize_schema())?;
+    let b: ResizeRequest = body.parse_extension(&resize_schema())?;
     let consumer_uuid = crate::types::parse_uuid_like(&consumer);
     let owner = match consumer_uuid {
         Some(u) => crate::db::consumers::get(&mut *st.pool.acquire().await?, u).await?,

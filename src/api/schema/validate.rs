@@ -103,6 +103,18 @@ impl SchemaError {
         )
     }
 
+    /// Where in the body the failing value is, as a JSON pointer (`""`
+    /// for the body itself, `/requests/0/expire_in`).
+    pub fn pointer(&self) -> String {
+        self.instance_path
+            .iter()
+            .map(|step| match step {
+                Step::Key(k) => format!("/{}", k.replace('~', "~0").replace('/', "~1")),
+                Step::Index(i) => format!("/{i}"),
+            })
+            .collect()
+    }
+
     /// jsonschema's `relevance`: shallower, then later siblings, then
     /// strong keywords, then an instance of the schema's own type.
     fn relevance(&self) -> (isize, &[Step], bool, bool) {

@@ -69,7 +69,12 @@ pub struct QueuedRow {
 /// read through init plans: joined, that one-row table has no statistics,
 /// and the join's estimate made PostgreSQL compile a read of the whole
 /// queue with JIT (0.4 s).
-const COLUMNS: &str = "q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.request, q.state,
+///
+/// A pending request past its time is `expired` whether or not a round
+/// has said so yet: every read (one, a list, a list by state) says it the
+/// same way.
+const COLUMNS: &str = "q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.request,
+    CASE WHEN q.state = 'pending' AND q.expires_at <= now() THEN 'expired' ELSE q.state END AS state,
     CASE WHEN q.state = 'pending' THEN coalesce(
             (SELECT r.reason FROM queue_reasons r WHERE r.seq = q.seq),
             CASE WHEN q.xact IS NULL
@@ -77,7 +82,8 @@ const COLUMNS: &str = "q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.
                  THEN (SELECT reason FROM queue_last_round) END)
          ELSE q.reason END AS reason,
     q.round_id, q.allocations, q.submitted_at, q.expires_at, q.decided_at,
-    CASE WHEN q.state = 'pending' THEN (SELECT count(*) FROM queue_requests o
+    CASE WHEN q.state = 'pending' AND (q.expires_at IS NULL OR q.expires_at > now())
+        THEN (SELECT count(*) FROM queue_requests o
         WHERE o.state = 'pending' AND o.project_id = q.project_id AND o.seq <= q.seq) END
         AS position_in_project,
     now() AS now";
@@ -189,13 +195,13 @@ pub async fn insert_checked(
              WHERE c.uuid = ANY(CAST((SELECT $2::uuid[]) AS uuid[]))
             UNION ALL
             SELECT t.n FROM t JOIN queue_requests o ON o.consumer_uuid = t.c
-             WHERE o.consumer_uuid = ANY(CAST((SELECT $2::uuid[]) AS uuid[])) AND o.state IN ('pending', 'admitted')),
+             WHERE o.consumer_uuid = ANY(CAST((SELECT $2::uuid[]) AS uuid[])) AND o.state = 'pending'),
          q AS (
             INSERT INTO queue_requests (id, consumer_uuid, project_id, user_id, request, expires_at)
             SELECT id, c, p, u, r::json, now() + make_interval(secs => e) FROM t
              WHERE t.n NOT IN (SELECT n FROM refused)
              ORDER BY n
-            ON CONFLICT (consumer_uuid) WHERE state IN ('pending', 'admitted') DO NOTHING
+            ON CONFLICT (consumer_uuid) WHERE state = 'pending' DO NOTHING
             RETURNING *)
          {INSERTED}"
     )))
@@ -214,8 +220,10 @@ pub async fn insert_checked(
     .await
 }
 
-/// Consumers among `uuids` that are live in the queue (`true`), then
-/// those that are consumers already (`false`), each in uuid order.
+/// Consumers among `uuids` that are pending in the queue (`true`), then
+/// those that are consumers already (`false`), each in uuid order. (An
+/// admitted request's consumer whose allocations are gone is neither: it
+/// may be queued again.)
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn taken_consumers(
     conn: &mut PgConnection,
@@ -223,7 +231,7 @@ pub async fn taken_consumers(
 ) -> Result<Vec<(Uuid, bool)>, sqlx::Error> {
     crate::db::query_as(
         "SELECT consumer_uuid, true FROM queue_requests
-          WHERE consumer_uuid = ANY($1) AND state IN ('pending', 'admitted')
+          WHERE consumer_uuid = ANY($1) AND state = 'pending'
          UNION ALL
          SELECT uuid, false FROM consumers WHERE uuid = ANY($1)
          ORDER BY 2 DESC, 1",
@@ -255,7 +263,10 @@ pub async fn list(
 ) -> Result<Vec<QueuedRow>, sqlx::Error> {
     crate::db::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM queue_requests q
-         WHERE ($1::text IS NULL OR q.project_id = $1) AND ($2::text IS NULL OR q.state = $2)
+         WHERE ($1::text IS NULL OR q.project_id = $1)
+           AND ($2::text IS NULL
+                OR (q.state = $2 AND ($2 <> 'pending' OR q.expires_at IS NULL OR q.expires_at > now()))
+                OR ($2 = 'expired' AND q.state = 'pending' AND q.expires_at <= now()))
            AND q.seq > coalesce($3, 0)
          ORDER BY q.seq LIMIT $4"
     )))
