@@ -507,6 +507,106 @@ async fn a_released_consumer_can_be_queued_again() {
     );
 }
 
+/// A request as a member (or reader) of `project` under noauth2.
+async fn as_tenant(
+    c: &Cluster,
+    (role, project): (&str, &str),
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut rb = c
+        .client
+        .request(method, format!("{}{path}", c.servers[0].base))
+        .header("openstack-api-version", "placement 1.39")
+        .header("x-auth-token", format!("{role}-of-{project}"))
+        // As Keystone's tokens list them: a member is a reader too
+        // (Keystone's implied roles).
+        .header(
+            "x-roles",
+            if role == "member" {
+                "member,reader"
+            } else {
+                role
+            },
+        )
+        .header("x-project-id", project)
+        .header("x-user-id", "u");
+    if let Some(b) = body {
+        rb = rb.json(&b);
+    }
+    let r = rb.send().await.expect("request");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// Under the default rules (no policy file), a project's members submit,
+/// see and cancel their own queued requests and see their own quota,
+/// weight and advice; its readers only read; nobody reaches another
+/// project's, and only an admin sets quotas.
+#[tokio::test]
+async fn tenants_use_their_own_queue_under_the_default_rules() {
+    let c = Cluster::with_servers("queue-tenants", MV, 1).await;
+    c.provider("cn1", json!({"VCPU": {"total": 1}})).await;
+    let member = ("member", "A");
+    let reader = ("reader", "A");
+    let (s, v) = as_tenant(
+        &c,
+        member,
+        Method::POST,
+        "/queue",
+        Some(request_body("A", 4)),
+    )
+    .await;
+    assert_eq!(s, 202, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    let (s, _) = as_tenant(
+        &c,
+        member,
+        Method::POST,
+        "/queue",
+        Some(request_body("B", 1)),
+    )
+    .await;
+    assert_eq!(s, 403, "a member submits for its own project only");
+    let batch = json!({"requests": [request_body("A", 1), request_body("B", 1)]});
+    let (s, _) = as_tenant(&c, member, Method::POST, "/queue", Some(batch)).await;
+    assert_eq!(s, 403, "every project of a batch is checked");
+    for (who, path, want) in [
+        (member, format!("/queue/{id}"), 200),
+        (reader, format!("/queue/{id}"), 200),
+        (member, "/queue?project_id=A".to_string(), 200),
+        (reader, "/queue?project_id=A".to_string(), 200),
+        (member, "/queue?project_id=B".to_string(), 403),
+        (member, "/queue".to_string(), 403),
+        (member, "/projects/A/quota".to_string(), 200),
+        (reader, "/projects/A/fairness".to_string(), 200),
+        (member, "/projects/B/quota".to_string(), 403),
+        (member, "/preemptions?project_id=A".to_string(), 200),
+        (member, "/fairness/shares".to_string(), 403),
+        (("member", "B"), format!("/queue/{id}"), 403),
+    ] {
+        let (s, v) = as_tenant(&c, who, Method::GET, &path, None).await;
+        assert_eq!(s, want, "{who:?} GET {path}: {v}");
+    }
+    let quota = Some(json!({"limits": {"VCPU": 100}}));
+    let (s, _) = as_tenant(&c, member, Method::PUT, "/projects/A/quota", quota).await;
+    assert_eq!(s, 403, "quotas are the operator's");
+    let (s, _) = as_tenant(&c, reader, Method::DELETE, &format!("/queue/{id}"), None).await;
+    assert_eq!(s, 403, "a reader does not cancel");
+    let (s, _) = as_tenant(
+        &c,
+        ("member", "B"),
+        Method::DELETE,
+        &format!("/queue/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(s, 403);
+    let (s, v) = as_tenant(&c, member, Method::DELETE, &format!("/queue/{id}"), None).await;
+    assert_eq!(s, 204, "{v}");
+}
+
 fn batch_item(answer: &Value, i: usize) -> Value {
     json!({"consumer_uuid": answer["requests"][i]["consumer_uuid"], "project_id": "B", "user_id": "u",
            "resources": {"VCPU": 1}})

@@ -17,51 +17,100 @@ pub struct RuleDefault {
     pub scope_types: Option<&'static [Scope]>,
 }
 
-/// The default every rule of this service's own extensions gets: the
-/// same as Placement's administrative rules.
+/// The default of this service's own rules that address nothing a
+/// project owns, or what an operator decides (quotas, weights, policies,
+/// providers): the same as Placement's administrative rules.
 pub const EXTENSION_CHECK: &str = "rule:admin_or_service_api";
 
+/// The default of the rules by which a project's readers see their own
+/// queue, advice, quota and weight (the target's project is the request's,
+/// the advised victims', or the path's).
+pub const TENANT_READ: &str = "rule:admin_or_service_api or rule:project_reader_api";
+
+/// The default of the rules by which a project's members submit and
+/// cancel their own queued requests (every project a batch names).
+pub const TENANT_WRITE: &str =
+    "rule:admin_or_service_api or (role:member and project_id:%(project_id)s)";
+
 /// The rules of this service's own endpoints (deployments, fairness,
-/// colocation, CPU topology), each defaulting to [`EXTENSION_CHECK`] with
-/// project scope. A test in `api::routes` keeps this list and the route
-/// table in step.
-pub const EXTENSION_RULES: &[&str] = &[
-    "placement:admissions:create",
-    "placement:colocation_policy:delete",
-    "placement:colocation_policy:show",
-    "placement:colocation_policy:update",
-    "placement:consumers:priority:show",
-    "placement:consumers:priority:update",
-    "placement:declines:create",
-    "placement:declines:delete",
-    "placement:deployments:create",
-    "placement:deployments:list",
-    "placement:deployments:resize",
-    "placement:deployments:show",
-    "placement:fairness:shares",
-    "placement:preemptions:list",
-    "placement:projects:fairness:show",
-    "placement:projects:fairness:update",
-    "placement:projects:quota:show",
-    "placement:projects:quota:update",
-    "placement:queue:create",
-    "placement:queue:delete",
-    "placement:queue:list",
-    "placement:queue:show",
-    "placement:resource_providers:colocation_policy:delete",
-    "placement:resource_providers:colocation_policy:show",
-    "placement:resource_providers:colocation_policy:update",
-    "placement:resource_providers:cpu_topology:show",
-    "placement:resource_providers:cpu_topology:update",
-    "placement:resource_providers:eviction_candidates:show",
-    "placement:resource_providers:evictions:create",
-    "placement:resource_providers:project_reservations:delete",
-    "placement:resource_providers:project_reservations:show",
-    "placement:resource_providers:project_reservations:update",
-    "placement:resource_providers:suppression:show",
-    "placement:resource_providers:usage_reports:create",
-    "placement:resource_providers:volumes:show",
-    "placement:resource_providers:volumes:update",
+/// colocation, CPU topology) with their defaults, all of project scope. A
+/// test in `api::routes` keeps this list and the route table in step.
+pub const EXTENSION_RULES: &[(&str, &str)] = &[
+    ("placement:admissions:create", EXTENSION_CHECK),
+    ("placement:colocation_policy:delete", EXTENSION_CHECK),
+    ("placement:colocation_policy:show", EXTENSION_CHECK),
+    ("placement:colocation_policy:update", EXTENSION_CHECK),
+    ("placement:consumers:priority:show", EXTENSION_CHECK),
+    ("placement:consumers:priority:update", EXTENSION_CHECK),
+    ("placement:declines:create", EXTENSION_CHECK),
+    ("placement:declines:delete", EXTENSION_CHECK),
+    ("placement:deployments:create", EXTENSION_CHECK),
+    ("placement:deployments:list", EXTENSION_CHECK),
+    ("placement:deployments:resize", EXTENSION_CHECK),
+    ("placement:deployments:show", EXTENSION_CHECK),
+    ("placement:fairness:shares", EXTENSION_CHECK),
+    ("placement:preemptions:list", TENANT_READ),
+    ("placement:projects:fairness:show", TENANT_READ),
+    ("placement:projects:fairness:update", EXTENSION_CHECK),
+    ("placement:projects:quota:show", TENANT_READ),
+    ("placement:projects:quota:update", EXTENSION_CHECK),
+    ("placement:queue:create", TENANT_WRITE),
+    ("placement:queue:delete", TENANT_WRITE),
+    ("placement:queue:list", TENANT_READ),
+    ("placement:queue:show", TENANT_READ),
+    (
+        "placement:resource_providers:colocation_policy:delete",
+        EXTENSION_CHECK,
+    ),
+    (
+        "placement:resource_providers:colocation_policy:show",
+        EXTENSION_CHECK,
+    ),
+    (
+        "placement:resource_providers:colocation_policy:update",
+        EXTENSION_CHECK,
+    ),
+    (
+        "placement:resource_providers:cpu_topology:show",
+        EXTENSION_CHECK,
+    ),
+    (
+        "placement:resource_providers:cpu_topology:update",
+        EXTENSION_CHECK,
+    ),
+    (
+        "placement:resource_providers:eviction_candidates:show",
+        EXTENSION_CHECK,
+    ),
+    (
+        "placement:resource_providers:evictions:create",
+        EXTENSION_CHECK,
+    ),
+    (
+        "placement:resource_providers:project_reservations:delete",
+        EXTENSION_CHECK,
+    ),
+    (
+        "placement:resource_providers:project_reservations:show",
+        EXTENSION_CHECK,
+    ),
+    (
+        "placement:resource_providers:project_reservations:update",
+        EXTENSION_CHECK,
+    ),
+    (
+        "placement:resource_providers:suppression:show",
+        EXTENSION_CHECK,
+    ),
+    (
+        "placement:resource_providers:usage_reports:create",
+        EXTENSION_CHECK,
+    ),
+    ("placement:resource_providers:volumes:show", EXTENSION_CHECK),
+    (
+        "placement:resource_providers:volumes:update",
+        EXTENSION_CHECK,
+    ),
 ];
 
 /// Every rule Placement registers, in its order.

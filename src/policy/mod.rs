@@ -143,8 +143,8 @@ impl Policy {
                 },
             );
         }
-        for name in defaults::EXTENSION_RULES {
-            let check = parse::parse(defaults::EXTENSION_CHECK)
+        for (name, default) in defaults::EXTENSION_RULES {
+            let check = parse::parse(default)
                 .map_err(|e| PolicyError(format!("default of {name}: {e}")))?;
             rules.entry(name.to_string()).or_insert(Rule {
                 check,
