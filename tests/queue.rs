@@ -917,7 +917,7 @@ async fn deleting_the_advised_consumers_admits_a_multi_core_request() {
     until_holds(&c, "B", 30).await;
     queue_many(&c, "B", 10).await;
     set_quota(&c, "A", json!({"guarantees": {"VCPU": 8}})).await;
-    queue(&c, 0, request_body("A", 8)).await;
+    let waiting = queue(&c, 0, request_body("A", 8)).await;
     // Three rounds' advice: eight of B's consumers, all on one provider,
     // the same provider each round.
     let mut rounds = std::collections::HashSet::new();
@@ -946,6 +946,20 @@ async fn deleting_the_advised_consumers_admits_a_multi_core_request() {
         assert!(Instant::now() < deadline, "no steady advice: {v}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    // The waiting request shows the room held for it, where the advice is.
+    let (_, shown) = send(
+        &c,
+        0,
+        Method::GET,
+        &format!("/queue/{}", waiting["id"].as_str().unwrap()),
+        None,
+    )
+    .await;
+    assert_eq!(
+        shown["held"]["resource_provider_uuid"], advice[0]["resource_provider_uuid"],
+        "{shown}"
+    );
+    assert_eq!(shown["held"]["until"], advice[0]["held_until"], "{shown}");
     for e in &advice {
         let path = format!("/allocations/{}", e["consumer_uuid"].as_str().unwrap());
         let (s, _) = send(&c, 0, Method::DELETE, &path, None).await;

@@ -102,11 +102,25 @@ pub struct QueueView {
     /// Where it was admitted: provider uuid → resources.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allocations: Option<BTreeMap<Uuid, AdmittedResources>>,
+    /// The room preemption advice holds for it while it waits (added to
+    /// its project's reservation on that provider), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<HeldRoom>,
     /// The database's clock when this was read (not shown): a long poll
     /// waits for the expiry by it, not by this server's clock.
     #[serde(skip)]
     #[schema(ignore)]
     pub read_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Room held for a waiting request (`GET /preemptions` names the consumers
+/// whose removal makes it).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct HeldRoom {
+    /// The provider.
+    pub resource_provider_uuid: Uuid,
+    /// Until when.
+    pub until: chrono::DateTime<chrono::Utc>,
 }
 
 /// The answer of a batch `POST /queue` and of `GET /queue`.
@@ -135,6 +149,13 @@ impl QueueView {
             expires_at: row.expires_at,
             round_id: row.round_id,
             allocations: row.allocations.and_then(|a| serde_json::from_value(a).ok()),
+            held: match (row.held_on, row.held_until) {
+                (Some(resource_provider_uuid), Some(until)) => Some(HeldRoom {
+                    resource_provider_uuid,
+                    until,
+                }),
+                _ => None,
+            },
             read_at: row.now,
         }
     }

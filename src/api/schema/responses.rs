@@ -549,6 +549,7 @@ pub fn components() -> Schemas {
     register::<crate::fairness::admission::AdmissionAnswer>(&mut out);
     register::<crate::fairness::declines::DeclineView>(&mut out);
     register::<crate::fairness::queue::QueueView>(&mut out);
+    register::<crate::fairness::queue::HeldRoom>(&mut out);
     register::<crate::fairness::queue::QueueList>(&mut out);
     register::<crate::fairness::preemption::PreemptionView>(&mut out);
     register::<crate::fairness::preemption::PreemptionList>(&mut out);

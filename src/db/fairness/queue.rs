@@ -58,6 +58,10 @@ pub struct QueuedRow {
     pub decided_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Pending requests of its project at or before it (pending only).
     pub position_in_project: Option<i64>,
+    /// The provider where preemption advice holds room for it, if any.
+    pub held_on: Option<Uuid>,
+    /// Until when that room is held.
+    pub held_until: Option<chrono::DateTime<chrono::Utc>>,
     /// The database's clock, for waiting times.
     pub now: chrono::DateTime<chrono::Utc>,
 }
@@ -86,6 +90,9 @@ const COLUMNS: &str = "q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.
         THEN (SELECT count(*) FROM queue_requests o
         WHERE o.state = 'pending' AND o.project_id = q.project_id AND o.seq <= q.seq) END
         AS position_in_project,
+    (SELECT rp.uuid FROM preemption_holds h JOIN resource_providers rp ON rp.id = h.resource_provider_id
+      WHERE h.request_id = q.id LIMIT 1) AS held_on,
+    (SELECT max(h.expires_at) FROM preemption_holds h WHERE h.request_id = q.id) AS held_until,
     now() AS now";
 
 /// The rows a statement's `q` (its `INSERT ... RETURNING *`) stored, as
@@ -97,7 +104,7 @@ const INSERTED: &str =
     "SELECT q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.request, q.state,
         q.reason, q.round_id, q.allocations, q.submitted_at, q.expires_at, q.decided_at,
         b.n + row_number() OVER (PARTITION BY q.project_id ORDER BY q.seq) AS position_in_project,
-        now() AS now
+        NULL::uuid AS held_on, NULL::timestamptz AS held_until, now() AS now
     FROM q JOIN before b ON b.project_id = q.project_id ORDER BY q.seq";
 
 /// Each project of `t` and its pending requests before the statement,
