@@ -434,6 +434,7 @@ fn check_admission(v: &Value) -> Result<(), String> {
                     admission::Reason::QuotaLimit => "quota_limit",
                     admission::Reason::Headroom => "headroom",
                     admission::Reason::NotReached => "not_reached",
+                    admission::Reason::NeverFits => "never_fits",
                 };
                 if w["decision"] != "deferred" || w["reason"] != reason {
                     return Err(mismatch());

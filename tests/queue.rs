@@ -186,12 +186,12 @@ async fn a_round_stores_its_common_reason_once_and_only_for_the_requests_it_saw(
     let queued = queue(&c, 0, batch).await;
     let ids = request_ids(&queued);
     // One round saw all three (the batch woke it): the two too big for any
-    // provider share its common reason, the one over its quota has its own.
+    // provider (never_fits) share its common reason, the one over its quota has its own.
     let own = await_state(&c, 0, &ids[2], |v| v["reason"] == "quota_limit").await;
     assert_eq!(own["state"], "pending", "{own}");
     for id in &ids[..2] {
         let v = c.json(0, &format!("/queue/{id}")).await;
-        assert_eq!(v["reason"], "no_capacity", "{v}");
+        assert_eq!(v["reason"], "never_fits", "{v}");
     }
     let mut conn = sqlx::PgConnection::connect(&c.database_url())
         .await
@@ -223,8 +223,8 @@ async fn a_round_stores_its_common_reason_once_and_only_for_the_requests_it_saw(
     assert_eq!(
         reasons,
         [
-            &json!("no_capacity"),
-            &json!("no_capacity"),
+            &json!("never_fits"),
+            &json!("never_fits"),
             &json!("quota_limit"),
             &Value::Null
         ],
@@ -268,9 +268,9 @@ async fn a_round_stores_its_common_reason_once_and_only_for_the_requests_it_saw(
     assert_eq!(decisions[0]["decision"], "admitted", "{result}");
     assert_eq!(
         result["deferred"],
-        json!([{"from": 0, "count": 2, "reason": "no_capacity"},
+        json!([{"from": 0, "count": 2, "reason": "never_fits"},
                {"from": 2, "count": 1, "reason": "quota_limit"},
-               {"from": 3, "count": 1, "reason": "no_capacity"}]),
+               {"from": 3, "count": 1, "reason": "never_fits"}]),
         "{result}"
     );
 }
@@ -605,6 +605,39 @@ async fn tenants_use_their_own_queue_under_the_default_rules() {
     assert_eq!(s, 403);
     let (s, v) = as_tenant(&c, member, Method::DELETE, &format!("/queue/{id}"), None).await;
     assert_eq!(s, 204, "{v}");
+}
+
+/// A request no provider could hold even empty says so (`never_fits`,
+/// not `no_capacity`: waiting will not help, and no advice is made for
+/// it), and a request behind it in the same project is not held up.
+#[tokio::test]
+async fn a_request_that_can_never_fit_says_so_and_holds_nobody_up() {
+    let c = Cluster::with_servers("queue-never-fits", MV, 1).await;
+    for i in 0..3 {
+        c.provider(&format!("cn{i}"), json!({"VCPU": {"total": 10}}))
+            .await;
+    }
+    let big = queue(&c, 0, request_body("X", 12)).await;
+    let small = queue(&c, 0, request_body("X", 1)).await;
+    await_state(&c, 0, small["id"].as_str().unwrap(), |v| {
+        v["state"] == "admitted"
+    })
+    .await;
+    let head = await_state(&c, 0, big["id"].as_str().unwrap(), |v| {
+        v["reason"].is_string()
+    })
+    .await;
+    assert_eq!(head["state"], "pending", "{head}");
+    assert_eq!(head["reason"], "never_fits", "{head}");
+    // A class stocked nowhere never fits either.
+    let mut odd = request_body("X", 1);
+    odd["resources"] = json!({"VCPU": 1, "DISK_GB": 1});
+    let odd = queue(&c, 0, odd).await;
+    let odd = await_state(&c, 0, odd["id"].as_str().unwrap(), |v| {
+        v["reason"].is_string()
+    })
+    .await;
+    assert_eq!(odd["reason"], "never_fits", "{odd}");
 }
 
 fn batch_item(answer: &Value, i: usize) -> Value {

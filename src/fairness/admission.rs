@@ -434,6 +434,7 @@ fn decision(item: &AdmissionItem, outcome: &Outcome, loaded: &Loaded) -> Admissi
                     Reason::QuotaLimit => "quota_limit",
                     Reason::Headroom => "headroom",
                     Reason::NotReached => "not_reached",
+                    Reason::NeverFits => "never_fits",
                 }
                 .into(),
             );

@@ -159,6 +159,11 @@ pub enum Reason {
     Headroom,
     /// The round's step budget ran out before it was tried.
     NotReached,
+    /// No provider of the pool could hold it even empty (a class asks
+    /// more than any provider has or allows in one allocation, or is
+    /// stocked nowhere): waiting cannot help, so it holds up nothing
+    /// behind it in its project.
+    NeverFits,
 }
 
 /// The outcome for one request.

@@ -25,6 +25,9 @@ pub(super) struct Rooms {
     trees: Vec<Vec<f64>>,
     /// False: pass over nothing (tests compare with the full scan).
     skips: bool,
+    /// Per class: the most one provider could give one request when empty
+    /// (its capacity, at most its `max_unit`; −∞ where none stocks it).
+    largest: Vec<f64>,
 }
 
 /// True when `n` units certainly do not fit in `room`: a margin for the
@@ -51,11 +54,21 @@ impl Rooms {
                 tree
             })
             .collect();
+        let largest = (0..classes)
+            .map(|c| {
+                providers
+                    .iter()
+                    .filter_map(|p| p.stock.get(c).and_then(Option::as_ref))
+                    .map(|s| s.capacity.min(s.max_unit as f64))
+                    .fold(f64::NEG_INFINITY, f64::max)
+            })
+            .collect();
         Rooms {
             len: providers.len(),
             leaves,
             trees,
             skips: true,
+            largest,
         }
     }
 
@@ -66,6 +79,17 @@ impl Rooms {
             skips: false,
             ..Rooms::of(providers, classes)
         }
+    }
+
+    /// True when no provider could hold `resources` even empty (each class
+    /// alone). Classes the pool does not know are left to the provider
+    /// checks.
+    pub(super) fn never_fits(&self, resources: &[(Class, i64)]) -> bool {
+        resources.iter().any(|&(c, n)| {
+            self.largest
+                .get(c)
+                .is_some_and(|&most| clearly_over(n, most))
+        })
     }
 
     /// False when no provider has room for `resources` (each class alone);

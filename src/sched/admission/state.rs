@@ -185,6 +185,11 @@ impl<'a> State<'a> {
                         self.queues[p].pop_front();
                         self.commit(req, stage, fit);
                     }
+                    Err(Reason::NeverFits) => {
+                        // Hopeless: it says so and the project goes on.
+                        self.queues[p].pop_front();
+                        self.decided[req] = Some(Outcome::Deferred(Reason::NeverFits));
+                    }
                     Err(reason) => {
                         skipped[p] = true;
                         if stage == Stage::Fair || reason == Reason::NotReached {
@@ -321,6 +326,9 @@ impl<'a> State<'a> {
             .map(|&(c, _)| (c, self.surplus(c) + self.unsatisfied(top, c)))
             .collect();
         let candidates = r.allowed.as_ref().map_or(self.providers.len(), |a| a.len());
+        if self.rooms.never_fits(&r.resources) {
+            return Err(Reason::NeverFits);
+        }
         if !self.rooms.may_fit(&r.resources) {
             // Every provider would refuse it on capacity: the scan's
             // outcome and the steps it would have spent, without the scan.
