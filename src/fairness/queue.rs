@@ -84,7 +84,7 @@ pub struct QueueView {
     /// Pending requests of its project up to and including it (pending only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub position_in_project: Option<i64>,
-    /// Why the last round left it pending: no_capacity, quota_limit,
+    /// Why the last round left it pending: no_capacity, never_fits, quota_limit,
     /// headroom, declined or not_reached (none before its first round);
     /// consumer_exists or invalid when it was cancelled by the service.
     #[serde(skip_serializing_if = "Option::is_none")]
