@@ -79,7 +79,7 @@ pub mod codes {
     /// the offending field and where it is (Placement's own routes keep
     /// Placement's texts and `placement.undefined_code`).
     pub const BODY_INVALID: &str = "placement.body.invalid";
-    /// 409: a queued request's consumer is already queued (pending).
+    /// 409: a queued request's consumer is already queued (pending or admitted).
     pub const QUEUE_CONSUMER_QUEUED: &str = "placement.queue.consumer_queued";
     /// 409: a project's pending requests would pass the per-project limit.
     pub const QUEUE_PROJECT_FULL: &str = "placement.queue.project_full";

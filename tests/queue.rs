@@ -464,49 +464,6 @@ async fn bad_input_conflicts_cancel_expiry_and_paging() {
     assert!(!listed("pending").await.contains(&id));
 }
 
-/// A consumer admitted through the queue whose allocations are gone
-/// (preempted, or its work ended) can be queued again at once (it was a
-/// 409 "already queued" for the rounds' 7-day retention); while it holds
-/// them it is an existing consumer.
-#[tokio::test]
-async fn a_released_consumer_can_be_queued_again() {
-    let c = Cluster::with_servers("queue-requeue", MV, 1).await;
-    c.provider("cn1", json!({"VCPU": {"total": 2}})).await;
-    let body = request_body("A", 1);
-    let first = queue(&c, 0, body.clone()).await;
-    let first_id = first["id"].as_str().unwrap().to_string();
-    await_state(&c, 0, &first_id, |v| v["state"] == "admitted").await;
-    let (s, v) = send(&c, 0, Method::POST, "/queue", Some(body.clone())).await;
-    assert_eq!(
-        (s, error_code(&v)),
-        (409, "placement.queue.consumer_exists"),
-        "{v}"
-    );
-    let path = format!("/allocations/{}", body["consumer_uuid"].as_str().unwrap());
-    assert_eq!(send(&c, 0, Method::DELETE, &path, None).await.0, 204);
-    let again = queue(&c, 0, body.clone()).await;
-    assert_ne!(again["id"], first["id"]);
-    await_state(&c, 0, again["id"].as_str().unwrap(), |v| {
-        v["state"] == "admitted"
-    })
-    .await;
-    assert_eq!(vcpu_of(&c, "A").await, 1);
-    // The first request's record stays as it was.
-    let (_, old) = send(&c, 0, Method::GET, &format!("/queue/{first_id}"), None).await;
-    assert_eq!(old["state"], "admitted", "{old}");
-    // Pending twice is still refused.
-    let mut twice = request_body("A", 5);
-    let (s, _) = send(&c, 0, Method::POST, "/queue", Some(twice.clone())).await;
-    assert_eq!(s, 202);
-    twice["resources"] = json!({"VCPU": 1});
-    let (s, v) = send(&c, 0, Method::POST, "/queue", Some(twice)).await;
-    assert_eq!(
-        (s, error_code(&v)),
-        (409, "placement.queue.consumer_queued"),
-        "{v}"
-    );
-}
-
 /// A request as a member (or reader) of `project` under noauth2.
 async fn as_tenant(
     c: &Cluster,

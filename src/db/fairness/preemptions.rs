@@ -45,10 +45,7 @@ pub async fn holders(conn: &mut PgConnection) -> Result<Vec<HolderRow>, sqlx::Er
          JOIN projects p ON p.id = c.project_id
          JOIN resource_classes rc ON rc.id = a.resource_class_id
          LEFT JOIN consumer_priorities cp ON cp.consumer_uuid = c.uuid
-         LEFT JOIN LATERAL (
-             SELECT q.request FROM queue_requests q
-             WHERE q.consumer_uuid = c.uuid AND q.state = 'admitted'
-             ORDER BY q.seq DESC LIMIT 1) q ON true",
+         LEFT JOIN queue_requests q ON q.consumer_uuid = c.uuid AND q.state = 'admitted'",
     )
     .fetch_all(conn)
     .await

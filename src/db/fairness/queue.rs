@@ -202,13 +202,13 @@ pub async fn insert_checked(
              WHERE c.uuid = ANY(CAST((SELECT $2::uuid[]) AS uuid[]))
             UNION ALL
             SELECT t.n FROM t JOIN queue_requests o ON o.consumer_uuid = t.c
-             WHERE o.consumer_uuid = ANY(CAST((SELECT $2::uuid[]) AS uuid[])) AND o.state = 'pending'),
+             WHERE o.consumer_uuid = ANY(CAST((SELECT $2::uuid[]) AS uuid[])) AND o.state IN ('pending', 'admitted')),
          q AS (
             INSERT INTO queue_requests (id, consumer_uuid, project_id, user_id, request, expires_at)
             SELECT id, c, p, u, r::json, now() + make_interval(secs => e) FROM t
              WHERE t.n NOT IN (SELECT n FROM refused)
              ORDER BY n
-            ON CONFLICT (consumer_uuid) WHERE state = 'pending' DO NOTHING
+            ON CONFLICT (consumer_uuid) WHERE state IN ('pending', 'admitted') DO NOTHING
             RETURNING *)
          {INSERTED}"
     )))
@@ -227,10 +227,8 @@ pub async fn insert_checked(
     .await
 }
 
-/// Consumers among `uuids` that are pending in the queue (`true`), then
-/// those that are consumers already (`false`), each in uuid order. (An
-/// admitted request's consumer whose allocations are gone is neither: it
-/// may be queued again.)
+/// Consumers among `uuids` that are live in the queue (`true`), then
+/// those that are consumers already (`false`), each in uuid order.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn taken_consumers(
     conn: &mut PgConnection,
@@ -238,7 +236,7 @@ pub async fn taken_consumers(
 ) -> Result<Vec<(Uuid, bool)>, sqlx::Error> {
     crate::db::query_as(
         "SELECT consumer_uuid, true FROM queue_requests
-          WHERE consumer_uuid = ANY($1) AND state = 'pending'
+          WHERE consumer_uuid = ANY($1) AND state IN ('pending', 'admitted')
          UNION ALL
          SELECT uuid, false FROM consumers WHERE uuid = ANY($1)
          ORDER BY 2 DESC, 1",
