@@ -10,7 +10,6 @@ pub mod colocation;
 pub mod declines;
 pub mod deployments;
 pub mod docs;
-mod document_rules;
 pub mod extract;
 pub mod health;
 pub mod inventories;

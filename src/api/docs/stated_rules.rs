@@ -9,7 +9,7 @@
 //! What no schema can say stays out: that a named class, trait, provider
 //! or queue marker exists, and rules relating a body to what is stored.
 
-use super::routes::Route;
+use crate::api::routes::Route;
 use crate::fairness::projects::WEIGHTS;
 use crate::sched::colocation::policy::{Policy, CHOICES, RANGES};
 use crate::types::PriorityClass;

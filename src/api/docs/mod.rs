@@ -10,13 +10,15 @@
 //! can send it), the microversion header, the path parameters' formats, and
 //! every status the service answers with Placement's error body.
 
-use super::document_rules as rules;
+mod stated_rules;
+
 use super::microversion::{HISTORY, MAX, MIN};
 use super::routes::Route;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Map, Value};
+use stated_rules as rules;
 use std::sync::LazyLock;
 use utoipa::openapi::path::{HttpMethod, OperationBuilder, PathItem};
 use utoipa::openapi::{InfoBuilder, OpenApiBuilder, PathsBuilder, ResponseBuilder};
@@ -32,8 +34,8 @@ fn method(m: &axum::http::Method) -> HttpMethod {
 }
 
 /// Every answer's schema.
-fn schemas() -> super::schema::Schemas {
-    super::schema::responses::components()
+fn schemas() -> crate::api::schema::Schemas {
+    crate::api::schema::responses::components()
 }
 
 /// Placement's error body, the answer of every refusal.
@@ -99,7 +101,7 @@ fn path_parameter(r: &Route, name: &str) -> Value {
             json!({"type": "string", "pattern": "^[A-Z0-9_]+$", "maxLength": 255})
         }
         "project_id" if r.method == axum::http::Method::PUT => {
-            super::schema::extensions::project_id_schema()
+            crate::api::schema::extensions::project_id_schema()
         }
         _ => text,
     }
@@ -179,7 +181,7 @@ fn links(r: &Route) -> Option<Value> {
     if (r.method.as_str(), r.path) != ("POST", "/resource_providers") {
         return None;
     }
-    let on_provider = super::routes::all().filter(|o| {
+    let on_provider = crate::api::routes::all().filter(|o| {
         o.path.starts_with("/resource_providers/{uuid}") && o.path.matches('{').count() == 1
     });
     let mut links = Map::new();
@@ -254,7 +256,7 @@ pub fn openapi() -> Value {
         history.join("\n")
     );
     let mut paths = PathsBuilder::new();
-    for r in super::routes::all() {
+    for r in crate::api::routes::all() {
         let rule = r.rule.map_or("no token needed".to_string(), |rule| {
             format!("policy rule `{rule}`")
         });
@@ -290,7 +292,7 @@ pub fn openapi() -> Value {
 /// What utoipa's builders do not say: each operation's parameters,
 /// statuses and security, Placement's error body and the token scheme.
 fn complete(doc: &mut Value) {
-    for r in super::routes::all() {
+    for r in crate::api::routes::all() {
         let Some(op) = doc
             .pointer_mut(&format!(
                 "/paths/{}/{}",
