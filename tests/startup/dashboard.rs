@@ -73,7 +73,8 @@ async fn seed(c: &Cluster) -> (String, String, String) {
         201,
     )
     .await;
-    // Two requests that cannot fit wait in the fair queue with a reason.
+    // Two requests that can never fit (no provider has 1000 VCPU) wait in
+    // the fair queue with that reason.
     let waiting: Vec<Value> = (0..2)
         .map(|_| {
             json!({"consumer_uuid": uuid::Uuid::new_v4(), "project_id": "tenant-q",
@@ -87,7 +88,7 @@ async fn seed(c: &Cluster) -> (String, String, String) {
         .to_string();
     for _ in 0..100 {
         let shown = c.json(0, &format!("/queue/{id}")).await;
-        if shown["reason"] == "no_capacity" {
+        if shown["reason"] == "never_fits" {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -190,7 +191,7 @@ async fn the_dashboard_renders_what_the_api_holds() {
     );
     assert_eq!(
         b.text(&b.find(&format!("{queue} td.reasons")).await).await,
-        "no_capacity: 2"
+        "never_fits: 2"
     );
 
     let shot = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
