@@ -213,14 +213,15 @@ impl Inputs {
                     .unwrap_or_else(|| vec![0; view.classes.len()]),
             })
             .collect();
-        let (victims, victim_rows) = victims(view, &held, &project_ix, &mut holders);
-        let ids: Vec<Uuid> = waiting.iter().map(|&i| rows[i].0.id).collect();
+        // Each provider's index in the round, by row id.
         let position: HashMap<i64, usize> = view
             .provider_ids
             .iter()
             .enumerate()
             .map(|(i, id)| (*id, i))
             .collect();
+        let (victims, victim_rows) = victims(view, &position, &held, &project_ix, &mut holders);
+        let ids: Vec<Uuid> = waiting.iter().map(|&i| rows[i].0.id).collect();
         let held_on: HashMap<Uuid, usize> = db::held_on(tx, &ids)
             .await?
             .into_iter()
@@ -252,16 +253,11 @@ impl Inputs {
 /// victim, counting what every project holds on the way.
 fn victims(
     view: &RoundView,
+    position: &HashMap<i64, usize>,
     held: &[HolderRow],
     project_ix: &HashMap<&str, usize>,
     holders: &mut [Holder],
 ) -> (Vec<Victim>, Vec<(Uuid, String)>) {
-    let position: HashMap<i64, usize> = view
-        .provider_ids
-        .iter()
-        .enumerate()
-        .map(|(i, id)| (*id, i))
-        .collect();
     let mut by_consumer: HashMap<(Uuid, usize), usize> = HashMap::new();
     let (mut victims, mut victim_rows) = (Vec::new(), Vec::new());
     for h in held {
