@@ -605,6 +605,8 @@ async fn check_schema(
         }
         if let Some(v) = unknown.first() {
             tracing::warn!("the database has migration {v}, which this build does not know: a newer release migrated it");
+        } else if !db::definitions::current(&mut conn).await? {
+            return Err("--migrate false: the database runs other definitions of the write path's functions than this build's; run `placement db sync`".into());
         }
     }
     Ok(())

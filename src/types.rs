@@ -66,8 +66,9 @@ impl fmt::Display for ConsumerUuid {
 
 /// Placement's capacity of an inventory: `(total - reserved) *
 /// allocation_ratio`, in f64 as Placement computes it. The one formula the
-/// candidate engine, the allocation write and inventory checks share (the
-/// provider-list filter states it again in SQL).
+/// candidate engine, the allocation write and inventory checks share; SQL
+/// calls its twin `placement_capacity` (`db/definitions.sql`), and
+/// `tests/claim_agrees.rs` checks the two agree.
 pub fn capacity(total: i64, reserved: i64, allocation_ratio: f64) -> f64 {
     (total - reserved) as f64 * allocation_ratio
 }

@@ -69,6 +69,9 @@ pub async fn check(input: &CheckInput<'_>) -> Result<Vec<Check>, String> {
     let (pending, unknown) = db::migrations::compare(&mut conn)
         .await
         .map_err(|e| e.to_string())?;
+    let definitions_current = db::definitions::current(&mut conn)
+        .await
+        .map_err(|e| e.to_string())?;
     let schema = if let Some(v) = unknown.first() {
         Check {
             name: "Database schema",
@@ -76,6 +79,14 @@ pub async fn check(input: &CheckInput<'_>) -> Result<Vec<Check>, String> {
             details: Some(format!(
                 "migration {v} was applied by a newer release than this one"
             )),
+        }
+    } else if pending.is_empty() && !definitions_current {
+        Check {
+            name: "Database schema",
+            outcome: Outcome::Failure,
+            details: Some(
+                "the database runs other definitions of the write path's functions than this release's; run `placement db sync`".into(),
+            ),
         }
     } else if pending.is_empty() {
         Check {

@@ -72,13 +72,13 @@ async fn lines(
 /// Usage above what the inventory allows: (total - reserved) x ratio.
 const OVER_CAPACITY: &str = "
     SELECT format('provider %s %s: %s used, capacity %s', rp.uuid, rc.name, SUM(a.used),
-                  ((i.total - i.reserved) * i.allocation_ratio)::bigint)
+                  placement_capacity(i.total, i.reserved, i.allocation_ratio)::bigint)
       FROM allocations a
       JOIN inventories i ON i.resource_provider_id = a.resource_provider_id AND i.resource_class_id = a.resource_class_id
       JOIN resource_providers rp ON rp.id = a.resource_provider_id
       JOIN resource_classes rc ON rc.id = a.resource_class_id
      GROUP BY rp.uuid, rc.name, i.total, i.reserved, i.allocation_ratio
-    HAVING SUM(a.used) > (i.total - i.reserved) * i.allocation_ratio
+    HAVING SUM(a.used) > placement_capacity(i.total, i.reserved, i.allocation_ratio)
      ORDER BY 1";
 
 /// Allocations of a class the provider has no inventory of.

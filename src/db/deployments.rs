@@ -356,7 +356,7 @@ pub async fn class_stock(
     classes: &[&str],
 ) -> Result<ClassStock, sqlx::Error> {
     let rows: Vec<(i64, String, i64, i64)> = crate::db::query_as(
-        "SELECT i.resource_provider_id, c.name, FLOOR((i.total - i.reserved) * i.allocation_ratio)::bigint,
+        "SELECT i.resource_provider_id, c.name, FLOOR(placement_capacity(i.total, i.reserved, i.allocation_ratio))::bigint,
                 COALESCE((SELECT SUM(a.used) FROM allocations a WHERE a.resource_provider_id = i.resource_provider_id
                           AND a.resource_class_id = i.resource_class_id), 0)::bigint
            FROM inventories i JOIN resource_classes c ON c.id = i.resource_class_id

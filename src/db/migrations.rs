@@ -34,14 +34,22 @@ const REWRITTEN: &[Rewritten] = &[
 ];
 
 /// Applies every migration not applied yet, after recording the current
-/// text of a rewritten migration where its first text was applied. The
-/// caller holds the migration lock.
+/// text of a rewritten migration where its first text was applied, then
+/// the current definitions (`db::definitions`). The caller holds the
+/// migration lock.
 pub async fn run(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
     accept_rewritten(conn).await?;
     MIGRATOR
         .run(&mut *conn)
         .await
-        .map_err(|e| sqlx::Error::Migrate(Box::new(e)))
+        .map_err(|e| sqlx::Error::Migrate(Box::new(e)))?;
+    // A database a newer release migrated keeps that release's functions:
+    // this build's text may call for a schema it does not know.
+    let (_, unknown) = compare(&mut *conn).await?;
+    if unknown.is_empty() {
+        super::definitions::apply(&mut *conn).await?;
+    }
+    Ok(())
 }
 
 /// A migration of this build the database has not applied.

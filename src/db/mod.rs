@@ -9,6 +9,7 @@ pub mod classes;
 pub mod colocation;
 pub mod consumers;
 pub mod deadline;
+pub mod definitions;
 pub mod deployments;
 pub mod fairness;
 pub mod import;

@@ -142,7 +142,7 @@ pub async fn list(
             .push_bind(*amount)
             .push(" % i.step_size = 0 AND (SELECT COALESCE(SUM(a.used), 0) FROM allocations a WHERE a.resource_provider_id = rp.id AND a.resource_class_id = i.resource_class_id) + ")
             .push_bind(*amount)
-            .push(" <= (i.total - i.reserved) * i.allocation_ratio)");
+            .push(" <= placement_capacity(i.total, i.reserved, i.allocation_ratio))");
     }
     q.push(" ORDER BY rp.id");
     q.build_query_as()

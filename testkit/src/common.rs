@@ -122,7 +122,8 @@ pub fn url_with_db(url: &str, db: &str) -> String {
     }
 }
 
-/// The template's name changes whenever the schema or the standard names do.
+/// The template's name changes whenever the schema (the migrations and the
+/// current definitions) or the standard names do.
 fn template_name() -> String {
     // The service crate sits one directory above this one.
     let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
@@ -131,6 +132,7 @@ fn template_name() -> String {
         .flat_map(|d| std::fs::read_dir(root.join(d)).into_iter().flatten())
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
+    files.push(root.join("src/db/definitions.sql"));
     files.sort();
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for f in files {

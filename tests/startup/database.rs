@@ -433,6 +433,36 @@ async fn db_sync_and_upgrade_check_are_the_deployments_steps() {
         !table.contains("Failure") && !table.contains("Warning"),
         "{table}"
     );
+    // A database that runs another text of the write path's functions
+    // (an older release's, or a hand edit) is refused as a missing
+    // migration is, and `db sync` brings the current text back.
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::query("UPDATE schema_definitions SET sha384 = 'another text'")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    sqlx::query("CREATE OR REPLACE FUNCTION placement_capacity(total bigint, reserved bigint, allocation_ratio float8) RETURNS float8 LANGUAGE sql IMMUTABLE AS $$ SELECT 0::float8 $$")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let err = refused_start_on(&url, &["--migrate", "false"]);
+    assert!(
+        err.contains("other definitions") && err.contains("placement db sync"),
+        "{err}"
+    );
+    let (code, table, _) = run(&["upgrade", "check"]);
+    assert_eq!(code, Some(2), "{table}");
+    assert!(table.contains("other definitions"), "{table}");
+    let (code, out, err) = run(&["db", "sync"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let capacity: f64 = sqlx::query_scalar("SELECT placement_capacity(10, 2, 1.5)")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(capacity, 12.0, "db sync applied the current definitions");
+    drop(conn);
+    let (code, table, err) = run(&["upgrade", "check"]);
+    assert_eq!(code, Some(0), "{table}{err}");
     // A policy file whose check string does not parse fails the check.
     let bad = policy_file("\"placement:usages\": \"role:admin or (\"\n");
     let (code, table, _) = run(&["upgrade", "check", "--policy-file", &bad.arg()]);

@@ -1,7 +1,7 @@
 //! The claim: allocations for consumers that do not exist yet (a scheduler
 //! claiming its candidate, a queue round admitting requests), written by
-//! one call of `placement_claim` (migrations/*_claim_function*.sql; the
-//! latest definition wins).
+//! one call of `placement_claim`, whose one current text is in
+//! `src/db/definitions.sql` (the migrations keep its history).
 //!
 //! The function locks the providers, then checks in one statement what the
 //! detailed path checks and writes only when every check passes: the
@@ -21,6 +21,10 @@
 //! rows, the per-project totals) itself, from values it already has; the
 //! trigger skips statements run inside it (see the migration
 //! `*_claim_function_writes_its_log.sql`).
+//!
+//! Which rules the claim checks itself and which it leaves to the detailed
+//! path is `tests/claim_agrees.rs`'s to prove: random writes through both,
+//! on real PostgreSQL, give the same verdict and the same stored rows.
 
 use super::{AllocError, ConsumerIds, ConsumerWrite, GenerationCheck};
 use crate::types::PriorityClass;

@@ -186,7 +186,7 @@ pub async fn provider_usage(
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn pool_capacity(conn: &mut PgConnection) -> Result<Vec<(i32, f64)>, sqlx::Error> {
     crate::db::query_as(
-        "SELECT resource_class_id, SUM((total - reserved) * allocation_ratio)::float8
+        "SELECT resource_class_id, SUM(placement_capacity(total, reserved, allocation_ratio))
            FROM inventories GROUP BY 1 ORDER BY 1",
     )
     .fetch_all(conn)

@@ -1,0 +1,112 @@
+-- The current text of the functions the write path calls. The
+-- migrations keep their history; this file is what runs now. It is
+-- applied after the migrations, on every `placement db sync` (and on
+-- `serve --migrate`) whose recorded checksum differs from this text's
+-- (`db::definitions`), by the role that owns the schema. A change to a
+-- rule here is a change to this file only; `tests/claim_agrees.rs`
+-- drives random writes through the claim and the detailed path and
+-- requires the same verdict and the same stored rows.
+--
+-- Every statement here is CREATE OR REPLACE, so the file runs again on
+-- a database it already defined. PostgreSQL replaces a function only
+-- with the same argument types, names and result: a change of those is
+-- a migration (DROP FUNCTION) followed by the new text here.
+
+-- A provider's capacity for a class: (total - reserved) x allocation
+-- ratio, Placement's formula. Every SQL text that compares usage with
+-- capacity calls this; `types::capacity` is its Rust twin (the pure
+-- rounds and the candidate engine), and `tests/claim_agrees.rs` checks
+-- they agree. IMMUTABLE and SQL: the planner inlines it.
+CREATE OR REPLACE FUNCTION placement_capacity(total bigint, reserved bigint, allocation_ratio float8)
+RETURNS float8
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT (total - reserved)::float8 * allocation_ratio $$;
+
+-- The claim (`db::allocations::claim`): allocations for consumers that do
+-- not exist yet, all or nothing. It locks the providers, checks in one
+-- statement what the detailed path (`db::allocations::write`) checks, and
+-- writes only when every check passes; any rule it does not check itself
+-- (new owners, quotas, reservations, low priority) makes it write nothing
+-- and leaves the write to the detailed path. It writes the change log and
+-- per-project totals the allocation insert trigger would; the trigger
+-- skips statements run inside it (`placement.claim_writes_log`).
+CREATE OR REPLACE FUNCTION placement_claim(uuid[], text[], text[], text[], uuid[], uuid[], text[], int[])
+RETURNS TABLE (claimed_uuid uuid, claimed_id bigint)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    outer_setting text := current_setting('placement.claim_writes_log', true);
+BEGIN
+    PERFORM set_config('placement.claim_writes_log', 'on', true);
+    PERFORM 1 FROM resource_providers WHERE uuid = ANY($6) ORDER BY id FOR UPDATE;
+    RETURN QUERY
+        WITH RECURSIVE
+          owners AS (
+            SELECT c.uuid, c.type_name,
+                   (SELECT id FROM projects WHERE external_id = c.project) AS project_id,
+                   (SELECT id FROM users WHERE external_id = c.usr) AS user_id,
+                   (SELECT id FROM consumer_types WHERE name = c.type_name) AS type_id,
+                   (SELECT true FROM consumers WHERE uuid = c.uuid) AS existing,
+                   (SELECT true FROM consumer_priorities
+                     WHERE consumer_uuid = c.uuid AND priority_class >= 2) AS low
+              FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[]) AS c(uuid, project, usr, type_name)),
+          claimed AS (
+            SELECT r.consumer, r.used, r.given,
+                   (SELECT id FROM resource_providers WHERE uuid = r.rp_uuid) AS rp,
+                   (SELECT id FROM resource_classes WHERE name = r.class) AS class_id
+              FROM UNNEST($5::uuid[], $6::uuid[], $7::text[], $8::int[])
+                   WITH ORDINALITY AS r(consumer, rp_uuid, class, used, given)),
+          up(id, depth) AS (
+            SELECT DISTINCT project_id, 0 FROM owners WHERE project_id IS NOT NULL
+            UNION SELECT f.parent_project_id, up.depth + 1
+              FROM up JOIN project_fairness f ON f.project_id = up.id
+             WHERE f.parent_project_id IS NOT NULL AND up.depth < 1000),
+          stock AS (
+            SELECT r.rp, r.class_id, SUM(r.used) AS n, i.total, i.reserved, i.allocation_ratio,
+                   bool_or(r.used < i.min_unit OR r.used > i.max_unit
+                           OR i.step_size <= 0 OR r.used % i.step_size <> 0) AS off_units,
+                   (SELECT COALESCE(SUM(a.used), 0) FROM allocations a
+                     WHERE a.resource_provider_id = r.rp AND a.resource_class_id = r.class_id) AS used,
+                   EXISTS (SELECT 1 FROM project_reservations v WHERE v.resource_provider_id = r.rp) AS reserved_for
+              FROM claimed r
+              LEFT JOIN inventories i ON i.resource_provider_id = r.rp AND i.resource_class_id = r.class_id
+             GROUP BY r.rp, r.class_id, i.total, i.reserved, i.allocation_ratio),
+          ok AS (
+            SELECT NOT EXISTS (SELECT 1 FROM owners
+                                WHERE project_id IS NULL OR user_id IS NULL OR (type_name IS NOT NULL AND type_id IS NULL)
+                                   OR existing OR low)
+               AND NOT EXISTS (SELECT 1 FROM claimed WHERE rp IS NULL OR class_id IS NULL)
+               AND NOT EXISTS (SELECT 1 FROM up
+                                WHERE (SELECT true FROM project_quotas q
+                                        WHERE q.project_id = up.id AND q."limit" IS NOT NULL
+                                          AND q.resource_class_id IN (SELECT class_id FROM claimed) LIMIT 1))
+               AND NOT EXISTS (SELECT 1 FROM stock
+                                WHERE total IS NULL OR reserved_for OR off_units
+                                   OR (used + n)::float8 > placement_capacity(total, reserved, allocation_ratio)) AS ok),
+          created AS (
+            INSERT INTO consumers (uuid, project_id, user_id, consumer_type_id, generation)
+            SELECT uuid, project_id, user_id, type_id, 1 FROM owners WHERE (SELECT ok FROM ok)
+            RETURNING uuid, id),
+          written AS (
+            INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used)
+            SELECT r.rp, c.id, r.class_id, r.used FROM claimed r JOIN created c ON c.uuid = r.consumer
+             ORDER BY r.given),
+          logged AS (
+            INSERT INTO change_log (provider_id, structural, class_id, used_delta)
+            SELECT rp, false, class_id, SUM(used) FROM claimed WHERE (SELECT ok FROM ok) GROUP BY 1, 3),
+          -- What the trigger adds for an insert, in the same key order.
+          totals AS (
+            INSERT INTO project_allocations AS pa (project_id, resource_provider_id, resource_class_id, used)
+            SELECT o.project_id, r.rp, r.class_id, SUM(r.used)
+              FROM claimed r JOIN owners o ON o.uuid = r.consumer
+             WHERE (SELECT ok FROM ok)
+             GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+            ON CONFLICT (project_id, resource_provider_id, resource_class_id)
+            DO UPDATE SET used = pa.used + EXCLUDED.used),
+          bumped AS (
+            UPDATE resource_providers SET generation = generation + 1, updated_at = now()
+             WHERE uuid = ANY($6) AND (SELECT ok FROM ok))
+        SELECT uuid, id FROM created;
+    PERFORM set_config('placement.claim_writes_log', COALESCE(outer_setting, ''), true);
+END $$;
