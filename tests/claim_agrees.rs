@@ -508,11 +508,15 @@ async fn disagreement(conn: &mut PgConnection, case: &Case) -> Option<String> {
         .execute(&mut *tx)
         .await
         .expect("savepoint");
+    let before = stored(&mut tx).await;
     let claimed = match allocations::claim(&mut tx, &case.writes).await {
         Ok(claimed) => claimed,
         Err(e) => return Some(format!("the claim failed: {e}")),
     };
     let after_claim = stored(&mut tx).await;
+    if !claimed && after_claim != before {
+        return Some("the claim refused and still wrote".into());
+    }
     sqlx::query("ROLLBACK TO SAVEPOINT paths")
         .execute(&mut *tx)
         .await
@@ -626,7 +630,7 @@ async fn the_claim_and_the_detailed_path_agree() {
 /// is caught by the cases above: the test can fail.
 #[tokio::test]
 async fn every_mutation_of_the_claim_is_caught() {
-    const MUTATIONS: [(&str, &str, &str); 8] = [
+    const MUTATIONS: [(&str, &str, &str); 9] = [
         ("units unchecked", "OR reserved_for OR off_units", "OR reserved_for"),
         (
             "capacity unchecked",
@@ -643,9 +647,14 @@ async fn every_mutation_of_the_claim_is_caught() {
             "SELECT total::float8 * allocation_ratio",
         ),
         (
-            "the change log's units doubled",
-            "SELECT rp, false, class_id, SUM(used) FROM claimed",
-            "SELECT rp, false, class_id, 2 * SUM(used) FROM claimed",
+            "the recorded units doubled",
+            "array_agg(o.project_id), array_agg(r.used)) AS done",
+            "array_agg(o.project_id), array_agg(2 * r.used)) AS done",
+        ),
+        (
+            "recorded when refused",
+            "FROM claimed r JOIN owners o ON o.uuid = r.consumer\n             WHERE (SELECT ok FROM ok)),",
+            "FROM claimed r JOIN owners o ON o.uuid = r.consumer),",
         ),
     ];
     let (_db, mut conn) = database().await;

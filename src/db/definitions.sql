@@ -22,14 +22,69 @@ RETURNS float8
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT (total - reserved)::float8 * allocation_ratio $$;
 
+-- The one writer of what an allocation change records: a change-log row
+-- per provider and class with the units added (negative when removed),
+-- and the per-project totals (`project_allocations`), in key order as
+-- every writer takes their row locks. Rows of a consumer already gone
+-- (no project) are logged but not totalled. Called by the allocation
+-- triggers (below) and by the claim, which writes its rows with the
+-- triggers off.
+CREATE OR REPLACE FUNCTION placement_usage_changed(rp_ids bigint[], class_ids int[], project_ids int[], deltas int[])
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    WITH changed AS (
+        SELECT * FROM UNNEST(rp_ids, class_ids, project_ids, deltas) AS t(rp, class_id, project_id, n)),
+    logged AS (
+        INSERT INTO change_log (provider_id, structural, class_id, used_delta)
+        SELECT rp, false, class_id, SUM(n) FROM changed GROUP BY 1, 3)
+    INSERT INTO project_allocations AS pa (project_id, resource_provider_id, resource_class_id, used)
+    SELECT project_id, rp, class_id, SUM(n) FROM changed WHERE project_id IS NOT NULL
+     GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+    ON CONFLICT (project_id, resource_provider_id, resource_class_id)
+    DO UPDATE SET used = pa.used + EXCLUDED.used;
+END $$;
+
+-- The statement trigger of every insert, update and delete of
+-- allocations (but the claim's inserts: see 20261206000001): records the
+-- change, and wakes the fair queue when allocations were freed.
+CREATE OR REPLACE FUNCTION allocations_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        PERFORM placement_usage_changed(array_agg(n.resource_provider_id), array_agg(n.resource_class_id),
+                                        array_agg(c.project_id), array_agg(n.used))
+           FROM new_rows n LEFT JOIN consumers c ON c.id = n.consumer_id;
+    ELSIF TG_OP = 'DELETE' THEN
+        PERFORM placement_usage_changed(array_agg(o.resource_provider_id), array_agg(o.resource_class_id),
+                                        array_agg(c.project_id), array_agg(-o.used))
+           FROM old_rows o LEFT JOIN consumers c ON c.id = o.consumer_id;
+        IF EXISTS (SELECT 1 FROM old_rows)
+           AND EXISTS (SELECT 1 FROM queue_requests WHERE state = 'pending') THEN
+            PERFORM pg_notify('placement_queue', 'freed');
+        END IF;
+    ELSE
+        -- No path updates allocations in place; should one, its totals
+        -- move with it.
+        PERFORM placement_usage_changed(array_agg(m.resource_provider_id), array_agg(m.resource_class_id),
+                                        array_agg(c.project_id), array_agg(m.used))
+           FROM (SELECT consumer_id, resource_provider_id, resource_class_id, used FROM new_rows
+                 UNION ALL
+                 SELECT consumer_id, resource_provider_id, resource_class_id, -used FROM old_rows) m
+           LEFT JOIN consumers c ON c.id = m.consumer_id;
+    END IF;
+    RETURN NULL;
+END $$;
+
 -- The claim (`db::allocations::claim`): allocations for consumers that do
 -- not exist yet, all or nothing. It locks the providers, checks in one
 -- statement what the detailed path (`db::allocations::write`) checks, and
 -- writes only when every check passes; any rule it does not check itself
 -- (new owners, quotas, reservations, low priority) makes it write nothing
--- and leaves the write to the detailed path. It writes the change log and
--- per-project totals the allocation insert trigger would; the trigger
--- skips statements run inside it (`placement.claim_writes_log`).
+-- and leaves the write to the detailed path. It records its rows through
+-- `placement_usage_changed` itself, from values it already has (the
+-- consumers' projects); the insert trigger skips statements run inside it
+-- (`placement.claim_writes_log`).
 CREATE OR REPLACE FUNCTION placement_claim(uuid[], text[], text[], text[], uuid[], uuid[], text[], int[])
 RETURNS TABLE (claimed_uuid uuid, claimed_id bigint)
 LANGUAGE plpgsql
@@ -92,21 +147,15 @@ BEGIN
             INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used)
             SELECT r.rp, c.id, r.class_id, r.used FROM claimed r JOIN created c ON c.uuid = r.consumer
              ORDER BY r.given),
-          logged AS (
-            INSERT INTO change_log (provider_id, structural, class_id, used_delta)
-            SELECT rp, false, class_id, SUM(used) FROM claimed WHERE (SELECT ok FROM ok) GROUP BY 1, 3),
-          -- What the trigger adds for an insert, in the same key order.
-          totals AS (
-            INSERT INTO project_allocations AS pa (project_id, resource_provider_id, resource_class_id, used)
-            SELECT o.project_id, r.rp, r.class_id, SUM(r.used)
+          -- The change log and the per-project totals, by their one writer.
+          recorded AS (
+            SELECT placement_usage_changed(array_agg(r.rp), array_agg(r.class_id),
+                                           array_agg(o.project_id), array_agg(r.used)) AS done
               FROM claimed r JOIN owners o ON o.uuid = r.consumer
-             WHERE (SELECT ok FROM ok)
-             GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-            ON CONFLICT (project_id, resource_provider_id, resource_class_id)
-            DO UPDATE SET used = pa.used + EXCLUDED.used),
+             WHERE (SELECT ok FROM ok)),
           bumped AS (
             UPDATE resource_providers SET generation = generation + 1, updated_at = now()
              WHERE uuid = ANY($6) AND (SELECT ok FROM ok))
-        SELECT uuid, id FROM created;
+        SELECT c.uuid, c.id FROM created c, recorded;
     PERFORM set_config('placement.claim_writes_log', COALESCE(outer_setting, ''), true);
 END $$;

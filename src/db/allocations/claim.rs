@@ -17,9 +17,10 @@
 //! providers are locked: every writer of their allocations holds those
 //! locks, so what it reads is what is there.
 //!
-//! It writes what the allocation insert trigger would (the change log
-//! rows, the per-project totals) itself, from values it already has; the
-//! trigger skips statements run inside it (see the migration
+//! It records its rows (the change log, the per-project totals) through
+//! their one writer, `placement_usage_changed`, from values it already
+//! has (the consumers' projects); the insert trigger, which would call the
+//! same writer, skips statements run inside it (see the migration
 //! `*_claim_function_writes_its_log.sql`).
 //!
 //! Which rules the claim checks itself and which it leaves to the detailed
