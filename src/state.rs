@@ -63,7 +63,7 @@ pub struct AppState {
     /// Behaviour settings.
     pub settings: Arc<config::Settings>,
     /// This process's snapshot of the provider data candidates need.
-    pub candidates: Arc<candidates::cache::SnapshotCache>,
+    pub candidates: Arc<candidates::snapshot_cache::SnapshotCache>,
     /// This process's searches at rest, read together.
     pub reads: Arc<candidates::rest::Reads>,
     /// One permit per core for CPU-heavy work (solve, render, plans), so
@@ -73,7 +73,7 @@ pub struct AppState {
     /// Authentication, policy and CORS.
     pub security: Arc<Security>,
     /// This process's copy of the deployment nodes' state.
-    pub nodes: Arc<crate::deploy::cache::NodeCache>,
+    pub nodes: Arc<crate::deploy::node_cache::NodeCache>,
     /// Wakes this process's long polls of the fair queue.
     pub queue: Arc<crate::fairness::queue_round::QueueSignals>,
     /// Single queue submissions waiting to be stored together.

@@ -4,11 +4,11 @@
 //! request and calls `crate::colocation`.
 
 use super::extract::{find, find_for_update, JsonBody, PathParams};
-use super::policy::{owner_target, Authorize};
+use super::policy_check::{owner_target, Authorize};
 use super::respond::Reply;
 use crate::api::respond::{ApiError, ApiResult};
 use crate::colocation::advice::{self, EvictionsPost};
-use crate::colocation::policy;
+use crate::colocation::policy_overrides;
 use crate::colocation::priority::{self, PriorityPut};
 use crate::colocation::reports::{self, UsageReport};
 use crate::sched::colocation::policy::Policy;
@@ -135,14 +135,14 @@ pub async fn set_priority(
 /// `GET /colocation_policy`.
 pub async fn show_cluster_policy(State(st): State<AppState>) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
-    Ok(Reply::ok(&policy::show(&mut conn, None).await?))
+    Ok(Reply::ok(&policy_overrides::show(&mut conn, None).await?))
 }
 
 /// `PUT /colocation_policy`.
 pub async fn set_cluster_policy(State(st): State<AppState>, body: JsonBody) -> ApiResult<Reply> {
     let fields: Value = body.parse_extension(&policy_schema())?;
     let mut tx = st.pool.begin().await?;
-    let view = policy::put(&mut tx, None, fields).await?;
+    let view = policy_overrides::put(&mut tx, None, fields).await?;
     tx.commit().await?;
     Ok(Reply::ok(&view))
 }
@@ -150,7 +150,7 @@ pub async fn set_cluster_policy(State(st): State<AppState>, body: JsonBody) -> A
 /// `DELETE /colocation_policy`: back to Koordinator's defaults.
 pub async fn delete_cluster_policy(State(st): State<AppState>) -> ApiResult<StatusCode> {
     let mut tx = st.pool.begin().await?;
-    policy::delete(&mut tx, None).await?;
+    policy_overrides::delete(&mut tx, None).await?;
     tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -162,7 +162,9 @@ pub async fn show_provider_policy(
 ) -> ApiResult<Reply> {
     let mut conn = st.pool.acquire().await?;
     let rp = find(&mut conn, &id).await?;
-    Ok(Reply::ok(&policy::show(&mut conn, Some(rp.id)).await?))
+    Ok(Reply::ok(
+        &policy_overrides::show(&mut conn, Some(rp.id)).await?,
+    ))
 }
 
 /// `PUT /resource_providers/{uuid}/colocation_policy`.
@@ -174,7 +176,7 @@ pub async fn set_provider_policy(
     let fields: Value = body.parse_extension(&policy_schema())?;
     let mut tx = st.pool.begin().await?;
     let rp = find(&mut tx, &id).await?;
-    let view = policy::put(&mut tx, Some(rp.id), fields).await?;
+    let view = policy_overrides::put(&mut tx, Some(rp.id), fields).await?;
     tx.commit().await?;
     Ok(Reply::ok(&view))
 }
@@ -186,7 +188,7 @@ pub async fn delete_provider_policy(
 ) -> ApiResult<StatusCode> {
     let mut tx = st.pool.begin().await?;
     let rp = find(&mut tx, &id).await?;
-    policy::delete(&mut tx, Some(rp.id)).await?;
+    policy_overrides::delete(&mut tx, Some(rp.id)).await?;
     tx.commit().await.map_err(ApiError::commit_failed)?;
     Ok(StatusCode::NO_CONTENT)
 }

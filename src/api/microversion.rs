@@ -3,7 +3,7 @@
 //! One line per version says what it changed; handlers ask
 //! `mv.at_least(1, 14)` rather than compare numbers by hand.
 
-use crate::candidates::request::LATEST;
+use crate::candidates::query_grammar::LATEST;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
@@ -75,8 +75,8 @@ pub const HISTORY: &[(&str, &str)] = &[
 
 impl Microversion {
     /// The same version as the candidate engine takes it.
-    pub fn engine(self) -> crate::candidates::request::Version {
-        crate::candidates::request::Version::new(self.major, self.minor)
+    pub fn engine(self) -> crate::candidates::query_grammar::Version {
+        crate::candidates::query_grammar::Version::new(self.major, self.minor)
     }
 
     /// A version from its parts.

@@ -8,7 +8,7 @@ use super::schema;
 use super::schema::bodies::{ProviderCreate, ProviderUpdate};
 use super::schema::responses::{Link, Provider, ProviderList};
 use crate::api::respond::{ApiError, ApiResult};
-use crate::candidates::request::{parse_member_of, parse_required};
+use crate::candidates::query_grammar::{parse_member_of, parse_required};
 use crate::db::providers::{self, ProviderFilter, ProviderRow};
 use crate::db::{classes, traits};
 use crate::provider::{self, ParentChange};
@@ -63,7 +63,7 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
     }
     if let Some(r) = q.last("resources") {
         let wanted =
-            crate::candidates::request::parse_resources(r).map_err(ApiError::bad_request)?;
+            crate::candidates::query_grammar::parse_resources(r).map_err(ApiError::bad_request)?;
         let names: Vec<String> = wanted.iter().map(|(n, _)| n.clone()).collect();
         let ids = classes::ids(&mut conn, &names).await?.map_err(|rc| {
             ApiError::bad_request(format!(

@@ -6,7 +6,7 @@
 //! Anything short of a clear answer from Keystone is a 503: the service
 //! never fails open.
 
-use super::cache::TokenCache;
+use super::token_cache::TokenCache;
 use crate::config::security::{Secret, SecurityArgs};
 use crate::policy::Credentials;
 use chrono::{DateTime, Utc};

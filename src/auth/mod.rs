@@ -4,8 +4,8 @@
 //! by Keystone and the identity comes from its answer alone, so identity
 //! headers sent by a client change nothing.
 
-pub mod cache;
 pub mod keystone;
+pub mod token_cache;
 
 use crate::config::security::{AuthStrategy, SecurityArgs};
 use crate::error::Error;

@@ -10,12 +10,12 @@
 //! cause: another project's reservation, or the load filter's stale report,
 //! load threshold or invalid policy override (see [`Adjustments`]).
 
-use super::batch::LoadRefusal;
 use super::find::Adjustments;
+use super::low_priority_filter::LoadRefusal;
 use super::snapshot::{Snapshot, Stock};
 use super::solve::{Candidate, Group, Request};
 use crate::db::colocation::{BATCH_MEMORY_MB, BATCH_VCPU_MILLI};
-use crate::sched::colocation::load::Resource;
+use crate::sched::colocation::load_aware::Resource;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
 

@@ -9,13 +9,13 @@
 //! [`run`] with a typed [`Search`].
 
 use super::ahead::{Ahead, Solved};
-use super::batch;
-use super::cache::SnapshotCache;
 use super::groups::{self, CandidateQuery, GroupPolicy};
+use super::low_priority_filter;
+use super::query_grammar::Version;
 use super::render::{Rendering, Shape};
-use super::request::Version;
 use super::rest::{Ids, Names, Reads};
 use super::snapshot::Snapshot;
+use super::snapshot_cache::SnapshotCache;
 use super::solve::{self, Candidate, Group, Limits, Stopped};
 use crate::config::{GenerationStrategy, Settings};
 use crate::db::{candidates as db, fairness};
@@ -68,7 +68,7 @@ pub struct Adjustments {
     /// (provider id, class id) → units.
     pub withheld: HashMap<(i64, i32), i64>,
     /// Providers the load filter gives no low-priority work, and why.
-    pub refused: HashMap<i64, batch::LoadRefusal>,
+    pub refused: HashMap<i64, low_priority_filter::LoadRefusal>,
 }
 
 /// Runs a candidates query. `max_results` caps the results (with the
@@ -100,7 +100,7 @@ pub fn search_of(
     })?;
     Ok(Search {
         query: parsed,
-        priority: batch::priority_of(pairs)?,
+        priority: low_priority_filter::priority_of(pairs)?,
         project: pairs
             .iter()
             .rev()
@@ -138,7 +138,7 @@ pub struct Search {
 /// Runs a typed search.
 pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
     let parsed = &search.query;
-    batch::check_classes(
+    low_priority_filter::check_classes(
         search.priority,
         parsed
             .groups
@@ -237,7 +237,7 @@ fn start_ahead<'a>(
         return None;
     }
     let snap = engine.cache.settled()?;
-    if super::cpu::is_small(limits, &snap) {
+    if super::solving_threads::is_small(limits, &snap) {
         return None;
     }
     let ids = engine.reads.guess(names)?;
@@ -329,7 +329,7 @@ async fn read_in_snapshot(engine: &Engine<'_>, names: &Names, search: &Search) -
     };
     let (snap, refused) = if search.priority.low() {
         let (restricted, refused) =
-            batch::restrict(&mut tx, &snap, batch_request(&search.query)).await?;
+            low_priority_filter::restrict(&mut tx, &snap, batch_request(&search.query)).await?;
         (Arc::new(restricted), refused)
     } else {
         (snap, HashMap::new())
@@ -400,13 +400,14 @@ async fn solve_off_the_workers(
     rendering: Option<Rendering>,
 ) -> Result<Solved> {
     let started = std::time::Instant::now();
-    let job = super::cpu::Job {
+    let job = super::solving_threads::Job {
         snap,
         request,
         limits,
         rendering,
     };
-    let (solution, body) = super::cpu::solve(cpu, job, super::cpu::SMALL_STEPS).await?;
+    let (solution, body) =
+        super::solving_threads::solve(cpu, job, super::solving_threads::SMALL_STEPS).await?;
     let solve_ms = started.elapsed().as_secs_f64() * 1e3;
     match solution.stopped {
         Some(Stopped::Budget) => tracing::warn!(

@@ -1,7 +1,7 @@
 //! Parsing of `GET /allocation_candidates` into request groups, with the
 //! group-level validation Placement applies per microversion. Pure.
 
-use super::request::{
+use super::query_grammar::{
     conflicting_traits, parse_member_of, parse_required, parse_resources, AggFilter, TraitFilter,
     Version,
 };

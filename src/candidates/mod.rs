@@ -2,17 +2,17 @@
 //! request needs, the pure solver, and rendering.
 
 mod ahead;
-pub mod batch;
 pub mod budget;
-pub mod cache;
-pub mod cpu;
 pub mod explain;
 pub mod find;
 pub mod groups;
-pub mod load;
+pub mod low_priority_filter;
+pub mod query_grammar;
 pub mod render;
-pub mod request;
 pub mod rest;
 pub mod snapshot;
+pub mod snapshot_build;
+pub mod snapshot_cache;
 pub mod solve;
+pub mod solving_threads;
 mod visibility;

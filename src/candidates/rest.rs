@@ -11,9 +11,9 @@
 //! search's own statement gave). Nothing waits for a turn to fill: a lone
 //! search runs at once.
 
-use super::cache::SnapshotCache;
 use super::groups::CandidateQuery;
 use super::snapshot::Snapshot;
+use super::snapshot_cache::SnapshotCache;
 use crate::db::{candidates as db, kept::Kept, Pool};
 use crate::error::{classify, DbFailure, Error, Result};
 use crate::gather::Gather;

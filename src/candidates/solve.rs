@@ -544,18 +544,14 @@ fn breadth_first(anchors: &mut Anchors, out: &mut Output, budget: &mut Budget) {
     }
 }
 
-#[path = "solve_output.rs"]
 mod output;
 use output::Output;
 
-#[path = "solve_product.rs"]
 mod product;
 use product::AnchorProduct;
 
-#[path = "solve_order.rs"]
 mod order;
 use order::Order;
 
 #[cfg(test)]
-#[path = "solve_tests.rs"]
 mod tests;

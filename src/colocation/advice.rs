@@ -269,7 +269,7 @@ pub async fn record(
     rp: i64,
     b: &EvictionsPost,
 ) -> Result<EvictionsRecorded> {
-    let policy = super::policy::resolve(conn, Some(rp)).await?;
+    let policy = super::policy_overrides::resolve(conn, Some(rp)).await?;
     let cooldown = match b.trigger.as_str() {
         "be_cpu_satisfaction" => policy.cooldown.cpu,
         "memory_usage" => policy.cooldown.memory,

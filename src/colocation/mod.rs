@@ -11,7 +11,7 @@
 //! Placement client at 1.0–1.39 sees exactly Placement.
 
 pub mod advice;
-pub mod policy;
+pub mod policy_overrides;
 pub mod priority;
 pub mod reports;
 
@@ -66,7 +66,7 @@ pub struct Provider {
 
 /// Reads a provider's policy and capacity.
 pub async fn provider(conn: &mut PgConnection, rp: i64) -> Result<Provider> {
-    let policy = policy::resolve(conn, Some(rp)).await?;
+    let policy = policy_overrides::resolve(conn, Some(rp)).await?;
     let (capacity, reserved) = capacity(conn, rp).await?;
     Ok(Provider {
         policy,

@@ -260,6 +260,6 @@ async fn recompute(conn: &mut PgConnection, rp: i64, loaded: Loaded) -> Result<R
 /// Sets to 0 the batch inventory of providers whose reports stopped for
 /// longer than their degradeTimeMinutes; how many inventories changed.
 pub async fn degrade_stale(conn: &mut PgConnection) -> Result<u64> {
-    let cluster = super::policy::resolve(conn, None).await?;
+    let cluster = super::policy_overrides::resolve(conn, None).await?;
     Ok(db::degrade_stale(conn, cluster.degrade_time_minutes).await?)
 }

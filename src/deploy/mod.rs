@@ -5,12 +5,12 @@
 //! bindings. Handlers only parse, call [`deploy`] or [`resize::resize`],
 //! and render.
 
-pub mod batch;
-pub mod cache;
+pub mod batch_deployments;
+pub mod deployment_request;
+pub mod node_cache;
 pub mod nodes;
 pub mod plan;
 pub mod refresh;
-pub mod request;
 pub mod resize;
 pub mod topology;
 pub mod write;
@@ -20,10 +20,10 @@ use crate::db::deployments as db;
 use crate::error::{codes, with_retries, Error, NodeReport, Refusal, Result};
 use crate::sched::{self, CapacityMap, NodeName, SchedError};
 use crate::types::PriorityClass;
-use cache::NodeCache;
+pub use deployment_request::Deployment;
+use node_cache::NodeCache;
 pub use nodes::{instance_resources, CpuModel, NodeState, CPU_SHARES, MIB};
 use plan::NodeVerdict;
-pub use request::Deployment;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use write::{InstanceWrite, WriteOptions};
@@ -97,7 +97,7 @@ pub async fn deploy(
         query: d.node_query(),
         priority: PriorityClass::Prod,
         project: Some(d.owner.project_id.clone()),
-        version: crate::candidates::request::LATEST,
+        version: crate::candidates::query_grammar::LATEST,
         max_results: None,
         one_per_anchor: false,
         render: None,
@@ -364,8 +364,8 @@ async fn attempt(c: &Context<'_>) -> Result<Outcome> {
 /// (cores of a topology; a node without one counts for non-bound requests
 /// only, by its VCPUs).
 fn beyond_every_candidate(
-    cached: &[std::sync::Arc<cache::Cached>],
-    shape: &request::InstanceShape,
+    cached: &[std::sync::Arc<node_cache::Cached>],
+    shape: &deployment_request::InstanceShape,
 ) -> bool {
     let cpu = shape.cpu.get();
     cached.iter().all(|n| {
@@ -402,7 +402,7 @@ async fn refuse_beyond_every_node(c: &Context<'_>) -> Result<()> {
 /// The app's instances on each cached node, by node name.
 async fn app_counts(
     c: &Context<'_>,
-    cached: &[std::sync::Arc<cache::Cached>],
+    cached: &[std::sync::Arc<node_cache::Cached>],
 ) -> Result<BTreeMap<NodeName, i64>> {
     let mut conn = c.pool.acquire().await?;
     let counts = db::app_counts(&mut conn, c.d.app.as_str()).await?;
@@ -418,8 +418,8 @@ async fn app_counts(
 /// Every node's capacity for `shape` (or why it has none), and the
 /// verdicts an answer shows.
 fn judge(
-    cached: &[std::sync::Arc<cache::Cached>],
-    shape: &request::InstanceShape,
+    cached: &[std::sync::Arc<node_cache::Cached>],
+    shape: &deployment_request::InstanceShape,
 ) -> (
     Vec<Result<sched::NodeCapacity, plan::Shortfall>>,
     Vec<NodeVerdict>,
@@ -485,7 +485,7 @@ async fn exact_states(
 fn plan_instances(
     fresh: &mut [NodeState],
     deploy_map: &BTreeMap<NodeName, i64>,
-    shape: &request::InstanceShape,
+    shape: &deployment_request::InstanceShape,
 ) -> Result<Vec<Planned>, SchedError> {
     let mut planned = Vec::new();
     for node in fresh.iter_mut() {

@@ -3,8 +3,8 @@
 //! functions over [`NodeState`]s, plus the whole-VCPU count of nodes
 //! without a CPU topology.
 
+use super::deployment_request::InstanceShape;
 use super::nodes::{CpuModel, NodeState, MIB};
-use super::request::InstanceShape;
 use crate::sched::{
     self, Allocation, CapacityMap, NodeCapacity, NodeName, ResourceRequest, SchedError,
     VolumeBinding, VolumePlan, WorkloadResource, UNLIMITED,

@@ -6,8 +6,8 @@
 //! request would have read, under the caches' own rules, so they stay
 //! exact: only the moment of reading moves.
 
-use super::cache::NodeCache;
-use crate::candidates::cache::SnapshotCache;
+use super::node_cache::NodeCache;
+use crate::candidates::snapshot_cache::SnapshotCache;
 use crate::db::deployments as db;
 use std::sync::Arc;
 use std::time::Duration;

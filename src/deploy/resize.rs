@@ -2,8 +2,8 @@
 //! and memory, the old cores preferred, written with its allocations in
 //! one transaction; nothing changes when it does not fit.
 
+use super::deployment_request::Cpus;
 use super::nodes::{self, instance_resources, workload, CpuModel, NodeState, CPU_SHARES, MIB};
-use super::request::Cpus;
 use crate::allocation::alloc_error;
 use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck, ProviderClaims};
 use crate::db::deployments::{self as db, InstanceSpec};

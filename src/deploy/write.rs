@@ -6,7 +6,7 @@
 //! their core bindings, their volume bindings, and the announcement that
 //! lets other processes refresh the nodes a large deployment changed.
 
-use super::request::Deployment;
+use super::deployment_request::Deployment;
 use super::{refresh, PlannedInstance};
 use crate::allocation::alloc_error;
 use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck, ProviderClaims};

@@ -5,11 +5,11 @@
 //! `dry_run` decides without writing. Each committed round is stored in
 //! `admission_rounds` with its seed, so it can be replayed.
 
-use super::load::{load, Loaded};
-use super::pool::{self as providers, Cached};
+use super::round_inputs::{load, Loaded};
+use super::round_pool::{self as providers, Cached};
 use super::Amounts;
 use crate::allocation::alloc_error;
-use crate::candidates::cache::SnapshotCache;
+use crate::candidates::snapshot_cache::SnapshotCache;
 use crate::db::allocations::{
     self as alloc_db, AllocError, ConsumerWrite, GenerationCheck, ProviderClaims,
 };
@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-pub use super::request::{AdmissionItem, AdmissionPost, PriorityClass};
+pub use super::round_request::{AdmissionItem, AdmissionPost, PriorityClass};
 
 /// One provider's share of an admitted request.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

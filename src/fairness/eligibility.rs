@@ -2,7 +2,7 @@
 //! required and forbidden traits and its aggregates (`member_of`), matched
 //! by id on the candidate snapshot's providers.
 
-use super::request::AdmissionItem;
+use super::round_request::AdmissionItem;
 use crate::candidates::snapshot::{Node, Snapshot};
 use crate::db::{candidates as pool_db, traits};
 use crate::error::{Error, Result};

@@ -9,14 +9,14 @@
 pub mod admission;
 pub mod declines;
 mod eligibility;
-mod load;
-pub mod pool;
 pub mod preemption;
 pub mod projects;
 pub mod queue;
 pub mod queue_round;
-pub mod request;
 pub mod reservations;
+mod round_inputs;
+pub mod round_pool;
+pub mod round_request;
 pub mod shares;
 pub mod submissions;
 

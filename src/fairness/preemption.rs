@@ -294,7 +294,7 @@ fn ask(
     i: usize,
     (row, item): &(PendingRow, QueueItem),
 ) -> Ask {
-    use super::request::PriorityClass;
+    use super::round_request::PriorityClass;
     Ask {
         project: project_ix[row.project_id.as_str()],
         resources: item

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-pub use super::request::PriorityClass;
+pub use super::round_request::PriorityClass;
 
 /// The longest a `GET /queue/{id}?wait=` holds its answer, in seconds.
 pub const MAX_WAIT_SECONDS: u64 = 60;

@@ -9,7 +9,7 @@
 
 use super::admission::{self, ms, AdmissionItem, AdmissionPost, RoundSettings};
 use super::queue::QueueItem;
-use crate::candidates::cache::SnapshotCache;
+use crate::candidates::snapshot_cache::SnapshotCache;
 use crate::db::fairness::queue::{self as db, PendingRow};
 use crate::db::Pool;
 use crate::error::{with_retries, Error, Result};
@@ -125,7 +125,7 @@ pub async fn round(
     with_retries(settings.retries, || async {
         let started = Instant::now();
         // Before the transaction: a round never holds two connections.
-        let cached = super::pool::refresh(pool, cache).await?;
+        let cached = super::round_pool::refresh(pool, cache).await?;
         let refreshed_ms = ms(started);
         let mut tx = pool.begin().await?;
         crate::db::fairness::lock_admissions(&mut tx).await?;
@@ -177,7 +177,7 @@ pub async fn round(
 /// Runs the admission round over `rows` and records each decision.
 async fn decide(
     tx: &mut sqlx::PgConnection,
-    cached: super::pool::Cached,
+    cached: super::round_pool::Cached,
     settings: &RoundSettings,
     rows: &[(PendingRow, QueueItem)],
     hold_seconds: u64,

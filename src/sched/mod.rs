@@ -27,10 +27,10 @@ pub mod preempt;
 pub mod quota;
 pub mod realloc;
 pub mod remap;
-pub mod request;
 pub mod strategy;
 pub mod types;
 pub mod volume;
+pub mod workload_request;
 
 pub use capacity::{merge_capacity, node_capacity, nodes_capacity, CapacityMap, NodeCapacity};
 pub use deploy::{add_usage, calculate_deploy, sub_usage, Allocation};

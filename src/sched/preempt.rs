@@ -262,5 +262,4 @@ pub fn advise(pool: &Pool, projects: &[Holder], victims: &[Victim], asks: &[Ask]
 }
 
 #[cfg(test)]
-#[path = "preempt_tests.rs"]
 mod tests;

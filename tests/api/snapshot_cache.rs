@@ -55,18 +55,18 @@ async fn searches_see_claims_even_when_the_change_log_was_pruned() {
 /// again, into the round's own copy (the cache keeps its snapshot).
 #[tokio::test]
 async fn a_round_reads_again_the_providers_changed_after_its_cache() {
-    use placement::candidates::cache::SnapshotCache;
-    use placement::fairness::pool;
+    use placement::candidates::snapshot_cache::SnapshotCache;
+    use placement::fairness::round_pool;
     let t = TestApp::new().await;
     let (a, b) = (t.create_rp("a").await, t.create_rp("b").await);
     t.set_inventories(&a, json!({"VCPU": {"total": 2}})).await;
     t.set_inventories(&b, json!({"VCPU": {"total": 2}})).await;
     let db = placement::db::Pool::new(t.pool.clone());
     let cache = SnapshotCache::default();
-    let cached = pool::refresh(&db, &cache).await.unwrap();
+    let cached = round_pool::refresh(&db, &cache).await.unwrap();
     claim(&t, &a, 2).await;
     let mut tx = db.begin().await.unwrap();
-    let snap = pool::as_of_now(&mut tx, cached).await.unwrap();
+    let snap = round_pool::as_of_now(&mut tx, cached).await.unwrap();
     let used = |snap: &placement::candidates::snapshot::Snapshot, rp: &str| {
         let i = snap.by_uuid(&rp.parse().unwrap()).unwrap();
         snap.nodes[i].stock.iter().map(|s| s.used).sum::<i64>()
@@ -75,9 +75,12 @@ async fn a_round_reads_again_the_providers_changed_after_its_cache() {
     assert_eq!(used(&snap, &b), 0);
     tx.rollback().await.unwrap();
     // The cache itself is untouched until its next refresh, which sees it.
-    let again = pool::refresh(&db, &cache).await.unwrap();
+    let again = round_pool::refresh(&db, &cache).await.unwrap();
     let mut tx = db.begin().await.unwrap();
-    assert_eq!(used(&pool::as_of_now(&mut tx, again).await.unwrap(), &a), 2);
+    assert_eq!(
+        used(&round_pool::as_of_now(&mut tx, again).await.unwrap(), &a),
+        2
+    );
 }
 
 /// A search at rest brings the cache forward by one patch statement
@@ -87,7 +90,7 @@ async fn a_round_reads_again_the_providers_changed_after_its_cache() {
 /// down its own full read, and their answers, still exact, would not tell.
 #[tokio::test]
 async fn a_patch_reads_again_only_the_changed_providers() {
-    use placement::candidates::cache::SnapshotCache;
+    use placement::candidates::snapshot_cache::SnapshotCache;
     use placement::db::candidates::seen;
     let t = TestApp::new().await;
     let (a, b) = (t.create_rp("a").await, t.create_rp("b").await);
@@ -132,7 +135,7 @@ async fn a_patch_reads_again_only_the_changed_providers() {
 /// providers again. Each checked on the log and on the cache.
 #[tokio::test]
 async fn allocations_alone_reach_the_cache_as_units_from_the_log() {
-    use placement::candidates::cache::SnapshotCache;
+    use placement::candidates::snapshot_cache::SnapshotCache;
     use placement::db::candidates::{seen, usage_since, UsageDelta};
     let t = TestApp::new().await;
     let (a, b) = (t.create_rp("a").await, t.create_rp("b").await);

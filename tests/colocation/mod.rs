@@ -1,11 +1,13 @@
 //! The Part B (Koordinator) checks of tests/vectors/fairness.json, called
 //! from `fairness_vectors.rs` so that one summary line counts them.
 
-use placement::sched::colocation::batch::{self, CalculatePolicy, HpConsumer, Knobs, NodeState};
+use placement::sched::colocation::batch_allocatable::{
+    self, CalculatePolicy, HpConsumer, Knobs, NodeState,
+};
 use placement::sched::colocation::evict::{
     self, BeCpu, BeVictim, CpuEvictPolicy, SatisfactionKnobs, UsageCandidate,
 };
-use placement::sched::colocation::load::{self, EmptyEstimate};
+use placement::sched::colocation::load_aware::{self, EmptyEstimate};
 use placement::sched::colocation::suppress::{self, SuppressInput};
 use placement::sched::colocation::CpuMem;
 use serde_json::Value;
@@ -66,7 +68,7 @@ pub fn check_batch(v: &Value) -> Result<(), String> {
             used: p["used"].is_object().then(|| cpumem(&p["used"])),
         })
         .collect();
-    let totals = batch::hp_totals(&hp);
+    let totals = batch_allocatable::hp_totals(&hp);
     same("hp_used", totals.used, cpumem(&i["derived"]["hp_used"]))?;
     same(
         "hp_request",
@@ -94,7 +96,7 @@ pub fn check_batch(v: &Value) -> Result<(), String> {
         policy: policy(&s["memoryCalculatePolicy"]),
         threshold_percent: opt(&s["batchMemoryThresholdPercent"]),
     };
-    let got = batch::batch_allocatable(&state, &totals, cpu, memory);
+    let got = batch_allocatable::batch_allocatable(&state, &totals, cpu, memory);
     let e = &v["expected"];
     same(
         "batch",
@@ -318,7 +320,7 @@ pub fn check_memory_evict(v: &Value) -> Result<(), String> {
 pub fn check_load(v: &Value) -> Result<(), String> {
     let (i, e) = (&v["input"], &v["expected"]);
     let pod = &i["incoming_pod"];
-    let est = load::estimate(
+    let est = load_aware::estimate(
         cpumem(&pod["request"]),
         cpumem(&pod["limit"]),
         CpuMem::new(
@@ -329,7 +331,7 @@ pub fn check_load(v: &Value) -> Result<(), String> {
     );
     same("estimate", est, cpumem(&e["estimated_incoming"]))?;
     let t = &i["usageThresholds"];
-    let c = load::check(
+    let c = load_aware::check(
         cpumem(&i["node_usage"]),
         est,
         cpumem(&i["node_allocatable"]),

@@ -3,7 +3,7 @@
 //! renders the answer.
 
 use super::extract::{JsonBody, PathParams};
-use super::policy::{owner_target, project_target, Authorize};
+use super::policy_check::{owner_target, project_target, Authorize};
 use super::respond::Reply;
 use super::schema::bodies::{DeployRequest, ResizeRequest};
 use super::schema::responses::{
@@ -12,7 +12,7 @@ use super::schema::responses::{
 };
 use crate::api::respond::{ApiError, ApiResult};
 use crate::db::deployments as db;
-use crate::deploy::request::Fields;
+use crate::deploy::deployment_request::Fields;
 use crate::deploy::{self, resize::Deltas, Deployed, Deployment};
 use crate::state::AppState;
 use axum::extract::State;
@@ -111,7 +111,7 @@ async fn place(st: &AppState, auth: &Authorize, body: JsonBody) -> ApiResult<Rep
     let d = deployment(&request)?;
     let retries = st.settings.allocation_conflict_retry_count;
     let done = match d.priority_class.filter(|c| c.low()) {
-        Some(class) => deploy::batch::deploy(&st.engine(), retries, &d, class).await?,
+        Some(class) => deploy::batch_deployments::deploy(&st.engine(), retries, &d, class).await?,
         None => deploy::deploy(&st.engine(), &st.nodes, retries, &d).await?,
     };
     let answer = render(&d, done);

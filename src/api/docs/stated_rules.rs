@@ -32,7 +32,7 @@ pub fn body(r: &Route, mut schema: Value) -> Value {
         }
         // Every class's priority in its range (`colocation::priority::put`).
         ("PUT", "/consumers/{consumer_uuid}/priority") => by_class(&mut schema, |_| true),
-        // Batch and free instances' priorities (`deploy::batch`); the
+        // Batch and free instances' priorities (`deploy::batch_deployments`); the
         // strings are the query grammars of `required` and `member_of`.
         ("POST", "/deployments") => {
             by_class(&mut schema, PriorityClass::low);

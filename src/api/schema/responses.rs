@@ -554,7 +554,7 @@ pub fn components() -> Schemas {
     register::<crate::fairness::preemption::PreemptionView>(&mut out);
     register::<crate::fairness::preemption::PreemptionList>(&mut out);
     register::<crate::colocation::priority::PriorityView>(&mut out);
-    register::<crate::colocation::policy::PolicyView>(&mut out);
+    register::<crate::colocation::policy_overrides::PolicyView>(&mut out);
     register::<crate::colocation::reports::ReportAccepted>(&mut out);
     register::<crate::colocation::advice::SuppressionView>(&mut out);
     register::<crate::colocation::advice::EvictionAdvice>(&mut out);

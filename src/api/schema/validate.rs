@@ -590,7 +590,6 @@ impl Walk {
 }
 
 #[cfg(test)]
-#[path = "validate_tests.rs"]
 mod tests;
 
 /// A value's text with every object's keys in order: equal JSON values

@@ -9,9 +9,9 @@
 //! boundaries: memory percentages floor, the load filter rounds, the load
 //! filter rejects above its threshold, the evictors trigger at it.
 
-pub mod batch;
+pub mod batch_allocatable;
 pub mod evict;
-pub mod load;
+pub mod load_aware;
 pub mod node;
 pub mod placement;
 pub mod policy;

@@ -4,9 +4,9 @@
 //! `colocation_provider_scenario` vectors both go through here, so the
 //! service answers exactly what the vectors prove.
 
-use super::batch::{self, HpConsumer, Knobs, NodeState};
+use super::batch_allocatable::{self, HpConsumer, Knobs, NodeState};
 use super::evict::{self, BeCpu, BeVictim, SatisfactionKnobs, UsageRelease};
-use super::load::{self, LoadCheck, EMPTY_ESTIMATE_MB};
+use super::load_aware::{self, LoadCheck, EMPTY_ESTIMATE_MB};
 use super::policy::Policy;
 use super::suppress::{self, SuppressInput};
 use super::CpuMem;
@@ -72,7 +72,7 @@ pub fn batch_allocatable<K>(n: &NodeView<K>, p: &Policy) -> CpuMem {
         policy: p.memory_calculate_policy,
         threshold_percent: p.batch_memory_threshold_percent,
     };
-    batch::batch_allocatable(&state, &batch::hp_totals(&hp), cpu, memory)
+    batch_allocatable::batch_allocatable(&state, &batch_allocatable::hp_totals(&hp), cpu, memory)
 }
 
 /// What low-priority consumers hold (their requests).
@@ -85,7 +85,7 @@ pub fn batch_requested<K>(n: &NodeView<K>) -> CpuMem {
 
 /// The estimate of a request under the policy's scaling factors.
 pub fn estimate(request: CpuMem, p: &Policy) -> CpuMem {
-    load::estimate(
+    load_aware::estimate(
         request,
         CpuMem::default(),
         p.estimated_scaling_factors.as_cpumem(),
@@ -97,7 +97,7 @@ pub fn estimate(request: CpuMem, p: &Policy) -> CpuMem {
 /// estimates of what was placed since the last report) plus the request's
 /// own estimate.
 pub fn load_check<K>(n: &NodeView<K>, p: &Policy, pending: CpuMem, request: CpuMem) -> LoadCheck {
-    load::check(
+    load_aware::check(
         n.node_used,
         pending.plus(estimate(request, p)),
         n.capacity,

@@ -3,7 +3,7 @@
 //! what was placed there since that report and for the request itself.
 //! Capacity is the batch inventory's business; this is the rest.
 
-use super::load::{self, Resource};
+use super::load_aware::{self, Resource};
 use super::node::estimate;
 use super::policy::Policy;
 use super::CpuMem;
@@ -66,7 +66,7 @@ fn refusal_with(host: &HostLoad<'_>, policy: &Policy, incoming: CpuMem) -> Optio
         .pending
         .iter()
         .fold(CpuMem::default(), |t, r| t.plus(estimate(*r, policy)));
-    let checked = load::check(
+    let checked = load_aware::check(
         host.node_used,
         pending.plus(incoming),
         host.capacity,

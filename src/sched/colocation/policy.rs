@@ -3,7 +3,7 @@
 //! validation ranges. The cluster has one; a provider may override any
 //! field.
 
-use super::batch::CalculatePolicy;
+use super::batch_allocatable::CalculatePolicy;
 use super::evict::CpuEvictPolicy;
 use super::suppress::SuppressPolicy;
 use super::CpuMem;

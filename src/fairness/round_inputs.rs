@@ -1,11 +1,11 @@
 //! Builds an admission round (`sched::admission::Round`): the pool's
-//! providers (from the candidate snapshot, see `fairness::pool`) in a
+//! providers (from the candidate snapshot, see `fairness::round_pool`) in a
 //! seeded shuffle, every project that asks, owns a reservation, has a
 //! quota or sits above one of those, the reservations' unused parts, and
 //! the active decline filters.
 
 use super::eligibility::{Eligibility, PoolRows};
-use super::request::AdmissionItem;
+use super::round_request::AdmissionItem;
 use crate::candidates::snapshot::Snapshot;
 use crate::db::fairness as db;
 use crate::error::{Error, Result};

@@ -11,7 +11,7 @@ use super::snapshot::{Node, Report, Snapshot};
 use crate::db::classes::{MEMORY_MB_ID, VCPU_ID};
 use crate::db::colocation::{placement as db, BATCH_MEMORY_MB, BATCH_VCPU_MILLI};
 use crate::error::{codes, Error, Result};
-use crate::sched::colocation::load::Resource;
+use crate::sched::colocation::load_aware::Resource;
 use crate::sched::colocation::placement::{instances_accepted, refusal, HostLoad, Refusal};
 use crate::sched::colocation::policy::Policy;
 use crate::sched::colocation::CpuMem;

@@ -3,7 +3,7 @@
 //! re-validates a number or re-parses a filter string.
 
 use crate::candidates::groups::{CandidateQuery, GroupSpec};
-use crate::candidates::request::{parse_member_of, parse_required, TraitFilter};
+use crate::candidates::query_grammar::{parse_member_of, parse_required, TraitFilter};
 use crate::error::{Error, Result};
 use crate::sched::{Strategy, VolumeBinding};
 use crate::types::{AggFilter, PriorityClass};
@@ -201,7 +201,7 @@ impl Deployment {
                 "resources: {rc} must be at least 1, not {n}."
             )));
         }
-        let version = crate::candidates::request::LATEST;
+        let version = crate::candidates::query_grammar::LATEST;
         let required = match f.required {
             Some(r) => parse_required(&[r], version).map_err(Error::invalid)?,
             None => TraitFilter::default(),

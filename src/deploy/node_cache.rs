@@ -10,9 +10,9 @@
 //! the candidate search; the commit still checks each chosen node's
 //! generation under its lock and re-reads the ones that moved.
 
+use super::deployment_request::InstanceShape;
 use super::nodes::{self, NodeState};
 use super::plan::{self, Shortfall};
-use super::request::InstanceShape;
 use crate::sched::NodeCapacity;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};

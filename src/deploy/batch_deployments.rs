@@ -4,12 +4,12 @@
 //! estimated, for the next). Bound to no core. The allocation write
 //! re-checks capacity under the providers' locks; a lost race plans again.
 
+use super::deployment_request::Deployment;
 use super::plan::NodeVerdict;
-use super::request::Deployment;
 use super::write::{write_instances, InstanceWrite, WriteOptions};
 use super::{Deployed, PlannedInstance};
-use crate::candidates::batch::{self, LoadJudge};
 use crate::candidates::find::{self, Engine, Search};
+use crate::candidates::low_priority_filter::{self, LoadJudge};
 use crate::candidates::snapshot::Node;
 use crate::db::colocation::{PriorityRow, BATCH_MEMORY_MB, BATCH_VCPU_MILLI};
 use crate::db::deployments as db;
@@ -95,7 +95,7 @@ fn batch_instance(d: &Deployment, class: PriorityClass) -> Result<CpuMem> {
     if let Some(p) = d.priority {
         class.admits(p).map_err(Error::invalid)?;
     }
-    batch::check_classes(class, d.shape.resources.keys())?;
+    low_priority_filter::check_classes(class, d.shape.resources.keys())?;
     if !d.shape.volumes.is_empty() {
         return Err(Error::invalid(
             "Batch and free instances take no volumes: only production deployments do.",
@@ -131,7 +131,7 @@ async fn batch_capacity(engine: &Engine<'_>, d: &Deployment, per: CpuMem) -> Res
         query,
         priority: PriorityClass::Batch,
         project: Some(d.owner.project_id.clone()),
-        version: crate::candidates::request::LATEST,
+        version: crate::candidates::query_grammar::LATEST,
         max_results: None,
         one_per_anchor: false,
         render: None,

@@ -18,8 +18,8 @@
 //! of writes, one round trip serves all the searches that arrived meanwhile
 //! instead of one round trip each, in turn.
 
-use super::load;
 use super::snapshot::Snapshot;
+use super::snapshot_build;
 use super::visibility::covers;
 use crate::db::candidates::{self as db, Delta, Seen};
 use sqlx::PgConnection;
@@ -115,7 +115,7 @@ impl SnapshotCache {
         }
         if !patch.ids.is_empty() {
             let mut next = Snapshot::clone(snap);
-            if !load::apply(&mut next, &patch.ids, patch.data) {
+            if !snapshot_build::apply(&mut next, &patch.ids, patch.data) {
                 return Ok(None);
             }
             count_patched(patch.ids.len());
@@ -173,7 +173,7 @@ impl SnapshotCache {
             (Delta::Providers(ids), Some((at, snap))) => {
                 let started = std::time::Instant::now();
                 let mut next = Snapshot::clone(snap);
-                load::patch(conn, &mut next, &ids).await?;
+                snapshot_build::patch(conn, &mut next, &ids).await?;
                 tracing::debug!(
                     providers = ids.len(),
                     ms = started.elapsed().as_secs_f64() * 1e3,
@@ -186,7 +186,7 @@ impl SnapshotCache {
                 Ok(snap.clone())
             }
             _ => {
-                let snap = Arc::new(load::load(conn).await?);
+                let snap = Arc::new(snapshot_build::load(conn).await?);
                 crate::metrics::metrics().snapshot_reloads.inc();
                 self.mark_unchanged(false);
                 *state = Some((now, snap.clone()));
@@ -219,7 +219,7 @@ fn by_units(snap: &Snapshot, usage: &db::UsageSince) -> Option<Option<Snapshot>>
     match (usage.other, usage.deltas.is_empty()) {
         (true, _) => None,
         (false, true) => Some(None),
-        (false, false) => load::add_usage(snap, &usage.deltas).map(Some),
+        (false, false) => snapshot_build::add_usage(snap, &usage.deltas).map(Some),
     }
 }
 

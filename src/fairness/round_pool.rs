@@ -11,9 +11,9 @@
 //! allocation write refuses it and the round is decided again
 //! (`admission::commit`).
 
-use crate::candidates::cache::SnapshotCache;
-use crate::candidates::load;
 use crate::candidates::snapshot::Snapshot;
+use crate::candidates::snapshot_build;
+use crate::candidates::snapshot_cache::SnapshotCache;
 use crate::db::candidates::{self as db, Delta};
 use crate::db::Pool;
 use crate::error::Result;
@@ -47,9 +47,9 @@ pub async fn as_of_now(conn: &mut PgConnection, cached: Cached) -> Result<Arc<Sn
         Delta::None => cached.snap,
         Delta::Providers(ids) => {
             let mut copy = Snapshot::clone(&cached.snap);
-            load::patch(conn, &mut copy, &ids).await?;
+            snapshot_build::patch(conn, &mut copy, &ids).await?;
             Arc::new(copy)
         }
-        Delta::Full => Arc::new(load::load(conn).await?),
+        Delta::Full => Arc::new(snapshot_build::load(conn).await?),
     })
 }
