@@ -203,6 +203,7 @@ fn world(rng: &mut StdRng) -> Case {
                     GenerationCheck::None
                 },
                 allocations: claims,
+                unparsed_provider: None,
             }
         })
         .collect();

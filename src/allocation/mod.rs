@@ -12,9 +12,6 @@ use uuid::Uuid;
 /// Maps a refused write to Placement's error; `put_consumer` picks the PUT wording.
 pub fn alloc_error(e: AllocError, put_consumer: Option<Uuid>) -> Error {
     match e {
-        AllocError::NoProvider(rp) if rp.is_nil() => {
-            Error::invalid("Allocation for resource provider that does not exist.")
-        }
         AllocError::NoProvider(_) => Error::invalid(e.to_string()),
         AllocError::NoClass(_, ref rc) => match put_consumer {
             Some(c) => Error::invalid(format!(

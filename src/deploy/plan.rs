@@ -79,9 +79,7 @@ pub fn node_capacity(node: &NodeState, shape: &InstanceShape) -> Result<NodeCapa
             }),
         ));
     }
-    let one = |c: NodeCapacity| CapacityMap::from_nodes([(NodeName::of(uuid::Uuid::nil()), c)]);
-    let merged = sched::merge_capacity(&[one(cap), one(volumes)]);
-    Ok(merged.nodes.into_values().next().unwrap_or(volumes))
+    Ok(sched::merge_node(&[cap, volumes]))
 }
 
 /// The most instances volume plans are counted for on one node.

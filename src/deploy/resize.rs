@@ -123,6 +123,7 @@ async fn write(
         consumer_type: None,
         generation: GenerationCheck::Is(GivenGeneration::known(owner.generation)),
         allocations,
+        unparsed_provider: None,
     };
     let cpu_map: Vec<(String, i64)> = after
         .cpu_map

@@ -60,6 +60,7 @@ pub async fn write_instances(
                 i.instance.node,
                 i.resources.clone().into_iter().collect(),
             )]),
+            unparsed_provider: None,
         })
         .collect();
     let ids = match alloc_db::write(tx, &writes).await {

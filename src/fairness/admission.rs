@@ -345,6 +345,7 @@ async fn commit(
                 loaded.providers[provider],
                 item.resources.clone().into_iter().collect(),
             )]),
+            unparsed_provider: None,
         });
     }
     if writes.is_empty() {

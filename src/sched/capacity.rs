@@ -126,26 +126,30 @@ pub fn merge_capacity(maps: &[CapacityMap]) -> CapacityMap {
         for m in rest {
             parts.push(*m.nodes.get(name)?);
         }
-        let weight: u32 = parts.iter().map(|p| p.weight).fold(0, u32::saturating_add);
-        let w = f64::from(weight);
-        let mean = |f: fn(&NodeCapacity) -> f64| {
-            ratio(
-                parts
-                    .iter()
-                    .map(|p| f64::from(p.weight) * f(p))
-                    .sum::<f64>(),
-                w,
-            )
-        };
-        Some((
-            *name,
-            NodeCapacity {
-                capacity: parts.iter().map(|p| p.capacity).min().unwrap_or(0),
-                usage: mean(|p| p.usage),
-                rate: mean(|p| p.rate),
-                weight,
-            },
-        ))
+        Some((*name, merge_node(&parts)))
     });
     CapacityMap::from_nodes(merged.collect::<Vec<_>>())
+}
+
+/// One node's capacities for several resources merged as
+/// [`merge_capacity`] merges them: the least capacity, usage and rate
+/// averaged by weight, the weights summed.
+pub fn merge_node(parts: &[NodeCapacity]) -> NodeCapacity {
+    let weight: u32 = parts.iter().map(|p| p.weight).fold(0, u32::saturating_add);
+    let w = f64::from(weight);
+    let mean = |f: fn(&NodeCapacity) -> f64| {
+        ratio(
+            parts
+                .iter()
+                .map(|p| f64::from(p.weight) * f(p))
+                .sum::<f64>(),
+            w,
+        )
+    };
+    NodeCapacity {
+        capacity: parts.iter().map(|p| p.capacity).min().unwrap_or(0),
+        usage: mean(|p| p.usage),
+        rate: mean(|p| p.rate),
+        weight,
+    }
 }

@@ -32,7 +32,9 @@ pub mod types;
 pub mod volume;
 pub mod workload_request;
 
-pub use capacity::{merge_capacity, node_capacity, nodes_capacity, CapacityMap, NodeCapacity};
+pub use capacity::{
+    merge_capacity, merge_node, node_capacity, nodes_capacity, CapacityMap, NodeCapacity,
+};
 pub use deploy::{add_usage, calculate_deploy, sub_usage, Allocation};
 pub use error::{ErrorKind, SchedError, SchedResult};
 pub use numa::{count_cpu_plans, cpu_plans};

@@ -341,6 +341,32 @@ async fn capacity_conflicts_are_not_concurrent_updates() {
         None,
         &format!("Allocation for resource provider '{ghost}' that does not exist."),
     );
+    // A key the schema's pattern takes that is no uuid names no provider
+    // either, spelled as given; a stale consumer generation is still the
+    // 409 it answers first.
+    let dashes = "-".repeat(36);
+    let unparsed = json!({"allocations": {&dashes: {"resources": {"VCPU": 1}}, &rp: {"resources": {"VCPU": 1}}},
+                          "project_id": "p", "user_id": "u", "consumer_generation": null});
+    t.put(
+        &format!("/allocations/{}", uuid()),
+        "1.28",
+        unparsed.clone(),
+    )
+    .await
+    .expect_error(
+        400,
+        None,
+        &format!("Allocation for resource provider '{dashes}' that does not exist."),
+    );
+    let mut stale = unparsed;
+    stale["consumer_generation"] = json!(7);
+    t.put(&format!("/allocations/{}", uuid()), "1.28", stale)
+        .await
+        .expect_error(
+            409,
+            Some("placement.concurrent_update"),
+            "consumer generation conflict",
+        );
     // Failed writes changed nothing (the successful MEMORY_MB write bumped once).
     assert_eq!(t.generation(&rp).await, gen_before + 1);
     let u = t

@@ -18,11 +18,13 @@ pub fn consumer_write(
 ) -> ConsumerWrite {
     // In body order: Placement writes (and later answers) them so.
     let mut allocations: ProviderClaims = ProviderClaims::new();
+    let mut unparsed_provider: Option<String> = None;
     let mut add = |rp: &str, resources: &IndexMap<String, i64>| {
-        // Unparseable keys cannot name a provider; nil makes that a 400 later.
-        let entry = allocations
-            .entry(parse_uuid_like(rp).unwrap_or(Uuid::nil()))
-            .or_default();
+        let Some(uuid) = parse_uuid_like(rp) else {
+            unparsed_provider.get_or_insert_with(|| rp.to_string());
+            return;
+        };
+        let entry = allocations.entry(uuid).or_default();
         for (rc, &n) in resources {
             let sum = entry.entry(rc.clone()).or_default();
             *sum = sum.saturating_add(n);
@@ -54,6 +56,7 @@ pub fn consumer_write(
             None => GenerationCheck::New,
         },
         allocations,
+        unparsed_provider,
     }
 }
 

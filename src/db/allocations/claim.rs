@@ -100,6 +100,7 @@ impl Claim {
 /// production classes, each in units an allocation row holds.
 pub(super) fn claimable(w: &ConsumerWrite) -> bool {
     !w.allocations.is_empty()
+        && w.unparsed_provider.is_none()
         && !matches!(w.generation, GenerationCheck::Is(_))
         && w.allocations
             .values()

@@ -111,6 +111,11 @@ pub struct ConsumerWrite {
     pub generation: GenerationCheck,
     /// New allocations (empty: remove the consumer).
     pub allocations: ProviderClaims,
+    /// The first provider key of the body that is no uuid (the schema's
+    /// pattern takes any 36 hex digits and hyphens): a provider that does
+    /// not exist, refused after the consumer generation as Placement
+    /// refuses it. Its amounts are not in `allocations`.
+    pub unparsed_provider: Option<String>,
 }
 
 /// Provider → class → units, in the order given: rows are inserted in
@@ -121,9 +126,10 @@ pub type ProviderClaims = IndexMap<Uuid, IndexMap<String, i64>>;
 /// Why an allocation write was refused. Each maps to one Placement error.
 #[derive(Debug, thiserror::Error)]
 pub enum AllocError {
-    /// 400: a provider named in the request does not exist.
+    /// 400: a provider named in the request does not exist (as the
+    /// request spelled it).
     #[error("Allocation for resource provider '{0}' that does not exist.")]
-    NoProvider(Uuid),
+    NoProvider(String),
     /// 400: an unknown resource class.
     #[error("No such resource class {1}.")]
     NoClass(Uuid, String),
@@ -342,7 +348,13 @@ async fn lock_and_resolve(
     let mut unknown = wanted
         .iter()
         .find(|u| !provider_ids.contains_key(u))
-        .map(|u| AllocError::NoProvider(*u));
+        .map(|u| AllocError::NoProvider(u.to_string()));
+    if unknown.is_none() {
+        unknown = writes
+            .iter()
+            .find_map(|w| w.unparsed_provider.clone())
+            .map(AllocError::NoProvider);
+    }
     let mut class_names: Vec<String> = writes
         .iter()
         .flat_map(|w| w.allocations.values().flat_map(|m| m.keys().cloned()))
