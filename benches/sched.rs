@@ -129,6 +129,8 @@ fn admission_round(providers: usize) -> admission::Round {
             user: String::new(),
             resources: vec![(0, 2), (1, 4096)],
             allowed: None,
+            precedence: Default::default(),
+            gang: None,
         })
         .collect();
     admission::Round {

@@ -348,6 +348,8 @@ fn admission_round(i: &Value) -> (admission::Round, Vec<String>, Vec<String>) {
             user: String::new(),
             resources: sparse(&classes, &r["resources"]),
             allowed: None,
+            precedence: Default::default(),
+            gang: None,
         })
         .collect();
     let declines = i["declines"]

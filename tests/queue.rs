@@ -597,6 +597,183 @@ async fn a_request_that_can_never_fit_says_so_and_holds_nobody_up() {
     assert_eq!(odd["reason"], "never_fits", "{odd}");
 }
 
+/// `priority` orders a project's requests (issue 53): with the provider
+/// full, an earlier request and a later one of higher priority wait; when
+/// room for one is freed, the later one is admitted and the earlier one
+/// keeps waiting.
+#[tokio::test]
+async fn a_projects_higher_priority_request_is_served_first() {
+    let c = Cluster::with_servers("queue-priority", MV, 1).await;
+    let rp = c.provider("cn1", json!({"VCPU": {"total": 3}})).await;
+    let filler = queue(&c, 0, request_body("P", 3)).await;
+    let filled = await_state(&c, 0, filler["id"].as_str().unwrap(), |v| {
+        v["state"] == "admitted"
+    })
+    .await;
+    let mut low = request_body("P", 2);
+    low["priority"] = json!(9000);
+    let low = queue(&c, 0, low).await;
+    let mut high = request_body("P", 2);
+    high["priority"] = json!(9900);
+    let high = queue(&c, 0, high).await;
+    let (low, high) = (
+        low["id"].as_str().unwrap().to_string(),
+        high["id"].as_str().unwrap().to_string(),
+    );
+    for id in [&low, &high] {
+        let waiting = await_state(&c, 0, id, |v| v["reason"] == "no_capacity").await;
+        assert_eq!(waiting["state"], "pending", "{waiting}");
+    }
+    let consumer = filled["consumer_uuid"].as_str().unwrap();
+    let (status, _) = send(
+        &c,
+        0,
+        Method::DELETE,
+        &format!("/allocations/{consumer}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 204);
+    let served = await_state(&c, 0, &high, |v| v["state"] == "admitted").await;
+    assert_eq!(
+        served["allocations"][&rp]["resources"]["VCPU"], 2,
+        "{served}"
+    );
+    let (status, still) = send(&c, 0, Method::GET, &format!("/queue/{low}"), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(still["state"], "pending", "{still}");
+    assert_eq!(still["reason"], "no_capacity", "{still}");
+}
+
+/// A gang's members as one answer shows them: (id, state, reason).
+async fn members(c: &Cluster, ids: &[String]) -> Vec<(String, Value, Value)> {
+    let mut out = Vec::new();
+    for id in ids {
+        let v = c.json(0, &format!("/queue/{id}")).await;
+        out.push((id.clone(), v["state"].clone(), v["reason"].clone()));
+    }
+    out
+}
+
+/// Every member decided by a round: admitted, or pending with a reason.
+async fn settled(c: &Cluster, ids: &[String]) -> Vec<(String, Value, Value)> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = members(c, ids).await;
+        if now
+            .iter()
+            .all(|(_, state, reason)| state == "admitted" || reason.is_string())
+        {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "never settled: {now:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn gang_body(project: &str, vcpu: i64, n: usize) -> Value {
+    let requests: Vec<Value> = (0..n).map(|_| request_body(project, vcpu)).collect();
+    json!({"requests": requests, "all_or_nothing": true})
+}
+
+/// Issue 53: `"all_or_nothing": true` admits a batch whole, in one round,
+/// within quotas, or none of it; it is one project's.
+#[tokio::test]
+async fn an_all_or_nothing_batch_is_admitted_whole_or_not_at_all() {
+    let c = Cluster::with_servers("queue-gang", MV, 1).await;
+    for i in 0..2 {
+        c.provider(&format!("cn{i}"), json!({"VCPU": {"total": 8}}))
+            .await;
+    }
+    // Four of 8 VCPU on two providers of 8: none, though two would fit.
+    let big = request_ids(&queue(&c, 0, gang_body("P", 8, 4)).await);
+    for (id, state, reason) in settled(&c, &big).await {
+        assert_eq!(
+            (state.as_str(), reason.as_str()),
+            (Some("pending"), Some("no_capacity")),
+            "{id}"
+        );
+    }
+    let shown = c.json(0, &format!("/queue/{}", big[0])).await;
+    assert!(shown["gang"].is_string(), "{shown}");
+    // Over a limit: none either, with the limit's reason.
+    set_quota(&c, "L", json!({"limits": {"VCPU": 10}})).await;
+    let limited = request_ids(&queue(&c, 0, gang_body("L", 4, 3)).await);
+    for (id, state, reason) in settled(&c, &limited).await {
+        assert_eq!(
+            (state.as_str(), reason.as_str()),
+            (Some("pending"), Some("quota_limit")),
+            "{id}"
+        );
+    }
+    // Two of 8 fit: both, in one round.
+    let pair = request_ids(&queue(&c, 0, gang_body("Q", 8, 2)).await);
+    let views: Vec<Value> = {
+        let mut v = Vec::new();
+        for id in &pair {
+            v.push(await_state(&c, 0, id, |v| v["state"] == "admitted").await);
+        }
+        v
+    };
+    assert_eq!(views[0]["round_id"], views[1]["round_id"], "{views:?}");
+    assert_eq!(views[0]["gang"], views[1]["gang"]);
+    // One project's only.
+    let mixed =
+        json!({"requests": [request_body("A", 1), request_body("B", 1)], "all_or_nothing": true});
+    let (status, v) = send(&c, 0, Method::POST, "/queue", Some(mixed)).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v["errors"][0]["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("one project's"),
+        "{v}"
+    );
+}
+
+/// Issue 53: all-or-nothing batches submitted through two processes at
+/// once, more than the pool holds: every gang is admitted whole or not at
+/// all, and no provider is overcommitted.
+#[tokio::test]
+async fn all_or_nothing_batches_from_two_processes_are_never_split() {
+    let c = Cluster::new("queue-gang-race", MV).await;
+    let mut rps = Vec::new();
+    for i in 0..3 {
+        rps.push(
+            c.provider(&format!("cn{i}"), json!({"VCPU": {"total": 8}}))
+                .await,
+        );
+    }
+    // Eight gangs of three 4-VCPU requests (96 VCPU) for 24, and single
+    // requests beside them, through both processes at once.
+    let submissions = (0..8).map(|g| {
+        let c = &c;
+        async move {
+            let gang = request_ids(&queue(c, g % 2, gang_body(&format!("G{g}"), 4, 3)).await);
+            let single = queue(c, 1 - g % 2, request_body(&format!("S{g}"), 1)).await;
+            (gang, single["id"].as_str().unwrap().to_string())
+        }
+    });
+    let submitted = futures_util::future::join_all(submissions).await;
+    let mut whole = 0;
+    for (gang, _) in &submitted {
+        let states = settled(&c, gang).await;
+        let admitted = states.iter().filter(|(_, s, _)| s == "admitted").count();
+        assert!(
+            admitted == 0 || admitted == gang.len(),
+            "a gang was split: {states:?}"
+        );
+        whole += usize::from(admitted == gang.len());
+    }
+    assert!(whole >= 1, "some gang fits");
+    assert!(whole <= 2, "at most two gangs of 12 VCPU fit in 24");
+    for rp in &rps {
+        let usages = c.json(0, &format!("/resource_providers/{rp}/usages")).await;
+        let used = usages["usages"]["VCPU"].as_i64().unwrap_or(0);
+        assert!(used <= 8, "{rp} overcommitted: {usages}");
+    }
+}
+
 fn batch_item(answer: &Value, i: usize) -> Value {
     json!({"consumer_uuid": answer["requests"][i]["consumer_uuid"], "project_id": "B", "user_id": "u",
            "resources": {"VCPU": 1}})

@@ -44,7 +44,10 @@ pub(in crate::api) fn schema() -> Value {
         "anyOf": [
             {
                 "type": "object",
-                "properties": {"requests": {"type": "array", "minItems": 1, "maxItems": 10000, "items": item_schema()}},
+                "properties": {
+                    "requests": {"type": "array", "minItems": 1, "maxItems": 10000, "items": item_schema()},
+                    "all_or_nothing": {"type": "boolean"}
+                },
                 "required": ["requests"],
                 "additionalProperties": false
             },

@@ -51,6 +51,11 @@ pub struct QueueItem {
     /// Seconds after which a request still pending leaves as `expired`.
     #[serde(default, skip_serializing)]
     pub expires_in: Option<u32>,
+    /// The all-or-nothing batch it was queued in: set by the service (the
+    /// body's schema has no such field), stored with the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub gang: Option<Uuid>,
 }
 
 /// `POST /queue`: one request, or many in one transaction.
@@ -61,6 +66,9 @@ pub enum QueuePost {
     Batch {
         /// The requests, in submission order.
         requests: Vec<QueueItem>,
+        /// Admit them all in one round, or none (one project's only).
+        #[serde(default)]
+        all_or_nothing: bool,
     },
     /// One request.
     One(Box<QueueItem>),
@@ -106,6 +114,10 @@ pub struct QueueView {
     /// its project's reservation on that provider), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held: Option<HeldRoom>,
+    /// The all-or-nothing batch it was queued in (`"all_or_nothing":
+    /// true`): its pending members are admitted in one round, or none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gang: Option<Uuid>,
     /// The database's clock when this was read (not shown): a long poll
     /// waits for the expiry by it, not by this server's clock.
     #[serde(skip)]
@@ -133,6 +145,7 @@ pub struct QueueList {
 impl QueueView {
     fn of(row: QueuedRow) -> QueueView {
         let item: Option<QueueItem> = serde_json::from_value(row.request).ok();
+        let gang = item.as_ref().and_then(|i| i.gang);
         let until = row.decided_at.unwrap_or(row.now);
         // (A request past its time reads as expired: `db::fairness::queue`.)
         QueueView {
@@ -156,6 +169,7 @@ impl QueueView {
                 }),
                 _ => None,
             },
+            gang,
             read_at: row.now,
         }
     }
@@ -170,7 +184,7 @@ impl QueuePost {
     /// The requests, in submission order.
     pub fn items(&self) -> Vec<&QueueItem> {
         match self {
-            QueuePost::Batch { requests } => requests.iter().collect(),
+            QueuePost::Batch { requests, .. } => requests.iter().collect(),
             QueuePost::One(item) => vec![item],
         }
     }
@@ -204,9 +218,45 @@ pub async fn submit(
     submit_alone(pool, post, cap).await
 }
 
+/// The gang of an all-or-nothing batch (a new id), after checking that
+/// its requests are one project's; None for any other submission.
+fn gang_of(post: &QueuePost) -> Result<Option<Uuid>> {
+    let QueuePost::Batch {
+        requests,
+        all_or_nothing: true,
+    } = post
+    else {
+        return Ok(None);
+    };
+    let Some(first) = requests.first() else {
+        return Ok(None);
+    };
+    match requests.iter().find(|r| r.project_id != first.project_id) {
+        Some(other) => Err(Error::invalid(format!(
+            "An all-or-nothing batch is one project's: it names {} and {}.",
+            first.project_id, other.project_id
+        ))),
+        None => Ok(Some(Uuid::new_v4())),
+    }
+}
+
 /// [`submit`] in a transaction of its own, each check its own statement.
 async fn submit_alone(pool: &Pool, post: &QueuePost, cap: i64) -> Result<Vec<QueueView>> {
-    let items = post.items();
+    let ganged: Vec<QueueItem> = match gang_of(post)? {
+        Some(gang) => post
+            .items()
+            .into_iter()
+            .map(|i| QueueItem {
+                gang: Some(gang),
+                ..i.clone()
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let items = match ganged.is_empty() {
+        true => post.items(),
+        false => ganged.iter().collect(),
+    };
     let mut consumers = BTreeSet::new();
     if let Some(dup) = items.iter().find(|i| !consumers.insert(i.consumer_uuid)) {
         let c = dup.consumer_uuid;
@@ -229,16 +279,13 @@ async fn submit_alone(pool: &Pool, post: &QueuePost, cap: i64) -> Result<Vec<Que
         })
         .collect();
     let stored = db::insert_checked(&mut tx, &rows, cap).await?;
-    if stored.len() < rows.len() {
-        // A consumer was queued or created since the check, and the insert
-        // waited for that writer to commit: the check sees it now.
+    // The statement returns only rows it stored: one is missing when a
+    // consumer was queued or created since the check, and the insert
+    // waited for that writer to commit (the check sees it now).
+    let ids: BTreeSet<Uuid> = stored.iter().map(|s| s.id).collect();
+    if let Some(left_out) = rows.iter().find(|r| !ids.contains(&r.row.id)) {
         check_not_taken(&mut tx, &uuids).await?;
-        let ids: BTreeSet<Uuid> = stored.iter().map(|s| s.id).collect();
-        // The statement returns only rows it stored, so one is missing.
-        let left_out = rows.iter().find(|r| !ids.contains(&r.row.id));
-        return Err(queued_already(
-            left_out.map_or_else(Uuid::nil, |r| r.row.consumer_uuid),
-        ));
+        return Err(queued_already(left_out.row.consumer_uuid));
     }
     tx.commit().await.map_err(Error::commit_failed)?;
     Ok(stored.into_iter().map(QueueView::of).collect())

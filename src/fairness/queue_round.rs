@@ -395,6 +395,8 @@ fn as_admission(row: &PendingRow, item: &QueueItem) -> AdmissionItem {
         member_of: item.member_of.clone(),
         priority_class: item.priority_class,
         consumer_type: item.consumer_type.clone(),
+        priority: item.priority,
+        gang: item.gang,
     }
 }
 

@@ -5,7 +5,7 @@
 //! the active decline filters.
 
 use super::eligibility::{Eligibility, PoolRows};
-use super::round_request::AdmissionItem;
+use super::round_request::{AdmissionItem, PriorityClass};
 use crate::candidates::snapshot::Snapshot;
 use crate::db::fairness as db;
 use crate::error::{Error, Result};
@@ -396,6 +396,7 @@ async fn requests(
 ) -> Result<Vec<round::Request>> {
     let filter = Eligibility::new(conn, items, pool).await?;
     let mut cache: HashMap<FilterKey, Arc<[ProviderIx]>> = HashMap::new();
+    let mut gangs: HashMap<Uuid, usize> = HashMap::new();
     items
         .iter()
         .map(|item| {
@@ -425,6 +426,14 @@ async fn requests(
                 user: item.user_id.clone(),
                 resources,
                 allowed,
+                precedence: round::Precedence {
+                    class: item.priority_class.unwrap_or(PriorityClass::Prod).code(),
+                    priority: item.priority.unwrap_or(0),
+                },
+                gang: item.gang.map(|g| {
+                    let next = gangs.len();
+                    *gangs.entry(g).or_insert(next)
+                }),
             })
         })
         .collect()

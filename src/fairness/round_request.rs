@@ -18,7 +18,8 @@ pub struct AdmissionPost {
     /// The provider shuffle's seed (random when absent); echoed back.
     #[serde(default)]
     pub seed: Option<u32>,
-    /// Pending requests, FIFO per project.
+    /// Pending requests; each project's served by priority class, then
+    /// in the order given.
     pub requests: Vec<AdmissionItem>,
 }
 
@@ -47,4 +48,14 @@ pub struct AdmissionItem {
     /// Consumer type of the new consumer.
     #[serde(default)]
     pub consumer_type: Option<String>,
+    /// Priority inside the class, which orders the project's requests
+    /// (`sched::admission::Precedence`). Queued requests give it;
+    /// `POST /admissions` does not take it, and serves each project's
+    /// requests by class, then in the order given.
+    #[serde(skip)]
+    pub priority: Option<i32>,
+    /// The all-or-nothing batch it was queued in (`sched::admission`'s
+    /// gang). Queued requests only, as `priority`.
+    #[serde(skip)]
+    pub gang: Option<Uuid>,
 }

@@ -8,9 +8,15 @@
 //! - the next project is the DRF sorter's first (share, allocation count,
 //!   path; hierarchical, pre-order; a project with children competes as a
 //!   virtual leaf `p/.` of weight 1 inside its own subtree);
-//! - each project's requests are FIFO; a project whose head request cannot
+//! - each project's requests are served in their precedence (priority
+//!   class, then priority, higher first), FIFO within one; a project
+//!   whose head request cannot
 //!   be admitted is skipped for the rest of the stage (in stage 2 its
 //!   remaining requests are deferred with the head's reason);
+//! - requests of one gang (all-or-nothing) are tried together when the
+//!   first of them is the head: each placed as the others see it, and
+//!   all undone when one does not fit, which then counts as the head's
+//!   failure with that one's reason;
 //! - a request goes to the first provider, in the round's order, where it
 //!   fits: the project's own reservations (and its ancestors') first, then
 //!   unreserved capacity; the unreserved part must respect every limit on
@@ -101,6 +107,41 @@ pub struct Request {
     /// The providers its traits and aggregates allow, in the round's
     /// order (None: every provider).
     pub allowed: Option<Arc<[ProviderIx]>>,
+    /// Where it stands among its project's requests.
+    pub precedence: Precedence,
+    /// The all-or-nothing group it belongs to, if any: the requests of
+    /// one project sharing a gang are admitted together in one round, or
+    /// none of them is. The group is tried when its first member reaches
+    /// the head of the project's queue.
+    pub gang: Option<usize>,
+}
+
+/// Where a request stands among its own project's: its priority class
+/// first (prod, then mid, batch, free), then its priority inside the
+/// class, higher first; requests of equal precedence keep submission
+/// order. Preemption takes victims in the reverse of this order. The
+/// default is a prod request of priority 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Precedence {
+    /// 0 prod, 1 mid, 2 batch, 3 free (`PriorityClass::code`).
+    pub class: i16,
+    /// Koordinator's integer priority (0 when not given).
+    pub priority: i32,
+}
+
+impl Ord for Precedence {
+    /// Served first is least.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.class
+            .cmp(&other.class)
+            .then(other.priority.cmp(&self.priority))
+    }
+}
+
+impl PartialOrd for Precedence {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 /// An active decline filter.
@@ -212,4 +253,177 @@ pub fn admit(round: &Round) -> Admitted {
     state.stage(Stage::Guarantee);
     state.stage(Stage::Fair);
     state.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One project, one provider with `vcpu` VCPUs, and requests of
+    /// (VCPUs, precedence) in submission order.
+    fn round(vcpu: i64, requests: &[(i64, Precedence)]) -> Round {
+        Round {
+            classes: 1,
+            totals: vec![vcpu as f64],
+            excluded: vec![false],
+            providers: vec![Provider {
+                stock: vec![Some(Stock {
+                    capacity: vcpu as f64,
+                    used: 0,
+                    min_unit: 1,
+                    max_unit: vcpu,
+                    step_size: 1,
+                })],
+                reservations: Vec::new(),
+            }],
+            projects: vec![Project {
+                name: "A".into(),
+                parent: None,
+                weight: 1.0,
+                allocation_count: 0,
+                allocated: vec![0],
+                consumed: vec![0],
+                limits: vec![None],
+                guarantees: vec![0],
+            }],
+            requests: requests
+                .iter()
+                .map(|&(n, precedence)| Request {
+                    project: 0,
+                    user: "u".into(),
+                    resources: vec![(0, n)],
+                    allowed: None,
+                    precedence,
+                    gang: None,
+                })
+                .collect(),
+            declines: Vec::new(),
+            max_steps: 1_000,
+        }
+    }
+
+    /// `round` with a second project "B" and these requests:
+    /// (project, VCPUs, gang) in submission order.
+    fn ganged(vcpu: i64, requests: &[(ProjectIx, i64, Option<usize>)]) -> Round {
+        let mut r = round(vcpu, &[]);
+        let mut b = r.projects[0].clone();
+        b.name = "B".into();
+        r.projects.push(b);
+        r.requests = requests
+            .iter()
+            .map(|&(project, n, gang)| Request {
+                project,
+                user: "u".into(),
+                resources: vec![(0, n)],
+                allowed: None,
+                precedence: Precedence::default(),
+                gang,
+            })
+            .collect();
+        r
+    }
+
+    fn reason_of(out: &Admitted, request: usize) -> Option<Reason> {
+        out.decisions
+            .iter()
+            .find(|d| d.request == request)
+            .and_then(|d| match d.outcome {
+                Outcome::Deferred(reason) => Some(reason),
+                Outcome::Admitted { .. } => None,
+            })
+    }
+
+    #[test]
+    fn a_gang_is_admitted_whole_or_not_at_all() {
+        // Two of two fit: both, with B's request beside them.
+        let r = ganged(5, &[(0, 2, Some(0)), (1, 1, None), (0, 2, Some(0))]);
+        let mut got = admitted(&r);
+        got.sort_unstable();
+        assert_eq!(got, vec![0, 1, 2]);
+        // Three of 2 VCPU on 4: none of A's, and what a member took while
+        // the gang was tried is back for B (two of 2 VCPU).
+        let r = ganged(
+            4,
+            &[
+                (0, 2, Some(0)),
+                (0, 2, Some(0)),
+                (0, 2, Some(0)),
+                (1, 2, None),
+                (1, 2, None),
+            ],
+        );
+        assert_eq!(admitted(&r), vec![3, 4]);
+        let out = admit(&r);
+        for m in 0..3 {
+            assert_eq!(reason_of(&out, m), Some(Reason::NoCapacity), "{out:?}");
+        }
+        // The pure bookkeeping ends as if the gang had never been tried.
+        let without = ganged(4, &[(1, 2, None), (1, 2, None)]);
+        let a = admit(&without);
+        let shares = |o: &Admitted| -> Vec<(f64, f64)> {
+            o.decisions
+                .iter()
+                .filter_map(|d| match d.outcome {
+                    Outcome::Admitted {
+                        share_before,
+                        share_after,
+                        ..
+                    } => Some((share_before, share_after)),
+                    Outcome::Deferred(_) => None,
+                })
+                .collect()
+        };
+        assert_eq!(shares(&out), shares(&a));
+        // A member that can never fit: the whole gang says so and holds up
+        // nothing behind it.
+        let r = ganged(4, &[(0, 2, Some(0)), (0, 9, Some(0)), (0, 1, None)]);
+        let out = admit(&r);
+        assert_eq!(admitted(&r), vec![2]);
+        assert_eq!(reason_of(&out, 0), Some(Reason::NeverFits));
+        assert_eq!(reason_of(&out, 1), Some(Reason::NeverFits));
+    }
+
+    fn admitted(round: &Round) -> Vec<usize> {
+        admit(round)
+            .decisions
+            .iter()
+            .filter(|d| matches!(d.outcome, Outcome::Admitted { .. }))
+            .map(|d| d.request)
+            .collect()
+    }
+
+    fn prec(class: i16, priority: i32) -> Precedence {
+        Precedence { class, priority }
+    }
+
+    #[test]
+    fn a_projects_requests_are_served_by_class_then_priority_then_submission() {
+        // Room for two of four 2-VCPU requests.
+        let r = round(
+            4,
+            &[
+                (2, prec(0, 0)),
+                (2, prec(2, 5999)),
+                (2, prec(0, 9500)),
+                (2, prec(0, 0)),
+            ],
+        );
+        assert_eq!(admitted(&r), vec![2, 0], "prod 9500, then the first prod 0");
+        // Equal precedence: submission order, as before priorities.
+        let r = round(4, &[(2, prec(0, 0)), (2, prec(0, 0)), (2, prec(0, 0))]);
+        assert_eq!(admitted(&r), vec![0, 1]);
+        // A higher-priority request that does not fit holds up the project
+        // as the head does (strict order), with its reason.
+        let mut r = round(4, &[(2, prec(0, 0)), (3, prec(0, 9999))]);
+        if let Some(stock) = r.providers[0].stock[0].as_mut() {
+            stock.used = 2;
+        }
+        let out = admit(&r);
+        assert!(
+            out.decisions
+                .iter()
+                .all(|d| !matches!(d.outcome, Outcome::Admitted { .. })),
+            "{out:?}"
+        );
+    }
 }

@@ -233,6 +233,8 @@ mod tests {
                     resources: std::iter::once((0, vcpu)).chain(mem.map(|m| (1, m))).collect(),
                     // Some requests may use only the even providers.
                     allowed: some.then(|| (0..n).step_by(2).collect()),
+                    precedence: Default::default(),
+                    gang: None,
                 })
                 .collect();
             Round {

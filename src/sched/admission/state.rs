@@ -28,7 +28,7 @@ struct Fit {
 pub(super) struct State<'a> {
     round: &'a Round,
     providers: Vec<Provider>,
-    /// Pending request indexes per project, FIFO.
+    /// Pending request indexes per project, in precedence order.
     queues: Vec<std::collections::VecDeque<usize>>,
     /// Subtree allocation and allocation count, for shares.
     subtree_alloc: Vec<Vec<i64>>,
@@ -63,6 +63,12 @@ impl<'a> State<'a> {
         let mut queues = vec![std::collections::VecDeque::new(); n];
         for (i, r) in round.requests.iter().enumerate() {
             queues[r.project].push_back(i);
+        }
+        // A stable sort: equal precedence keeps submission order.
+        for queue in &mut queues {
+            queue
+                .make_contiguous()
+                .sort_by_key(|&i| round.requests[i].precedence);
         }
         let mut children = vec![Vec::new(); n];
         for (i, p) in round.projects.iter().enumerate() {
@@ -180,15 +186,18 @@ impl<'a> State<'a> {
             };
             match self.queues[p].front() {
                 None => skipped[p] = true,
-                Some(&req) => match self.place(req) {
-                    Ok(fit) => {
-                        self.queues[p].pop_front();
-                        self.commit(req, stage, fit);
-                    }
+                Some(&req) => match self.admit_head(p, req, stage) {
+                    Ok(()) => {}
                     Err(Reason::NeverFits) => {
-                        // Hopeless: it says so and the project goes on.
-                        self.queues[p].pop_front();
-                        self.decided[req] = Some(Outcome::Deferred(Reason::NeverFits));
+                        // Hopeless: it says so (its whole gang, if any)
+                        // and the project goes on.
+                        for r in self.members(p, req) {
+                            self.decided[r] = Some(Outcome::Deferred(Reason::NeverFits));
+                        }
+                        let gang = self.round.requests[req].gang;
+                        self.queues[p].retain(|&r| {
+                            r != req && (gang.is_none() || self.round.requests[r].gang != gang)
+                        });
                     }
                     Err(reason) => {
                         skipped[p] = true;
@@ -204,6 +213,49 @@ impl<'a> State<'a> {
             // stage admits for top-level projects only) or its skip.
             active[p] = !skipped[p] && self.eligible(p, stage);
             self.update_below(&active, &mut below, p);
+        }
+    }
+
+    /// Admits project `p`'s head request `req`, with every other member of
+    /// its gang: all of them, or none (each placed as the ones before it
+    /// left the pool; undone when one does not fit, whose reason is the
+    /// answer). Admitted requests leave the queue.
+    fn admit_head(&mut self, p: ProjectIx, req: usize, stage: Stage) -> Result<(), Reason> {
+        let members = self.members(p, req);
+        let mut done: Vec<(usize, Fit)> = Vec::with_capacity(members.len());
+        for &m in &members {
+            match self.place(m) {
+                Ok(fit) => {
+                    self.commit(m, stage, &fit);
+                    done.push((m, fit));
+                }
+                Err(reason) => {
+                    for (m, fit) in done.iter().rev() {
+                        self.uncommit(*m, fit);
+                    }
+                    return Err(reason);
+                }
+            }
+        }
+        match members.len() {
+            1 => {
+                self.queues[p].pop_front();
+            }
+            _ => self.queues[p].retain(|r| !members.contains(r)),
+        }
+        Ok(())
+    }
+
+    /// `req` and the other members of its gang in `p`'s queue, in queue
+    /// order (`req`, the head, first).
+    fn members(&self, p: ProjectIx, req: usize) -> Vec<usize> {
+        match self.round.requests[req].gang {
+            None => vec![req],
+            Some(g) => self.queues[p]
+                .iter()
+                .copied()
+                .filter(|&r| r == req || self.round.requests[r].gang == Some(g))
+                .collect(),
         }
     }
 
@@ -487,7 +539,7 @@ impl<'a> State<'a> {
     }
 
     /// Books an admission.
-    fn commit(&mut self, req: usize, stage: Stage, fit: Fit) {
+    fn commit(&mut self, req: usize, stage: Stage, fit: &Fit) {
         let r = &self.round.requests[req];
         let p = r.project;
         let weight = self.round.projects[p].weight;
@@ -531,6 +583,45 @@ impl<'a> State<'a> {
             share_after: after,
         });
         self.admitted_order.push(req);
+    }
+
+    /// Takes back [`commit`](Self::commit) of `req` onto `fit`, the last
+    /// one committed: every sum it changed, in reverse.
+    fn uncommit(&mut self, req: usize, fit: &Fit) {
+        let r = &self.round.requests[req];
+        let p = r.project;
+        let lineage = self.lineage(p);
+        let provider = &mut self.providers[fit.provider];
+        for &(c, n) in &r.resources {
+            if let Some(s) = provider.stock[c].as_mut() {
+                s.used -= n;
+                self.rooms.set(fit.provider, c, s.capacity - s.used as f64);
+            }
+            let from_res: i64 = fit
+                .drawn
+                .iter()
+                .filter(|(i, _)| provider.reservations[*i].class == c)
+                .map(|(_, n)| n)
+                .sum();
+            self.available[c] += n - from_res;
+            self.own_alloc[p][c] -= n;
+            for (depth, &a) in lineage.iter().enumerate() {
+                let within = drawn_within(&fit.drawn, provider, &lineage[..=depth], c);
+                self.consumed[a][c] -= n - within;
+                self.subtree_alloc[a][c] -= n;
+            }
+        }
+        for &(i, n) in &fit.drawn {
+            provider.reservations[i].unused += n;
+        }
+        self.own_count[p] -= 1;
+        for &a in &lineage {
+            self.subtree_count[a] -= 1;
+            self.node_share[a] = self.node_share_now(a);
+        }
+        self.leaf_share[p] = self.share(&self.own_alloc[p], 1.0);
+        self.decided[req] = None;
+        self.admitted_order.pop();
     }
 
     pub(super) fn finish(mut self) -> Admitted {
