@@ -1127,6 +1127,14 @@ async fn deleting_the_advised_consumers_admits_a_multi_core_request() {
         "{shown}"
     );
     assert_eq!(shown["held"]["until"], advice[0]["held_until"], "{shown}");
+    // A's quota shows the held room apart: part of what it reserves and
+    // consumes until the request is admitted there.
+    let quota = c.json(0, "/projects/A/quota").await;
+    assert_eq!(quota["held_for_requests"]["VCPU"], 8, "{quota}");
+    assert!(
+        quota["reserved"]["VCPU"].as_i64().unwrap_or(0) >= 8,
+        "{quota}"
+    );
     for e in &advice {
         let path = format!("/allocations/{}", e["consumer_uuid"].as_str().unwrap());
         let (s, _) = send(&c, 0, Method::DELETE, &path, None).await;

@@ -81,6 +81,11 @@ pub struct QuotaView {
     pub consumed: Amounts,
     /// Reservations of the project and its sub-projects, used or not.
     pub reserved: Amounts,
+    /// Of `reserved`: room held for the subtree's waiting queued requests
+    /// by preemption advice (`GET /queue/{id}` shows each request's). It
+    /// counts in `consumed` until the request is admitted there or the
+    /// hold ends, so that the room freed goes to that request only.
+    pub held_for_requests: Amounts,
     /// Allocations of the project's and its sub-projects' consumers.
     pub allocated: Amounts,
     /// What the guarantees still lack.
@@ -148,14 +153,25 @@ pub async fn set_fairness(pool: &Pool, project: &str, body: FairnessPut) -> Resu
 pub async fn quota(pool: &Pool, project: &str) -> Result<QuotaView> {
     let mut conn = pool.acquire().await?;
     let Some(id) = db::project_id(&mut conn, project).await? else {
-        return Ok(view(project, Vec::new(), db::Holdings::default()));
+        return Ok(view(
+            project,
+            Vec::new(),
+            db::Holdings::default(),
+            Amounts::new(),
+        ));
     };
     let rows = db::quota(&mut conn, id).await?;
     let held = db::holdings(&mut conn, id).await?;
-    Ok(view(project, rows, held))
+    let for_requests = db::held_for_requests(&mut conn, id).await?;
+    Ok(view(project, rows, held, for_requests))
 }
 
-fn view(project: &str, rows: Vec<db::QuotaRow>, held: db::Holdings) -> QuotaView {
+fn view(
+    project: &str,
+    rows: Vec<db::QuotaRow>,
+    held: db::Holdings,
+    for_requests: Amounts,
+) -> QuotaView {
     let pick = |f: fn(&db::QuotaRow) -> Option<i64>| -> Amounts {
         rows.iter()
             .filter_map(|r| f(r).map(|n| (r.resource_class.clone(), n)))
@@ -169,6 +185,7 @@ fn view(project: &str, rows: Vec<db::QuotaRow>, held: db::Holdings) -> QuotaView
         guarantees,
         consumed: held.consumed,
         reserved: held.reserved,
+        held_for_requests: for_requests,
         allocated: held.allocated,
     }
 }
@@ -275,8 +292,9 @@ pub async fn set_quota(pool: &Pool, project: &str, body: QuotaPut) -> Result<Quo
     rows.dedup();
     db::replace_quota(&mut tx, id, &rows).await?;
     let stored = db::quota(&mut tx, id).await?;
+    let for_requests = db::held_for_requests(&mut tx, id).await?;
     tx.commit().await.map_err(Error::commit_failed)?;
-    Ok(view(project, stored, held))
+    Ok(view(project, stored, held, for_requests))
 }
 
 /// 409 when a new limit is below what the project consumes.

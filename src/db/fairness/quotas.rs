@@ -90,6 +90,28 @@ pub async fn holdings(conn: &mut PgConnection, project: i32) -> Result<Holdings,
         .unwrap_or_default())
 }
 
+/// The room held for the waiting queued requests of `project`'s subtree
+/// (preemption holds, which are part of its reservations), by class name.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn held_for_requests(
+    conn: &mut PgConnection,
+    project: i32,
+) -> Result<BTreeMap<String, i64>, sqlx::Error> {
+    let rows: Vec<(String, i64)> = crate::db::query_as(
+        "WITH RECURSIVE sub(id) AS (
+             SELECT $1::int
+             UNION SELECT f.project_id FROM project_fairness f JOIN sub ON f.parent_project_id = sub.id)
+         SELECT rc.name, SUM(h.amount)::bigint
+           FROM preemption_holds h JOIN sub ON h.project_id = sub.id
+           JOIN resource_classes rc ON rc.id = h.resource_class_id
+          GROUP BY 1",
+    )
+    .bind(project)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().filter(|(_, n)| *n > 0).collect())
+}
+
 /// What each project's subtree holds and consumes, in one statement.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn holdings_of(
