@@ -645,7 +645,10 @@ fn spawn_background(
                 ..placement::fairness::admission::RoundSettings::of(&state.settings)
             },
             interval: std::time::Duration::from_secs(args.admission_interval),
-            hold_seconds: args.preemption_hold_seconds,
+            holds: placement::fairness::queue_round::Holds {
+                seconds: args.preemption_hold_seconds,
+                reserve_after_seconds: args.queue_reserve_after_seconds,
+            },
             signals: state.queue.clone(),
         },
     ));

@@ -774,6 +774,91 @@ async fn all_or_nothing_batches_from_two_processes_are_never_split() {
     }
 }
 
+/// Until every provider but the one room is held on for `waiting` is
+/// full again (a job's end taken up by the queued work), or `waiting` is
+/// admitted; true when it is.
+async fn settle(c: &Cluster, providers: &[String], waiting: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v = c.json(0, &format!("/queue/{waiting}")).await;
+        if v["state"] == "admitted" {
+            return true;
+        }
+        let held = v["held"]["resource_provider_uuid"].as_str().unwrap_or("");
+        let mut full = true;
+        for rp in providers.iter().filter(|rp| rp.as_str() != held) {
+            let u = c.json(0, &format!("/resource_providers/{rp}/usages")).await;
+            full &= u["usages"]["VCPU"] == 10;
+        }
+        if full {
+            return false;
+        }
+        assert!(Instant::now() < deadline, "never settled: {v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The issue's starvation: A's 8-VCPU request behind B's stream of 1-VCPU
+/// work on three full providers of 10. Each of B's jobs ends in turn and
+/// B queues another; the outcome: how many ends until A was admitted
+/// (None: not within `ends`).
+async fn large_request_behind_small_work(reserve_after: &str, ends: usize) -> Option<usize> {
+    let label = format!("queue-starve-{reserve_after}");
+    let flags = ["--queue-reserve-after-seconds", reserve_after];
+    let c = Cluster::with_flags(&label, MV, 1, &flags).await;
+    let mut providers = Vec::new();
+    for i in 0..3 {
+        providers.push(
+            c.provider(&format!("cn{i}"), json!({"VCPU": {"total": 10}}))
+                .await,
+        );
+    }
+    let mut b: std::collections::VecDeque<String> = queue_many(&c, "B", 30).await.into();
+    until_holds(&c, "B", 30).await;
+    b.extend(queue_many(&c, "B", 10).await);
+    let a = queue(&c, 0, request_body("A", 8)).await;
+    let a = a["id"].as_str().unwrap().to_string();
+    await_state(&c, 0, &a, |v| v["reason"] == "no_capacity").await;
+    // Past the wait before room is reserved, and a round after it.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    for ended in 1..=ends {
+        loop {
+            let consumer = b.pop_front().expect("B has work queued");
+            let path = format!("/allocations/{consumer}");
+            let (status, _) = send(&c, 0, Method::DELETE, &path, None).await;
+            if status == 204 {
+                break;
+            }
+            // Not admitted yet: its turn comes later.
+            b.push_back(consumer);
+        }
+        b.extend(queue_many(&c, "B", 1).await);
+        if settle(&c, &providers, &a).await {
+            return Some(ended);
+        }
+    }
+    None
+}
+
+/// Issue 53, no starvation: with room reserved for the most entitled
+/// waiting request, A's large request gets a hold on one provider, which
+/// B cannot refill; it is admitted once 8 of that provider's 10 jobs have
+/// ended, which deleting B's first 30 jobs in order makes sure of (40
+/// ends are allowed, so a round that admits it just as the 30th is
+/// counted is seen). Without it (0), every freed core goes to B's next
+/// small request and A waits through 30 ends.
+#[tokio::test]
+async fn a_large_request_is_not_starved_by_small_ones() {
+    let with = large_request_behind_small_work("1", 40).await;
+    println!("with a reservation after 1 s: admitted after {with:?} of B's job ends");
+    assert!(
+        with.is_some(),
+        "A starved although room was reserved for it"
+    );
+    let without = large_request_behind_small_work("0", 30).await;
+    assert_eq!(without, None, "without a reservation A should have starved");
+}
+
 fn batch_item(answer: &Value, i: usize) -> Value {
     json!({"consumer_uuid": answer["requests"][i]["consumer_uuid"], "project_id": "B", "user_id": "u",
            "resources": {"VCPU": 1}})

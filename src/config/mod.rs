@@ -271,6 +271,18 @@ pub struct ServeArgs {
     /// provider), so that no one else takes what the advised owners free.
     #[arg(long, env = "PLACEMENT_PREEMPTION_HOLD_SECONDS", default_value_t = 300)]
     pub preemption_hold_seconds: u64,
+    /// Seconds a queued request may wait for room (`no_capacity`) before
+    /// room is reserved for it: the longest waiting such request gets a
+    /// hold, as preemption advice's, on the provider closest to fitting
+    /// it, so that what frees there goes to it and not to smaller work
+    /// arriving behind it (one such hold at a time, for
+    /// `--preemption-hold-seconds`, renewed while it waits). 0: never.
+    #[arg(
+        long,
+        env = "PLACEMENT_QUEUE_RESERVE_AFTER_SECONDS",
+        default_value_t = 120
+    )]
+    pub queue_reserve_after_seconds: u64,
     /// Seconds committed admission rounds, and queued requests once
     /// decided, are kept for audit and replay (default 7 days; 0 keeps
     /// them forever). Older ones are pruned every minute.

@@ -92,10 +92,16 @@ pub struct RoundView {
     pub provider_ids: Vec<i64>,
     /// Free units per provider and class after the round's admissions.
     pub free: Vec<Vec<i64>>,
+    /// The largest single allocation per provider and class: its
+    /// capacity, capped by `max_unit` (0 without inventory).
+    pub largest: Vec<Vec<i64>>,
     /// Per request (in the round's order): the providers it may use.
     pub allowed: Vec<Option<std::sync::Arc<[usize]>>>,
     /// Guarantees by class of the round's projects (external id).
     pub guarantees: std::collections::HashMap<String, Vec<i64>>,
+    /// Each project's own weighted dominant share after the round (what
+    /// its consumers hold, with what it admitted), by external id.
+    pub shares: std::collections::HashMap<String, f64>,
 }
 
 impl RoundView {
@@ -119,13 +125,38 @@ impl RoundView {
                     .collect()
             })
             .collect();
+        let largest: Vec<Vec<i64>> = r
+            .providers
+            .iter()
+            .map(|p| {
+                p.stock
+                    .iter()
+                    .map(|s| {
+                        s.as_ref()
+                            .map_or(0, |s| (s.capacity.floor() as i64).min(s.max_unit).max(0))
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut allocated: Vec<Vec<i64>> = r.projects.iter().map(|p| p.allocated.clone()).collect();
         for d in &result.decisions {
             if let Outcome::Admitted { provider, .. } = d.outcome {
-                for &(c, n) in &r.requests[d.request].resources {
+                let request = &r.requests[d.request];
+                for &(c, n) in &request.resources {
                     free[provider][c] -= n;
+                    allocated[request.project][c] += n;
                 }
             }
         }
+        let shares = loaded
+            .projects
+            .iter()
+            .zip(&r.projects)
+            .zip(&allocated)
+            .map(|(((name, _), p), alloc)| {
+                (name.clone(), round::dominant_share(r, alloc, p.weight))
+            })
+            .collect();
         RoundView {
             classes: loaded.classes.clone(),
             totals: r.totals.clone(),
@@ -133,6 +164,7 @@ impl RoundView {
             providers: loaded.providers.clone(),
             provider_ids: loaded.provider_ids.clone(),
             free,
+            largest,
             allowed: r.requests.iter().map(|q| q.allowed.clone()).collect(),
             guarantees: loaded
                 .projects
@@ -140,6 +172,7 @@ impl RoundView {
                 .zip(&r.projects)
                 .map(|((name, _), p)| (name.clone(), p.guarantees.clone()))
                 .collect(),
+            shares,
         }
     }
 }

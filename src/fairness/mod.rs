@@ -18,6 +18,7 @@ mod round_inputs;
 pub mod round_pool;
 pub mod round_request;
 pub mod shares;
+mod starvation;
 pub mod submissions;
 
 use crate::db::{classes, fairness as db};

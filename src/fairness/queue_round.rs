@@ -114,13 +114,23 @@ pub struct RoundOutcome {
     pub advised: usize,
 }
 
+/// How room is held for waiting requests.
+#[derive(Debug, Clone, Copy)]
+pub struct Holds {
+    /// How long a hold lasts (`--preemption-hold-seconds`).
+    pub seconds: u64,
+    /// How long a request waits for room before some is reserved for it
+    /// (`--queue-reserve-after-seconds`; 0: never).
+    pub reserve_after_seconds: u64,
+}
+
 /// One round over the stored queue, committed, with its preemption
-/// advice; room is held `hold_seconds` for each advised request.
+/// advice and the room it holds (`holds`).
 pub async fn round(
     pool: &Pool,
     cache: &SnapshotCache,
     settings: &RoundSettings,
-    hold_seconds: u64,
+    holds: Holds,
 ) -> Result<RoundOutcome> {
     with_retries(settings.retries, || async {
         let started = Instant::now();
@@ -144,7 +154,7 @@ pub async fn round(
         let valid_ms = ms(started);
         let mut outcome = RoundOutcome::default();
         if !rows.is_empty() {
-            outcome = decide(&mut tx, cached, settings, &rows, hold_seconds).await?;
+            outcome = decide(&mut tx, cached, settings, &rows, holds).await?;
         }
         let decided_ms = ms(started);
         // Holds end with their request (admitted, cancelled, expired) or
@@ -180,7 +190,7 @@ async fn decide(
     cached: super::round_pool::Cached,
     settings: &RoundSettings,
     rows: &[(PendingRow, QueueItem)],
-    hold_seconds: u64,
+    holds: Holds,
 ) -> Result<RoundOutcome> {
     let body = AdmissionPost {
         dry_run: false,
@@ -223,9 +233,12 @@ async fn decide(
         answer.round_id,
         &sorted.deferred,
         rows,
-        hold_seconds,
+        holds.seconds,
     )
     .await?;
+    if holds.reserve_after_seconds > 0 {
+        super::starvation::reserve(tx, &view, &sorted.deferred, rows, holds).await?;
+    }
     tracing::debug!(
         round_ms,
         marked_ms,
@@ -465,8 +478,8 @@ pub struct Leader {
     pub settings: RoundSettings,
     /// Between periodic rounds (zero: rounds only when woken).
     pub interval: Duration,
-    /// How long room is held for a request given preemption advice.
-    pub hold_seconds: u64,
+    /// How room is held for waiting requests.
+    pub holds: Holds,
     /// This process's long polls.
     pub signals: Arc<QueueSignals>,
 }
@@ -541,14 +554,7 @@ async fn keep_or_take_lead(session: &mut sqlx::postgres::PgListener, leads: bool
 
 async fn lead_one(leader: &Leader) {
     let started = Instant::now();
-    match round(
-        &leader.pool,
-        &leader.cache,
-        &leader.settings,
-        leader.hold_seconds,
-    )
-    .await
-    {
+    match round(&leader.pool, &leader.cache, &leader.settings, leader.holds).await {
         Ok(o) => {
             tracing::debug!(
                 admitted = o.admitted,

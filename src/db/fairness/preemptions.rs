@@ -172,6 +172,17 @@ pub async fn hold(
     Ok(())
 }
 
+/// Whether room is held for any pending request now.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn any_held(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
+    crate::db::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM preemption_holds h JOIN queue_requests q ON q.id = h.request_id
+                         WHERE q.state = 'pending' AND h.expires_at > now())",
+    )
+    .fetch_one(conn)
+    .await
+}
+
 /// The provider each of `requests` holds room on, where it holds any.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn held_on(

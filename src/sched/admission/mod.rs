@@ -247,6 +247,16 @@ pub struct Admitted {
     pub steps: u64,
 }
 
+/// A weighted dominant share: the largest fraction of any counted class's
+/// pool total in `alloc`, divided by `weight` (the Mesos sorter's order).
+pub fn dominant_share(round: &Round, alloc: &[i64], weight: f64) -> f64 {
+    let dominant = (0..round.classes)
+        .filter(|&c| round.totals[c] > 0.0 && !round.excluded[c])
+        .map(|c| alloc[c] as f64 / round.totals[c])
+        .fold(0.0_f64, f64::max);
+    dominant / weight
+}
+
 /// Runs one round.
 pub fn admit(round: &Round) -> Admitted {
     let mut state = State::new(round);

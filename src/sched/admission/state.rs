@@ -356,12 +356,7 @@ impl<'a> State<'a> {
 
     /// Weighted dominant share, in the Mesos sorter's f64 order.
     fn share(&self, alloc: &[i64], weight: f64) -> f64 {
-        let r = self.round;
-        let dominant = (0..r.classes)
-            .filter(|&c| r.totals[c] > 0.0 && !r.excluded[c])
-            .map(|c| alloc[c] as f64 / r.totals[c])
-            .fold(0.0_f64, f64::max);
-        dominant / weight
+        super::dominant_share(self.round, alloc, weight)
     }
 
     /// The first provider where request `req` may go, or the most specific
