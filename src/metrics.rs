@@ -14,6 +14,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 use std::sync::LazyLock;
 
 /// A request's matched route (`/resource_providers/:uuid`, or
@@ -113,6 +114,15 @@ pub struct Metrics {
     /// Pending queued requests of the projects with the most (a few
     /// series, however many projects there are).
     pub queue_pending_by_project: Family<RankLabel, Gauge>,
+    /// The weighted dominant shares of the projects with the largest, as
+    /// the last round left them (by rank, as the pending gauge).
+    pub queue_share_by_project: Family<RankLabel, Gauge<f64, AtomicU64>>,
+    /// Requests the last round that admitted any admitted, of the
+    /// projects it admitted the most for (by rank).
+    pub queue_admitted_by_project: Family<RankLabel, Gauge>,
+    /// Consumers advised for removal now, of the projects most advised
+    /// against (by rank).
+    pub preemption_advised_by_project: Family<RankLabel, Gauge>,
     /// Seconds from submission to admission of queued requests.
     pub queue_wait: Histogram,
     /// 1 while this process leads the fair queue's rounds.
@@ -134,19 +144,65 @@ fn latency_histogram() -> Histogram {
 }
 
 /// Projects shown by rank in `placement_queue_pending_by_project`.
-pub const QUEUE_TOP_PROJECTS: i64 = 10;
+pub const QUEUE_TOP_PROJECTS: i64 = RANKED as i64;
+
+/// Projects shown by rank in every per-project family.
+const RANKED: usize = 10;
+
+impl RankLabel {
+    fn of(rank: u32) -> Self {
+        RankLabel {
+            rank: rank.to_string(),
+        }
+    }
+}
+
+/// The largest `RANKED` of `counts` (positive ones), largest first.
+fn top_counts(counts: impl IntoIterator<Item = i64>) -> Vec<i64> {
+    let mut top: Vec<i64> = counts.into_iter().filter(|n| *n > 0).collect();
+    top.sort_unstable_by(|a, b| b.cmp(a));
+    top.truncate(RANKED);
+    top
+}
+
+/// A per-project family set to `values` by rank (1: the first); the
+/// projects no longer among them disappear.
+fn set_ranked(family: &Family<RankLabel, Gauge>, values: &[i64]) {
+    family.clear();
+    for (rank, n) in (1..).zip(values) {
+        family.get_or_create(&RankLabel::of(rank)).set(*n);
+    }
+}
 
 impl Metrics {
     /// Sets the per-project gauge to the busiest projects; those no longer
     /// among them disappear (the total is `placement_queue_pending`).
     pub fn set_pending_by_project(&self, top: &[(String, i64)]) {
-        self.queue_pending_by_project.clear();
-        for (rank, (_, n)) in (1..).zip(top) {
-            let label = RankLabel {
-                rank: u32::to_string(&rank),
-            };
-            self.queue_pending_by_project.get_or_create(&label).set(*n);
+        let counts: Vec<i64> = top.iter().map(|(_, n)| *n).collect();
+        set_ranked(&self.queue_pending_by_project, &counts);
+    }
+
+    /// Sets the per-project share gauge from every project's share.
+    pub fn set_share_by_project(&self, shares: impl IntoIterator<Item = f64>) {
+        let mut top: Vec<f64> = shares.into_iter().filter(|s| s.is_finite()).collect();
+        top.sort_by(|a, b| b.total_cmp(a));
+        top.truncate(RANKED);
+        self.queue_share_by_project.clear();
+        for (rank, share) in (1..).zip(top) {
+            self.queue_share_by_project
+                .get_or_create(&RankLabel::of(rank))
+                .set(share);
         }
+    }
+
+    /// Sets the last round's admissions by project from each project's count.
+    pub fn set_admitted_by_project(&self, counts: impl IntoIterator<Item = i64>) {
+        set_ranked(&self.queue_admitted_by_project, &top_counts(counts));
+    }
+
+    /// Sets the advised victims by project from each project's count.
+    pub fn set_advised_by_project(&self, counts: impl IntoIterator<Item = i64>) {
+        set_ranked(&self.preemption_advised_by_project, &top_counts(counts));
     }
 
     fn new() -> Self {
@@ -173,6 +229,9 @@ impl Metrics {
             admission_rounds: Counter::default(),
             queue_pending: Gauge::default(),
             queue_pending_by_project: Family::default(),
+            queue_share_by_project: Family::default(),
+            queue_admitted_by_project: Family::default(),
+            preemption_advised_by_project: Family::default(),
             // 1 ms to about 35 minutes.
             queue_wait: Histogram::new(exponential_buckets(0.001, 2.0, 22)),
             queue_leader: Gauge::default(),
@@ -311,6 +370,21 @@ impl Metrics {
             "queue_pending_by_project",
             "Pending queued requests of the ten projects with the most, by rank (1: the most); no project is named",
             self.queue_pending_by_project.clone(),
+        );
+        r.register(
+            "queue_share_by_project",
+            "Weighted dominant shares of the ten projects with the largest after the last round, by rank; no project is named",
+            self.queue_share_by_project.clone(),
+        );
+        r.register(
+            "queue_admitted_by_project",
+            "Requests the last round that admitted any admitted, of the ten projects it admitted the most for, by rank; no project is named",
+            self.queue_admitted_by_project.clone(),
+        );
+        r.register(
+            "preemption_advised_by_project",
+            "Consumers advised for removal, of the ten projects most advised against, by rank; no project is named",
+            self.preemption_advised_by_project.clone(),
         );
         r.register(
             "queue_wait_seconds",

@@ -717,6 +717,17 @@ async fn an_all_or_nothing_batch_is_admitted_whole_or_not_at_all() {
     };
     assert_eq!(views[0]["round_id"], views[1]["round_id"], "{views:?}");
     assert_eq!(views[0]["gang"], views[1]["gang"]);
+    // The last round that admitted anything admitted both, for one project.
+    let text = leader_metrics_text(&c).await;
+    assert!(
+        text.lines()
+            .any(|l| l == "placement_queue_admitted_by_project{rank=\"1\"} 2"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("placement_queue_admitted_by_project{rank=\"2\"}"),
+        "{text}"
+    );
     // One project's only.
     let mixed =
         json!({"requests": [request_body("A", 1), request_body("B", 1)], "all_or_nothing": true});
@@ -1212,6 +1223,23 @@ async fn deleting_the_advised_consumers_admits_a_multi_core_request() {
         "{shown}"
     );
     assert_eq!(shown["held"]["until"], advice[0]["held_until"], "{shown}");
+    // The leader counts it by rank, naming no project: eight of one
+    // project's consumers advised, and B's share the largest.
+    let text = leader_metrics_text(&c).await;
+    assert!(!text.contains("project=\""), "a project is named");
+    let value = |series: &str| -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    assert_eq!(
+        value("placement_preemption_advised_by_project{rank=\"1\"}"),
+        Some(8.0),
+        "{text}"
+    );
+    let first = value("placement_queue_share_by_project{rank=\"1\"}").unwrap_or(0.0);
+    let second = value("placement_queue_share_by_project{rank=\"2\"}").unwrap_or(0.0);
+    assert!(first > 0.0 && first >= second, "{text}");
     // A's quota shows the held room apart: part of what it reserves and
     // consumes until the request is admitted there.
     let quota = c.json(0, "/projects/A/quota").await;

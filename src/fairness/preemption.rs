@@ -103,6 +103,7 @@ pub async fn advise(
     let waiting = waiting_for_room(view, deferred, rows);
     if waiting.is_empty() {
         db::replace_advice(tx, round_id, &[]).await?;
+        crate::metrics::metrics().set_advised_by_project([]);
         return Ok(0);
     }
     let inputs = Inputs::load(tx, view, &waiting, rows).await?;
@@ -147,6 +148,11 @@ pub async fn advise(
     }
     db::replace_advice(tx, round_id, &stored).await?;
     db::hold(tx, &holds, hold_seconds).await?;
+    let mut by_victim: HashMap<&str, i64> = HashMap::new();
+    for a in &stored {
+        *by_victim.entry(a.victim_project_id.as_str()).or_default() += 1;
+    }
+    crate::metrics::metrics().set_advised_by_project(by_victim.into_values());
     Ok(stored.len())
 }
 

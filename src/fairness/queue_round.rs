@@ -225,6 +225,7 @@ async fn decide(
         admission::record(tx, &answer, &request, &result).await?;
     }
     db::mark_admitted(tx, answer.round_id, &sorted.admitted, &sorted.placed).await?;
+    count_by_project(&view, rows, &sorted.admitted);
     db::record_reasons(tx, &reasons).await?;
     let marked_ms = ms(started);
     let advised = super::preemption::advise(
@@ -250,6 +251,26 @@ async fn decide(
         deferred: sorted.deferred.len(),
         advised,
     })
+}
+
+/// The per-project gauges of a round: shares after it, and what it
+/// admitted when it admitted any (by rank; `metrics` names no project).
+fn count_by_project(
+    view: &admission::RoundView,
+    rows: &[(PendingRow, QueueItem)],
+    admitted: &[Uuid],
+) {
+    let m = crate::metrics::metrics();
+    m.set_share_by_project(view.shares.values().copied());
+    if admitted.is_empty() {
+        return;
+    }
+    let admitted: BTreeSet<Uuid> = admitted.iter().copied().collect();
+    let mut by_project: std::collections::HashMap<&str, i64> = std::collections::HashMap::new();
+    for (row, _) in rows.iter().filter(|(row, _)| admitted.contains(&row.id)) {
+        *by_project.entry(row.project_id.as_str()).or_default() += 1;
+    }
+    m.set_admitted_by_project(by_project.into_values());
 }
 
 /// A round's decisions by the queued request they decide.
