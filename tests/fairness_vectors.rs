@@ -336,6 +336,7 @@ fn admission_round(i: &Value) -> (admission::Round, Vec<String>, Vec<String>) {
                 allocated: usage,
                 limits: classes.iter().map(|c| p["limit"][c].as_i64()).collect(),
                 guarantees: dense(&classes, &p["guarantee"]),
+                best_effort: false,
             }
         })
         .collect();

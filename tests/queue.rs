@@ -645,6 +645,44 @@ async fn a_projects_higher_priority_request_is_served_first() {
     assert_eq!(still["reason"], "no_capacity", "{still}");
 }
 
+/// Issue 53: a project in `best_effort` queueing goes on past a head
+/// request that does not fit; in `strict` (the default) the head holds
+/// up the requests behind it.
+#[tokio::test]
+async fn a_best_effort_project_is_not_held_up_by_its_head() {
+    let c = Cluster::with_servers("queue-best-effort", MV, 1).await;
+    c.provider("cn1", json!({"VCPU": {"total": 4}})).await;
+    let (status, v) = send(
+        &c,
+        0,
+        Method::PUT,
+        "/projects/E/fairness",
+        Some(json!({"weight": 1, "queueing": "best_effort"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["queueing"], "best_effort", "{v}");
+    let shown = c.json(0, "/projects/S/fairness").await;
+    assert_eq!(shown["queueing"], "strict", "{shown}");
+    let filler = queue(&c, 0, request_body("F", 2)).await;
+    await_state(&c, 0, filler["id"].as_str().unwrap(), |v| {
+        v["state"] == "admitted"
+    })
+    .await;
+    // Two left: each project's 3-VCPU head waits; E's 1-VCPU request
+    // behind it is admitted, S's is held up.
+    let strict_head = queue(&c, 0, request_body("S", 3)).await;
+    let best_head = queue(&c, 0, request_body("E", 3)).await;
+    let strict_next = queue(&c, 0, request_body("S", 1)).await;
+    let best_next = queue(&c, 0, request_body("E", 1)).await;
+    let id = |v: &Value| v["id"].as_str().unwrap().to_string();
+    await_state(&c, 0, &id(&best_next), |v| v["state"] == "admitted").await;
+    for waiting in [&strict_head, &best_head, &strict_next] {
+        let v = await_state(&c, 0, &id(waiting), |v| v["reason"].is_string()).await;
+        assert_eq!(v["state"], "pending", "{v}");
+    }
+}
+
 /// A gang's members as one answer shows them: (id, state, reason).
 async fn members(c: &Cluster, ids: &[String]) -> Vec<(String, Value, Value)> {
     let mut out = Vec::new();

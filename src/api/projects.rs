@@ -16,7 +16,8 @@ pub(in crate::api) fn fairness_schema() -> Value {
         "type": "object",
         "properties": {
             "weight": {"type": "number"},
-            "parent_project_id": {"anyOf": [project_id_schema(), {"type": "null"}]}
+            "parent_project_id": {"anyOf": [project_id_schema(), {"type": "null"}]},
+            "queueing": {"enum": ["strict", "best_effort"]}
         },
         "required": ["weight"],
         "additionalProperties": false

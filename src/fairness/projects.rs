@@ -18,6 +18,42 @@ pub struct FairnessPut {
     /// The parent project (null: a top-level project).
     #[serde(default)]
     pub parent_project_id: Option<String>,
+    /// How its queued requests wait (default `strict`).
+    #[serde(default)]
+    pub queueing: Queueing,
+}
+
+/// How a project's queued requests wait for room.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Queueing {
+    /// The head request holds up the ones behind it until it is admitted
+    /// (Kueue's StrictFIFO): order is kept, at the price of idle room.
+    #[default]
+    Strict,
+    /// A head that does not fit waits, and the requests behind it are
+    /// tried in the same round (Kueue's BestEffortFIFO): room is used, at
+    /// the price of order (the reservation against starvation still
+    /// serves the large ones).
+    BestEffort,
+}
+
+impl Queueing {
+    /// As stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Queueing::Strict => "strict",
+            Queueing::BestEffort => "best_effort",
+        }
+    }
+
+    /// From what is stored (the column's check allows these two only).
+    pub fn stored(s: &str) -> Self {
+        match s {
+            "best_effort" => Queueing::BestEffort,
+            _ => Queueing::Strict,
+        }
+    }
 }
 
 /// A project's fairness settings.
@@ -32,6 +68,8 @@ pub struct FairnessView {
     pub parent_project_id: Option<String>,
     /// Admissions so far: the DRF tie-break, persisted so rounds replay.
     pub allocation_count: i64,
+    /// How its queued requests wait.
+    pub queueing: Queueing,
 }
 
 impl FairnessView {
@@ -42,12 +80,14 @@ impl FairnessView {
                 weight: r.weight,
                 parent_project_id: r.parent_project_id,
                 allocation_count: r.allocation_count,
+                queueing: Queueing::stored(&r.queueing),
             },
             None => FairnessView {
                 project_id: project.to_string(),
                 weight: 1.0,
                 parent_project_id: None,
                 allocation_count: 0,
+                queueing: Queueing::Strict,
             },
         }
     }
@@ -143,7 +183,7 @@ pub async fn set_fairness(pool: &Pool, project: &str, body: FairnessPut) -> Resu
             Some(pid)
         }
     };
-    db::put_fairness(&mut tx, id, parent, body.weight).await?;
+    db::put_fairness(&mut tx, id, parent, body.weight, body.queueing.as_str()).await?;
     let row = db::fairness(&mut tx, id).await?;
     tx.commit().await.map_err(Error::commit_failed)?;
     Ok(FairnessView::of(project, row))

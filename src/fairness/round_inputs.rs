@@ -178,6 +178,7 @@ struct ProjectRow {
     parent: Option<String>,
     weight: f64,
     count: i64,
+    best_effort: bool,
 }
 
 /// The round's projects, by index.
@@ -214,6 +215,10 @@ impl Projects {
                 parent: s.and_then(|s| s.parent_project_id.clone()),
                 weight: s.map_or(1.0, |s| s.weight),
                 count: s.map_or(0, |s| s.allocation_count),
+                best_effort: s.is_some_and(|s| {
+                    super::projects::Queueing::stored(&s.queueing)
+                        == super::projects::Queueing::BestEffort
+                }),
                 name,
                 id,
             });
@@ -305,6 +310,7 @@ impl Projects {
                 consumed: vec![0; n],
                 limits: vec![None; n],
                 guarantees: vec![0; n],
+                best_effort: p.best_effort,
             })
             .collect();
         let ix_of_id: HashMap<i32, ProjectIx> =

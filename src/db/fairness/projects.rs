@@ -77,10 +77,12 @@ pub struct FairnessRow {
     pub weight: f64,
     /// Admissions so far (the sorter's tie-break).
     pub allocation_count: i64,
+    /// How its queued requests wait: `strict` or `best_effort`.
+    pub queueing: String,
 }
 
 const FAIRNESS: &str = "SELECT p.external_id AS project_id, pp.external_id AS parent_project_id,
-        f.weight, f.allocation_count
+        f.weight, f.allocation_count, f.queueing
     FROM project_fairness f JOIN projects p ON p.id = f.project_id
     LEFT JOIN projects pp ON pp.id = f.parent_project_id";
 
@@ -131,15 +133,18 @@ pub async fn put_fairness(
     project: i32,
     parent: Option<i32>,
     weight: f64,
+    queueing: &str,
 ) -> Result<(), sqlx::Error> {
     crate::db::query(
-        "INSERT INTO project_fairness (project_id, parent_project_id, weight) VALUES ($1, $2, $3)
+        "INSERT INTO project_fairness (project_id, parent_project_id, weight, queueing) VALUES ($1, $2, $3, $4)
          ON CONFLICT (project_id) DO UPDATE
-            SET parent_project_id = EXCLUDED.parent_project_id, weight = EXCLUDED.weight, updated_at = now()",
+            SET parent_project_id = EXCLUDED.parent_project_id, weight = EXCLUDED.weight,
+                queueing = EXCLUDED.queueing, updated_at = now()",
     )
     .bind(project)
     .bind(parent)
     .bind(weight)
+    .bind(queueing)
     .execute(conn)
     .await?;
     Ok(())

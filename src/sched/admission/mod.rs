@@ -9,8 +9,9 @@
 //!   path; hierarchical, pre-order; a project with children competes as a
 //!   virtual leaf `p/.` of weight 1 inside its own subtree);
 //! - each project's requests are served in their precedence (priority
-//!   class, then priority, higher first), FIFO within one; a project
-//!   whose head request cannot
+//!   class, then priority, higher first), FIFO within one; a best-effort
+//!   project's head that cannot be admitted in stage 2 is deferred and
+//!   the next one tried; otherwise a project whose head request cannot
 //!   be admitted is skipped for the rest of the stage (in stage 2 its
 //!   remaining requests are deferred with the head's reason);
 //! - requests of one gang (all-or-nothing) are tried together when the
@@ -93,6 +94,10 @@ pub struct Project {
     pub limits: Vec<Option<i64>>,
     /// Guarantees by class (top-level projects only; 0: none).
     pub guarantees: Vec<i64>,
+    /// In the fair stage, a head request that cannot be admitted waits
+    /// and the requests behind it are tried (best-effort FIFO); otherwise
+    /// the project is skipped for the rest of the stage (strict).
+    pub best_effort: bool,
 }
 
 /// One pending request.
@@ -295,6 +300,7 @@ mod tests {
                 consumed: vec![0],
                 limits: vec![None],
                 guarantees: vec![0],
+                best_effort: false,
             }],
             requests: requests
                 .iter()
@@ -391,6 +397,22 @@ mod tests {
         assert_eq!(admitted(&r), vec![2]);
         assert_eq!(reason_of(&out, 0), Some(Reason::NeverFits));
         assert_eq!(reason_of(&out, 1), Some(Reason::NeverFits));
+    }
+
+    #[test]
+    fn a_best_effort_project_goes_on_past_a_head_that_does_not_fit() {
+        let mut r = round(4, &[(3, prec(0, 0)), (2, prec(0, 0)), (2, prec(0, 0))]);
+        if let Some(stock) = r.providers[0].stock[0].as_mut() {
+            stock.used = 2;
+        }
+        // Strict: the head holds up the rest.
+        assert_eq!(admitted(&r), Vec::<usize>::new());
+        // Best effort: the head waits, the next one fits.
+        r.projects[0].best_effort = true;
+        let out = admit(&r);
+        assert_eq!(admitted(&r), vec![1]);
+        assert_eq!(reason_of(&out, 0), Some(Reason::NoCapacity));
+        assert_eq!(reason_of(&out, 2), Some(Reason::NoCapacity));
     }
 
     fn admitted(round: &Round) -> Vec<usize> {

@@ -199,6 +199,19 @@ impl<'a> State<'a> {
                             r != req && (gang.is_none() || self.round.requests[r].gang != gang)
                         });
                     }
+                    Err(reason)
+                        if stage == Stage::Fair
+                            && reason != Reason::NotReached
+                            && self.round.projects[p].best_effort =>
+                    {
+                        // Best effort: the head (its gang) waits, the
+                        // project goes on with the next request.
+                        let members = self.members(p, req);
+                        for &r in &members {
+                            self.decided[r] = Some(Outcome::Deferred(reason));
+                        }
+                        self.queues[p].retain(|r| !members.contains(r));
+                    }
                     Err(reason) => {
                         skipped[p] = true;
                         if stage == Stage::Fair || reason == Reason::NotReached {
