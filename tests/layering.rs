@@ -45,7 +45,7 @@ const API_PLUMBING: &[&str] = &[
     "schema",
     "docs",
     "routes",
-    "policy_check",
+    "policy",
 ];
 
 fn layer(area: &str) -> Option<u8> {

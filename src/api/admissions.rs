@@ -1,7 +1,7 @@
 //! `POST /admissions` (our extension): one DRF admission round.
 
 use super::extract::JsonBody;
-use super::policy_check::{project_target, Authorize};
+use super::policy::{project_target, Authorize};
 use super::respond::Reply;
 use super::schema::extensions::admission_request_properties;
 use crate::api::respond::ApiResult;

@@ -4,14 +4,14 @@
 //! request and calls `crate::colocation`.
 
 use super::extract::{find, find_for_update, JsonBody, PathParams};
-use super::policy_check::{owner_target, Authorize};
+use super::policy::{owner_target, Authorize};
 use super::respond::Reply;
 use crate::api::respond::{ApiError, ApiResult};
 use crate::colocation::advice::{self, EvictionsPost};
 use crate::colocation::policy_overrides;
 use crate::colocation::priority::{self, PriorityPut};
 use crate::colocation::reports::{self, UsageReport};
-use crate::sched::colocation::policy::Policy;
+use crate::sched::colocation::knobs::Policy;
 use crate::state::AppState;
 use crate::types::parse_uuid_like;
 use axum::extract::State;

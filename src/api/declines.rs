@@ -2,7 +2,7 @@
 //! Mesos' decline filters and revive.
 
 use super::extract::{JsonBody, QueryPairs};
-use super::policy_check::{project_target, Authorize};
+use super::policy::{project_target, Authorize};
 use super::respond::Reply;
 use super::schema::extensions::{amounts_schema, project_id_schema};
 use crate::api::respond::ApiResult;

@@ -16,7 +16,7 @@ pub mod inventories;
 pub mod metrics;
 pub mod microversion;
 pub mod middleware;
-pub mod policy_check;
+pub mod policy;
 pub mod preemptions;
 pub mod projects;
 pub mod queue;

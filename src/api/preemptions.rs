@@ -3,7 +3,7 @@
 //! guarantee gets its share back.
 
 use super::extract::QueryPairs;
-use super::policy_check::{project_target, Authorize};
+use super::policy::{project_target, Authorize};
 use super::respond::Reply;
 use super::schema::extensions::project_id_schema;
 use crate::api::respond::ApiResult;

@@ -2,7 +2,7 @@
 //! wait in the service; rounds admit them (`fairness::queue_round`).
 
 use super::extract::{JsonBody, PathParams, QueryPairs};
-use super::policy_check::{project_target, Authorize};
+use super::policy::{project_target, Authorize};
 use super::respond::Reply;
 use super::schema::extensions::{admission_request_properties, project_id_schema};
 use crate::api::respond::ApiResult;

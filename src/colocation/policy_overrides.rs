@@ -3,7 +3,7 @@
 
 use crate::db::colocation as db;
 use crate::error::{Error, Result};
-use crate::sched::colocation::policy::Policy;
+use crate::sched::colocation::knobs::Policy;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sqlx::PgConnection;

@@ -238,7 +238,15 @@ async fn decide(
     )
     .await?;
     if holds.reserve_after_seconds > 0 {
-        super::starvation::reserve(tx, &view, &sorted.deferred, rows, holds).await?;
+        super::starvation::reserve(
+            tx,
+            &view,
+            &sorted.deferred,
+            rows,
+            holds.reserve_after_seconds,
+            holds.seconds,
+        )
+        .await?;
     }
     tracing::debug!(
         round_ms,

@@ -12,24 +12,24 @@
 
 use super::admission::RoundView;
 use super::queue::QueueItem;
-use super::queue_round::Holds;
 use crate::db::fairness::preemptions::{self as db, NewHold};
 use crate::db::fairness::queue::PendingRow;
 use crate::error::Result;
 
 /// After a round: a hold for the most entitled request waiting for room
-/// (reason `no_capacity` past `holds.reserve_after_seconds`, not in a
-/// gang): its project's weighted share the lowest, then the oldest;
-/// unless room is held for some pending request already.
+/// (reason `no_capacity` past `reserve_after_seconds`, not in a gang):
+/// its project's weighted share the lowest, then the oldest; unless room
+/// is held for some pending request already. The hold lasts
+/// `hold_seconds`.
 pub async fn reserve(
     tx: &mut sqlx::PgConnection,
     view: &RoundView,
     deferred: &[(usize, &str)],
     rows: &[(PendingRow, QueueItem)],
-    holds: Holds,
+    reserve_after_seconds: u64,
+    hold_seconds: u64,
 ) -> Result<()> {
-    let wait =
-        chrono::Duration::seconds(i64::try_from(holds.reserve_after_seconds).unwrap_or(i64::MAX));
+    let wait = chrono::Duration::seconds(i64::try_from(reserve_after_seconds).unwrap_or(i64::MAX));
     // The most entitled: of the project the sorter serves first (the
     // lowest weighted share), then the oldest (deferred requests are in
     // submission order, and the fold keeps the first of equals).
@@ -75,7 +75,7 @@ pub async fn reserve(
         project_id,
         amounts,
     };
-    db::hold(tx, &[hold], holds.seconds).await?;
+    db::hold(tx, &[hold], hold_seconds).await?;
     Ok(())
 }
 

@@ -3,8 +3,8 @@
 
 use super::{cpumem, int, names, opt, same};
 use placement::sched::colocation::evict::BeCpu;
+use placement::sched::colocation::knobs::Policy;
 use placement::sched::colocation::node::{self, Consumer, NodeView};
-use placement::sched::colocation::policy::Policy;
 use placement::sched::colocation::CpuMem;
 use serde_json::{json, Value};
 

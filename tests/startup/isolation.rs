@@ -8,7 +8,7 @@
 //! same afterwards; asking about A itself is not refused by policy.
 
 use super::*;
-use placement::api::policy_check::Subject;
+use placement::api::policy::Subject;
 use placement::api::routes;
 use placement_testkit::{cluster, common};
 use serde_json::json;

@@ -3,7 +3,7 @@
 //! renders the answer.
 
 use super::extract::{JsonBody, PathParams};
-use super::policy_check::{owner_target, project_target, Authorize};
+use super::policy::{owner_target, project_target, Authorize};
 use super::respond::Reply;
 use super::schema::bodies::{DeployRequest, ResizeRequest};
 use super::schema::responses::{

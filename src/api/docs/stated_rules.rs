@@ -11,7 +11,7 @@
 
 use crate::api::routes::Route;
 use crate::fairness::projects::WEIGHTS;
-use crate::sched::colocation::policy::{Policy, CHOICES, RANGES};
+use crate::sched::colocation::knobs::{Policy, CHOICES, RANGES};
 use crate::types::PriorityClass;
 use serde_json::{json, Map, Value};
 

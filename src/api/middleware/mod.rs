@@ -8,7 +8,7 @@ pub mod cors;
 
 use super::extract::QueryPairs;
 use super::microversion::{self, Microversion};
-use super::policy_check::{target_of, Authorize};
+use super::policy::{target_of, Authorize};
 use super::routes::{Route, Subject};
 use crate::api::respond::{ApiError, PendingError};
 use crate::policy::{Credentials, Decision};

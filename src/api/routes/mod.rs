@@ -11,7 +11,7 @@ use super::{
 };
 use crate::state::AppState;
 
-pub use super::policy_check::Subject;
+pub use super::policy::Subject;
 
 mod extensions;
 use axum::http::Method;

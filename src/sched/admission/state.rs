@@ -60,16 +60,7 @@ pub(super) struct State<'a> {
 impl<'a> State<'a> {
     pub(super) fn new(round: &'a Round) -> Self {
         let n = round.projects.len();
-        let mut queues = vec![std::collections::VecDeque::new(); n];
-        for (i, r) in round.requests.iter().enumerate() {
-            queues[r.project].push_back(i);
-        }
-        // A stable sort: equal precedence keeps submission order.
-        for queue in &mut queues {
-            queue
-                .make_contiguous()
-                .sort_by_key(|&i| round.requests[i].precedence);
-        }
+        let queues = queues_of(round);
         let mut children = vec![Vec::new(); n];
         for (i, p) in round.projects.iter().enumerate() {
             if let Some(parent) = p.parent {
@@ -682,6 +673,21 @@ fn drawn_within(
         })
         .map(|(_, n)| n)
         .sum()
+}
+
+/// Each project's requests (indexes), in precedence order: a stable sort,
+/// so equal precedence keeps submission order.
+fn queues_of(round: &Round) -> Vec<std::collections::VecDeque<usize>> {
+    let mut queues = vec![std::collections::VecDeque::new(); round.projects.len()];
+    for (i, r) in round.requests.iter().enumerate() {
+        queues[r.project].push_back(i);
+    }
+    for queue in &mut queues {
+        queue
+            .make_contiguous()
+            .sort_by_key(|&i| round.requests[i].precedence);
+    }
+    queues
 }
 
 /// `root/…/p`, for tie-breaks.

@@ -11,10 +11,10 @@
 
 pub mod batch_allocatable;
 pub mod evict;
+pub mod knobs;
 pub mod load_aware;
 pub mod node;
 pub mod placement;
-pub mod policy;
 pub mod suppress;
 
 /// A CPU amount in milli-cores and a memory amount (MB in the service,

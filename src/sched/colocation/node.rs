@@ -6,8 +6,8 @@
 
 use super::batch_allocatable::{self, HpConsumer, Knobs, NodeState};
 use super::evict::{self, BeCpu, BeVictim, SatisfactionKnobs, UsageRelease};
+use super::knobs::Policy;
 use super::load_aware::{self, LoadCheck, EMPTY_ESTIMATE_MB};
-use super::policy::Policy;
 use super::suppress::{self, SuppressInput};
 use super::CpuMem;
 

@@ -3,9 +3,9 @@
 //! what was placed there since that report and for the request itself.
 //! Capacity is the batch inventory's business; this is the rest.
 
+use super::knobs::Policy;
 use super::load_aware::{self, Resource};
 use super::node::estimate;
-use super::policy::Policy;
 use super::CpuMem;
 
 /// What the filter knows of one provider.
