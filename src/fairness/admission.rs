@@ -112,32 +112,15 @@ impl RoundView {
 
     fn of(loaded: &Loaded, result: &round::Admitted) -> RoundView {
         let r = &loaded.round;
-        let mut free: Vec<Vec<i64>> = r
-            .providers
-            .iter()
-            .map(|p| {
-                p.stock
-                    .iter()
-                    .map(|s| {
-                        s.as_ref()
-                            .map_or(0, |s| ((s.capacity - s.used as f64).floor() as i64).max(0))
-                    })
-                    .collect()
-            })
-            .collect();
-        let largest: Vec<Vec<i64>> = r
-            .providers
-            .iter()
-            .map(|p| {
-                p.stock
-                    .iter()
-                    .map(|s| {
-                        s.as_ref()
-                            .map_or(0, |s| (s.capacity.floor() as i64).min(s.max_unit).max(0))
-                    })
-                    .collect()
-            })
-            .collect();
+        // A figure of every inventory, by provider and class (0 without).
+        let per_stock = |f: fn(&round::Stock) -> i64| -> Vec<Vec<i64>> {
+            r.providers
+                .iter()
+                .map(|p| p.stock.iter().map(|s| s.as_ref().map_or(0, f)).collect())
+                .collect()
+        };
+        let mut free = per_stock(|s| ((s.capacity - s.used as f64).floor() as i64).max(0));
+        let largest = per_stock(|s| (s.capacity.floor() as i64).min(s.max_unit).max(0));
         let mut allocated: Vec<Vec<i64>> = r.projects.iter().map(|p| p.allocated.clone()).collect();
         for d in &result.decisions {
             if let Outcome::Admitted { provider, .. } = d.outcome {

@@ -179,29 +179,16 @@ impl<'a> State<'a> {
                 None => skipped[p] = true,
                 Some(&req) => match self.admit_head(p, req, stage) {
                     Ok(()) => {}
-                    Err(Reason::NeverFits) => {
-                        // Hopeless: it says so (its whole gang, if any)
-                        // and the project goes on.
-                        for r in self.members(p, req) {
-                            self.decided[r] = Some(Outcome::Deferred(Reason::NeverFits));
-                        }
-                        let gang = self.round.requests[req].gang;
-                        self.queues[p].retain(|&r| {
-                            r != req && (gang.is_none() || self.round.requests[r].gang != gang)
-                        });
-                    }
+                    // Hopeless (it says so), or a best-effort project's
+                    // head in the fair stage: the head and its gang leave
+                    // the queue with the reason, and the project goes on.
                     Err(reason)
-                        if stage == Stage::Fair
-                            && reason != Reason::NotReached
-                            && self.round.projects[p].best_effort =>
+                        if reason == Reason::NeverFits
+                            || (stage == Stage::Fair
+                                && reason != Reason::NotReached
+                                && self.round.projects[p].best_effort) =>
                     {
-                        // Best effort: the head (its gang) waits, the
-                        // project goes on with the next request.
-                        let members = self.members(p, req);
-                        for &r in &members {
-                            self.decided[r] = Some(Outcome::Deferred(reason));
-                        }
-                        self.queues[p].retain(|r| !members.contains(r));
+                        self.defer_head(p, req, reason);
                     }
                     Err(reason) => {
                         skipped[p] = true;
@@ -248,6 +235,16 @@ impl<'a> State<'a> {
             _ => self.queues[p].retain(|r| !members.contains(r)),
         }
         Ok(())
+    }
+
+    /// Defers project `p`'s head request `req` with every member of its
+    /// gang, and takes them out of the queue.
+    fn defer_head(&mut self, p: ProjectIx, req: usize, reason: Reason) {
+        let members = self.members(p, req);
+        for &r in &members {
+            self.decided[r] = Some(Outcome::Deferred(reason));
+        }
+        self.queues[p].retain(|r| !members.contains(r));
     }
 
     /// `req` and the other members of its gang in `p`'s queue, in queue
