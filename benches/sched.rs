@@ -121,6 +121,7 @@ fn admission_round(providers: usize) -> admission::Round {
                 vec![None, None]
             },
             guarantees: if p % 10 == 0 { vec![64, 0] } else { vec![0, 0] },
+            lending_limits: vec![0, 0],
             best_effort: false,
         })
         .collect();

@@ -687,6 +687,7 @@ async fn housekeeping(pool: sqlx::PgPool, round_retention: u64) {
                 0 => 0,
                 retention => {
                     db::fairness::queue::prune(&mut tx, retention).await?;
+                    db::fairness::preemptions::prune_events(&mut tx, retention).await?;
                     db::fairness::prune_rounds(&mut tx, retention).await?
                 }
             };

@@ -123,6 +123,10 @@ pub struct Metrics {
     /// Consumers advised for removal now, of the projects most advised
     /// against (by rank).
     pub preemption_advised_by_project: Family<RankLabel, Gauge>,
+    /// Consumers the service removed, following advice to projects that
+    /// enforce preemption (each also a `GET /preemptions?state=enforced`
+    /// event and a log line).
+    pub preemptions_enforced: Counter,
     /// Seconds from submission to admission of queued requests.
     pub queue_wait: Histogram,
     /// 1 while this process leads the fair queue's rounds.
@@ -232,6 +236,7 @@ impl Metrics {
             queue_share_by_project: Family::default(),
             queue_admitted_by_project: Family::default(),
             preemption_advised_by_project: Family::default(),
+            preemptions_enforced: Counter::default(),
             // 1 ms to about 35 minutes.
             queue_wait: Histogram::new(exponential_buckets(0.001, 2.0, 22)),
             queue_leader: Gauge::default(),
@@ -385,6 +390,11 @@ impl Metrics {
             "preemption_advised_by_project",
             "Consumers advised for removal, of the ten projects most advised against, by rank; no project is named",
             self.preemption_advised_by_project.clone(),
+        );
+        r.register(
+            "preemptions_enforced",
+            "Consumers the service removed, following preemption advice to projects that enforce it",
+            self.preemptions_enforced.clone(),
         );
         r.register(
             "queue_wait_seconds",

@@ -335,6 +335,7 @@ fn admission_round(i: &Value) -> (admission::Round, Vec<String>, Vec<String>) {
                     .collect(),
                 allocated: usage,
                 limits: classes.iter().map(|c| p["limit"][c].as_i64()).collect(),
+                lending_limits: vec![0; classes.len()],
                 guarantees: dense(&classes, &p["guarantee"]),
                 best_effort: false,
             }

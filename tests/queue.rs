@@ -1196,6 +1196,241 @@ async fn a_guarantee_is_won_back_through_preemption_advice() {
     );
 }
 
+/// Mesos' question four with A's guarantee in force from the start:
+/// without a lending limit the guarantee's third stays idle while A is
+/// (Mesos' headroom); with one, B borrows it, and A wins it back through
+/// the advice when it queues work, the shares ending at 1:2 either way.
+#[tokio::test]
+async fn an_idle_guarantee_is_lent_and_won_back_only_with_a_lending_limit() {
+    for lending in [false, true] {
+        let c = Cluster::new("queue-lending", "1.39").await;
+        for i in 0..3 {
+            c.provider(&format!("cn{i}"), json!({"VCPU": {"total": 10}}))
+                .await;
+        }
+        for (project, weight) in [("A", 1.0), ("B", 2.0)] {
+            let path = format!("/projects/{project}/fairness");
+            let (s, v) = send(&c, 0, Method::PUT, &path, Some(json!({"weight": weight}))).await;
+            assert_eq!(s, 200, "{v}");
+        }
+        let quota = match lending {
+            false => json!({"guarantees": {"VCPU": 10}}),
+            true => json!({"guarantees": {"VCPU": 10}, "lending_limits": {"VCPU": 10}}),
+        };
+        let (s, v) = send(
+            &c,
+            0,
+            Method::PUT,
+            "/projects/A/quota",
+            Some(json!({"guarantees": {"VCPU": 10}, "lending_limits": {"VCPU": 11}})),
+        )
+        .await;
+        assert_eq!(s, 400, "only a guarantee's unused part is lent: {v}");
+        assert!(v.to_string().contains("lending limit of VCPU (11)"), "{v}");
+        set_quota(&c, "A", quota).await;
+        let shown = c.json(0, "/projects/A/quota").await;
+        assert_eq!(
+            shown["lending_limits"],
+            if lending {
+                json!({"VCPU": 10})
+            } else {
+                json!({})
+            },
+            "{shown}"
+        );
+        let b = queue_many(&c, "B", 30).await;
+        let held = if lending { 30 } else { 20 };
+        until_holds(&c, "B", held).await;
+        if !lending {
+            // The rest wait for the headroom, and say so.
+            let last = await_state(&c, 0, &queued_id(&c, &b[29]).await, |v| {
+                v["reason"] == "headroom"
+            })
+            .await;
+            assert_eq!(last["state"], "pending", "{last}");
+            let (_, advice) = send(&c, 0, Method::GET, "/preemptions", None).await;
+            assert_eq!(advice["preemptions"], json!([]));
+            queue_many(&c, "A", 15).await;
+            until_holds(&c, "A", 10).await;
+            assert_eq!(vcpu_of(&c, "B").await, 20);
+            continue;
+        }
+        // Lent: A queues, the advice names ten of B's consumers.
+        queue_many(&c, "A", 15).await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let advice = loop {
+            let (_, v) = send(&c, 0, Method::GET, "/preemptions", None).await;
+            let entries = v["preemptions"].as_array().cloned().unwrap_or_default();
+            if entries.len() == 10 {
+                break entries;
+            }
+            assert!(Instant::now() < deadline, "no advice: {v}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert!(advice.iter().all(|e| e["project_id"] == "B"));
+        for e in &advice {
+            let path = format!("/allocations/{}", e["consumer_uuid"].as_str().unwrap());
+            let (s, _) = send(&c, 0, Method::DELETE, &path, None).await;
+            assert_eq!(s, 204);
+        }
+        until_holds(&c, "A", 10).await;
+        assert_eq!(vcpu_of(&c, "B").await, 20, "1:2");
+    }
+}
+
+/// Enforced preemption, opted into by the victim's project: after the
+/// grace, the service removes the advised consumers itself (each an
+/// event, a log line and a metric), their queued requests show
+/// `preempted`, and they can be queued again at once; a consumer whose
+/// owner deleted its allocations can be queued again too (`released`).
+#[tokio::test]
+async fn an_enforcing_project_is_preempted_after_its_grace_and_may_queue_again() {
+    let c = Cluster::new("queue-enforce", "1.39").await;
+    for i in 0..3 {
+        c.provider(&format!("cn{i}"), json!({"VCPU": {"total": 10}}))
+            .await;
+    }
+    let (s, v) = send(
+        &c,
+        0,
+        Method::PUT,
+        "/projects/B/fairness",
+        Some(json!({"weight": 2.0, "preemption": "enforce", "preemption_grace_seconds": 2})),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["preemption"], "enforce", "{v}");
+    assert_eq!(v["preemption_grace_seconds"], 2, "{v}");
+    let (s, v) = send(
+        &c,
+        0,
+        Method::PUT,
+        "/projects/B/fairness",
+        Some(json!({"weight": 2.0, "preemption": "enforce", "preemption_grace_seconds": 86401})),
+    )
+    .await;
+    assert_eq!(s, 400, "a grace over a day: {v}");
+    set_quota(
+        &c,
+        "A",
+        json!({"guarantees": {"VCPU": 10}, "lending_limits": {"VCPU": 10}}),
+    )
+    .await;
+    let b = queue_many(&c, "B", 30).await;
+    until_holds(&c, "B", 30).await;
+    // One of B's consumers ends by its owner's hand: it may come back.
+    let (s, _) = send(
+        &c,
+        0,
+        Method::DELETE,
+        &format!("/allocations/{}", b[0]),
+        None,
+    )
+    .await;
+    assert_eq!(s, 204);
+    let again = json!({"consumer_uuid": b[0], "project_id": "B", "user_id": "u",
+                       "resources": {"VCPU": 1}});
+    queue(&c, 0, again.clone()).await;
+    let (_, released) = send(
+        &c,
+        0,
+        Method::GET,
+        "/queue?project_id=B&state=released",
+        None,
+    )
+    .await;
+    assert_eq!(
+        released["requests"].as_array().map(Vec::len),
+        Some(1),
+        "{released}"
+    );
+    assert_eq!(released["requests"][0]["consumer_uuid"], json!(b[0]));
+    until_holds(&c, "B", 30).await;
+    // A queues: ten of B's consumers are advised, then removed.
+    queue_many(&c, "A", 15).await;
+    until_holds(&c, "A", 10).await;
+    assert_eq!(vcpu_of(&c, "B").await, 20, "B keeps its fair share");
+    let (s, events) = send(&c, 0, Method::GET, "/preemptions?state=enforced", None).await;
+    assert_eq!(s, 200, "{events}");
+    let events = events["preemptions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(events.len(), 10, "{events:?}");
+    let mut victims = Vec::new();
+    for e in &events {
+        assert_eq!(e["project_id"], "B", "{e}");
+        assert_eq!(e["for_project_id"], "A", "{e}");
+        let removed = e["removed"].as_object().expect("removed");
+        let units: i64 = removed
+            .values()
+            .filter_map(|r| r["resources"]["VCPU"].as_i64())
+            .sum();
+        assert_eq!(units, 1, "{e}");
+        let advised: chrono::DateTime<chrono::Utc> =
+            serde_json::from_value(e["advised_at"].clone()).unwrap();
+        let enforced: chrono::DateTime<chrono::Utc> =
+            serde_json::from_value(e["enforced_at"].clone()).unwrap();
+        assert!(
+            enforced - advised >= chrono::Duration::seconds(2),
+            "removed before its grace: {e}"
+        );
+        victims.push(e["consumer_uuid"].as_str().unwrap().to_string());
+    }
+    let (_, advice) = send(&c, 0, Method::GET, "/preemptions", None).await;
+    assert_eq!(advice["preemptions"], json!([]), "the advice is done");
+    let text = leader_metrics_text(&c).await;
+    assert!(
+        text.lines()
+            .any(|l| l == "placement_preemptions_enforced_total 10"),
+        "{text}"
+    );
+    // Each victim's queued request shows it, and each can be queued again.
+    let (_, preempted) = send(
+        &c,
+        0,
+        Method::GET,
+        "/queue?project_id=B&state=preempted",
+        None,
+    )
+    .await;
+    let mut shown: Vec<String> = preempted["requests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["consumer_uuid"].as_str().map(String::from))
+        .collect();
+    shown.sort();
+    victims.sort();
+    assert_eq!(shown, victims);
+    let requeued: Vec<Value> = victims
+        .iter()
+        .map(|v| {
+            json!({"consumer_uuid": v, "project_id": "B", "user_id": "u",
+                        "resources": {"VCPU": 1}})
+        })
+        .collect();
+    let answer = queue(&c, 0, json!({"requests": requeued})).await;
+    assert_eq!(request_ids(&answer).len(), 10);
+    // They wait: B is at its fair share and A at its guarantee.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(vcpu_of(&c, "A").await, 10);
+    assert_eq!(vcpu_of(&c, "B").await, 20);
+}
+
+/// The queued request that created `consumer`.
+async fn queued_id(c: &Cluster, consumer: &str) -> String {
+    let pool = sqlx::PgPool::connect(&c.database_url()).await.unwrap();
+    let id: uuid::Uuid =
+        sqlx::query_scalar("SELECT id FROM queue_requests WHERE consumer_uuid = $1::uuid")
+            .bind(consumer)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    pool.close().await;
+    id.to_string()
+}
+
 /// A multi-core request with a guarantee, on tied providers, with the
 /// other project's own work still queued: the advice stays on the
 /// provider where room is held for it, round after round, so deleting

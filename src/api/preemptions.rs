@@ -7,7 +7,7 @@ use super::policy::{project_target, Authorize};
 use super::respond::Reply;
 use super::schema::extensions::project_id_schema;
 use crate::api::respond::ApiResult;
-use crate::fairness::preemption::{self as service, PreemptionList};
+use crate::fairness::preemption::{self as service, Listed, PreemptionList};
 use crate::state::AppState;
 use axum::extract::State;
 use serde::Deserialize;
@@ -17,7 +17,10 @@ use serde_json::{json, Value};
 pub(in crate::api) fn query_schema() -> Value {
     json!({
         "type": "object",
-        "properties": {"project_id": project_id_schema()},
+        "properties": {
+            "project_id": project_id_schema(),
+            "state": {"enum": ["advised", "enforced"]}
+        },
         "additionalProperties": false
     })
 }
@@ -26,10 +29,13 @@ pub(in crate::api) fn query_schema() -> Value {
 #[derive(Debug, Deserialize)]
 struct Filter {
     project_id: Option<String>,
+    #[serde(default)]
+    state: Listed,
 }
 
-/// `GET /preemptions[?project_id=…]`: the advised victims (of one project
-/// when named; the policy target is that project). The request each
+/// `GET /preemptions[?project_id=…][&state=advised|enforced]`: the
+/// advised victims, or the removals the service carried out (of one
+/// project when named; the policy target is that project). The request each
 /// victim makes room for (its project, id and needs) is shown only to a
 /// caller who passes the rule for that request's project too.
 pub async fn list(
@@ -39,7 +45,7 @@ pub async fn list(
 ) -> ApiResult<Reply> {
     let f: Filter = query.typed(&query_schema())?;
     auth.check([project_target(f.project_id.as_deref(), None)])?;
-    let preemptions = service::list(&st.pool, f.project_id.as_deref())
+    let preemptions = service::list(&st.pool, f.project_id.as_deref(), f.state)
         .await?
         .into_iter()
         .map(|p| {

@@ -17,7 +17,13 @@ pub(in crate::api) fn fairness_schema() -> Value {
         "properties": {
             "weight": {"type": "number"},
             "parent_project_id": {"anyOf": [project_id_schema(), {"type": "null"}]},
-            "queueing": {"enum": ["strict", "best_effort"]}
+            "queueing": {"enum": ["strict", "best_effort"]},
+            "preemption": {"enum": ["advise", "enforce"]},
+            "preemption_grace_seconds": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": service::MAX_PREEMPTION_GRACE_SECONDS
+            }
         },
         "required": ["weight"],
         "additionalProperties": false
@@ -31,6 +37,7 @@ pub(in crate::api) fn quota_schema() -> Value {
         "properties": {
             "limits": amounts_schema(0),
             "guarantees": amounts_schema(0),
+            "lending_limits": amounts_schema(0),
             "force": {"type": "boolean"}
         },
         "additionalProperties": false

@@ -172,7 +172,7 @@ pub(in crate::api) fn list_schema() -> Value {
         "type": "object",
         "properties": {
             "project_id": project_id_schema(),
-            "state": {"enum": ["pending", "admitted", "cancelled", "expired"]},
+            "state": {"enum": ["pending", "admitted", "cancelled", "expired", "preempted", "released"]},
             "limit": {"type": "string", "pattern": "^[1-9][0-9]{0,3}$"},
             "marker": {"type": "string", "format": "uuid"}
         },

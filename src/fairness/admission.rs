@@ -25,7 +25,7 @@ use uuid::Uuid;
 pub use super::round_request::{AdmissionItem, AdmissionPost, PriorityClass};
 
 /// One provider's share of an admitted request.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AdmittedResources {
     /// Units by class.

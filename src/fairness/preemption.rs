@@ -4,7 +4,10 @@
 //! for `GET /preemptions`; the room is held for the request (added to its
 //! project's reservation on the provider) for `--preemption-hold-seconds`,
 //! so that what the owners free is not taken by someone else. The service
-//! never removes anything itself.
+//! removes advised consumers itself only where their project enforces
+//! preemption, after its grace, and only those admitted through the queue
+//! ([`enforce`]); each removal is an event (`GET
+//! /preemptions?state=enforced`), a log line and a metric.
 
 use super::admission::RoundView;
 use super::queue::QueueItem;
@@ -13,7 +16,7 @@ use crate::db::fairness::queue::PendingRow;
 use crate::error::Result;
 use crate::sched::preempt::{self, Ask, Holder, Pool, Victim};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -43,6 +46,12 @@ pub struct PreemptionView {
     /// Until when the freed room is held for the request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held_until: Option<chrono::DateTime<chrono::Utc>>,
+    /// When the service removed the consumer (`state=enforced` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enforced_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// What it removed: provider uuid → resources (likewise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed: Option<BTreeMap<Uuid, super::admission::AdmittedResources>>,
 }
 
 impl PreemptionView {
@@ -78,15 +87,90 @@ impl PreemptionView {
             round_id: row.round_id,
             advised_at: row.advised_at,
             held_until: row.held_until,
+            enforced_at: None,
+            removed: None,
         }
     }
 }
 
-/// The advice in force (a victim project's only, when named).
-pub async fn list(pool: &crate::db::Pool, project: Option<&str>) -> Result<Vec<PreemptionView>> {
+/// Which preemptions a list shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Listed {
+    /// The advice in force.
+    #[default]
+    Advised,
+    /// The removals the service carried out, newest first.
+    Enforced,
+}
+
+/// Most removals one list shows.
+const EVENTS_LISTED: i64 = 1000;
+
+/// The advice in force, or the removals carried out (a victim project's
+/// only, when named).
+pub async fn list(
+    pool: &crate::db::Pool,
+    project: Option<&str>,
+    listed: Listed,
+) -> Result<Vec<PreemptionView>> {
     let mut conn = pool.acquire().await?;
+    if listed == Listed::Enforced {
+        let rows = db::events(&mut conn, project, EVENTS_LISTED).await?;
+        return Ok(rows
+            .into_iter()
+            .map(|e| PreemptionView {
+                enforced_at: Some(e.enforced_at),
+                removed: serde_json::from_value(e.removed).ok(),
+                ..PreemptionView::of(e.advice)
+            })
+            .collect());
+    }
     let rows = db::list(&mut conn, project).await?;
     Ok(rows.into_iter().map(PreemptionView::of).collect())
+}
+
+/// Removes the advised consumers whose project enforces preemption, once
+/// their grace has run out, when they came through the queue: their
+/// allocations and consumer go in the round's transaction, their queued
+/// request becomes `preempted` (so they may be queued again at once),
+/// and each removal is recorded. The count removed.
+pub async fn enforce(tx: &mut sqlx::PgConnection) -> Result<usize> {
+    use crate::db::allocations as allocs;
+    let mut removed = 0;
+    for advice in db::due(tx).await? {
+        let consumer = advice.consumer_uuid;
+        let held = allocs::of_consumer(tx, consumer).await?;
+        if !allocs::delete_consumer(tx, consumer).await? {
+            // Its owner removed it first.
+            crate::db::fairness::queue::release_ended(tx, &[consumer]).await?;
+            continue;
+        }
+        let mut what: BTreeMap<Uuid, super::admission::AdmittedResources> = BTreeMap::new();
+        for row in &held {
+            what.entry(row.provider_uuid)
+                .or_default()
+                .resources
+                .insert(row.resource_class.clone(), i64::from(row.used));
+        }
+        crate::db::fairness::queue::mark_preempted(tx, consumer).await?;
+        db::record_enforced(
+            tx,
+            &advice,
+            &serde_json::to_value(&what).unwrap_or_default(),
+        )
+        .await?;
+        tracing::info!(
+            consumer = %consumer,
+            project = %advice.victim_project_id,
+            for_request = %advice.request_id,
+            for_project = %advice.request_project_id,
+            "preempted: the advised consumer's allocations were removed"
+        );
+        crate::metrics::metrics().preemptions_enforced.inc();
+        removed += 1;
+    }
+    Ok(removed)
 }
 
 /// After round `round_id`: advice for the deferred requests (positions

@@ -21,6 +21,53 @@ pub struct FairnessPut {
     /// How its queued requests wait (default `strict`).
     #[serde(default)]
     pub queueing: Queueing,
+    /// Whether the service removes its consumers that preemption advice
+    /// names (default `advise`: their owners do).
+    #[serde(default)]
+    pub preemption: Preemption,
+    /// Seconds from the first advice naming a consumer to its removal
+    /// (`enforce` only; default 30, at most a day).
+    #[serde(default = "default_grace")]
+    pub preemption_grace_seconds: u32,
+}
+
+fn default_grace() -> u32 {
+    30
+}
+
+/// Longest grace a project may give (the column's check says the same).
+pub const MAX_PREEMPTION_GRACE_SECONDS: u32 = 86_400;
+
+/// Who removes a project's consumers that preemption advice names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Preemption {
+    /// Their owners, when they choose to (Mesos' and the default).
+    #[default]
+    Advise,
+    /// The service, after the grace period, for consumers admitted
+    /// through the queue (Kueue's and YuniKorn's preemption); others are
+    /// only advised still. A removed consumer's queued request shows
+    /// `preempted`, and it may be queued again at once.
+    Enforce,
+}
+
+impl Preemption {
+    /// As stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Preemption::Advise => "advise",
+            Preemption::Enforce => "enforce",
+        }
+    }
+
+    /// From what is stored (the column's check allows these two only).
+    pub fn stored(s: &str) -> Self {
+        match s {
+            "enforce" => Preemption::Enforce,
+            _ => Preemption::Advise,
+        }
+    }
 }
 
 /// How a project's queued requests wait for room.
@@ -70,6 +117,10 @@ pub struct FairnessView {
     pub allocation_count: i64,
     /// How its queued requests wait.
     pub queueing: Queueing,
+    /// Who removes its consumers that preemption advice names.
+    pub preemption: Preemption,
+    /// Seconds from advice to removal, when the service removes them.
+    pub preemption_grace_seconds: u32,
 }
 
 impl FairnessView {
@@ -81,6 +132,9 @@ impl FairnessView {
                 parent_project_id: r.parent_project_id,
                 allocation_count: r.allocation_count,
                 queueing: Queueing::stored(&r.queueing),
+                preemption: Preemption::stored(&r.preemption),
+                preemption_grace_seconds: u32::try_from(r.preemption_grace_seconds)
+                    .unwrap_or_default(),
             },
             None => FairnessView {
                 project_id: project.to_string(),
@@ -88,6 +142,8 @@ impl FairnessView {
                 parent_project_id: None,
                 allocation_count: 0,
                 queueing: Queueing::Strict,
+                preemption: Preemption::Advise,
+                preemption_grace_seconds: default_grace(),
             },
         }
     }
@@ -102,6 +158,11 @@ pub struct QuotaPut {
     /// Minimums held back as headroom, by class (top-level projects only).
     #[serde(default)]
     pub guarantees: Amounts,
+    /// Of each guarantee, how much may be lent to other projects while it
+    /// is unused (Kueue's lendingLimit; ≤ the guarantee). A class without
+    /// one lends nothing: its unused guarantee stays idle, Mesos' rule.
+    #[serde(default)]
+    pub lending_limits: Amounts,
     /// Set limits below current consumption anyway.
     #[serde(default)]
     pub force: bool,
@@ -117,6 +178,8 @@ pub struct QuotaView {
     pub limits: Amounts,
     /// Guarantees by class.
     pub guarantees: Amounts,
+    /// Lending limits by class.
+    pub lending_limits: Amounts,
     /// Consumption against quota: allocations plus unused reservations.
     pub consumed: Amounts,
     /// Reservations of the project and its sub-projects, used or not.
@@ -183,7 +246,14 @@ pub async fn set_fairness(pool: &Pool, project: &str, body: FairnessPut) -> Resu
             Some(pid)
         }
     };
-    db::put_fairness(&mut tx, id, parent, body.weight, body.queueing.as_str()).await?;
+    let new = db::NewFairness {
+        parent,
+        weight: body.weight,
+        queueing: body.queueing.as_str(),
+        preemption: body.preemption.as_str(),
+        preemption_grace_seconds: i32::try_from(body.preemption_grace_seconds).unwrap_or(i32::MAX),
+    };
+    db::put_fairness(&mut tx, id, &new).await?;
     let row = db::fairness(&mut tx, id).await?;
     tx.commit().await.map_err(Error::commit_failed)?;
     Ok(FairnessView::of(project, row))
@@ -221,6 +291,7 @@ fn view(
     QuotaView {
         project_id: project.to_string(),
         limits: pick(|r| r.limit),
+        lending_limits: pick(|r| r.lending_limit),
         unsatisfied_guarantee: positive_minus(&guarantees, &held.consumed),
         guarantees,
         consumed: held.consumed,
@@ -298,6 +369,14 @@ pub async fn set_quota(pool: &Pool, project: &str, body: QuotaPut) -> Result<Quo
             )));
         }
     }
+    for (class, lend) in &body.lending_limits {
+        let g = body.guarantees.get(class).copied().unwrap_or(0);
+        if *lend > g {
+            return Err(Error::invalid(format!(
+                "The lending limit of {class} ({lend}) is above its guarantee ({g}): only a guarantee's unused part can be lent."
+            )));
+        }
+    }
     let mut tx = pool.begin().await?;
     let id = project_row(&mut tx, project).await?;
     db::lock_projects(&mut tx, &[id]).await?;
@@ -305,6 +384,7 @@ pub async fn set_quota(pool: &Pool, project: &str, body: QuotaPut) -> Result<Quo
         .limits
         .keys()
         .chain(body.guarantees.keys())
+        .chain(body.lending_limits.keys())
         .cloned()
         .collect();
     let ids = class_ids(&mut tx, &names).await?;
@@ -318,14 +398,13 @@ pub async fn set_quota(pool: &Pool, project: &str, body: QuotaPut) -> Result<Quo
     if !body.force {
         refuse_limits_below(&body.limits, &held.consumed, project)?;
     }
-    let mut rows: Vec<(i32, Option<i64>, Option<i64>)> = ids
+    let mut rows: Vec<db::NewQuotaClass> = ids
         .iter()
-        .map(|(c, &cid)| {
-            (
-                cid,
-                body.guarantees.get(c).copied(),
-                body.limits.get(c).copied(),
-            )
+        .map(|(c, &cid)| db::NewQuotaClass {
+            class_id: cid,
+            guarantee: body.guarantees.get(c).copied(),
+            limit: body.limits.get(c).copied(),
+            lending_limit: body.lending_limits.get(c).copied(),
         })
         .collect();
     rows.sort_unstable();

@@ -79,7 +79,10 @@ pub enum QueuePost {
 pub struct QueueView {
     /// Its id.
     pub id: Uuid,
-    /// pending, admitted, cancelled or expired.
+    /// pending, admitted, cancelled, expired, preempted (the service
+    /// removed its consumer, following preemption advice) or released
+    /// (admitted, and its consumer's allocations were deleted since; set
+    /// when the consumer is queued again).
     pub state: String,
     /// The consumer it creates.
     pub consumer_uuid: Uuid,
@@ -267,6 +270,9 @@ async fn submit_alone(pool: &Pool, post: &QueuePost, cap: i64) -> Result<Vec<Que
     let uuids: Vec<Uuid> = consumers.into_iter().collect();
     let mut tx = pool.begin_keyed().await?;
     check_names(&mut tx, &items).await?;
+    // A consumer admitted before whose allocations are gone since (its
+    // owner deleted them) may be queued again.
+    db::release_ended(&mut tx, &uuids).await?;
     check_not_taken(&mut tx, &uuids).await?;
     check_room(&mut tx, &items, cap).await?;
     // The names were checked above, in this transaction.

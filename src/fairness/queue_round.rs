@@ -112,6 +112,8 @@ pub struct RoundOutcome {
     pub deferred: usize,
     /// Consumers advised for removal (preemption advice).
     pub advised: usize,
+    /// Advised consumers the service removed (enforced preemption).
+    pub preempted: usize,
 }
 
 /// How room is held for waiting requests.
@@ -237,6 +239,7 @@ async fn decide(
         holds.seconds,
     )
     .await?;
+    let preempted = super::preemption::enforce(tx).await?;
     if holds.reserve_after_seconds > 0 {
         super::starvation::reserve(
             tx,
@@ -258,6 +261,7 @@ async fn decide(
         admitted: sorted.admitted.len(),
         deferred: sorted.deferred.len(),
         advised,
+        preempted,
     })
 }
 

@@ -310,6 +310,7 @@ impl Projects {
                 consumed: vec![0; n],
                 limits: vec![None; n],
                 guarantees: vec![0; n],
+                lending_limits: vec![0; n],
                 best_effort: p.best_effort,
             })
             .collect();
@@ -337,6 +338,7 @@ impl Projects {
             out[p].limits[c] = q.limit;
             if out[p].parent.is_none() {
                 out[p].guarantees[c] = q.guarantee.unwrap_or(0);
+                out[p].lending_limits[c] = q.lending_limit.unwrap_or(0);
             }
         }
         Ok(out)

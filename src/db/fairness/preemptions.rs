@@ -80,27 +80,37 @@ pub struct NewAdvice {
     pub provider_uuid: Uuid,
 }
 
-/// Replaces every advice with this round's.
+/// Replaces every advice with this round's. A consumer advised again
+/// for the same request keeps its first `advised_at`: enforced
+/// preemption's grace runs from there.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn replace_advice(
     conn: &mut PgConnection,
     round: Uuid,
     rows: &[NewAdvice],
 ) -> Result<(), sqlx::Error> {
-    crate::db::query("DELETE FROM preemption_advice")
-        .execute(&mut *conn)
-        .await?;
-    if rows.is_empty() {
-        return Ok(());
-    }
     let requests: Vec<Uuid> = rows.iter().map(|r| r.request_id).collect();
     let consumers: Vec<Uuid> = rows.iter().map(|r| r.consumer_uuid).collect();
     let projects: Vec<&str> = rows.iter().map(|r| r.victim_project_id.as_str()).collect();
     let providers: Vec<Uuid> = rows.iter().map(|r| r.provider_uuid).collect();
     crate::db::query(
+        "DELETE FROM preemption_advice a
+          WHERE (a.request_id, a.consumer_uuid) NOT IN
+                (SELECT * FROM unnest($1::uuid[], $2::uuid[]))",
+    )
+    .bind(&requests)
+    .bind(&consumers)
+    .execute(&mut *conn)
+    .await?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    crate::db::query(
         "INSERT INTO preemption_advice (request_id, consumer_uuid, victim_project_id, resource_provider_uuid, round_id)
          SELECT r, c, p, rp, $5 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[]) AS t(r, c, p, rp)
-         ON CONFLICT DO NOTHING",
+         ON CONFLICT (request_id, consumer_uuid) DO UPDATE
+            SET round_id = EXCLUDED.round_id, resource_provider_uuid = EXCLUDED.resource_provider_uuid,
+                victim_project_id = EXCLUDED.victim_project_id",
     )
     .bind(&requests)
     .bind(&consumers)
@@ -110,6 +120,105 @@ pub async fn replace_advice(
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// The advice due for removal by the service: advised victims of
+/// projects that enforce preemption, admitted through the queue, whose
+/// grace has run out, for requests still pending; each victim once.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn due(conn: &mut PgConnection) -> Result<Vec<AdviceRow>, sqlx::Error> {
+    crate::db::query_as(
+        "SELECT DISTINCT ON (a.consumer_uuid)
+                a.consumer_uuid, a.victim_project_id, a.resource_provider_uuid, a.request_id,
+                q.project_id AS request_project_id, q.request, a.round_id, a.advised_at,
+                NULL::timestamptz AS held_until
+         FROM preemption_advice a
+         JOIN queue_requests q ON q.id = a.request_id AND q.state = 'pending'
+         JOIN queue_requests v ON v.consumer_uuid = a.consumer_uuid AND v.state = 'admitted'
+         JOIN projects p ON p.external_id = a.victim_project_id
+         JOIN project_fairness f ON f.project_id = p.id AND f.preemption = 'enforce'
+         WHERE a.advised_at <= now() - make_interval(secs => f.preemption_grace_seconds)
+         ORDER BY a.consumer_uuid, a.advised_at, a.request_id",
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Records a preemption carried out: the advice it followed and the
+/// allocations removed (provider uuid → `{"resources": …}`); the advice
+/// naming that consumer ends.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn record_enforced(
+    conn: &mut PgConnection,
+    advice: &AdviceRow,
+    removed: &serde_json::Value,
+) -> Result<(), sqlx::Error> {
+    crate::db::query(
+        "WITH ended AS (DELETE FROM preemption_advice WHERE consumer_uuid = $1)
+         INSERT INTO preemption_events (consumer_uuid, project_id, resource_provider_uuid, request_id,
+                                        request_project_id, request, removed, round_id, advised_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(advice.consumer_uuid)
+    .bind(&advice.victim_project_id)
+    .bind(advice.resource_provider_uuid)
+    .bind(advice.request_id)
+    .bind(&advice.request_project_id)
+    .bind(&advice.request)
+    .bind(removed)
+    .bind(advice.round_id)
+    .bind(advice.advised_at)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// One preemption carried out, as listed.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct EventRow {
+    /// The advice it followed (`held_until` none).
+    #[sqlx(flatten)]
+    pub advice: AdviceRow,
+    /// The allocations removed.
+    pub removed: serde_json::Value,
+    /// When.
+    pub enforced_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// The preemptions carried out, newest first, a victim project's only
+/// when named; at most `limit`.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn events(
+    conn: &mut PgConnection,
+    project: Option<&str>,
+    limit: i64,
+) -> Result<Vec<EventRow>, sqlx::Error> {
+    crate::db::query_as(
+        "SELECT consumer_uuid, project_id AS victim_project_id, resource_provider_uuid, request_id,
+                request_project_id, request, round_id, advised_at, NULL::timestamptz AS held_until,
+                removed, enforced_at
+         FROM preemption_events
+         WHERE $1::text IS NULL OR project_id = $1
+         ORDER BY id DESC LIMIT $2",
+    )
+    .bind(project)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+}
+
+/// Drops preemption events older than the retention window; how many.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn prune_events(conn: &mut PgConnection, keep_secs: u64) -> Result<u64, sqlx::Error> {
+    let keep = i64::try_from(keep_secs).unwrap_or(i64::MAX);
+    let done = crate::db::query(
+        "DELETE FROM preemption_events
+         WHERE enforced_at < now() - make_interval(secs => $1::double precision)",
+    )
+    .bind(keep)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
 }
 
 /// Room to hold for one waiting request on one provider.

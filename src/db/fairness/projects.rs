@@ -79,10 +79,15 @@ pub struct FairnessRow {
     pub allocation_count: i64,
     /// How its queued requests wait: `strict` or `best_effort`.
     pub queueing: String,
+    /// Whether the service removes its advised queue consumers:
+    /// `advise` or `enforce`.
+    pub preemption: String,
+    /// How long after the advice (`enforce` only).
+    pub preemption_grace_seconds: i32,
 }
 
 const FAIRNESS: &str = "SELECT p.external_id AS project_id, pp.external_id AS parent_project_id,
-        f.weight, f.allocation_count, f.queueing
+        f.weight, f.allocation_count, f.queueing, f.preemption, f.preemption_grace_seconds
     FROM project_fairness f JOIN projects p ON p.id = f.project_id
     LEFT JOIN projects pp ON pp.id = f.parent_project_id";
 
@@ -126,25 +131,42 @@ pub async fn lineage(conn: &mut PgConnection, project: i32) -> Result<Vec<i32>, 
     .await
 }
 
-/// Sets a project's weight and parent, keeping its allocation count.
+/// A project's fairness settings to store.
+#[derive(Debug, Clone)]
+pub struct NewFairness<'a> {
+    /// The parent's row id.
+    pub parent: Option<i32>,
+    /// DRF weight.
+    pub weight: f64,
+    /// `strict` or `best_effort`.
+    pub queueing: &'a str,
+    /// `advise` or `enforce`.
+    pub preemption: &'a str,
+    /// Seconds from advice to removal (`enforce`).
+    pub preemption_grace_seconds: i32,
+}
+
+/// Sets a project's fairness settings, keeping its allocation count.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn put_fairness(
     conn: &mut PgConnection,
     project: i32,
-    parent: Option<i32>,
-    weight: f64,
-    queueing: &str,
+    new: &NewFairness<'_>,
 ) -> Result<(), sqlx::Error> {
     crate::db::query(
-        "INSERT INTO project_fairness (project_id, parent_project_id, weight, queueing) VALUES ($1, $2, $3, $4)
+        "INSERT INTO project_fairness (project_id, parent_project_id, weight, queueing, preemption, preemption_grace_seconds)
+         VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (project_id) DO UPDATE
             SET parent_project_id = EXCLUDED.parent_project_id, weight = EXCLUDED.weight,
-                queueing = EXCLUDED.queueing, updated_at = now()",
+                queueing = EXCLUDED.queueing, preemption = EXCLUDED.preemption,
+                preemption_grace_seconds = EXCLUDED.preemption_grace_seconds, updated_at = now()",
     )
     .bind(project)
-    .bind(parent)
-    .bind(weight)
-    .bind(queueing)
+    .bind(new.parent)
+    .bind(new.weight)
+    .bind(new.queueing)
+    .bind(new.preemption)
+    .bind(new.preemption_grace_seconds)
     .execute(conn)
     .await?;
     Ok(())

@@ -246,6 +246,36 @@ pub async fn taken_consumers(
     .await
 }
 
+/// Marks the queued requests of consumers the service removed
+/// `preempted`: they may be queued again at once.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn mark_preempted(conn: &mut PgConnection, consumer: Uuid) -> Result<(), sqlx::Error> {
+    crate::db::query(
+        "UPDATE queue_requests SET state = 'preempted', reason = NULL
+          WHERE consumer_uuid = $1 AND state = 'admitted'",
+    )
+    .bind(consumer)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Marks `released` the admitted requests among `uuids` whose consumer
+/// is gone (its allocations were deleted since): they no longer keep
+/// the consumer from being queued again.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn release_ended(conn: &mut PgConnection, uuids: &[Uuid]) -> Result<u64, sqlx::Error> {
+    let done = crate::db::query(
+        "UPDATE queue_requests q SET state = 'released'
+          WHERE q.consumer_uuid = ANY($1) AND q.state = 'admitted'
+            AND NOT EXISTS (SELECT 1 FROM consumers c WHERE c.uuid = q.consumer_uuid)",
+    )
+    .bind(uuids)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
 /// One request.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn get(conn: &mut PgConnection, id: Uuid) -> Result<Option<QueuedRow>, sqlx::Error> {

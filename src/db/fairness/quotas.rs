@@ -16,10 +16,25 @@ pub struct QuotaRow {
     pub guarantee: Option<i64>,
     /// Limit, if any.
     pub limit: Option<i64>,
+    /// Of the unused guarantee, what may be lent to others (none: nothing).
+    pub lending_limit: Option<i64>,
+}
+
+/// One class of a quota to store.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NewQuotaClass {
+    /// Class row id.
+    pub class_id: i32,
+    /// Guarantee, if any.
+    pub guarantee: Option<i64>,
+    /// Limit, if any.
+    pub limit: Option<i64>,
+    /// Lending limit, if any (≤ the guarantee).
+    pub lending_limit: Option<i64>,
 }
 
 const QUOTAS: &str =
-    "SELECT p.external_id AS project_id, rc.name AS resource_class, q.guarantee, q.\"limit\"
+    "SELECT p.external_id AS project_id, rc.name AS resource_class, q.guarantee, q.\"limit\", q.lending_limit
     FROM project_quotas q JOIN projects p ON p.id = q.project_id
     JOIN resource_classes rc ON rc.id = q.resource_class_id";
 
@@ -44,28 +59,30 @@ pub async fn all_quotas(conn: &mut PgConnection) -> Result<Vec<QuotaRow>, sqlx::
     .await
 }
 
-/// Replaces a project's quota: (class id, guarantee, limit) per class.
+/// Replaces a project's quota.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn replace_quota(
     conn: &mut PgConnection,
     project: i32,
-    rows: &[(i32, Option<i64>, Option<i64>)],
+    rows: &[NewQuotaClass],
 ) -> Result<(), sqlx::Error> {
     crate::db::query("DELETE FROM project_quotas WHERE project_id = $1")
         .bind(project)
         .execute(&mut *conn)
         .await?;
-    let classes: Vec<i32> = rows.iter().map(|r| r.0).collect();
-    let guarantees: Vec<Option<i64>> = rows.iter().map(|r| r.1).collect();
-    let limits: Vec<Option<i64>> = rows.iter().map(|r| r.2).collect();
+    let classes: Vec<i32> = rows.iter().map(|r| r.class_id).collect();
+    let guarantees: Vec<Option<i64>> = rows.iter().map(|r| r.guarantee).collect();
+    let limits: Vec<Option<i64>> = rows.iter().map(|r| r.limit).collect();
+    let lending: Vec<Option<i64>> = rows.iter().map(|r| r.lending_limit).collect();
     crate::db::query(
-        "INSERT INTO project_quotas (project_id, resource_class_id, guarantee, \"limit\")
-         SELECT $1, * FROM UNNEST($2::int[], $3::bigint[], $4::bigint[])",
+        "INSERT INTO project_quotas (project_id, resource_class_id, guarantee, \"limit\", lending_limit)
+         SELECT $1, * FROM UNNEST($2::int[], $3::bigint[], $4::bigint[], $5::bigint[])",
     )
     .bind(project)
     .bind(&classes)
     .bind(&guarantees)
     .bind(&limits)
+    .bind(&lending)
     .execute(conn)
     .await?;
     Ok(())

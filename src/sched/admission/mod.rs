@@ -22,7 +22,7 @@
 //!   fits: the project's own reservations (and its ancestors') first, then
 //!   unreserved capacity; the unreserved part must respect every limit on
 //!   the path to the root and fit the headroom that other projects'
-//!   unsatisfied guarantees hold back;
+//!   unsatisfied guarantees hold back (less what each lends);
 //! - decisions list the admitted in admission order, then the deferred in
 //!   request order.
 
@@ -94,6 +94,10 @@ pub struct Project {
     pub limits: Vec<Option<i64>>,
     /// Guarantees by class (top-level projects only; 0: none).
     pub guarantees: Vec<i64>,
+    /// Of each unused guarantee, the units others may use meanwhile
+    /// (Kueue's lendingLimit; 0: none, the guarantee's headroom is held
+    /// back whole, Mesos' rule).
+    pub lending_limits: Vec<i64>,
     /// In the fair stage, a head request that cannot be admitted waits
     /// and the requests behind it are tried (best-effort FIFO); otherwise
     /// the project is skipped for the rest of the stage (strict).
@@ -300,6 +304,7 @@ mod tests {
                 consumed: vec![0],
                 limits: vec![None],
                 guarantees: vec![0],
+                lending_limits: vec![0],
                 best_effort: false,
             }],
             requests: requests
@@ -413,6 +418,47 @@ mod tests {
         assert_eq!(admitted(&r), vec![1]);
         assert_eq!(reason_of(&out, 0), Some(Reason::NoCapacity));
         assert_eq!(reason_of(&out, 2), Some(Reason::NoCapacity));
+    }
+
+    #[test]
+    fn an_idle_guarantee_lends_up_to_its_lending_limit() {
+        // A guarantees 10 of 30 VCPU and asks nothing; B asks 30 × 1.
+        let r = |lend: i64| {
+            let mut r = ganged(30, &vec![(1, 1, None); 30]);
+            r.projects[0].guarantees = vec![10];
+            r.projects[0].lending_limits = vec![lend];
+            r
+        };
+        let b_gets = |lend: i64| {
+            (
+                admitted(&r(lend)).len(),
+                admit(&r(lend)).held_back_for_headroom,
+            )
+        };
+        // Mesos' rule: the unused guarantee stays idle.
+        assert_eq!(b_gets(0), (20, vec![10]));
+        assert_eq!(b_gets(4), (24, vec![6]));
+        assert_eq!(b_gets(10), (30, vec![0]));
+        // What A uses already needs no headroom: with 7 of its 10 in use,
+        // 3 are unsatisfied, and a lending limit of 2 holds back 1.
+        let mut used = r(2);
+        used.projects[0].consumed = vec![7];
+        used.projects[0].allocated = vec![7];
+        if let Some(stock) = used.providers[0].stock[0].as_mut() {
+            stock.used = 7;
+        }
+        assert_eq!(admitted(&used).len(), 22);
+        // The lender's own requests still see its whole guarantee.
+        let mut own = r(10);
+        own.requests.insert(
+            0,
+            Request {
+                project: 0,
+                ..own.requests[0].clone()
+            },
+        );
+        own.requests[0].resources = vec![(0, 10)];
+        assert!(admitted(&own).contains(&0));
     }
 
     fn admitted(round: &Round) -> Vec<usize> {

@@ -223,6 +223,7 @@ mod tests {
                     consumed: vec![0, 0],
                     limits: vec![limits[i], None],
                     guarantees: vec![guarantees[i], 0],
+                    lending_limits: vec![0, 0],
                     best_effort: false,
                 })
                 .collect();

@@ -366,12 +366,12 @@ impl<'a> State<'a> {
         let r = &self.round.requests[req];
         let lineage = self.lineage(r.project);
         let top = *lineage.last().unwrap_or(&r.project);
-        // What the request may take beyond its own project's unsatisfied
-        // guarantee, by class: the surplus over every guarantee's headroom.
+        // What the request may take, by class: the surplus over every
+        // guarantee's headroom, and what its own project's holds back.
         let room: Vec<(Class, i64)> = r
             .resources
             .iter()
-            .map(|&(c, _)| (c, self.surplus(c) + self.unsatisfied(top, c)))
+            .map(|&(c, _)| (c, self.surplus(c) + self.held_back(top, c)))
             .collect();
         let candidates = r.allowed.as_ref().map_or(self.providers.len(), |a| a.len());
         if self.rooms.never_fits(&r.resources) {
@@ -521,16 +521,22 @@ impl<'a> State<'a> {
         (self.round.projects[top].guarantees[c] - self.consumed[top][c]).max(0)
     }
 
+    /// What a top-level project's unsatisfied guarantee holds back from
+    /// others in class `c`: all of it, less what the project lends.
+    fn held_back(&self, top: ProjectIx, c: Class) -> i64 {
+        (self.unsatisfied(top, c) - self.round.projects[top].lending_limits[c]).max(0)
+    }
+
     /// Free capacity beyond what unsatisfied guarantees hold back.
     fn surplus(&self, c: Class) -> i64 {
         self.available[c] - self.required(c)
     }
 
-    /// Σ of unsatisfied guarantees in class `c`.
+    /// Σ of what unsatisfied guarantees hold back in class `c`.
     fn required(&self, c: Class) -> i64 {
         (0..self.round.projects.len())
             .filter(|&p| self.round.projects[p].parent.is_none())
-            .map(|p| self.unsatisfied(p, c))
+            .map(|p| self.held_back(p, c))
             .sum()
     }
 
