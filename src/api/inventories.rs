@@ -37,7 +37,7 @@ pub fn inventories_json(rows: &[InventoryRow], generation: i32) -> Inventories {
         resource_provider_generation: generation,
         inventories: rows
             .iter()
-            .map(|r| (r.resource_class.clone(), r.inventory()))
+            .map(|r| (r.resource_class.clone(), r.inventory))
             .collect(),
     }
 }
@@ -74,7 +74,7 @@ pub async fn show(
         .ok_or_else(|| {
             ApiError::not_found(format!("No inventory of class {rc} for {}", rp.uuid))
         })?;
-    Ok(Reply::ok(&one_json(&row.inventory(), rp.generation)).cache(mv, row_modified(row)))
+    Ok(Reply::ok(&one_json(&row.inventory, rp.generation)).cache(mv, row_modified(row)))
 }
 
 async fn bump(conn: &mut PgConnection, rp_id: i64, gen: i32) -> ApiResult<i32> {

@@ -4,8 +4,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 
-/// The capacity fields of one inventory record.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+/// The capacity fields of one inventory record: the one spelling of the
+/// field set, which rows read by flattening it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema, sqlx::FromRow)]
 pub struct Inventory {
     /// Units in total.
     pub total: i32,
@@ -54,36 +55,13 @@ pub struct InventoryRow {
     pub resource_class_id: i32,
     /// Class name.
     pub resource_class: String,
-    /// Units in total.
-    pub total: i32,
-    /// Units held back.
-    pub reserved: i32,
-    /// Smallest allocation.
-    pub min_unit: i32,
-    /// Largest allocation.
-    pub max_unit: i32,
-    /// Allocation granularity.
-    pub step_size: i32,
-    /// Overcommit factor.
-    pub allocation_ratio: f64,
+    /// Its capacity fields.
+    #[sqlx(flatten)]
+    pub inventory: Inventory,
     /// Creation time.
     pub created_at: Option<DateTime<Utc>>,
     /// Last update time.
     pub updated_at: Option<DateTime<Utc>>,
-}
-
-impl InventoryRow {
-    /// The capacity fields alone.
-    pub fn inventory(&self) -> Inventory {
-        Inventory {
-            total: self.total,
-            reserved: self.reserved,
-            min_unit: self.min_unit,
-            max_unit: self.max_unit,
-            step_size: self.step_size,
-            allocation_ratio: self.allocation_ratio,
-        }
-    }
 }
 
 /// A provider's inventories, by class id.

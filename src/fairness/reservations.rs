@@ -113,11 +113,11 @@ async fn fits_inventory(
             )));
         };
         let total = others.get(&ids[class]).copied().unwrap_or(0) + n;
-        if total as f64 > inv.inventory().capacity() {
+        if total as f64 > inv.inventory.capacity() {
             return Err(Error::invalid(format!(
                 "Reservations of {class} on resource provider {} would total {total}, above its capacity of {}.",
                 rp.uuid,
-                inv.inventory().capacity_int()
+                inv.inventory.capacity_int()
             )));
         }
     }
@@ -141,7 +141,7 @@ async fn not_taken_from_others(
         let u = used.get(&class).copied().unwrap_or(0);
         let now = u + after.get(&(rp.id, class)).copied().unwrap_or(0);
         let was = u + before.get(&(rp.id, class)).copied().unwrap_or(0);
-        if now as f64 > inv.inventory().capacity() && now > was {
+        if now as f64 > inv.inventory.capacity() && now > was {
             return Err(Error::conflict(format!(
                 "Unable to reserve {} on resource provider {}: the capacity is in use by other projects.",
                 inv.resource_class, rp.uuid
