@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 
-/// The capacity fields of one inventory record: the one spelling of the
-/// field set, which rows read by flattening it.
+// The one spelling of the field set: rows read it by flattening it.
+/// The capacity fields of one inventory record.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema, sqlx::FromRow)]
 pub struct Inventory {
     /// Units in total.
