@@ -2,7 +2,7 @@
 //! on PostgreSQL, with an Eru-style scheduler on top.
 //!
 //! Layers, each using only those below it (`tests/layering.rs` checks it):
-//! 1. `types`, `error`, `config`, `policy`, `gather`, `clock`: newtypes,
+//! 1. `types`, `error`, `config`, `policy`, `batching`, `clock`: newtypes,
 //!    the services' error (what went wrong, with a stable code; HTTP-free),
 //!    settings, the policy engine (oslo.policy's rules, pure), requests
 //!    arriving together done together, the database's clock;
@@ -26,6 +26,7 @@ pub mod allocation;
 pub mod api;
 pub mod audit;
 pub mod auth;
+pub mod batching;
 pub mod candidates;
 pub mod clock;
 pub mod colocation;
@@ -34,7 +35,6 @@ pub mod db;
 pub mod deploy;
 pub mod error;
 pub mod fairness;
-pub mod gather;
 pub mod import;
 pub mod inventory;
 pub mod localdb;

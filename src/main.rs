@@ -514,10 +514,9 @@ async fn run(
     // Long polls of the fair queue hold connections: a quarter of the
     // cap at most, a sixteenth of that for one project.
     let waiters = (max_connections / 4).max(1);
-    state.queue = std::sync::Arc::new(placement::fairness::queue_round::QueueSignals::with_budget(
-        waiters,
-        (waiters / 16).max(1),
-    ));
+    state.machinery.queue_signals = std::sync::Arc::new(
+        placement::fairness::queue_round::QueueSignals::with_budget(waiters, (waiters / 16).max(1)),
+    );
     // The first request already takes times from the database's clock.
     if let Err(e) = db::time_offset::measure(&sessions).await {
         tracing::warn!(error = %e, "measuring the clock offset from the database");
@@ -631,14 +630,14 @@ fn spawn_background(
         placement::deploy::refresh::Caches {
             sessions: sessions.clone(),
             pool: state.pool.clone(),
-            snapshot: state.candidates.clone(),
-            nodes: state.nodes.clone(),
+            snapshot: state.machinery.snapshot.clone(),
+            nodes: state.machinery.nodes.clone(),
         },
     ));
     tokio::spawn(placement::fairness::queue_round::run(
         placement::fairness::queue_round::Leader {
             pool: state.pool.clone(),
-            cache: state.candidates.clone(),
+            cache: state.machinery.snapshot.clone(),
             sessions: sessions.clone(),
             settings: placement::fairness::admission::RoundSettings {
                 record_idle: false,
@@ -649,7 +648,7 @@ fn spawn_background(
                 seconds: args.preemption_hold_seconds,
                 reserve_after_seconds: args.queue_reserve_after_seconds,
             },
-            signals: state.queue.clone(),
+            signals: state.machinery.queue_signals.clone(),
         },
     ));
     tokio::spawn(housekeeping(pool.clone(), args.admission_round_retention));

@@ -1,6 +1,6 @@
-//! The state every handler shares: the pool, the settings, this process's
-//! candidate snapshot, the CPU permits, and who may call (authentication,
-//! policy, CORS).
+//! The state every handler shares: the pool, the settings, who may call
+//! (authentication, policy, CORS), and apart from them this process's
+//! machinery (caches, batching, CPU permits, wake-ups).
 
 use crate::config::security::{CorsRules, SecurityArgs};
 use crate::{auth, candidates, config, policy};
@@ -62,42 +62,54 @@ pub struct AppState {
     pub pool: crate::db::Pool,
     /// Behaviour settings.
     pub settings: Arc<config::Settings>,
-    /// This process's snapshot of the provider data candidates need.
-    pub candidates: Arc<candidates::snapshot_cache::SnapshotCache>,
-    /// This process's searches at rest, read together.
-    pub reads: Arc<candidates::rest::Reads>,
+    /// Authentication, policy and CORS.
+    pub security: Arc<Security>,
+    /// This process's machinery: caches, batching, CPU permits, wake-ups.
+    pub machinery: Machinery,
+}
+
+/// What one process keeps to answer sooner or with fewer round trips,
+/// and to wake its own waiters. None of it decides an answer: a request
+/// answered without it (another process, a cold cache) gets the same one.
+#[derive(Clone, Default)]
+pub struct Machinery {
+    /// The provider data candidates need, kept current.
+    pub snapshot: Arc<candidates::speed::snapshot_cache::SnapshotCache>,
+    /// Searches waiting in this process, read by one shared statement.
+    pub shared_reads: Arc<candidates::speed::shared_reads::SharedReads>,
     /// One permit per core for CPU-heavy work (solve, render, plans), so
     /// that a burst of expensive requests queues instead of crowding out
     /// the async workers that answer everything else.
-    pub cpu: Arc<tokio::sync::Semaphore>,
-    /// Authentication, policy and CORS.
-    pub security: Arc<Security>,
-    /// This process's copy of the deployment nodes' state.
+    pub cpu: Arc<CpuPermits>,
+    /// The deployment nodes' state, kept current.
     pub nodes: Arc<crate::deploy::node_cache::NodeCache>,
     /// Wakes this process's long polls of the fair queue.
-    pub queue: Arc<crate::fairness::queue_round::QueueSignals>,
-    /// Single queue submissions waiting to be stored together.
+    pub queue_signals: Arc<crate::fairness::queue_round::QueueSignals>,
+    /// Single queue submissions waiting to be stored by one statement.
     pub submissions: Arc<crate::fairness::submissions::Submissions>,
-    /// Claims of new consumers waiting to be written together.
+    /// Claims of new consumers waiting to be written by one statement.
     pub claims: Arc<crate::allocation::claims::Claims>,
 }
 
+/// One permit per core (see [`Machinery::cpu`]).
+pub struct CpuPermits(pub tokio::sync::Semaphore);
+
+impl Default for CpuPermits {
+    fn default() -> Self {
+        CpuPermits(tokio::sync::Semaphore::new(
+            std::thread::available_parallelism().map_or(2, usize::from),
+        ))
+    }
+}
+
 impl AppState {
-    /// State over a pool with the given settings and an empty candidates cache.
+    /// State over a pool with the given settings and empty caches.
     pub fn new(pool: crate::db::Pool, settings: config::Settings) -> Self {
         AppState {
             pool,
             settings: Arc::new(settings),
-            candidates: Arc::default(),
-            reads: Arc::default(),
-            cpu: Arc::new(tokio::sync::Semaphore::new(
-                std::thread::available_parallelism().map_or(2, usize::from),
-            )),
             security: Arc::new(Security::noauth()),
-            nodes: Arc::default(),
-            queue: Arc::default(),
-            submissions: Arc::default(),
-            claims: Arc::default(),
+            machinery: Machinery::default(),
         }
     }
 
@@ -111,10 +123,10 @@ impl AppState {
     pub fn engine(&self) -> candidates::find::Engine<'_> {
         candidates::find::Engine {
             pool: &self.pool,
-            cache: &self.candidates,
-            reads: &self.reads,
+            cache: &self.machinery.snapshot,
+            reads: &self.machinery.shared_reads,
             settings: &self.settings,
-            cpu: &self.cpu,
+            cpu: &self.machinery.cpu.0,
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Candidate searches that arrive together share one read of their names
-//! and snapshot (`candidates::rest`), yet each stays exact: a claim
+//! and snapshot (`candidates::speed::shared_reads`), yet each stays exact: a claim
 //! acknowledged by either server process before a search was sent is seen
 //! by it, whichever process serves it and however many searches share its
 //! turn, and each search answers for its own names; so does a search solved
@@ -154,7 +154,7 @@ fn candidates(body: &Value) -> BTreeSet<String> {
 }
 
 /// A search that goes to the blocking pool may be solved on the cached
-/// snapshot while its read runs (`candidates::ahead`), and is answered so
+/// snapshot while its read runs (`candidates::speed::speculative_solve`), and is answered so
 /// only when the read finds that very snapshot. A claim through the other
 /// process between two searches makes the next search's solve ahead stale:
 /// it is thrown away, and the claim is seen.

@@ -18,10 +18,10 @@
 //! there straight. A client is answered only once the statement that
 //! wrote its claim committed.
 
+use crate::batching::Batcher;
 use crate::db::allocations::{self as db, ConsumerWrite};
 use crate::db::Pool;
 use crate::error::{classify, lost_in_flight, DbFailure};
-use crate::gather::Gather;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -80,7 +80,7 @@ const LIMITED_FOR: Duration = Duration::from_secs(2);
 /// This process's claims waiting for a call.
 #[derive(Debug)]
 pub struct Claims {
-    waiting: Gather<ConsumerWrite, Claimed>,
+    waiting: Batcher<ConsumerWrite, Claimed>,
     /// The projects under a limit. Their claims need the detailed path's
     /// quota check, which the call refuses to make: going there straight
     /// saves them a refused call each (and the halving of every turn they
@@ -102,7 +102,7 @@ struct Limited {
 impl Default for Claims {
     fn default() -> Self {
         Claims {
-            waiting: Gather::new(CALLS_AT_ONCE, MOST_AT_ONCE, |c| *c == Claimed::Unavailable),
+            waiting: Batcher::new(CALLS_AT_ONCE, MOST_AT_ONCE, |c| *c == Claimed::Unavailable),
             limited: std::sync::Mutex::default(),
         }
     }

@@ -9,7 +9,7 @@ use super::respond::Reply;
 use super::schema;
 use crate::api::respond::ApiResult;
 use crate::candidates::render::Shape;
-use crate::candidates::{explain, find as candidates_find};
+use crate::candidates::{explain, find as candidates_find, groups};
 use crate::error::Error;
 use crate::fairness;
 use crate::state::AppState;
@@ -30,7 +30,11 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
         nested: mv.at_least(1, 29),
         mappings: mv.at_least(1, 34),
     };
-    let found = candidates_find::find(&st.engine(), &q.0, mv.engine(), cap, shape).await?;
+    let search = candidates_find::Search {
+        render: Some(shape),
+        ..groups::search_of_query(&q.0, mv.engine(), cap)?
+    };
+    let found = candidates_find::run(&st.engine(), &search).await?;
     let searched = started.elapsed();
     crate::metrics::metrics()
         .candidates_returned
@@ -63,7 +67,7 @@ pub async fn explain(
     // The first `limit`, as the candidates query reads it.
     let limit: Option<usize> = q.all("limit").first().and_then(|v| v.parse().ok());
     let pairs: Vec<(String, String)> = q.0.iter().filter(|(k, _)| k != "limit").cloned().collect();
-    let mut search = candidates_find::search_of(&pairs, mv.engine(), None)?;
+    let mut search = groups::search_of_query(&pairs, mv.engine(), None)?;
     search.one_per_anchor = true;
     let found = candidates_find::run(&st.engine(), &search).await?;
     let Some(request) = &found.request else {

@@ -99,7 +99,7 @@ pub async fn replace(
     let write = consumer_write(consumer, &b, mv, &st.settings);
     allocation::put_one(
         &st.pool,
-        &st.claims,
+        &st.machinery.claims,
         st.settings.allocation_conflict_retry_count,
         write,
     )

@@ -72,7 +72,7 @@ pub async fn create(
     )?;
     let mut views = service::submit(
         &st.pool,
-        &st.submissions,
+        &st.machinery.submissions,
         &post,
         st.settings.queue_max_pending_per_project,
     )
@@ -120,14 +120,14 @@ pub async fn show(
     let id = queue_id(&id)?;
     // Subscribed before the first read, so a decision between the read
     // and the wait is not missed.
-    let mut decided = st.queue.subscribe();
+    let mut decided = st.machinery.queue_signals.subscribe();
     let mut view = service::show(&st.pool, id).await?;
     auth.check([project_target(Some(&view.project_id), Some(&view.user_id))])?;
     // Past the long-poll budget (overall or this project's), the answer
     // comes at once: the caller polls again.
     let turn = match wait {
         0 => None,
-        _ => st.queue.wait_turn(&view.project_id),
+        _ => st.machinery.queue_signals.wait_turn(&view.project_id),
     };
     let seconds = turn
         .as_ref()

@@ -5,21 +5,23 @@
 //! large search may start solving on the cached snapshot while its names
 //! and snapshot are read, and keep that answer only if the read confirms
 //! both (see `ahead`).
-//! `GET /allocation_candidates` calls [`find`]; deployments and explain call
-//! [`run`] with a typed [`Search`].
+//! Every caller hands [`run`] a typed [`Search`]: `GET
+//! /allocation_candidates` and explain parse theirs from Placement's query
+//! grammar first (`groups::search_of_query`), deployments build theirs.
 
-use super::ahead::{Ahead, Solved};
-use super::groups::{self, CandidateQuery, GroupPolicy};
+use super::groups::{CandidateQuery, GroupPolicy};
 use super::low_priority_filter;
 use super::query_grammar::Version;
 use super::render::{Rendering, Shape};
-use super::rest::{Ids, Names, Reads};
 use super::snapshot::Snapshot;
-use super::snapshot_cache::SnapshotCache;
-use super::solve::{self, Candidate, Group, Limits, Stopped};
+use super::solve::{self, Candidate, Group, Limits};
+use super::speed::shared_reads::{Ids, Names, SharedReads};
+use super::speed::snapshot_cache::SnapshotCache;
+use super::speed::solving_threads;
+use super::speed::{shared_reads, speculative_solve};
 use crate::config::{GenerationStrategy, Settings};
 use crate::db::{candidates as db, fairness};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::sched::colocation::CpuMem;
 use crate::types::PriorityClass;
 use std::collections::{BTreeSet, HashMap};
@@ -33,7 +35,7 @@ pub struct Engine<'a> {
     /// This process's provider snapshot.
     pub cache: &'a Arc<SnapshotCache>,
     /// This process's searches at rest waiting for a turn.
-    pub reads: &'a Reads,
+    pub reads: &'a SharedReads,
     /// Limits and generation order.
     pub settings: &'a Settings,
     /// One permit per core for CPU-heavy work.
@@ -71,50 +73,7 @@ pub struct Adjustments {
     pub refused: HashMap<i64, low_priority_filter::LoadRefusal>,
 }
 
-/// Runs a candidates query. `max_results` caps the results (with the
-/// query's own `limit`).
-pub async fn find(
-    engine: &Engine<'_>,
-    pairs: &[(String, String)],
-    version: Version,
-    max_results: Option<usize>,
-    shape: Shape,
-) -> Result<Candidates> {
-    let search = Search {
-        render: Some(shape),
-        ..search_of(pairs, version, max_results)?
-    };
-    run(engine, &search).await
-}
-
-/// The typed search of a query's pairs (single-valued parameters by their
-/// last value, the one the policy target read).
-pub fn search_of(
-    pairs: &[(String, String)],
-    version: Version,
-    max_results: Option<usize>,
-) -> Result<Search> {
-    let parsed = groups::parse(pairs, version).map_err(|e| match e.code {
-        Some(c) => Error::invalid(e.message).code(c),
-        None => Error::invalid(e.message),
-    })?;
-    Ok(Search {
-        query: parsed,
-        priority: low_priority_filter::priority_of(pairs)?,
-        project: pairs
-            .iter()
-            .rev()
-            .find(|(k, _)| k == "project_id")
-            .map(|(_, v)| v.clone()),
-        version,
-        max_results,
-        one_per_anchor: false,
-        render: None,
-    })
-}
-
-/// A typed search: what a service (deployments) asks the engine for
-/// without going through a query string.
+/// A typed search: what the engine is asked, however the caller put it.
 #[derive(Debug, Clone)]
 pub struct Search {
     /// The groups and their filters.
@@ -147,7 +106,7 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
     )?;
     let names = Names::of(parsed);
     let limits = limits_of(engine.settings, search);
-    let mut ahead = start_ahead(engine, search, &names, &limits);
+    let mut ahead = speculative_solve::start(engine, search, &names, &limits);
     let read = match ahead.as_mut() {
         Some(ahead) => ahead.beside(read(engine, &names, search)).await?,
         None => read(engine, &names, search).await?,
@@ -174,13 +133,14 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
         Some(ahead) => ahead.answer_for(&found.snap, &ids).await,
         None => None,
     };
-    (found.candidates, found.cut, found.body) = match solved_ahead {
+    let solved = match solved_ahead {
         Some(solved) => solved?,
         None => {
             let snap = found.snap.clone();
-            solve_off_the_workers(engine.cpu, snap, request, limits, rendering).await?
+            solving_threads::solve_search(engine.cpu, snap, request, limits, rendering).await?
         }
     };
+    (found.candidates, found.cut, found.body) = (solved.candidates, solved.cut, solved.body);
     crate::metrics::metrics()
         .candidates_generated
         .inc_by(u64::try_from(found.candidates.len()).unwrap_or(0));
@@ -205,7 +165,7 @@ fn limits_of(settings: &Settings, search: &Search) -> Limits {
 }
 
 /// How to render the answer, when the search asks for it rendered.
-fn rendering_of(search: &Search, ids: &Ids) -> Option<Rendering> {
+pub(in crate::candidates) fn rendering_of(search: &Search, ids: &Ids) -> Option<Rendering> {
     search.render.map(|shape| Rendering {
         suffixes: suffixes_of(&search.query),
         requested: requested_of(ids),
@@ -223,34 +183,9 @@ fn requested_of(ids: &Ids) -> BTreeSet<i32> {
     ids.class.values().copied().collect()
 }
 
-/// A solve begun on the settled cache with guessed ids, while the search's
-/// turn reads (see `ahead`); None when the cache moved at the last turn,
-/// a name is new to this process, a reservation exists, the search is
-/// batch work (its read withholds) or small.
-fn start_ahead<'a>(
-    engine: &Engine<'a>,
-    search: &Search,
-    names: &Names,
-    limits: &Limits,
-) -> Option<Ahead<'a>> {
-    if search.priority.low() {
-        return None;
-    }
-    let snap = engine.cache.settled()?;
-    if super::solving_threads::is_small(limits, &snap) {
-        return None;
-    }
-    let ids = engine.reads.guess(names)?;
-    let request = solver_request(&snap, &search.query, &ids)?;
-    let rendering = rendering_of(search, &ids);
-    let cpu: &'a Semaphore = engine.cpu;
-    let job = solve_off_the_workers(cpu, snap.clone(), request, limits.clone(), rendering);
-    Some(Ahead::new(snap, ids, job))
-}
-
 /// The read before the solve: at rest when it applies, else in a snapshot.
 async fn read(engine: &Engine<'_>, names: &Names, search: &Search) -> Result<Read> {
-    match read_at_rest(engine, names, search.priority).await? {
+    match shared_reads::read_shared(engine, names, search.priority).await? {
         Some(read) => Ok(read),
         None => read_in_snapshot(engine, names, search).await,
     }
@@ -270,43 +205,13 @@ fn batch_request(q: &CandidateQuery) -> CpuMem {
 }
 
 /// What a search reads from the database before it solves.
-struct Read {
+pub(in crate::candidates) struct Read {
     /// The providers, adjusted for reservations and the load filter.
-    snap: Arc<Snapshot>,
-    ids: Ids,
-    adjusted: Adjustments,
-}
-
-/// The read at rest: no transaction. The names come from one statement,
-/// shared with the searches waiting beside it (see `rest`), and the cached
-/// providers from a snapshot that sees all that statement saw (brought
-/// forward by one more statement when it is behind). None when it does
-/// not apply (a project holds a reservation, batch work, only a full load
-/// would bring the cache forward, or the shared turn failed for another
-/// reason than a lost database, which is a 503); unknown names are the
-/// same 400s either way.
-async fn read_at_rest(
-    engine: &Engine<'_>,
-    names: &Names,
-    priority: PriorityClass,
-) -> Result<Option<Read>> {
-    if priority.low() {
-        return Ok(None);
-    }
-    let Some(read) = engine
-        .reads
-        .read(engine.pool, engine.cache, names.clone())
-        .await?
-    else {
-        // The shared turn failed: the full read says why.
-        return Ok(None);
-    };
-    let ids = names.resolve(&read.look)?;
-    Ok(read.snap.clone().map(|snap| Read {
-        snap,
-        ids,
-        adjusted: Adjustments::default(),
-    }))
+    pub snap: Arc<Snapshot>,
+    /// The ids of the search's names.
+    pub ids: Ids,
+    /// What the adjustments withheld.
+    pub adjusted: Adjustments,
 }
 
 /// The full read, in one repeatable-read transaction: names, the snapshot
@@ -344,7 +249,11 @@ async fn read_in_snapshot(engine: &Engine<'_>, names: &Names, search: &Search) -
 
 /// The parsed query over snapshot ids; None when an `in_tree` names no
 /// provider (the answer is then empty).
-fn solver_request(snap: &Snapshot, q: &CandidateQuery, ids: &Ids) -> Option<solve::Request> {
+pub(in crate::candidates) fn solver_request(
+    snap: &Snapshot,
+    q: &CandidateQuery,
+    ids: &Ids,
+) -> Option<solve::Request> {
     let mut groups = Vec::with_capacity(q.groups.len());
     for g in &q.groups {
         let in_tree = match g.in_tree {
@@ -387,43 +296,4 @@ fn solver_request(snap: &Snapshot, q: &CandidateQuery, ids: &Ids) -> Option<solv
         isolate: q.group_policy == Some(GroupPolicy::Isolate),
         groups,
     })
-}
-
-/// Solves (and renders, when asked) in place when the search is small,
-/// else on the blocking pool, where a client that goes away stops it (see
-/// `cpu`).
-async fn solve_off_the_workers(
-    cpu: &Semaphore,
-    snap: Arc<Snapshot>,
-    request: solve::Request,
-    limits: Limits,
-    rendering: Option<Rendering>,
-) -> Result<Solved> {
-    let started = std::time::Instant::now();
-    let job = super::solving_threads::Job {
-        snap,
-        request,
-        limits,
-        rendering,
-    };
-    let (solution, body) =
-        super::solving_threads::solve(cpu, job, super::solving_threads::SMALL_STEPS).await?;
-    let solve_ms = started.elapsed().as_secs_f64() * 1e3;
-    match solution.stopped {
-        Some(Stopped::Budget) => tracing::warn!(
-            solve_ms,
-            steps = solution.steps,
-            candidates = solution.candidates.len(),
-            "allocation candidates cut at the step budget (allocation_candidates_max_steps)"
-        ),
-        Some(Stopped::Cancelled) => tracing::info!(solve_ms, "allocation candidates cancelled"),
-        None => tracing::debug!(
-            solve_ms,
-            steps = solution.steps,
-            candidates = solution.candidates.len(),
-            "solved"
-        ),
-    }
-    let cut = solution.stopped == Some(Stopped::Budget);
-    Ok((solution.candidates, cut, body))
 }

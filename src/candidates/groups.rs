@@ -1,11 +1,13 @@
 //! Parsing of `GET /allocation_candidates` into request groups, with the
-//! group-level validation Placement applies per microversion. Pure.
+//! group-level validation Placement applies per microversion, and into
+//! the engine's typed search. Pure.
 
+use super::find::Search;
 use super::query_grammar::{
     conflicting_traits, parse_member_of, parse_required, parse_resources, AggFilter, TraitFilter,
     Version,
 };
-use crate::error::codes;
+use crate::error::{codes, Error, Result};
 use std::collections::BTreeMap;
 
 /// A query error: the message and Placement's error code (None: undefined_code).
@@ -144,6 +146,31 @@ pub fn parse(pairs: &[(String, String)], v: Version) -> Result<CandidateQuery, Q
     });
     q.groups = groups;
     Ok(q)
+}
+/// The typed search of a query's pairs (single-valued parameters by their
+/// last value, the one the policy target read).
+pub fn search_of_query(
+    pairs: &[(String, String)],
+    version: Version,
+    max_results: Option<usize>,
+) -> Result<Search> {
+    let parsed = parse(pairs, version).map_err(|e| match e.code {
+        Some(c) => Error::invalid(e.message).code(c),
+        None => Error::invalid(e.message),
+    })?;
+    Ok(Search {
+        query: parsed,
+        priority: super::low_priority_filter::priority_of(pairs)?,
+        project: pairs
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "project_id")
+            .map(|(_, v)| v.clone()),
+        version,
+        max_results,
+        one_per_anchor: false,
+        render: None,
+    })
 }
 
 /// Every value of `key`, in order.

@@ -1,7 +1,10 @@
-//! The allocation-candidate engine: request parsing, the provider data a
-//! request needs, the pure solver, and rendering.
+//! The allocation-candidate engine. Its core: Placement's query grammar
+//! parsed into a typed [`find::Search`] (query_grammar.rs, groups.rs), the
+//! provider snapshot (snapshot.rs, snapshot_build.rs), the bounded pure
+//! solver (solve.rs), rendering (render.rs), and [`find::run`], which reads
+//! and solves one search. Its speed machinery lives in [`speed`]: none of
+//! it decides an answer, each part only makes one cheaper to reach.
 
-mod ahead;
 pub mod budget;
 pub mod explain;
 pub mod find;
@@ -9,10 +12,7 @@ pub mod groups;
 pub mod low_priority_filter;
 pub mod query_grammar;
 pub mod render;
-pub mod rest;
 pub mod snapshot;
 pub mod snapshot_build;
-pub mod snapshot_cache;
 pub mod solve;
-pub mod solving_threads;
-mod visibility;
+pub mod speed;

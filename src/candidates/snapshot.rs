@@ -1,6 +1,6 @@
 //! The provider data candidates need, as plain data: every provider with its
 //! tree links, inventories, usage, traits and aggregates. Loaded and kept
-//! current by `candidates::snapshot_cache`; read by the pure solver.
+//! current by `candidates::speed::snapshot_cache`; read by the pure solver.
 
 use crate::sched::colocation::CpuMem;
 use std::collections::HashMap;

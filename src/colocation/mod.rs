@@ -32,8 +32,14 @@ pub async fn capacity(conn: &mut PgConnection, rp: i64) -> Result<(CpuMem, CpuMe
     let find = |name: &str| rows.iter().find(|r| r.resource_class == name);
     match (find("VCPU"), find("MEMORY_MB")) {
         (Some(c), Some(m)) => Ok((
-            CpuMem::new(i64::from(c.inventory.total) * 1000, i64::from(m.inventory.total)),
-            CpuMem::new(i64::from(c.inventory.reserved) * 1000, i64::from(m.inventory.reserved)),
+            CpuMem::new(
+                i64::from(c.inventory.total) * 1000,
+                i64::from(m.inventory.total),
+            ),
+            CpuMem::new(
+                i64::from(c.inventory.reserved) * 1000,
+                i64::from(m.inventory.reserved),
+            ),
         )),
         _ => Err(no_cpu_memory()),
     }

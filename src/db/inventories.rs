@@ -6,7 +6,9 @@ use sqlx::PgConnection;
 
 // The one spelling of the field set: rows read it by flattening it.
 /// The capacity fields of one inventory record.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema, sqlx::FromRow)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema, sqlx::FromRow,
+)]
 pub struct Inventory {
     /// Units in total.
     pub total: i32,

@@ -14,7 +14,6 @@ pub mod deployments;
 pub mod fairness;
 pub mod import;
 pub mod inventories;
-pub mod kept;
 pub mod migrations;
 pub mod pool;
 pub mod pool_fit;
@@ -26,6 +25,7 @@ pub mod time_offset;
 pub mod traits;
 pub mod usages;
 pub mod volumes;
+pub mod warm_connection;
 
 use sqlx::PgPool;
 

@@ -7,7 +7,7 @@
 //! exact: only the moment of reading moves.
 
 use super::node_cache::NodeCache;
-use crate::candidates::snapshot_cache::SnapshotCache;
+use crate::candidates::speed::snapshot_cache::SnapshotCache;
 use crate::db::deployments as db;
 use std::sync::Arc;
 use std::time::Duration;

@@ -9,7 +9,7 @@ use super::round_inputs::{load, Loaded};
 use super::round_pool::{self as providers, Cached};
 use super::Amounts;
 use crate::allocation::alloc_error;
-use crate::candidates::snapshot_cache::SnapshotCache;
+use crate::candidates::speed::snapshot_cache::SnapshotCache;
 use crate::db::allocations::{
     self as alloc_db, AllocError, ConsumerWrite, GenerationCheck, ProviderClaims,
 };

@@ -9,7 +9,7 @@
 
 use super::admission::{self, ms, AdmissionItem, AdmissionPost, RoundSettings};
 use super::queue::QueueItem;
-use crate::candidates::snapshot_cache::SnapshotCache;
+use crate::candidates::speed::snapshot_cache::SnapshotCache;
 use crate::db::fairness::queue::{self as db, PendingRow};
 use crate::db::Pool;
 use crate::error::{with_retries, Error, Result};

@@ -13,7 +13,7 @@
 
 use crate::candidates::snapshot::Snapshot;
 use crate::candidates::snapshot_build;
-use crate::candidates::snapshot_cache::SnapshotCache;
+use crate::candidates::speed::snapshot_cache::SnapshotCache;
 use crate::db::candidates::{self as db, Delta};
 use crate::db::Pool;
 use crate::error::Result;

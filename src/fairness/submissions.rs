@@ -14,10 +14,10 @@
 //! whose checks fail without touching the others, and a request left out
 //! takes the one-request path, in its own transaction, which says why.
 
+use crate::batching::Batcher;
 use crate::db::fairness::queue::{self as db, CheckedQueued, QueuedRow};
 use crate::db::Pool;
 use crate::error::{classify, lost_in_flight, DbFailure};
-use crate::gather::Gather;
 use std::collections::HashMap;
 use uuid::Uuid;
 
@@ -49,11 +49,11 @@ pub enum Stored {
 
 /// This process's submissions waiting for a statement.
 #[derive(Debug)]
-pub struct Submissions(Gather<CheckedQueued, Stored>);
+pub struct Submissions(Batcher<CheckedQueued, Stored>);
 
 impl Default for Submissions {
     fn default() -> Self {
-        Submissions(Gather::new(STATEMENTS_AT_ONCE, MOST_AT_ONCE, |s| {
+        Submissions(Batcher::new(STATEMENTS_AT_ONCE, MOST_AT_ONCE, |s| {
             matches!(s, Stored::Unavailable(_))
         }))
     }

@@ -55,7 +55,7 @@ async fn searches_see_claims_even_when_the_change_log_was_pruned() {
 /// again, into the round's own copy (the cache keeps its snapshot).
 #[tokio::test]
 async fn a_round_reads_again_the_providers_changed_after_its_cache() {
-    use placement::candidates::snapshot_cache::SnapshotCache;
+    use placement::candidates::speed::snapshot_cache::SnapshotCache;
     use placement::fairness::round_pool;
     let t = TestApp::new().await;
     let (a, b) = (t.create_rp("a").await, t.create_rp("b").await);
@@ -90,7 +90,7 @@ async fn a_round_reads_again_the_providers_changed_after_its_cache() {
 /// down its own full read, and their answers, still exact, would not tell.
 #[tokio::test]
 async fn a_patch_reads_again_only_the_changed_providers() {
-    use placement::candidates::snapshot_cache::SnapshotCache;
+    use placement::candidates::speed::snapshot_cache::SnapshotCache;
     use placement::db::candidates::seen;
     let t = TestApp::new().await;
     let (a, b) = (t.create_rp("a").await, t.create_rp("b").await);
@@ -135,7 +135,7 @@ async fn a_patch_reads_again_only_the_changed_providers() {
 /// providers again. Each checked on the log and on the cache.
 #[tokio::test]
 async fn allocations_alone_reach_the_cache_as_units_from_the_log() {
-    use placement::candidates::snapshot_cache::SnapshotCache;
+    use placement::candidates::speed::snapshot_cache::SnapshotCache;
     use placement::db::candidates::{seen, usage_since, UsageDelta};
     let t = TestApp::new().await;
     let (a, b) = (t.create_rp("a").await, t.create_rp("b").await);

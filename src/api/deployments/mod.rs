@@ -112,7 +112,7 @@ async fn place(st: &AppState, auth: &Authorize, body: JsonBody) -> ApiResult<Rep
     let retries = st.settings.allocation_conflict_retry_count;
     let done = match d.priority_class.filter(|c| c.low()) {
         Some(class) => deploy::batch_deployments::deploy(&st.engine(), retries, &d, class).await?,
-        None => deploy::deploy(&st.engine(), &st.nodes, retries, &d).await?,
+        None => deploy::deploy(&st.engine(), &st.machinery.nodes, retries, &d).await?,
     };
     let answer = render(&d, done);
     Ok(match d.dry_run {

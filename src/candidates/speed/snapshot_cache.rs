@@ -18,9 +18,9 @@
 //! of writes, one round trip serves all the searches that arrived meanwhile
 //! instead of one round trip each, in turn.
 
-use super::snapshot::Snapshot;
-use super::snapshot_build;
-use super::visibility::covers;
+use super::snapshot_visibility::covers;
+use crate::candidates::snapshot::Snapshot;
+use crate::candidates::snapshot_build;
 use crate::db::candidates::{self as db, Delta, Seen};
 use sqlx::PgConnection;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
-//! Requests that arrive together, done together: each caller queues its
-//! item and takes a turn; a turn takes everything waiting and runs it as
-//! one unit of work (one statement, one transaction), and tells each
+//! Batching of requests that arrive together: each caller queues its item
+//! and takes a turn; a turn takes everything waiting (the batch) and runs
+//! it as one unit of work (one statement, one transaction), and tells each
 //! caller its own outcome.
 //!
 //! Why: one request's work is a few round trips, each waking the server
@@ -23,7 +23,7 @@ type Waiter<T, O> = (T, oneshot::Sender<O>);
 
 /// The requests of one kind waiting in this process.
 #[derive(Debug)]
-pub struct Gather<T, O> {
+pub struct Batcher<T, O> {
     /// Queued, not yet taken into a turn.
     waiting: Mutex<Vec<Waiter<T, O>>>,
     /// Held while a turn runs: a few at a time, so that requests
@@ -36,12 +36,12 @@ pub struct Gather<T, O> {
     shared: fn(&O) -> bool,
 }
 
-impl<T: Send + 'static, O: Clone + Send + 'static> Gather<T, O> {
+impl<T: Send + 'static, O: Clone + Send + 'static> Batcher<T, O> {
     /// Runs up to `turns` units of work at once, each of up to `most`
     /// requests; an outcome for which `shared` is true is also every
     /// waiting request's.
     pub fn new(turns: usize, most: usize, shared: fn(&O) -> bool) -> Self {
-        Gather {
+        Batcher {
             waiting: Mutex::default(),
             turns: tokio::sync::Semaphore::new(turns),
             most,
@@ -112,14 +112,14 @@ fn lock<T>(waiting: &Mutex<T>) -> MutexGuard<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::Gather;
+    use super::Batcher;
     use std::sync::Arc;
 
     /// Requests arriving while the only turn is taken are done together,
     /// each with its own outcome; a lone request runs at once.
     #[tokio::test]
     async fn requests_arriving_together_share_a_turn_and_keep_their_outcomes() {
-        let gather: Arc<Gather<u32, (u32, usize)>> = Arc::new(Gather::new(1, 100, |_| false));
+        let gather: Arc<Batcher<u32, (u32, usize)>> = Arc::new(Batcher::new(1, 100, |_| false));
         let alone = gather
             .submit(7, |items| async move { vec![(items[0] * 2, items.len())] })
             .await;
@@ -158,7 +158,7 @@ mod tests {
     /// Work that answers too few outcomes leaves the rest with none.
     #[tokio::test]
     async fn a_request_without_an_outcome_gets_none() {
-        let gather: Gather<u32, u32> = Gather::new(1, 100, |_| false);
+        let gather: Batcher<u32, u32> = Batcher::new(1, 100, |_| false);
         assert_eq!(gather.submit(1, |_| async { Vec::new() }).await, None);
     }
 
@@ -166,7 +166,7 @@ mod tests {
     /// it at once, without running them.
     #[tokio::test]
     async fn a_shared_failure_answers_everyone_waiting() {
-        let gather: Arc<Gather<u32, i32>> = Arc::new(Gather::new(1, 1, |o| *o < 0));
+        let gather: Arc<Batcher<u32, i32>> = Arc::new(Batcher::new(1, 1, |o| *o < 0));
         let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let tasks: Vec<_> = (0..5)
             .map(|n| {

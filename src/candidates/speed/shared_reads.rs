@@ -1,6 +1,8 @@
-//! Searches at rest, read together: the searches waiting in this process
-//! share one statement that resolves all their names and reads the
-//! snapshot they are served at, and one bringing the cache forward to it.
+//! Shared reads: the searches waiting in this process share one
+//! statement that resolves all their names and reads the snapshot they
+//! are served at, and one bringing the cache forward to it. One such
+//! shared read at a time (a "turn"); searches arriving meanwhile wait for
+//! the next.
 //!
 //! Why: each search read its own names and snapshot, one round trip each,
 //! and the cache was brought forward under a lock the others waited on.
@@ -11,12 +13,14 @@
 //! search's own statement gave). Nothing waits for a turn to fill: a lone
 //! search runs at once.
 
-use super::groups::CandidateQuery;
-use super::snapshot::Snapshot;
 use super::snapshot_cache::SnapshotCache;
-use crate::db::{candidates as db, kept::Kept, Pool};
+use crate::batching::Batcher;
+use crate::candidates::find::{Adjustments, Engine, Read};
+use crate::candidates::groups::CandidateQuery;
+use crate::candidates::snapshot::Snapshot;
+use crate::db::{candidates as db, warm_connection::WarmConnection, Pool};
 use crate::error::{classify, DbFailure, Error, Result};
-use crate::gather::Gather;
+use crate::types::PriorityClass;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -29,12 +33,12 @@ const MOST_AT_ONCE: usize = 64;
 const TURNS_AT_ONCE: usize = 1;
 
 /// At most this many names remembered from past turns (see
-/// [`Reads::guess`]); past it, the memory starts again from the last turn.
+/// [`SharedReads::guess`]); past it, the memory starts again from the last turn.
 const MOST_KNOWN: usize = 4096;
 
 /// The class, trait and aggregate names a query uses.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Names {
+pub(in crate::candidates) struct Names {
     /// In the query's order (the first unknown one is the 400's).
     pub classes: Vec<String>,
     /// Sorted.
@@ -44,7 +48,7 @@ pub(super) struct Names {
 
 /// Names of a query resolved to ids.
 #[derive(Debug, PartialEq)]
-pub(super) struct Ids {
+pub(in crate::candidates) struct Ids {
     pub class: HashMap<String, i32>,
     pub trait_: HashMap<String, i32>,
     pub agg: HashMap<uuid::Uuid, i32>,
@@ -142,7 +146,7 @@ impl Names {
 }
 
 /// What one turn read for the searches in it.
-pub(super) struct AtRest {
+pub(in crate::candidates) struct AtRest {
     /// The names of every search in the turn, and the snapshot of the
     /// statement that read them.
     pub look: db::Look,
@@ -159,19 +163,19 @@ type Outcome = std::result::Result<Arc<AtRest>, Arc<str>>;
 
 /// This process's searches waiting for a turn.
 #[derive(Debug)]
-pub struct Reads {
-    waiting: Gather<Names, Outcome>,
+pub struct SharedReads {
+    waiting: Batcher<Names, Outcome>,
     /// The names past turns resolved, and whether the last one found a
     /// reservation (its snapshot is not used).
     known: std::sync::Mutex<db::Look>,
     /// The turns' connection, kept between back-to-back turns.
-    kept: Arc<Kept>,
+    kept: Arc<WarmConnection>,
 }
 
-impl Default for Reads {
+impl Default for SharedReads {
     fn default() -> Self {
-        Reads {
-            waiting: Gather::new(TURNS_AT_ONCE, MOST_AT_ONCE, |o: &Outcome| o.is_err()),
+        SharedReads {
+            waiting: Batcher::new(TURNS_AT_ONCE, MOST_AT_ONCE, |o: &Outcome| o.is_err()),
             known: std::sync::Mutex::new(db::Look {
                 seen: db::Seen {
                     snapshot: String::new(),
@@ -195,12 +199,12 @@ impl std::fmt::Debug for AtRest {
     }
 }
 
-impl Reads {
+impl SharedReads {
     /// The names and the provider data for a search of `names`, read with
     /// the searches waiting beside it. A 503 when the turn could not reach
     /// the database; None when it failed otherwise: the caller's own read
     /// then says why.
-    pub(super) async fn read(
+    pub(in crate::candidates) async fn read(
         &self,
         pool: &Pool,
         cache: &Arc<SnapshotCache>,
@@ -242,7 +246,7 @@ impl Reads {
     /// and trait is known and the last turn found no reservation: a guess
     /// that a search may solve ahead on, kept only when its own turn
     /// resolves the same ids (names can be deleted and made again).
-    pub(super) fn guess(&self, names: &Names) -> Option<Ids> {
+    pub(in crate::candidates) fn guess(&self, names: &Names) -> Option<Ids> {
         let known = self.known.lock().ok()?;
         match known.reservations {
             true => None,
@@ -290,7 +294,7 @@ fn remember<K: Clone + Eq + std::hash::Hash>(
 /// when both statements succeed).
 async fn turn(
     pool: &Pool,
-    kept: &Kept,
+    kept: &WarmConnection,
     cache: &SnapshotCache,
     all: &[Names],
 ) -> std::result::Result<Arc<AtRest>, sqlx::Error> {
@@ -303,6 +307,39 @@ async fn turn(
     };
     kept.give_back(conn);
     Ok(Arc::new(AtRest { look, snap }))
+}
+
+/// A search's read through the shared statement: no transaction. The
+/// names come from one statement, shared with the searches waiting
+/// beside it, and the cached
+/// providers from a snapshot that sees all that statement saw (brought
+/// forward by one more statement when it is behind). None when it does
+/// not apply (a project holds a reservation, batch work, only a full load
+/// would bring the cache forward, or the shared turn failed for another
+/// reason than a lost database, which is a 503); unknown names are the
+/// same 400s either way.
+pub(in crate::candidates) async fn read_shared(
+    engine: &Engine<'_>,
+    names: &Names,
+    priority: PriorityClass,
+) -> Result<Option<Read>> {
+    if priority.low() {
+        return Ok(None);
+    }
+    let Some(read) = engine
+        .reads
+        .read(engine.pool, engine.cache, names.clone())
+        .await?
+    else {
+        // The shared turn failed: the full read says why.
+        return Ok(None);
+    };
+    let ids = names.resolve(&read.look)?;
+    Ok(read.snap.clone().map(|snap| Read {
+        snap,
+        ids,
+        adjusted: Adjustments::default(),
+    }))
 }
 
 #[cfg(test)]
@@ -364,7 +401,7 @@ mod tests {
     /// reservation at the last turn, and follows an id that changed.
     #[test]
     fn a_guess_is_what_past_turns_resolved() {
-        let reads = Reads::default();
+        let reads = SharedReads::default();
         let vcpu = names(&["VCPU"], &[]);
         assert!(reads.guess(&vcpu).is_none(), "nothing learnt yet");
         reads.learn(&look(&[("VCPU", 0)], false));
@@ -382,7 +419,7 @@ mod tests {
     /// Past its bound the memory starts again from the last turn.
     #[test]
     fn the_memory_of_names_is_bounded() {
-        let reads = Reads::default();
+        let reads = SharedReads::default();
         let many: Vec<(String, i32)> = (0..MOST_KNOWN)
             .map(|i| (format!("CUSTOM_{i}"), 10))
             .collect();

@@ -1,6 +1,6 @@
-//! A search solved ahead of its turn: on the cached snapshot as it stands,
-//! with the ids past turns resolved its names to, while its own turn reads
-//! the database. The answer is kept only when the turn returns that very
+//! A speculative solve: a search solved on the cached snapshot as it
+//! stands, with the ids past shared reads resolved its names to, while its
+//! own shared read runs. The answer is kept only when the turn returns that very
 //! snapshot and resolves the same ids: the solve's inputs are then the
 //! ones it would have had after the turn, so the answer is the same.
 //!
@@ -12,20 +12,20 @@
 //! and the solve would be thrown away) and only for searches that go to
 //! the blocking pool (a small one solves in microseconds after its turn).
 
-use super::rest::Ids;
-use super::snapshot::Snapshot;
-use super::solve::Candidate;
+use super::shared_reads::Ids;
+use super::shared_reads::Names;
+use super::solving_threads::{self, Solved};
+use crate::candidates::find::{rendering_of, solver_request, Engine, Search};
+use crate::candidates::snapshot::Snapshot;
+use crate::candidates::solve::Limits;
 use crate::error::Result;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-
-/// A solve's outcome: the candidates, whether the step budget cut them,
-/// and the rendered answer when one was asked for.
-pub(super) type Solved = (Vec<Candidate>, bool, Option<String>);
+use tokio::sync::Semaphore;
 
 /// A solve begun before its turn.
-pub(super) struct Ahead<'a> {
+pub(in crate::candidates) struct SpeculativeSolve<'a> {
     /// What it solves on.
     snap: Arc<Snapshot>,
     /// The ids it guessed.
@@ -36,15 +36,15 @@ pub(super) struct Ahead<'a> {
     done: Option<Result<Solved>>,
 }
 
-impl<'a> Ahead<'a> {
+impl<'a> SpeculativeSolve<'a> {
     /// A solve of `job` on `snap` with the guessed `ids`; it runs while
-    /// [`Ahead::beside`] awaits the turn.
+    /// [`SpeculativeSolve::beside`] awaits the turn.
     pub fn new(
         snap: Arc<Snapshot>,
         ids: Ids,
         job: impl Future<Output = Result<Solved>> + Send + 'a,
     ) -> Self {
-        Ahead {
+        SpeculativeSolve {
             snap,
             ids,
             job: Box::pin(job),
@@ -82,6 +82,31 @@ impl<'a> Ahead<'a> {
     }
 }
 
+/// A solve of `search` begun on the settled cache with the ids past
+/// shared reads guessed, while its own read runs; None when the cache moved at the last turn,
+/// a name is new to this process, a reservation exists, the search is
+/// batch work (its read withholds) or small.
+pub(in crate::candidates) fn start<'a>(
+    engine: &Engine<'a>,
+    search: &Search,
+    names: &Names,
+    limits: &Limits,
+) -> Option<SpeculativeSolve<'a>> {
+    if search.priority.low() {
+        return None;
+    }
+    let snap = engine.cache.settled()?;
+    if solving_threads::is_small(limits, &snap) {
+        return None;
+    }
+    let ids = engine.reads.guess(names)?;
+    let request = solver_request(&snap, &search.query, &ids)?;
+    let rendering = rendering_of(search, &ids);
+    let cpu: &'a Semaphore = engine.cpu;
+    let job = solving_threads::solve_search(cpu, snap.clone(), request, limits.clone(), rendering);
+    Some(SpeculativeSolve::new(snap, ids, job))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,7 +122,11 @@ mod tests {
     }
 
     fn answered(body: &str) -> Result<Solved> {
-        Ok((Vec::new(), false, Some(body.to_string())))
+        Ok(Solved {
+            candidates: Vec::new(),
+            cut: false,
+            body: Some(body.to_string()),
+        })
     }
 
     /// The solve runs while the read is awaited: a read that completes
@@ -105,7 +134,7 @@ mod tests {
     #[tokio::test]
     async fn the_solve_goes_on_while_the_read_is_awaited() {
         let (solved, read) = tokio::sync::oneshot::channel::<()>();
-        let mut ahead = Ahead::new(Arc::new(Snapshot::default()), ids(0), async move {
+        let mut ahead = SpeculativeSolve::new(Arc::new(Snapshot::default()), ids(0), async move {
             let _ = solved.send(());
             answered("ahead")
         });
@@ -119,15 +148,16 @@ mod tests {
     #[tokio::test]
     async fn the_answer_is_kept_only_for_the_same_snapshot_and_ids() {
         let snap = Arc::new(Snapshot::default());
-        let start =
-            |snap: &Arc<Snapshot>| Ahead::new(snap.clone(), ids(0), async { answered("a") });
+        let start = |snap: &Arc<Snapshot>| {
+            SpeculativeSolve::new(snap.clone(), ids(0), async { answered("a") })
+        };
         let copy = Arc::new(Snapshot::clone(&snap));
         assert!(start(&snap).answer_for(&copy, &ids(0)).await.is_none());
         assert!(start(&snap).answer_for(&snap, &ids(1)).await.is_none());
         let kept = start(&snap).answer_for(&snap, &ids(0)).await;
         let body = kept
             .and_then(|solved| solved.ok())
-            .and_then(|(_, _, body)| body);
+            .and_then(|solved| solved.body);
         assert_eq!(body.as_deref(), Some("a"));
     }
 }

@@ -12,9 +12,9 @@
 //! shuffled copy of the roots, stay in microseconds), and by a step budget
 //! that sends a search that turns out larger to the pool after all.
 
-use super::render::Rendering;
-use super::snapshot::Snapshot;
-use super::solve::{self, Candidate, Limits, Solution, Stopped};
+use crate::candidates::render::Rendering;
+use crate::candidates::snapshot::Snapshot;
+use crate::candidates::solve::{self, Candidate, Limits, Solution, Stopped};
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -68,6 +68,17 @@ impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
     }
+}
+
+/// A search's solved answer.
+#[derive(Debug)]
+pub struct Solved {
+    /// The candidates, in generation order.
+    pub candidates: Vec<Candidate>,
+    /// The step budget cut them.
+    pub cut: bool,
+    /// The rendered answer, when one was asked for.
+    pub body: Option<String>,
 }
 
 /// A search for [`solve()`]: what to solve, and how to render the answer
@@ -158,6 +169,46 @@ pub fn small_render(snap: &Snapshot, cands: &[Candidate], whole_trees: bool) -> 
         })
         .sum();
     providers <= 4 * SMALL_RESULTS
+}
+
+/// Solves a search (and renders it, when asked) as [`solve()`] does, and
+/// logs how it went: a cut at the step budget is a warning.
+pub async fn solve_search(
+    cpu: &Semaphore,
+    snap: Arc<Snapshot>,
+    request: solve::Request,
+    limits: Limits,
+    rendering: Option<Rendering>,
+) -> Result<Solved> {
+    let started = std::time::Instant::now();
+    let job = Job {
+        snap,
+        request,
+        limits,
+        rendering,
+    };
+    let (solution, body) = solve(cpu, job, SMALL_STEPS).await?;
+    let solve_ms = started.elapsed().as_secs_f64() * 1e3;
+    match solution.stopped {
+        Some(Stopped::Budget) => tracing::warn!(
+            solve_ms,
+            steps = solution.steps,
+            candidates = solution.candidates.len(),
+            "allocation candidates cut at the step budget (allocation_candidates_max_steps)"
+        ),
+        Some(Stopped::Cancelled) => tracing::info!(solve_ms, "allocation candidates cancelled"),
+        None => tracing::debug!(
+            solve_ms,
+            steps = solution.steps,
+            candidates = solution.candidates.len(),
+            "solved"
+        ),
+    }
+    Ok(Solved {
+        cut: solution.stopped == Some(Stopped::Budget),
+        candidates: solution.candidates,
+        body,
+    })
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! one on its way back in. A stream of searches thus woke a different
 //! PostgreSQL backend every turn, the one that had slept longest and was
 //! coldest in the CPU's caches, and paid one more round trip per turn for
-//! the ping. Kept, the turn's connection and its backend stay warm.
+//! the ping. WarmConnection, the turn's connection and its backend stay warm.
 //!
 //! The pool's own rules still hold: a kept connection is used again only
 //! within [`PING_AFTER_IDLE`] of its last use (the pool's rule for skipping
@@ -22,7 +22,7 @@ use std::time::Instant;
 
 /// The slot for one kept connection.
 #[derive(Debug, Default)]
-pub struct Kept {
+pub struct WarmConnection {
     slot: Mutex<Option<Idle>>,
 }
 
@@ -37,7 +37,7 @@ struct Idle {
     switches: u64,
 }
 
-/// A connection from [`Kept::take`]; given back with [`Kept::give_back`]
+/// A connection from [`WarmConnection::take`]; given back with [`WarmConnection::give_back`]
 /// when every statement on it succeeded, else simply dropped (to the pool,
 /// which checks it).
 pub struct Taken {
@@ -45,7 +45,7 @@ pub struct Taken {
     switches: u64,
 }
 
-impl Kept {
+impl WarmConnection {
     /// The kept connection when it may be used again, else one from `pool`.
     pub async fn take(&self, pool: &Pool) -> Result<Taken, sqlx::Error> {
         let now = switches();

@@ -1,0 +1,25 @@
+//! The candidate engine's speed machinery, apart from the rules it speeds
+//! up: each part answers exactly as the plain path would (the tests of
+//! `tests/searches_together.rs` and `tests/api/snapshot_cache.rs` hold it
+//! to that), only sooner or with fewer round trips.
+//!
+//! - `snapshot_cache.rs`: this process's copy of the provider data,
+//!   brought forward from the change log instead of read whole;
+//!   `snapshot_visibility.rs`: whether one PostgreSQL snapshot sees all
+//!   another does, so the copy serves every search it covers;
+//! - `shared_reads.rs`: the searches waiting in this process resolve
+//!   their names and read their snapshot in one shared statement;
+//! - `speculative_solve.rs`: a large search solved on the cached copy
+//!   while its read runs, kept only when the read confirms its inputs;
+//! - `solving_threads.rs`: where a search's CPU work runs (the blocking
+//!   pool, one job per core, or in place when small).
+//!
+//! The connection the shared reads keep warm between them is
+//! `db::warm_connection`; requests batched into one statement outside the
+//! engine (claims, queue submissions) use `crate::batching`.
+
+pub mod shared_reads;
+pub mod snapshot_cache;
+mod snapshot_visibility;
+pub mod solving_threads;
+pub(in crate::candidates) mod speculative_solve;
