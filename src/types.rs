@@ -1,5 +1,7 @@
 //! Newtypes for the identifiers and names the API passes around, each with
-//! the validation Placement applies to it.
+//! the validation Placement applies to it, and the allocation write a
+//! consumer asks for (built by the API and deployments, carried out by
+//! `allocation` and stored by `db::allocations`).
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -293,3 +295,41 @@ mod generation_tests {
         assert_eq!(given("2147483648").to_string(), "2147483648");
     }
 }
+
+/// The consumer generation check asked for by the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GenerationCheck {
+    /// Before 1.28: no check.
+    None,
+    /// `null`: the consumer must not exist yet.
+    New,
+    /// The consumer must exist with this generation.
+    Is(GivenGeneration),
+}
+
+/// Everything one consumer's write says.
+#[derive(Debug, Clone)]
+pub struct ConsumerWrite {
+    /// The consumer.
+    pub consumer: uuid::Uuid,
+    /// Owning project.
+    pub project_id: String,
+    /// Owning user.
+    pub user_id: String,
+    /// Consumer type to set (None keeps the current one, as before 1.38).
+    pub consumer_type: Option<String>,
+    /// Generation check.
+    pub generation: GenerationCheck,
+    /// New allocations (empty: remove the consumer).
+    pub allocations: ProviderClaims,
+    /// The first provider key of the body that is no uuid (the schema's
+    /// pattern takes any 36 hex digits and hyphens): a provider that does
+    /// not exist, refused after the consumer generation as Placement
+    /// refuses it. Its amounts are not in `allocations`.
+    pub unparsed_provider: Option<String>,
+}
+
+/// Provider → class → units, in the order given: rows are inserted in
+/// this order, and a consumer's allocations are read back in it, as
+/// Placement answers them.
+pub type ProviderClaims = indexmap::IndexMap<uuid::Uuid, indexmap::IndexMap<String, i64>>;

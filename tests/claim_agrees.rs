@@ -31,8 +31,9 @@
 //! of a failing case is printed, and `CLAIM_AGREES_SEED` replays it.
 
 use indexmap::IndexMap;
-use placement::db::allocations::{self, ConsumerWrite, GenerationCheck};
+use placement::db::allocations;
 use placement::db::definitions;
+use placement::types::{ConsumerWrite, GenerationCheck};
 use placement_testkit::common::{drop_database, fresh_database, url_with_db};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -19,9 +19,10 @@
 //! wrote its claim committed.
 
 use crate::batching::Batcher;
-use crate::db::allocations::{self as db, ConsumerWrite};
+use crate::db::allocations as db;
 use crate::db::Pool;
 use crate::error::{classify, lost_in_flight, DbFailure};
+use crate::types::ConsumerWrite;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

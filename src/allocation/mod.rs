@@ -4,9 +4,10 @@
 
 pub mod claims;
 
-use crate::db::allocations::{self as db, AllocError, ConsumerWrite};
+use crate::db::allocations::{self as db, AllocError};
 use crate::db::Pool;
 use crate::error::{codes, with_retries, Error, Result};
+use crate::types::ConsumerWrite;
 use uuid::Uuid;
 
 /// Maps a refused write to Placement's error; `put_consumer` picks the PUT wording.

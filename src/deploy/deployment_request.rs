@@ -7,6 +7,7 @@ use crate::candidates::query_grammar::{parse_member_of, parse_required, TraitFil
 use crate::error::{Error, Result};
 use crate::sched::{Strategy, VolumeBinding};
 use crate::types::{AggFilter, PriorityClass};
+use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// Most CPUs one instance may ask for (the schema's bound, and far above
@@ -119,38 +120,58 @@ pub struct Deployment {
     pub priority: Option<i32>,
 }
 
-/// The body's fields as received (after the JSON schema).
-#[derive(Debug, Clone, Default)]
-pub struct Fields<'a> {
-    /// `app`.
-    pub app: &'a str,
-    /// `count`.
+/// `POST /deployments`' body as received, after its JSON schema (the
+/// API's `deployments::schema`, which also bounds each number): the wire
+/// struct, turned into a [`Deployment`] by `TryFrom` once.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DeploymentBody {
+    /// The app.
+    pub app: String,
+    /// Instances to add.
     pub count: i64,
-    /// `strategy`.
+    /// auto, fill, each, average, global or drained.
+    #[serde(default)]
     pub strategy: Strategy,
-    /// `nodes_limit`.
+    /// The strategy's node limit (0: none).
+    #[serde(default)]
     pub nodes_limit: u32,
-    /// `cpu`.
+    /// CPUs of each instance.
+    #[serde(default)]
     pub cpu: f64,
-    /// `cpu_bind`.
+    /// Bind them to cores.
+    #[serde(default)]
     pub cpu_bind: bool,
-    /// `memory_mb`.
+    /// Memory of each instance, MiB.
     pub memory_mb: i64,
-    /// `resources`.
+    /// Other classes of each instance.
+    #[serde(default)]
     pub resources: BTreeMap<String, i64>,
-    /// `volumes`.
-    pub volumes: &'a [String],
-    /// `required`.
-    pub required: Option<&'a str>,
-    /// `member_of`.
-    pub member_of: Option<&'a str>,
-    /// `project_id`, `user_id`, `consumer_type`.
-    pub owner: (&'a str, &'a str, Option<&'a str>),
-    /// `dry_run`.
+    /// Eru volume bindings: `AUTO:/data:rw:100` (a scheduled share of a
+    /// disk, bytes or 1G-style sizes), `AUTO:/data:rwm:1G` (a whole disk),
+    /// `/host:/dst:ro` (a fixed path).
+    #[serde(default)]
+    pub volumes: Vec<String>,
+    /// Required and forbidden traits (Placement's `required` grammar).
+    #[serde(default)]
+    pub required: Option<String>,
+    /// Aggregates (Placement's `member_of` grammar).
+    #[serde(default)]
+    pub member_of: Option<String>,
+    /// Owner.
+    pub project_id: String,
+    /// Owner.
+    pub user_id: String,
+    /// The consumers' type (INSTANCE unless given).
+    #[serde(default)]
+    pub consumer_type: Option<String>,
+    /// Plan and answer, write nothing.
+    #[serde(default)]
     pub dry_run: bool,
-    /// `priority_class`.
+    /// batch or free: instances on the batch inventory (§C.3); prod by default.
+    #[serde(default)]
     pub priority_class: Option<PriorityClass>,
-    /// `priority`.
+    /// The instances' integer priority, inside the class's range.
+    #[serde(default)]
     pub priority: Option<i32>,
 }
 
@@ -178,9 +199,11 @@ fn volume_bindings(specs: &[String]) -> Result<Vec<VolumeBinding>> {
     Ok(out)
 }
 
-impl Deployment {
+impl TryFrom<DeploymentBody> for Deployment {
+    type Error = Error;
+
     /// Checks the fields; 400 with the reason for the first that is wrong.
-    pub fn check(f: Fields<'_>) -> Result<Self> {
+    fn try_from(f: DeploymentBody) -> Result<Self> {
         if f.count < 1 {
             return Err(Error::invalid(format!(
                 "count must be at least 1, not {}.",
@@ -202,11 +225,11 @@ impl Deployment {
             )));
         }
         let version = crate::candidates::query_grammar::LATEST;
-        let required = match f.required {
+        let required = match f.required.as_deref() {
             Some(r) => parse_required(&[r], version).map_err(Error::invalid)?,
             None => TraitFilter::default(),
         };
-        let member_of = match f.member_of {
+        let member_of = match f.member_of.as_deref() {
             Some(m) => parse_member_of(&[m], version, "").map_err(Error::invalid)?,
             None => AggFilter::default(),
         };
@@ -225,7 +248,7 @@ impl Deployment {
                 .code(crate::error::codes::DEPLOY_INVALID_REQUEST)
         })?;
         Ok(Deployment {
-            app: AppName::new(f.app)?,
+            app: AppName::new(&f.app)?,
             count: f.count,
             strategy: f.strategy,
             nodes_limit: f.nodes_limit,
@@ -234,21 +257,23 @@ impl Deployment {
                 cpu_bind: f.cpu_bind,
                 memory_mb: f.memory_mb,
                 resources: f.resources,
-                volumes: volume_bindings(f.volumes)?,
+                volumes: volume_bindings(&f.volumes)?,
             },
             required,
             member_of,
             owner: Owner {
-                project_id: f.owner.0.to_string(),
-                user_id: f.owner.1.to_string(),
-                consumer_type: f.owner.2.unwrap_or("INSTANCE").to_string(),
+                project_id: f.project_id,
+                user_id: f.user_id,
+                consumer_type: f.consumer_type.unwrap_or_else(|| "INSTANCE".to_string()),
             },
             dry_run: f.dry_run,
             priority_class: f.priority_class,
             priority: f.priority,
         })
     }
+}
 
+impl Deployment {
     /// The candidate query for one instance's node: its memory and other
     /// classes with the trait and aggregate filters, as one group.
     pub fn node_query(&self) -> CandidateQuery {
@@ -276,19 +301,16 @@ impl Deployment {
 mod tests {
     use super::*;
 
-    fn fields() -> Fields<'static> {
-        Fields {
-            app: "web",
-            count: 3,
-            memory_mb: 512,
-            owner: ("p", "u", None),
-            ..Fields::default()
-        }
+    fn fields() -> DeploymentBody {
+        serde_json::from_value(serde_json::json!({
+            "app": "web", "count": 3, "memory_mb": 512, "project_id": "p", "user_id": "u"
+        }))
+        .expect("a body")
     }
 
     #[test]
     fn a_plain_request_is_accepted() {
-        let d = Deployment::check(fields()).expect("valid");
+        let d = Deployment::try_from(fields()).expect("valid");
         assert_eq!(d.owner.consumer_type, "INSTANCE");
         assert_eq!(
             d.node_query().groups[0].resources,
@@ -298,73 +320,73 @@ mod tests {
 
     #[test]
     fn bad_values_are_refused() {
-        let cases: Vec<(Fields<'static>, &str)> = vec![
+        let cases: Vec<(DeploymentBody, &str)> = vec![
             (
-                Fields {
+                DeploymentBody {
                     count: 0,
                     ..fields()
                 },
                 "count",
             ),
             (
-                Fields {
+                DeploymentBody {
                     count: -1,
                     ..fields()
                 },
                 "count",
             ),
             (
-                Fields {
+                DeploymentBody {
                     nodes_limit: 4,
                     ..fields()
                 },
                 "nodes_limit",
             ),
             (
-                Fields {
+                DeploymentBody {
                     cpu: f64::NAN,
                     ..fields()
                 },
                 "cpu",
             ),
             (
-                Fields {
+                DeploymentBody {
                     cpu: -0.5,
                     ..fields()
                 },
                 "cpu",
             ),
             (
-                Fields {
+                DeploymentBody {
                     cpu: 4096.5,
                     ..fields()
                 },
                 "cpu",
             ),
             (
-                Fields {
+                DeploymentBody {
                     memory_mb: 0,
                     ..fields()
                 },
                 "memory_mb",
             ),
             (
-                Fields {
-                    app: "",
+                DeploymentBody {
+                    app: String::new(),
                     ..fields()
                 },
                 "app name",
             ),
             (
-                Fields {
-                    required: Some("!!"),
+                DeploymentBody {
+                    required: Some("!!".into()),
                     ..fields()
                 },
                 "",
             ),
         ];
         for (f, what) in cases {
-            let e = Deployment::check(f).expect_err(what);
+            let e = Deployment::try_from(f).expect_err(what);
             assert!(matches!(e.kind, crate::error::Kind::Invalid), "{e:?}");
             assert!(e.message.contains(what), "{}", e.message);
         }

@@ -5,11 +5,12 @@
 use super::deployment_request::Cpus;
 use super::nodes::{self, instance_resources, workload, CpuModel, NodeState, CPU_SHARES, MIB};
 use crate::allocation::alloc_error;
-use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck, ProviderClaims};
+use crate::db::allocations as alloc_db;
 use crate::db::deployments::{self as db, InstanceSpec};
 use crate::error::{codes, Error, Result};
 use crate::sched::{self, CpuMap, ReallocRequest};
 use crate::types::GivenGeneration;
+use crate::types::{ConsumerWrite, GenerationCheck, ProviderClaims};
 use std::collections::BTreeMap;
 
 /// A resize's deltas.

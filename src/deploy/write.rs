@@ -9,12 +9,13 @@
 use super::deployment_request::Deployment;
 use super::{refresh, PlannedInstance};
 use crate::allocation::alloc_error;
-use crate::db::allocations::{self as alloc_db, ConsumerWrite, GenerationCheck, ProviderClaims};
+use crate::db::allocations as alloc_db;
 use crate::db::colocation as colocation_db;
 use crate::db::colocation::PriorityRow;
 use crate::db::deployments::{self as db, NewInstance};
 use crate::db::volumes::{self, NewBindings};
 use crate::error::{Error, Result};
+use crate::types::{ConsumerWrite, GenerationCheck, ProviderClaims};
 use std::collections::{BTreeMap, HashSet};
 
 /// One instance to write: the planned instance, the provider it lands on

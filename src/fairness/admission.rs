@@ -10,13 +10,12 @@ use super::round_pool::{self as providers, Cached};
 use super::Amounts;
 use crate::allocation::alloc_error;
 use crate::candidates::speed::snapshot_cache::SnapshotCache;
-use crate::db::allocations::{
-    self as alloc_db, AllocError, ConsumerWrite, GenerationCheck, ProviderClaims,
-};
+use crate::db::allocations::{self as alloc_db, AllocError};
 use crate::db::fairness as db;
 use crate::db::Pool;
 use crate::error::{with_retries, Error, Result};
 use crate::sched::admission::{self as round, Outcome, Reason, Stage};
+use crate::types::{ConsumerWrite, GenerationCheck, ProviderClaims};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use utoipa::ToSchema;

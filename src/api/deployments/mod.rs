@@ -5,14 +5,14 @@
 use super::extract::{JsonBody, PathParams};
 use super::policy::{owner_target, project_target, Authorize};
 use super::respond::Reply;
-use super::schema::bodies::{DeployRequest, ResizeRequest};
+use super::schema::bodies::ResizeRequest;
 use super::schema::responses::{
     AppSummary, DeploymentAnswer, DeploymentList, DeploymentView, InstanceRecord, NodeInstances,
     PlacedInstance, Resized,
 };
 use crate::api::respond::{ApiError, ApiResult};
 use crate::db::deployments as db;
-use crate::deploy::deployment_request::Fields;
+use crate::deploy::deployment_request::DeploymentBody;
 use crate::deploy::{self, resize::Deltas, Deployed, Deployment};
 use crate::state::AppState;
 use axum::extract::State;
@@ -49,27 +49,6 @@ pub(in crate::api) fn schema() -> Value {
     })
 }
 
-/// The checked deployment of a request body.
-fn deployment(r: &DeployRequest) -> ApiResult<Deployment> {
-    Ok(Deployment::check(Fields {
-        app: &r.app,
-        count: r.count,
-        strategy: r.strategy,
-        nodes_limit: r.nodes_limit,
-        cpu: r.cpu,
-        cpu_bind: r.cpu_bind,
-        memory_mb: r.memory_mb,
-        resources: r.resources.clone(),
-        volumes: &r.volumes,
-        required: r.required.as_deref(),
-        member_of: r.member_of.as_deref(),
-        owner: (&r.project_id, &r.user_id, r.consumer_type.as_deref()),
-        dry_run: r.dry_run,
-        priority_class: r.priority_class,
-        priority: r.priority,
-    })?)
-}
-
 /// `POST /deployments`: checked against the project and user it places for.
 pub async fn create(
     State(st): State<AppState>,
@@ -87,7 +66,7 @@ pub async fn create(
 }
 
 async fn place(st: &AppState, auth: &Authorize, body: JsonBody) -> ApiResult<Reply> {
-    let request: DeployRequest = body.parse_extension(&schema())?;
+    let request: DeploymentBody = body.parse_extension(&schema())?;
     auth.check([project_target(
         Some(&request.project_id),
         Some(&request.user_id),
@@ -108,7 +87,7 @@ async fn place(st: &AppState, auth: &Authorize, body: JsonBody) -> ApiResult<Rep
         ))
         .code(crate::error::codes::DEPLOY_APP_OWNED));
     }
-    let d = deployment(&request)?;
+    let d = Deployment::try_from(request)?;
     let retries = st.settings.allocation_conflict_retry_count;
     let done = match d.priority_class.filter(|c| c.low()) {
         Some(class) => deploy::batch_deployments::deploy(&st.engine(), retries, &d, class).await?,

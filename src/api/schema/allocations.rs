@@ -4,8 +4,8 @@
 use crate::api::microversion::Microversion;
 use crate::api::schema::bodies::{AllocationSet, AllocationsPut, Ordered};
 use crate::config::Settings;
-use crate::db::allocations::{ConsumerWrite, GenerationCheck, ProviderClaims};
 use crate::types::parse_uuid_like;
+use crate::types::{ConsumerWrite, GenerationCheck, ProviderClaims};
 use indexmap::IndexMap;
 use uuid::Uuid;
 

@@ -5,7 +5,6 @@
 //! generations exact.
 
 use crate::db::inventories::Inventory;
-use crate::sched::Strategy;
 use crate::types::{parse_uuid_like, GivenGeneration};
 use indexmap::IndexMap;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -307,63 +306,6 @@ pub struct Reshape {
 }
 
 // ---- extensions ----
-
-/// `POST /deployments`, after its schema check.
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct DeployRequest {
-    pub app: String,
-    pub count: i64,
-    /// auto, fill, each, average, global or drained.
-    #[serde(default = "auto")]
-    #[schema(value_type = String)]
-    pub strategy: Strategy,
-    #[serde(default)]
-    pub nodes_limit: u32,
-    #[serde(default)]
-    pub cpu: f64,
-    #[serde(default)]
-    pub cpu_bind: bool,
-    pub memory_mb: i64,
-    #[serde(default)]
-    pub resources: BTreeMap<String, i64>,
-    /// Eru volume bindings: `AUTO:/data:rw:100` (a scheduled share of a
-    /// disk, bytes or 1G-style sizes), `AUTO:/data:rwm:1G` (a whole disk),
-    /// `/host:/dst:ro` (a fixed path).
-    #[serde(default)]
-    pub volumes: Vec<String>,
-    #[serde(default)]
-    pub required: Option<String>,
-    #[serde(default)]
-    pub member_of: Option<String>,
-    pub project_id: String,
-    pub user_id: String,
-    #[serde(default)]
-    pub consumer_type: Option<String>,
-    #[serde(default)]
-    pub dry_run: bool,
-    /// batch or free: instances on the batch inventory (§C.3); prod by default.
-    #[serde(default)]
-    pub priority_class: Option<crate::types::PriorityClass>,
-    /// The instances' integer priority, inside the class's range.
-    #[serde(default)]
-    pub priority: Option<i32>,
-}
-
-impl DeployRequest {
-    /// (project, user, consumer type) of the instances.
-    pub fn owner(&self) -> (String, String, String) {
-        let kind = self.consumer_type.as_deref().unwrap_or("INSTANCE");
-        (
-            self.project_id.clone(),
-            self.user_id.clone(),
-            kind.to_string(),
-        )
-    }
-}
-
-fn auto() -> Strategy {
-    Strategy::Auto
-}
 
 /// A resize's deltas, after its schema check.
 #[derive(Debug, Deserialize, ToSchema)]

@@ -15,12 +15,11 @@ mod claim;
 mod fairness_checks;
 mod priority_classes;
 mod stock;
-use crate::types::GivenGeneration;
+use crate::types::{ConsumerWrite, GenerationCheck};
 use bound_shares::check_bound_shares;
 use chrono::{DateTime, Utc};
 use claim::Claim;
 use fairness_checks::{bump_and_check_limits, check_reservations, writer_projects};
-use indexmap::IndexMap;
 use priority_classes::check_priority_classes;
 use sqlx::PgConnection;
 use std::collections::HashMap;
@@ -84,44 +83,6 @@ pub async fn of_provider(
     .fetch_all(conn)
     .await
 }
-
-/// The consumer generation check asked for by the request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GenerationCheck {
-    /// Before 1.28: no check.
-    None,
-    /// `null`: the consumer must not exist yet.
-    New,
-    /// The consumer must exist with this generation.
-    Is(GivenGeneration),
-}
-
-/// Everything one consumer's write says.
-#[derive(Debug, Clone)]
-pub struct ConsumerWrite {
-    /// The consumer.
-    pub consumer: Uuid,
-    /// Owning project.
-    pub project_id: String,
-    /// Owning user.
-    pub user_id: String,
-    /// Consumer type to set (None keeps the current one, as before 1.38).
-    pub consumer_type: Option<String>,
-    /// Generation check.
-    pub generation: GenerationCheck,
-    /// New allocations (empty: remove the consumer).
-    pub allocations: ProviderClaims,
-    /// The first provider key of the body that is no uuid (the schema's
-    /// pattern takes any 36 hex digits and hyphens): a provider that does
-    /// not exist, refused after the consumer generation as Placement
-    /// refuses it. Its amounts are not in `allocations`.
-    pub unparsed_provider: Option<String>,
-}
-
-/// Provider → class → units, in the order given: rows are inserted in
-/// this order, and a consumer's allocations are read back in it, as
-/// Placement answers them.
-pub type ProviderClaims = IndexMap<Uuid, IndexMap<String, i64>>;
 
 /// Why an allocation write was refused. Each maps to one Placement error.
 #[derive(Debug, thiserror::Error)]
