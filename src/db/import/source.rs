@@ -47,12 +47,8 @@ pub struct Provider {
 pub struct Inventory {
     pub resource_provider_id: i32,
     pub resource_class_id: i32,
-    pub total: i32,
-    pub reserved: i32,
-    pub min_unit: i32,
-    pub max_unit: i32,
-    pub step_size: i32,
-    pub allocation_ratio: f64,
+    #[sqlx(flatten)]
+    pub capacity: crate::db::inventories::Inventory,
 }
 
 /// An allocation row (the consumer by uuid text, as Placement keeps it).

@@ -239,12 +239,14 @@ async fn read(conn: &mut MySqlConnection) -> Result<Snapshot, SourceError> {
             .map(|r| Inventory {
                 resource_provider_id: r.resource_provider_id,
                 resource_class_id: r.resource_class_id,
-                total: r.total,
-                reserved: r.reserved,
-                min_unit: r.min_unit,
-                max_unit: r.max_unit,
-                step_size: r.step_size,
-                allocation_ratio: ratio(r.allocation_ratio),
+                capacity: crate::db::inventories::Inventory {
+                    total: r.total,
+                    reserved: r.reserved,
+                    min_unit: r.min_unit,
+                    max_unit: r.max_unit,
+                    step_size: r.step_size,
+                    allocation_ratio: ratio(r.allocation_ratio),
+                },
             })
             .collect(),
         aggregates: pairs(source::SQL_AGGREGATES).fetch_all(&mut *conn).await?,

@@ -175,8 +175,10 @@ async fn inventories(
         .iter()
         .map(|i| class_of(classes, i.resource_class_id))
         .collect::<Result<_, _>>()?;
-    let col = |f: fn(&super::source::Inventory) -> i32| -> Vec<i32> { inv.iter().map(f).collect() };
-    let ratios: Vec<f64> = inv.iter().map(|i| i.allocation_ratio).collect();
+    let col = |f: fn(&crate::db::inventories::Inventory) -> i32| -> Vec<i32> {
+        inv.iter().map(|i| f(&i.capacity)).collect()
+    };
+    let ratios: Vec<f64> = inv.iter().map(|i| i.capacity.allocation_ratio).collect();
     crate::db::query(
         "INSERT INTO inventories (resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit, step_size, allocation_ratio)
          SELECT * FROM UNNEST($1::bigint[], $2::int[], $3::int[], $4::int[], $5::int[], $6::int[], $7::int[], $8::float8[])",
