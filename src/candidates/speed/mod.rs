@@ -1,6 +1,6 @@
 //! The candidate engine's speed machinery, apart from the rules it speeds
 //! up: each part answers exactly as the plain path would (the tests of
-//! `tests/searches_together.rs` and `tests/api/snapshot_cache.rs` hold it
+//! `tests/shared_reads.rs` and `tests/api/snapshot_cache.rs` hold it
 //! to that), only sooner or with fewer round trips.
 //!
 //! - `snapshot_cache.rs`: this process's copy of the provider data,

@@ -1,9 +1,9 @@
 //! Candidate searches that arrive together share one read of their names
-//! and snapshot (`candidates::speed::shared_reads`), yet each stays exact: a claim
-//! acknowledged by either server process before a search was sent is seen
-//! by it, whichever process serves it and however many searches share its
-//! turn, and each search answers for its own names; so does a search solved
-//! ahead of its read on a snapshot that turns out stale. Two server processes,
+//! and snapshot (`candidates::speed::shared_reads`), yet each stays exact:
+//! a claim acknowledged by either server process before a search was sent
+//! is seen by it, whichever process serves it and however many searches
+//! share its read, and each search answers for its own names; so does a
+//! speculative solve on a snapshot that turns out stale. Two server processes,
 //! directly and through PgBouncer in transaction mode.
 
 use placement_testkit::cluster::Cluster;
