@@ -127,17 +127,32 @@ BEGIN
               FROM claimed r
               LEFT JOIN inventories i ON i.resource_provider_id = r.rp AND i.resource_class_id = r.class_id
              GROUP BY r.rp, r.class_id, i.total, i.reserved, i.allocation_ratio),
+          -- The rules of the write (db::allocations::rules declares them,
+          -- and a test there reads these markers).
           ok AS (
             SELECT NOT EXISTS (SELECT 1 FROM owners
+                                   -- Owners that do not exist yet: the detailed path creates them.
                                 WHERE project_id IS NULL OR user_id IS NULL OR (type_name IS NOT NULL AND type_id IS NULL)
-                                   OR existing OR low)
+                                   -- rule: consumer_generation (a claimed consumer must not exist)
+                                   OR existing
+                                   -- left to the detailed path: priority_class
+                                   OR low)
+               -- rule: provider_exists
+               -- rule: class_exists
                AND NOT EXISTS (SELECT 1 FROM claimed WHERE rp IS NULL OR class_id IS NULL)
+               -- left to the detailed path: limit (any limit on the path to the root)
                AND NOT EXISTS (SELECT 1 FROM up
                                 WHERE (SELECT true FROM project_quotas q
                                         WHERE q.project_id = up.id AND q."limit" IS NOT NULL
                                           AND q.resource_class_id IN (SELECT class_id FROM claimed) LIMIT 1))
                AND NOT EXISTS (SELECT 1 FROM stock
-                                WHERE total IS NULL OR reserved_for OR off_units
+                                   -- rule: inventory_exists
+                                WHERE total IS NULL
+                                   -- left to the detailed path: reservation (any on the provider)
+                                   OR reserved_for
+                                   -- rule: units
+                                   OR off_units
+                                   -- rule: capacity
                                    OR (used + n)::float8 > placement_capacity(total, reserved, allocation_ratio)) AS ok),
           created AS (
             INSERT INTO consumers (uuid, project_id, user_id, consumer_type_id, generation)

@@ -14,6 +14,7 @@ mod bound_shares;
 mod claim;
 mod fairness_checks;
 mod priority_classes;
+pub mod rules;
 mod stock;
 use crate::types::{ConsumerWrite, GenerationCheck};
 use bound_shares::check_bound_shares;
