@@ -4,18 +4,19 @@
 //! Layers, each using only those below it (`tests/layering.rs` checks it):
 //! 1. `types`, `error`, `config`, `policy`, `batching`, `clock`: newtypes,
 //!    the services' error (what went wrong, with a stable code; HTTP-free),
-//!    settings, the policy engine (oslo.policy's rules, pure), requests
-//!    arriving together done together, the database's clock;
+//!    settings, the policy engine (oslo.policy's rules, pure), batching of
+//!    requests arriving together, the database's clock;
 //! 2. `db` (all SQL), `sched` (pure scheduling algorithms) and `auth`
 //!    (noauth2, Keystone token validation);
 //! 3. services: `candidates` (the candidate engine, entry point
-//!    `candidates::find`), `allocation` (allocation writes with retries),
+//!    `candidates::find::run`, its speed machinery in `candidates::speed`), `allocation` (allocation writes with retries),
 //!    `inventory` (inventory rules and writes), `provider` (provider
 //!    creation, re-parenting and deletion rules); above them `fairness`
 //!    (quotas, reservations, DRF admission rounds), which commits through
 //!    `allocation`, and `deploy` (the deployment service over the engine,
 //!    the scheduler and `allocation`);
 //! 4. `state`: what every handler shares, with the security settings;
+//!    `maintenance`: the periodic passes beside the requests;
 //! 5. `api`: thin handlers, one file per resource; a handler never imports
 //!    another handler, only the plumbing (`extract`, `respond`, `schema`, …).
 //!    Only `api`, `serve` and `main` know HTTP: errors become statuses in
@@ -39,6 +40,7 @@ pub mod import;
 pub mod inventory;
 pub mod localdb;
 pub mod log_output;
+pub mod maintenance;
 pub mod metrics;
 pub mod policy;
 pub mod provider;

@@ -30,6 +30,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("upgrade", 2),
     ("fairness", 3),
     ("state", 4),
+    ("maintenance", 4),
     ("api", 5),
     ("serve", 6),
     ("localdb", 6),
