@@ -410,19 +410,7 @@ impl LocalDb {
             }
         }
         Self::prepare_dirs(root_dir, user)?;
-        if !data.join("PG_VERSION").exists() {
-            let mut c = db.cmd("initdb");
-            c.arg("-D").arg(&data).args([
-                "-U",
-                "postgres",
-                "--auth-local=trust",
-                "--auth-host=reject",
-                "-E",
-                "UTF8",
-                "--no-locale",
-            ]);
-            db.run("initdb", c)?;
-        }
+        db.init_if_new()?;
         let mut c = db.cmd("pg_ctl");
         c.arg("-D")
             .arg(&data)
@@ -436,22 +424,47 @@ impl LocalDb {
             .arg("start");
         db.run("pg_ctl start", c)?;
         write_fresh(root_dir, OWNER_FILE, &std::process::id().to_string())?;
+        db.ensure_database(&run)?;
+        db.url = socket_url(&run, "placement");
+        Ok(db)
+    }
+
+    /// Creates the cluster in its data directory unless one is there.
+    fn init_if_new(&self) -> Result<(), LocalDbError> {
+        if self.data.join("PG_VERSION").exists() {
+            return Ok(());
+        }
+        let mut c = self.cmd("initdb");
+        c.arg("-D").arg(&self.data).args([
+            "-U",
+            "postgres",
+            "--auth-local=trust",
+            "--auth-host=reject",
+            "-E",
+            "UTF8",
+            "--no-locale",
+        ]);
+        self.run("initdb", c).map(drop)
+    }
+
+    /// Creates the `placement` database, through the socket in `run`,
+    /// unless it exists.
+    fn ensure_database(&self, run: &Path) -> Result<(), LocalDbError> {
         let port = SOCKET_PORT.to_string();
         let psql_args = |c: &mut Command| {
-            c.arg("-h").arg(&run).args(["-p", &port, "-U", "postgres"]);
+            c.arg("-h").arg(run).args(["-p", &port, "-U", "postgres"]);
         };
-        let mut c = db.cmd("psql");
+        let mut c = self.cmd("psql");
         psql_args(&mut c);
         c.args(["-d", "postgres", "-tAc"])
             .arg("SELECT 1 FROM pg_database WHERE datname = 'placement'");
-        if db.run("psql", c)?.trim() != "1" {
-            let mut c = db.cmd("createdb");
-            psql_args(&mut c);
-            c.arg("placement");
-            db.run("createdb", c)?;
+        if self.run("psql", c)?.trim() == "1" {
+            return Ok(());
         }
-        db.url = socket_url(&run, "placement");
-        Ok(db)
+        let mut c = self.cmd("createdb");
+        psql_args(&mut c);
+        c.arg("placement");
+        self.run("createdb", c).map(drop)
     }
 
     /// Stops the cluster (fast shutdown: open sessions are ended).

@@ -403,7 +403,33 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
             }
         };
         stamp(&mut resp, &request_id, mv);
-        if has_body && resp.extensions().get::<BodyTaken>().is_none() {
+        let way_out = WayOut {
+            started,
+            method: &method,
+            has_body,
+            cors: cors.as_ref().zip(origin.as_ref()),
+        };
+        way_out.finish(resp)
+    }
+    .instrument(span)
+    .await
+}
+
+/// What every answer gets on its way out, refused or served.
+struct WayOut<'a> {
+    started: Instant,
+    method: &'a axum::http::Method,
+    /// The request came with a body.
+    has_body: bool,
+    /// CORS rules and the request's Origin, when both are there.
+    cors: Option<(&'a crate::config::security::CorsRules, &'a HeaderValue)>,
+}
+
+impl WayOut<'_> {
+    /// Closes a connection whose body was never read, counts the answer,
+    /// adds the CORS headers and logs the request's line.
+    fn finish(self, mut resp: Response) -> Response {
+        if self.has_body && resp.extensions().get::<BodyTaken>().is_none() {
             // The body was never read (refused from its head): this
             // connection cannot carry another request.
             resp.headers_mut()
@@ -412,16 +438,16 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
         let route = resp.extensions().get::<MatchedRoute>().map(|r| r.0.clone());
         crate::metrics::metrics().request(
             route.as_deref().unwrap_or(""),
-            method.as_str(),
+            self.method.as_str(),
             resp.status().as_u16(),
-            started.elapsed().as_secs_f64(),
+            self.started.elapsed().as_secs_f64(),
         );
-        if let (Some(rules), Some(o)) = (&cors, &origin) {
-            cors::decorate(rules, o, &mut resp);
+        if let Some((rules, origin)) = self.cors {
+            cors::decorate(rules, origin, &mut resp);
         }
         let status = resp.status().as_u16();
         tracing::Span::current().record("status", status);
-        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        let ms = self.started.elapsed().as_secs_f64() * 1000.0;
         if status >= 500 {
             tracing::error!(status, ms, "request failed");
         } else {
@@ -429,8 +455,6 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
         }
         resp
     }
-    .instrument(span)
-    .await
 }
 
 /// Per-route checks after routing, in Placement's order: the route's
