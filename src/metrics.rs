@@ -97,7 +97,7 @@ pub struct Metrics {
     pub write_conflicts: Counter,
     /// Claims written by one statement shared with other claims.
     pub claims_together: Counter,
-    /// Searches at rest served by a read shared with other searches.
+    /// Searches served by a read shared with other searches.
     pub searches_together: Counter,
     /// Searches answered by a solve begun ahead of their turn.
     pub searches_solved_ahead: Counter,

@@ -3,7 +3,7 @@
 //!
 //! A claim is one call of `placement_claim` (see `db::allocations::claim`),
 //! atomic on its own: one round trip where begin, lock, claim and commit
-//! were four, each waking the server and PostgreSQL. Together (`gather`),
+//! were four, each waking the server and PostgreSQL. Together (`batching`),
 //! the claims waiting share that call: it locks every provider they name,
 //! in id order as every writer does, and checks and writes them all, or
 //! writes nothing.

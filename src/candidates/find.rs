@@ -1,10 +1,10 @@
-//! The candidate engine's one entry point: a query (as `GET
-//! /allocation_candidates` pairs) → names resolved against the database →
-//! this process's snapshot → the bounded solver, off the async workers (small
-//! searches in place, see `cpu`), which renders the answer when asked. A
-//! large search may start solving on the cached snapshot while its names
-//! and snapshot are read, and keep that answer only if the read confirms
-//! both (see `ahead`).
+//! The candidate engine's one entry point: a typed search → names resolved
+//! against the database → this process's snapshot → the bounded solver,
+//! off the async workers (small searches in place, see
+//! `speed::solving_threads`), which renders the answer when asked. A large
+//! search may start solving on the cached snapshot while its names and
+//! snapshot are read, and keep that answer only if the read confirms both
+//! (see `speed::speculative_solve`).
 //! Every caller hands [`run`] a typed [`Search`]: `GET
 //! /allocation_candidates` and explain parse theirs from Placement's query
 //! grammar first (`groups::search_of_query`), deployments build theirs.
@@ -34,7 +34,7 @@ pub struct Engine<'a> {
     pub pool: &'a crate::db::Pool,
     /// This process's provider snapshot.
     pub cache: &'a Arc<SnapshotCache>,
-    /// This process's searches at rest waiting for a turn.
+    /// This process's searches waiting for a shared read.
     pub reads: &'a SharedReads,
     /// Limits and generation order.
     pub settings: &'a Settings,
@@ -183,7 +183,7 @@ fn requested_of(ids: &Ids) -> BTreeSet<i32> {
     ids.class.values().copied().collect()
 }
 
-/// The read before the solve: at rest when it applies, else in a snapshot.
+/// The read before the solve: shared when it applies, else in a snapshot.
 async fn read(engine: &Engine<'_>, names: &Names, search: &Search) -> Result<Read> {
     match shared_reads::read_shared(engine, names, search.priority).await? {
         Some(read) => Ok(read),

@@ -45,7 +45,7 @@ pub type Tune = fn(PgConnectOptions) -> PgConnectOptions;
 pub(super) const PING_AFTER_IDLE: Duration = Duration::from_millis(100);
 
 /// How many times a follower of this process has switched hosts: a
-/// connection kept outside the pool (see `pool::Kept`) is used again only
+/// connection kept outside the pool (see `warm_connection`) is used again only
 /// while this has not moved since it was taken.
 static SWITCHES: AtomicU64 = AtomicU64::new(0);
 

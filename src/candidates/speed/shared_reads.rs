@@ -152,7 +152,7 @@ pub(in crate::candidates) struct AtRest {
     pub look: db::Look,
     /// The cached provider data, brought to cover `look`'s snapshot;
     /// None when only a full load would (or a reservation exists, which
-    /// the read at rest does not withhold).
+    /// the shared read does not withhold).
     pub snap: Option<Arc<Snapshot>>,
 }
 

@@ -30,7 +30,7 @@ pub(in crate::candidates) struct SpeculativeSolve<'a> {
     snap: Arc<Snapshot>,
     /// The ids it guessed.
     ids: Ids,
-    /// The solve; dropping it stops the job (see `cpu`).
+    /// The solve; dropping it stops the job (see `solving_threads`).
     job: Pin<Box<dyn Future<Output = Result<Solved>> + Send + 'a>>,
     /// Its outcome, once it finished.
     done: Option<Result<Solved>>,
