@@ -62,7 +62,7 @@ pub fn owner_target(consumer: Option<&ConsumerRow>) -> Target {
 }
 
 /// The caller's own project and user: Placement's default target.
-fn caller_target(caller: &Credentials) -> Target {
+pub fn caller_target(caller: &Credentials) -> Target {
     project_target(caller.project_id.as_deref(), Some(&caller.user_id))
 }
 

@@ -4,7 +4,10 @@
 //! → policy and `Accept` checks per route → error rendering, version and
 //! CORS headers on the way out.
 
+mod body;
 pub mod cors;
+
+pub use body::BodyLimits;
 
 use super::extract::QueryPairs;
 use super::microversion::{self, Microversion};
@@ -18,173 +21,37 @@ use axum::extract::{FromRequestParts, MatchedPath, RawPathParams, Request, State
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use http_body_util::BodyExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
 /// The request id (`req-<uuid4>`) shared by the response header, error bodies and logs.
 #[derive(Debug, Clone)]
 pub struct RequestId(pub String);
 
-/// How much of a request body is read, for how long, and how many at once.
-///
-/// A body is read only after the route, the method, the caller and the
-/// route's policy were decided from the head ([`route_guard`]): nobody
-/// without a token, and no request the service would refuse anyway, holds
-/// a connection busy or memory while a body trickles in.
-#[derive(Debug, Clone)]
-pub struct BodyLimits {
-    /// Larger bodies get 413.
-    pub max_bytes: usize,
-    /// A body not received in full by then gets 408 (slow clients).
-    pub timeout: Duration,
-    /// One permit per body being received; none left: 503 at once.
-    uploads: Arc<Semaphore>,
-    /// One permit per KiB that bodies hold, from when they start arriving
-    /// until their request is answered; not enough left: 503 at once.
-    memory: Arc<Semaphore>,
-}
-
-/// Bytes per permit of [`BodyLimits::memory`].
-const KIB: usize = 1024;
-
-impl BodyLimits {
-    /// Limits of `max_bytes` per body, `timeout` to receive one, `uploads`
-    /// bodies received at once and `memory_bytes` held by bodies together
-    /// (at least one largest body).
-    pub fn new(max_bytes: usize, timeout: Duration, uploads: usize, memory_bytes: usize) -> Self {
-        BodyLimits {
-            max_bytes,
-            timeout,
-            uploads: Arc::new(Semaphore::new(uploads.max(1))),
-            memory: Arc::new(Semaphore::new(
-                (memory_bytes.max(max_bytes) / KIB + 1).min(Semaphore::MAX_PERMITS),
-            )),
-        }
-    }
-}
-
-impl From<&crate::config::Settings> for BodyLimits {
-    fn from(s: &crate::config::Settings) -> Self {
-        BodyLimits::new(
-            s.http_max_body_bytes,
-            Duration::from_secs(s.http_body_timeout_secs),
-            usize::try_from(s.http_max_body_uploads).unwrap_or(usize::MAX),
-            s.http_body_memory_bytes,
-        )
-    }
-}
-
-/// The memory a request's body holds, given back when its answer is made.
-type BodyReservation = Option<OwnedSemaphorePermit>;
-
-/// A 503 for a body the service has no room to take now.
-fn no_room(what: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        format!("The service is receiving too many request bodies ({what}); retry shortly."),
-    )
-    .code("placement.http.busy")
-}
-
-/// Permits for `bytes` of body, taken now or not at all.
-fn reserve(memory: &Arc<Semaphore>, bytes: usize) -> Result<OwnedSemaphorePermit, ApiError> {
-    let kib = u32::try_from(bytes.div_ceil(KIB)).map_err(|_| no_room("memory"))?;
-    memory
-        .clone()
-        .try_acquire_many_owned(kib)
-        .map_err(|_| no_room("memory"))
-}
-
-/// Reads the whole body within the limits, so handlers never wait on a
-/// slow client and never see more than `max_bytes`; the memory it holds
-/// stays reserved until the answer is made.
-async fn read_body(
-    req: Request,
-    limits: &BodyLimits,
-) -> Result<(Request, BodyReservation), ApiError> {
-    use http_body::Body as _;
-    let too_large = || {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "The request body is over the limit of {} bytes.",
-                limits.max_bytes
-            ),
-        )
-    };
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limits.max_bytes as u64) {
-        return Err(too_large());
-    }
-    if req.body().is_end_stream() {
-        return Ok((req, None));
-    }
-    let _receiving = limits
-        .uploads
-        .clone()
-        .try_acquire_owned()
-        .map_err(|_| no_room("connections"))?;
-    // A declared length is reserved whole; a chunked body as it comes.
-    let mut held = match declared.and_then(|n| usize::try_from(n).ok()) {
-        Some(n) => Some(reserve(&limits.memory, n)?),
-        None => None,
-    };
-    let (parts, mut body) = req.into_parts();
-    let mut got = bytes::BytesMut::new();
-    let read = tokio::time::timeout(limits.timeout, async {
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| {
-                ApiError::bad_request(format!("The request body could not be read: {e}"))
-            })?;
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
-            if got.len() + data.len() > limits.max_bytes {
-                return Err(too_large());
-            }
-            got.extend_from_slice(&data);
-            let needed = got.len().div_ceil(KIB);
-            let have = held.as_ref().map_or(0, |p| p.num_permits());
-            if needed > have {
-                let more = reserve(&limits.memory, (needed - have) * KIB)?;
-                match held.as_mut() {
-                    Some(p) => p.merge(more),
-                    None => held = Some(more),
-                }
-            }
-        }
-        Ok(())
-    })
-    .await;
-    match read {
-        Err(_) => Err(ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            format!(
-                "The request body was not received within {} seconds.",
-                limits.timeout.as_secs()
-            ),
-        )),
-        Ok(Err(e)) => Err(e),
-        Ok(Ok(())) => Ok((Request::from_parts(parts, Body::from(got.freeze())), held)),
-    }
-}
-
 /// Marks an answer whose request's body was read whole.
 #[derive(Debug, Clone, Copy)]
 struct BodyTaken;
+
+/// Whether a route's handler reads a body.
+fn takes_body(route: &Route) -> bool {
+    matches!(route.method, Method::POST | Method::PUT | Method::PATCH)
+}
+
+/// Whether `rule` passes for the caller with its own project and user as
+/// the target (Placement's default target).
+fn passes_for_itself(gate: &Gate, rule: &str, caller: &Credentials) -> bool {
+    gate.security
+        .policy
+        .current()
+        .enforce(rule, caller, &super::policy::caller_target(caller))
+        == Decision::Allowed
+}
 
 /// Reads the body of a request that passed its route's checks, then runs
 /// the handler with the body's memory reserved. A body that could not be
 /// read closes the connection: its rest was never read.
 async fn with_body(gate: &Gate, route: Option<&Route>, req: Request, next: Next) -> Response {
-    let takes_body = |r: &Route| matches!(r.method, Method::POST | Method::PUT | Method::PATCH);
     if !route.is_some_and(takes_body) {
         // GET and DELETE (or a method the path does not have) never read
         // a body: the handler sees none, and the unread rest closes the
@@ -192,7 +59,7 @@ async fn with_body(gate: &Gate, route: Option<&Route>, req: Request, next: Next)
         let (parts, _unread) = req.into_parts();
         return handle(gate, Request::from_parts(parts, Body::empty()), next).await;
     }
-    match read_body(req, &gate.limits).await {
+    match body::read_body(req, &gate.limits).await {
         Ok((req, _reserved)) => {
             let mut resp = handle(gate, req, next).await;
             resp.extensions_mut().insert(BodyTaken);
@@ -562,6 +429,15 @@ async fn authorized(
             None
         }
         None => {
+            // The target is in the body (or stored with what the path
+            // names): before a byte of a body is read, the caller must
+            // pass the rule for its own project, the case every owner
+            // writing its own work is in. A caller who could not pass for
+            // any project it may name is refused from the head, and never
+            // holds a body budget (issue 64).
+            if route.is_some_and(takes_body) && !passes_for_itself(gate, rule, &caller) {
+                return ApiError::forbidden(rule).into_response();
+            }
             let check = Authorize::new(rule, caller, gate.security.clone());
             parts.extensions.insert(check.clone());
             Some(check)
