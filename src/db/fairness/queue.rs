@@ -77,6 +77,10 @@ pub struct QueuedRow {
 /// A pending request past its time is `expired` whether or not a round
 /// has said so yet: every read (one, a list, a list by state) says it the
 /// same way.
+///
+/// `{POSITION}` is the request's place among its project's pending
+/// requests, written by the reader of one row ([`ONE_POSITION`]) or of a
+/// page ([`PAGE_POSITION`]).
 const COLUMNS: &str = "q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.request,
     CASE WHEN q.state = 'pending' AND q.expires_at <= now() THEN 'expired' ELSE q.state END AS state,
     CASE WHEN q.state = 'pending' THEN coalesce(
@@ -87,13 +91,31 @@ const COLUMNS: &str = "q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.
          ELSE q.reason END AS reason,
     q.round_id, q.allocations, q.submitted_at, q.expires_at, q.decided_at,
     CASE WHEN q.state = 'pending' AND (q.expires_at IS NULL OR q.expires_at > now())
-        THEN (SELECT count(*) FROM queue_requests o
-        WHERE o.state = 'pending' AND o.project_id = q.project_id AND o.seq <= q.seq) END
-        AS position_in_project,
+        THEN {POSITION} END AS position_in_project,
     (SELECT rp.uuid FROM preemption_holds h JOIN resource_providers rp ON rp.id = h.resource_provider_id
       WHERE h.request_id = q.id LIMIT 1) AS held_on,
     (SELECT max(h.expires_at) FROM preemption_holds h WHERE h.request_id = q.id) AS held_until,
     now() AS now";
+
+/// The place of one request among its project's live pending requests
+/// (not past their time): one index-only count over the project's pending
+/// index (`migrations/*_queue_position_index.sql`).
+const ONE_POSITION: &str = "(SELECT count(*) FROM queue_requests o
+    WHERE o.state = 'pending' AND (o.expires_at IS NULL OR o.expires_at > now())
+      AND o.project_id = q.project_id AND o.seq <= q.seq)";
+
+/// The place of each request of a page (`page`, read after sequence
+/// number `$3`) among its project's pending requests: the project's
+/// pending requests up to the marker, counted once per project of the
+/// page (`before_page`), plus its pending requests on the page up to the
+/// row. Every pending request of a project between the marker and a
+/// pending row is on the page (a page is filtered by project or by state,
+/// and the state filters that show live pending rows show them all), so the
+/// sum is the count a row would get alone, and a deep page costs what a
+/// front page costs: never one count per row (issue 64).
+const PAGE_POSITION: &str = "(b.n + count(*)
+        FILTER (WHERE q.state = 'pending' AND (q.expires_at IS NULL OR q.expires_at > now()))
+        OVER (PARTITION BY q.project_id ORDER BY q.seq))";
 
 /// The rows a statement's `q` (its `INSERT ... RETURNING *`) stored, as
 /// [`QueuedRow`]s in submission order. The new rows are not visible to the
@@ -279,8 +301,9 @@ pub async fn release_ended(conn: &mut PgConnection, uuids: &[Uuid]) -> Result<u6
 /// One request.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn get(conn: &mut PgConnection, id: Uuid) -> Result<Option<QueuedRow>, sqlx::Error> {
+    let columns = COLUMNS.replace("{POSITION}", ONE_POSITION);
     crate::db::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM queue_requests q WHERE q.id = $1"
+        "SELECT {columns} FROM queue_requests q WHERE q.id = $1"
     )))
     .bind(id)
     .fetch_optional(conn)
@@ -296,14 +319,24 @@ pub async fn list(
     after: Option<i64>,
     limit: i64,
 ) -> Result<Vec<QueuedRow>, sqlx::Error> {
+    let columns = COLUMNS.replace("{POSITION}", PAGE_POSITION);
     crate::db::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM queue_requests q
-         WHERE ($1::text IS NULL OR q.project_id = $1)
-           AND ($2::text IS NULL
-                OR (q.state = $2 AND ($2 <> 'pending' OR q.expires_at IS NULL OR q.expires_at > now()))
-                OR ($2 = 'expired' AND q.state = 'pending' AND q.expires_at <= now()))
-           AND q.seq > coalesce($3, 0)
-         ORDER BY q.seq LIMIT $4"
+        "WITH page AS (
+            SELECT * FROM queue_requests q
+             WHERE ($1::text IS NULL OR q.project_id = $1)
+               AND ($2::text IS NULL
+                    OR (q.state = $2 AND ($2 <> 'pending' OR q.expires_at IS NULL OR q.expires_at > now()))
+                    OR ($2 = 'expired' AND q.state = 'pending' AND q.expires_at <= now()))
+               AND q.seq > coalesce($3, 0)
+             ORDER BY q.seq LIMIT $4),
+         before_page AS (
+            SELECT p.project_id,
+                   (SELECT count(*) FROM queue_requests o
+                     WHERE o.state = 'pending' AND (o.expires_at IS NULL OR o.expires_at > now())
+                       AND o.project_id = p.project_id AND o.seq <= coalesce($3, 0)) AS n
+              FROM (SELECT DISTINCT project_id FROM page) p)
+         SELECT {columns} FROM page q JOIN before_page b ON b.project_id = q.project_id
+         ORDER BY q.seq"
     )))
     .bind(project)
     .bind(state)
