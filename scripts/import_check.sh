@@ -151,7 +151,20 @@ owner=$(q ours2 "SELECT p.external_id || '/' || u.external_id || '/' || c.genera
 # --- 5. the same from MariaDB, as most deployment tools keep Placement ------------------
 echo "==> openstack-placement 16.0.0 on MariaDB (PyMySQL)"
 MY=$WORK/mariadb
-start_mariadb "$MY" || fail "MariaDB did not start"
+# MariaDB offers TLS with a certificate for another name than the address
+# the import connects to (signed by a CA of the test's own), as a
+# certificate for any public name would chain to the system bundle.
+mkdir -p "$MY"
+(cd "$MY" && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 \
+        -subj /CN=import-check-ca 2>/dev/null \
+    && openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr \
+        -subj /CN=db.other.example 2>/dev/null \
+    && printf 'subjectAltName=DNS:db.other.example\n' >san.ext \
+    && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+        -out server.pem -days 1 -extfile san.ext 2>/dev/null) || fail "openssl"
+[ "$(id -u)" = 0 ] && chown mysql: "$MY"/server.key "$MY"/server.pem
+start_mariadb "$MY" --ssl-cert="$MY/server.pem" --ssl-key="$MY/server.key" \
+    || fail "MariaDB did not start"
 mariadb --no-defaults -S "$MY_SOCK" -e "
     CREATE DATABASE placement CHARACTER SET utf8;
     CREATE USER 'placement'@'127.0.0.1' IDENTIFIED BY 'my-pw\$x';
@@ -187,6 +200,23 @@ chmod 600 "$WORK/my.cnf"
 "$BIN" import --from "mysql+pymysql:///placement?charset=utf8&read_default_file=$WORK/my.cnf" \
     --database-url "postgresql://$OURS/ours3" --dry-run >"$WORK/my-dry.txt"
 grep -q "nothing was written" "$WORK/my-dry.txt" || fail "dry run from MariaDB: $(cat "$WORK/my-dry.txt")"
+step "TLS: a CA checks the server's name, as PyMySQL does (issue 64)"
+TLS_URL="mysql+pymysql://placement:my-pw\$x@127.0.0.1:$MY_PORT/placement?charset=utf8&ssl_ca=$MY/ca.pem"
+if OUT=$("$BIN" import --from "$TLS_URL" --database-url "postgresql://$OURS/ours3" --dry-run 2>&1); then
+    fail "the import accepted a certificate for db.other.example at 127.0.0.1: $OUT"
+fi
+grep -qi "certificate" <<<"$OUT" || fail "unclear TLS refusal: $OUT"
+# Placement's own driver refuses the same server the same way.
+if "$VENV/bin/python" -c "import pymysql, sys
+pymysql.connect(host='127.0.0.1', port=$MY_PORT, user='placement', password=sys.argv[1],
+                database='placement', ssl={'ca': sys.argv[2]})" 'my-pw$x' "$MY/ca.pem" 2>"$WORK/pymysql-tls.txt"; then
+    fail "PyMySQL accepted the certificate for another name: the check above proves nothing"
+fi
+grep -qi "mismatch\|certificate" "$WORK/pymysql-tls.txt" || fail "PyMySQL: $(tail -2 "$WORK/pymysql-tls.txt")"
+step "TLS: ssl_verify_identity=false checks the chain only"
+"$BIN" import --from "$TLS_URL&ssl_verify_identity=false" --database-url "postgresql://$OURS/ours3" \
+    --dry-run >"$WORK/my-tls-dry.txt" || fail "chain-only TLS: $(cat "$WORK/my-tls-dry.txt")"
+grep -q "nothing was written" "$WORK/my-tls-dry.txt" || fail "chain-only TLS dry run: $(cat "$WORK/my-tls-dry.txt")"
 step "the import from MariaDB, the URL as kolla-ansible writes it"
 start_ns=$(date +%s%N)
 PLACEMENT_IMPORT_FROM="$MY_URL" DATABASE_URL="postgresql://$OURS/ours3" "$BIN" import | tee "$WORK/my-import.txt"

@@ -94,12 +94,14 @@ placement_venv() {
     echo "$venv"
 }
 
-# start_mariadb DIR: a throwaway MariaDB in DIR/data (socket DIR/sock, log
-# DIR/log) on 127.0.0.1 at a free port; sets MY_PORT and MY_SOCK. As root
-# the server runs as `mysql`; its root account is reached through the
-# socket by the user who started it (unix_socket authentication).
+# start_mariadb DIR [ARG...]: a throwaway MariaDB in DIR/data (socket
+# DIR/sock, log DIR/log) on 127.0.0.1 at a free port, the server given the
+# ARGs too (e.g. --ssl-cert=...); sets MY_PORT and MY_SOCK. As root the
+# server runs as `mysql`; its root account is reached through the socket by
+# the user who started it (unix_socket authentication).
 start_mariadb() {
     local dir=$1 mysqld user=()
+    shift
     mysqld=$(command -v mariadbd || command -v mysqld || ls /usr/sbin/mariadbd 2>/dev/null || true)
     [ -n "$mysqld" ] || { echo "MariaDB is not installed: apt-get install mariadb-server" >&2; return 1; }
     mkdir -p "$dir"
@@ -111,7 +113,7 @@ start_mariadb() {
     MY_SOCK=$dir/sock
     "$mysqld" --no-defaults "${user[@]}" --datadir="$dir/data" --socket="$MY_SOCK" \
         --pid-file="$dir/pid" --port="$MY_PORT" --bind-address=127.0.0.1 --skip-name-resolve \
-        --log-error="$dir/log" >"$dir/out" 2>&1 &
+        --log-error="$dir/log" "$@" >"$dir/out" 2>&1 &
     for _ in $(seq 300); do [ -S "$MY_SOCK" ] && return 0; sleep 0.1; done
     cat "$dir/log" >&2
     echo "MariaDB did not start" >&2

@@ -118,6 +118,7 @@ impl DbTarget {
                 }
             }
         }
+        names_checked_with_a_ca(&mut params);
         let endpoints = match addrs.is_empty() {
             true => endpoints(&hosts, &ports)?,
             false => pinned(&addrs, &hosts, &ports, &params)?,
@@ -233,6 +234,25 @@ fn endpoints(hosts: &[String], ports: &[String]) -> Result<Vec<Endpoint>, String
         .collect()
 }
 
+/// A CA given (`sslrootcert`) with `sslmode` absent, `prefer` or
+/// `require` checks the server's name as well as its chain: `verify-full`.
+/// libpq would check the chain only (`require` with a root certificate
+/// acts as `verify-ca`), so any certificate the CA signed, for whatever
+/// host, would pass; with a public CA or the system bundle that is any
+/// publicly trusted certificate (issue 64). `sslmode=verify-ca` stays the
+/// explicit choice to check the chain only.
+fn names_checked_with_a_ca(params: &mut Vec<(String, String)>) {
+    let is_mode = |k: &str| k == "sslmode" || k == "ssl-mode";
+    if !params.iter().any(|(k, _)| k == "sslrootcert") {
+        return;
+    }
+    let mode = params.iter().rev().find(|(k, _)| is_mode(k));
+    if mode.is_none_or(|(_, v)| v == "prefer" || v == "require") {
+        params.retain(|(k, _)| !is_mode(k));
+        params.push(("sslmode".into(), "verify-full".into()));
+    }
+}
+
 /// libpq's `hostaddr`: the addresses connected to, whatever order the
 /// keys came in, without a name lookup; `host`, when given too, names
 /// them one for one (libpq verifies a certificate against it). This
@@ -259,7 +279,7 @@ fn pinned(
         .iter()
         .any(|(k, v)| (k == "sslmode" || k == "ssl-mode") && v == "verify-full");
     if verify_full && hosts.iter().zip(addrs).any(|(h, a)| h != a) {
-        return Err("sslmode=verify-full with both hostaddr and host: this service checks the certificate against the address it connects to, so it cannot check it against host; give host alone (resolved by DNS), or hostaddr with sslmode=verify-ca".into());
+        return Err("sslmode=verify-full (what sslrootcert means unless sslmode=verify-ca says otherwise) with both hostaddr and host: this service checks the certificate against the address it connects to, so it cannot check it against host; give host alone (resolved by DNS), or hostaddr with sslmode=verify-ca".into());
     }
     endpoints(addrs, ports)
 }
@@ -510,6 +530,37 @@ mod tests {
         );
         assert!(
             refused("host=db.example hostaddr=127.0.0.1 sslmode=verify-full dbname=p")
+                .contains("verify-ca")
+        );
+    }
+
+    #[test]
+    fn a_ca_checks_the_name_unless_verify_ca_says_otherwise() {
+        let mode = |s: &str| {
+            let t = DbTarget::parse(s).unwrap();
+            let modes: Vec<&str> = t
+                .params
+                .iter()
+                .filter(|(k, _)| k == "sslmode")
+                .map(|(_, v)| v.as_str())
+                .collect();
+            modes.join(",")
+        };
+        let ca = "postgres://u@db/p?sslrootcert=/etc/ca.pem";
+        assert_eq!(mode(ca), "verify-full");
+        assert_eq!(mode(&format!("{ca}&sslmode=require")), "verify-full");
+        assert_eq!(mode(&format!("{ca}&sslmode=prefer")), "verify-full");
+        assert_eq!(mode(&format!("{ca}&sslmode=verify-ca")), "verify-ca");
+        assert_eq!(mode("postgres://u@db/p?sslmode=require"), "require");
+        assert_eq!(
+            mode("host=db sslmode=require sslrootcert=/ca dbname=p"),
+            "verify-full"
+        );
+        // The name is checked against the address connected to: a CA with
+        // a name beside a pinned address must say verify-ca.
+        assert!(
+            DbTarget::parse("host=db hostaddr=127.0.0.1 sslrootcert=/ca dbname=p")
+                .unwrap_err()
                 .contains("verify-ca")
         );
     }

@@ -143,6 +143,16 @@ async fn audit_finds_the_zero_config_database() {
 /// A CA and a server certificate for localhost and 127.0.0.1, made with
 /// the openssl CLI in `dir`: (ca.crt path, server cert PEM, server key PEM).
 fn make_certs(dir: &std::path::Path, ca: &str) -> (std::path::PathBuf, String, String) {
+    make_certs_for(dir, ca, "DNS:localhost,IP:127.0.0.1")
+}
+
+/// A CA named `ca` and a server certificate it signed for `names` (an
+/// X.509 subjectAltName list): (CA file, certificate PEM, key PEM).
+fn make_certs_for(
+    dir: &std::path::Path,
+    ca: &str,
+    names: &str,
+) -> (std::path::PathBuf, String, String) {
     let run = |args: &[&str]| {
         let ok = Command::new("openssl")
             .args(args)
@@ -170,11 +180,7 @@ fn make_certs(dir: &std::path::Path, ca: &str) -> (std::path::PathBuf, String, S
         "-subj",
         "/CN=localhost",
     ]);
-    std::fs::write(
-        dir.join("san.ext"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
-    )
-    .expect("san");
+    std::fs::write(dir.join("san.ext"), format!("subjectAltName={names}\n")).expect("san");
     run(&[
         "x509",
         "-req",
@@ -265,6 +271,53 @@ async fn tls_to_postgresql_honours_sslmode() {
         err.contains("no encryption") || err.contains("pg_hba.conf"),
         "{err}"
     );
+    drop(pg);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 64, defect 5: a CA given without `sslmode=verify-ca` checks the
+/// server's name too. A PostgreSQL whose certificate (signed by the given
+/// CA) names another host is refused under `require` and by default;
+/// `verify-ca` is the explicit way to check the chain only.
+#[tokio::test]
+async fn a_certificate_for_another_name_is_refused_when_a_ca_is_given() {
+    let dir = std::env::temp_dir().join(format!("placement-tls-name-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (ca, cert, key) = make_certs_for(&dir, "placement-test-ca", "DNS:db.other.example");
+    let pg = placement_testkit::pg::PgCluster::start_tls(&cert, &key);
+    let url = |query: String| format!("postgres://postgres@127.0.0.1:{}/app?{query}", pg.port);
+    for query in [
+        format!("sslrootcert={}", ca.display()),
+        format!("sslmode=require&sslrootcert={}", ca.display()),
+    ] {
+        let out = Command::new(placement_testkit::placement_bin())
+            .args(["db", "sync"])
+            .env("DATABASE_URL", url(query.clone()))
+            .stdin(Stdio::null())
+            .output()
+            .expect("db sync");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "{query}: connected to the wrong name"
+        );
+        assert!(err.to_lowercase().contains("certificate"), "{query}: {err}");
+    }
+    let server = cluster::start_server_with(
+        &url(format!("sslmode=verify-ca&sslrootcert={}", ca.display())),
+        "tls-name",
+        &[],
+    )
+    .await;
+    let (status, _, body) = send(
+        &server.base,
+        reqwest::Method::GET,
+        "/resource_providers",
+        &[("x-auth-token", "admin")],
+    )
+    .await;
+    assert_eq!(status, 200, "verify-ca: {body}");
+    drop(server);
     drop(pg);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -84,9 +84,15 @@ pub fn options(url: &str) -> Result<MySqlConnectOptions, String> {
     Ok(with_tls(o, &params, &cnf).disable_statement_logging())
 }
 
-/// PyMySQL's TLS parameters: a CA means its certificate is checked
-/// (unless `ssl_verify_cert` is false), `ssl_verify_identity` checks the
-/// host name too; without either, TLS when the server offers it.
+/// PyMySQL's TLS parameters, as Placement's own SQLAlchemy + PyMySQL
+/// connection reads them: a CA means the certificate is checked, and the
+/// host name with it (PyMySQL's `check_hostname` defaults to true), so a
+/// certificate for another name is refused even when the CA is the
+/// system's bundle, where any publicly trusted certificate chains (issue
+/// 64). `ssl_verify_identity=false` (or SQLAlchemy's
+/// `ssl_check_hostname=false`) is the explicit choice to check the chain
+/// only, `ssl_verify_cert=false` to check nothing; without a CA, TLS when
+/// the server offers it, unchecked, unless a check is asked for.
 fn with_tls(
     o: MySqlConnectOptions,
     params: &BTreeMap<String, String>,
@@ -101,12 +107,15 @@ fn with_tls(
         .get("ssl_ca")
         .cloned()
         .or_else(|| cnf.get("ssl-ca").cloned());
-    let mut o = match (&ca, flag("ssl_verify_cert"), flag("ssl_verify_identity")) {
-        (_, _, Some(true)) => o.ssl_mode(MySqlSslMode::VerifyIdentity),
-        (Some(_), Some(false), _) => o.ssl_mode(MySqlSslMode::Required),
-        (Some(_), _, _) | (None, Some(true), _) => o.ssl_mode(MySqlSslMode::VerifyCa),
-        (None, _, _) => o.ssl_mode(MySqlSslMode::Preferred),
+    let identity = flag("ssl_verify_identity").or_else(|| flag("ssl_check_hostname"));
+    let mode = match (&ca, flag("ssl_verify_cert"), identity) {
+        (Some(_), Some(false), _) => MySqlSslMode::Required,
+        (Some(_), _, Some(false)) => MySqlSslMode::VerifyCa,
+        (Some(_), _, _) | (None, _, Some(true)) => MySqlSslMode::VerifyIdentity,
+        (None, Some(true), _) => MySqlSslMode::VerifyCa,
+        (None, _, _) => MySqlSslMode::Preferred,
     };
+    let mut o = o.ssl_mode(mode);
     if let Some(ca) = ca {
         o = o.ssl_ca(ca);
     }
@@ -298,6 +307,27 @@ mod tests {
         let o = options("mysql+pymysql://pl%40ce:p%2Fw@db.example:3307/placement?ssl_ca=/etc/ca.pem&ssl_verify_cert=true").unwrap();
         assert_eq!(o.get_username(), "pl@ce");
         assert_eq!(o.get_port(), 3307);
+        // A CA checks the name too, unless told to check the chain only.
+        let mode = |query: &str| {
+            let o = options(&format!("mysql+pymysql://p@db/placement?{query}")).unwrap();
+            format!("{:?}", o.get_ssl_mode())
+        };
+        assert_eq!(mode("ssl_ca=/etc/ca.pem"), "VerifyIdentity");
+        assert_eq!(
+            mode("ssl_ca=/etc/ca.pem&ssl_verify_cert=true"),
+            "VerifyIdentity"
+        );
+        assert_eq!(
+            mode("ssl_ca=/etc/ca.pem&ssl_verify_identity=false"),
+            "VerifyCa"
+        );
+        assert_eq!(
+            mode("ssl_ca=/etc/ca.pem&ssl_check_hostname=false"),
+            "VerifyCa"
+        );
+        assert_eq!(mode("ssl_ca=/etc/ca.pem&ssl_verify_cert=false"), "Required");
+        assert_eq!(mode("ssl_verify_identity=true"), "VerifyIdentity");
+        assert_eq!(mode("charset=utf8"), "Preferred");
         let e = options("mysql+pymysql://u:s3cret%zz@db/placement").unwrap_err();
         assert!(!e.contains("s3cret"), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
