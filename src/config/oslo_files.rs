@@ -209,7 +209,7 @@ impl Files {
             ));
         }
         seen.push(key);
-        let out = substitute(&entry.value, |name| {
+        let out = substitute(&entry.value, |name, at| {
             let (s, o) = match name.split_once('.') {
                 Some((s, o)) => (normalize_section(s), o.to_string()),
                 None if self.entry(section, name).is_some() => {
@@ -218,15 +218,40 @@ impl Files {
                 None => ("DEFAULT".to_string(), name.to_string()),
             };
             self.substituted(&s, &o, seen)?.ok_or_else(|| {
-                format!(
-                    "{}: ${name} names no option set in the config files (set [{s}] {o})",
-                    entry.origin()
-                )
+                if may_hold_a_secret(option) {
+                    // The name after the `$` is part of the secret: the
+                    // position says where, the value stays unsaid.
+                    format!(
+                        "{}: the $ at character {at} starts the name of no option set in the config files (its value is secret, so the name is not shown; write a literal $ as $$)",
+                        entry.origin()
+                    )
+                } else {
+                    format!(
+                        "{}: ${name} names no option set in the config files (set [{s}] {o})",
+                        entry.origin()
+                    )
+                }
             })
         });
         seen.pop();
         out.map(Some)
     }
+}
+
+/// Whether an option's value may hold a secret (a password, a key, a URL
+/// with credentials in it): no message quotes any part of it.
+fn may_hold_a_secret(option: &str) -> bool {
+    let option = option.to_ascii_lowercase();
+    [
+        "password",
+        "secret",
+        "key",
+        "connection",
+        "transport_url",
+        "token",
+    ]
+    .iter()
+    .any(|word| option.contains(word))
 }
 
 /// oslo.config's group names: `DEFAULT` in any case, others lower-cased.
@@ -242,9 +267,11 @@ fn normalize_section(name: &str) -> String {
 /// (`[_a-z][._a-z0-9]*`, any case): `$$` is `$`, `$name` and `${name}`
 /// are looked up, and a `$` starting neither is kept. oslo.config reads
 /// `\$` as `$$` first.
+/// `lookup` gets a name and where its `$` stands in the value (the
+/// character, from 1).
 fn substitute(
     value: &str,
-    mut lookup: impl FnMut(&str) -> Result<String, String>,
+    mut lookup: impl FnMut(&str, usize) -> Result<String, String>,
 ) -> Result<String, String> {
     let value = value.replace("\\$", "$$");
     let is_start = |c: char| c == '_' || c.is_ascii_alphabetic();
@@ -254,6 +281,8 @@ fn substitute(
     while let Some(at) = rest.find('$') {
         out.push_str(&rest[..at]);
         let after = &rest[at + 1..];
+        let position = value.len() - rest.len() + at;
+        let character = value[..position].chars().count() + 1;
         if let Some(more) = after.strip_prefix('$') {
             out.push('$');
             rest = more;
@@ -263,7 +292,7 @@ fn substitute(
                 .find(|&(i, c)| if i == 0 { !is_start(c) } else { !is_rest(c) })
                 .map_or(inner.len(), |(i, _)| i);
             if name_len > 0 && inner[name_len..].starts_with('}') {
-                out.push_str(&lookup(&inner[..name_len])?);
+                out.push_str(&lookup(&inner[..name_len], character)?);
                 rest = &inner[name_len + 1..];
             } else {
                 out.push('$');
@@ -271,7 +300,7 @@ fn substitute(
             }
         } else if after.starts_with(is_start) {
             let name_len = after.find(|c: char| !is_rest(c)).unwrap_or(after.len());
-            out.push_str(&lookup(&after[..name_len])?);
+            out.push_str(&lookup(&after[..name_len], character)?);
             rest = &after[name_len..];
         } else {
             out.push('$');

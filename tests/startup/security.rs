@@ -24,6 +24,17 @@ fn bad_policy_files_and_keystone_options_stop_start_up() {
         assert!(err.contains(says), "{text:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     }
+    // Issue 64, defect 8: a string of 50,000 `not`s is refused with its
+    // line, never a stack overflow.
+    let f = policy_file(&format!(
+        "admin_api: \"{}role:admin\"\n",
+        "not ".repeat(50_000)
+    ));
+    let err = refused_start(&["--policy-file", &f.arg()]);
+    assert!(
+        err.contains("line 1") && err.contains("nest more than"),
+        "{err}"
+    );
     // As in oslo.policy, a policy file that is not there means the
     // defaults: the start goes on (to the database that is not there).
     let err = refused_start(&["--policy-file", "/nonexistent/policy.yaml"]);
@@ -133,7 +144,56 @@ async fn a_policy_file_is_what_the_server_enforces() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!(send(b, get, "/resource_providers", &auditor).await.0, 200);
+    assert_eq!(
+        send(b, get.clone(), "/resource_providers", &auditor)
+            .await
+            .0,
+        200
+    );
+    // Issue 64, defect 8: hostile files (nesting that overflowed the
+    // stack, a chain of 5,000 references that took 44 s to check) are
+    // refused with their line while the server keeps answering, and the
+    // rules in force stay.
+    let mut chain = String::from("placement:resource_providers:list: rule:r0\n");
+    for i in 0..5_000 {
+        chain.push_str(&format!("r{i}: rule:r{}\n", i + 1));
+    }
+    chain.push_str("r5000: role:operator\n");
+    for (text, says) in [
+        (
+            format!(
+                "placement:resource_providers:list: \"{}role:operator\"\n",
+                "not ".repeat(50_000)
+            ),
+            "nest more than 32 deep",
+        ),
+        (chain, "more than 64 deep"),
+    ] {
+        std::fs::write(&f.0, text).expect("hostile");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !server.log().contains(says) {
+            assert!(
+                Instant::now() < deadline,
+                "the hostile file was never reported: {}",
+                server.log()
+            );
+            let (status, _, _) = send(b, get.clone(), "/healthcheck", &[]).await;
+            assert_eq!(status, 200, "the server stopped answering");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert_eq!(
+            send(b, get.clone(), "/resource_providers", &auditor)
+                .await
+                .0,
+            200
+        );
+        assert_eq!(
+            send(b, get.clone(), "/resource_providers", &operator)
+                .await
+                .0,
+            403
+        );
+    }
     drop(server);
     common::drop_database(&admin_url, &db);
 }
@@ -355,4 +415,54 @@ fn secrets_are_never_shown() {
         assert!(!out.trim().is_empty(), "{args:?} said nothing");
     }
     assert!(run(&["import", "--help"]).contains("PLACEMENT_IMPORT_FROM"));
+}
+
+/// Issue 64, defect 7: a `$` in a secret option's value (oslo.config reads
+/// `$name` as a reference to another option) stops every command with an
+/// error that names the option and where the `$` stands, never the text
+/// after it.
+#[test]
+fn a_dollar_in_a_secret_is_never_echoed() {
+    let dir = std::env::temp_dir().join(format!("placement-dollar-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    for (section, option, value) in [
+        ("keystone_authtoken", "password", "pa$ntS3cret"),
+        (
+            "placement_database",
+            "connection",
+            "postgresql://placement:pw$ntS3cret@127.0.0.1:1/placement",
+        ),
+    ] {
+        let conf = dir.join("placement.conf");
+        std::fs::write(&conf, format!("[{section}]\n{option} = {value}\n")).expect("conf");
+        for args in [
+            &["serve", "--bind", "127.0.0.1:0"][..],
+            &["db", "sync"],
+            &["upgrade", "check"],
+        ] {
+            let out = Command::new(placement_testkit::placement_bin())
+                .args(args)
+                .env("PLACEMENT_CONFIG_FILE", &conf)
+                .env_remove("DATABASE_URL")
+                .stdin(Stdio::null())
+                .output()
+                .expect("run placement");
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(!out.status.success(), "{option} {args:?} ran: {text}");
+            assert!(
+                !text.contains("ntS3cret") && !text.contains("S3cret"),
+                "{option} {args:?}: {text}"
+            );
+            assert!(
+                text.contains(&format!("[{section}] {option}"))
+                    && text.contains("the $ at character"),
+                "{option} {args:?} does not say where: {text}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
