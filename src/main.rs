@@ -313,7 +313,17 @@ async fn watch_policy(security: std::sync::Arc<Security>) {
             _ = tokio::time::sleep(POLICY_LOOK_EVERY) => {}
             _ = hangup => {}
         }
-        match security.policy.refresh() {
+        // Reading and building the rules runs off the runtime's threads:
+        // a large file's build must never hold up the requests.
+        let source = security.clone();
+        let refreshed = tokio::task::spawn_blocking(move || source.policy.refresh()).await;
+        let Ok(refreshed) = refreshed else {
+            tracing::error!(
+                "the policy file's rebuild failed; the rules in force stay as they were"
+            );
+            continue;
+        };
+        match refreshed {
             Refresh::Unchanged => {}
             Refresh::Reloaded => {
                 last_refusal.clear();

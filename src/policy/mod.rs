@@ -124,7 +124,12 @@ const DEFAULT_RULE: &str = "default";
 
 /// How deep `rule:` references are followed before a check is denied
 /// (the `default` rule can name an undefined rule, which means `default`).
+/// A file whose references chain deeper is refused.
 const MAX_RULE_DEPTH: usize = 64;
+
+/// The largest policy file read: Placement's whole policy written out is
+/// under 10 KiB.
+const MAX_FILE_BYTES: usize = 1024 * 1024;
 
 impl Policy {
     /// Placement's rules and this service's own ([`defaults`]) under
@@ -156,29 +161,55 @@ impl Policy {
             mode,
             warnings: Vec::new(),
         };
+        let mut lines = HashMap::new();
         if let Some((path, text)) = overrides {
-            policy.apply_file(path, text)?;
+            lines = policy.apply_file(path, text)?;
         }
-        policy.check_references()?;
+        policy.check_references(|name| match (overrides, lines.get(name)) {
+            (Some((path, _)), Some(line)) => format!("policy file {path}: line {line}: "),
+            _ => String::new(),
+        })?;
         Ok(policy)
     }
 
-    fn apply_file(&mut self, path: &str, text: &str) -> Result<(), PolicyError> {
+    /// Applies a policy file's rules; each rule's line, for errors.
+    fn apply_file(
+        &mut self,
+        path: &str,
+        text: &str,
+    ) -> Result<HashMap<String, usize>, PolicyError> {
         let at = |line: usize, msg: String| {
             PolicyError(format!("policy file {path}: line {line}: {msg}"))
         };
+        if text.len() > MAX_FILE_BYTES {
+            return Err(PolicyError(format!(
+                "policy file {path}: {} bytes, over the limit of {MAX_FILE_BYTES}",
+                text.len()
+            )));
+        }
         let entries =
             file::entries(text).map_err(|e| PolicyError(format!("policy file {path}: {e}")))?;
+        let mut parsed = Vec::with_capacity(entries.len());
         for e in &entries {
             let check =
                 parse::parse(&e.check).map_err(|err| at(e.line, format!("{}: {err}", e.name)))?;
+            parsed.push(check);
+        }
+        // Every name some rule of the file refers to, read once (asking
+        // each rule about every other one was quadratic in the file).
+        let referred: std::collections::HashSet<String> = parsed
+            .iter()
+            .flat_map(references)
+            .map(str::to_string)
+            .collect();
+        for (e, check) in entries.iter().zip(parsed) {
             match self.rules.get_mut(&e.name) {
                 Some(rule) => rule.check = check,
                 None => {
                     // oslo.policy keeps a rule no route is checked against
                     // (`default`, `context_is_admin`, helpers other rules name).
                     if !matches!(e.name.as_str(), DEFAULT_RULE | "context_is_admin")
-                        && !entries.iter().any(|other| mentions(&other.check, &e.name))
+                        && !referred.contains(&e.name)
                     {
                         self.warnings.push(format!(
                             "policy file {path}: line {}: \"{}\" is no rule of this service and no other rule refers to it",
@@ -216,39 +247,89 @@ impl Policy {
                 ));
             }
         }
-        Ok(())
+        Ok(entries.into_iter().map(|e| (e.name, e.line)).collect())
     }
 
     /// No rule reaches itself through `rule:` references (oslo.policy
-    /// would recurse without end at the first request).
-    fn check_references(&self) -> Result<(), PolicyError> {
-        let mut names: Vec<&String> = self.rules.keys().collect();
-        names.sort();
-        for name in names {
-            let mut path = vec![name.as_str()];
-            self.walk(name, &mut path)?;
+    /// would recurse without end at the first request), and no chain of
+    /// them is longer than enforcement follows ([`MAX_RULE_DEPTH`], past
+    /// which a check would be denied without a word). One depth-first
+    /// pass over the rules, each rule's longest chain remembered, on a
+    /// stack of its own: asked rule by rule, a chain of 5,000 references
+    /// took 44 s to check, and recursion a file could make overflow.
+    /// `where_is` names a rule's place in the file for the error.
+    fn check_references(&self, where_is: impl Fn(&str) -> String) -> Result<(), PolicyError> {
+        /// A rule being walked, or walked with the longest chain from it.
+        enum Mark {
+            Open,
+            Longest(usize),
         }
-        Ok(())
-    }
-
-    fn walk<'a>(&'a self, name: &str, path: &mut Vec<&'a str>) -> Result<(), PolicyError> {
-        let Some(rule) = self.rules.get(name) else {
-            return Ok(());
+        let known = |name: &str| -> Vec<&str> {
+            self.rules.get(name).map_or_else(Vec::new, |r| {
+                references(&r.check)
+                    .into_iter()
+                    .filter(|n| self.knows(n))
+                    .collect()
+            })
         };
-        for next in references(&rule.check) {
-            if !self.knows(next) {
+        let chain = |stack: &[(&str, Vec<&str>, usize)], last: &str| {
+            let mut names: Vec<&str> = stack.iter().map(|(n, _, _)| *n).collect();
+            names.push(last);
+            if names.len() > 8 {
+                let tail = names.split_off(names.len() - 3);
+                names.truncate(4);
+                names.push("…");
+                names.extend(tail);
+            }
+            names.join(" -> ")
+        };
+        let mut marks: HashMap<&str, Mark> = HashMap::new();
+        let mut names: Vec<&str> = self.rules.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        for root in names {
+            if marks.contains_key(root) {
                 continue;
             }
-            if path.contains(&next) {
-                path.push(next);
-                return Err(PolicyError(format!(
-                    "policy rules refer to each other in a cycle: {}",
-                    path.join(" -> ")
-                )));
+            marks.insert(root, Mark::Open);
+            let mut stack = vec![(root, known(root), 0_usize)];
+            while let Some((name, refs, i)) = stack.last_mut() {
+                let name = *name;
+                if let Some(next) = refs.get(*i).copied() {
+                    *i += 1;
+                    match marks.get(next) {
+                        Some(Mark::Longest(_)) => {}
+                        Some(Mark::Open) => {
+                            let from = stack.iter().position(|(n, _, _)| *n == next).unwrap_or(0);
+                            return Err(PolicyError(format!(
+                                "{}policy rules refer to each other in a cycle: {}",
+                                where_is(next),
+                                chain(&stack[from..], next)
+                            )));
+                        }
+                        None => {
+                            marks.insert(next, Mark::Open);
+                            stack.push((next, known(next), 0));
+                        }
+                    }
+                    continue;
+                }
+                let longest = 1 + refs
+                    .iter()
+                    .filter_map(|r| match marks.get(r) {
+                        Some(Mark::Longest(n)) => Some(*n),
+                        _ => None,
+                    })
+                    .max()
+                    .unwrap_or(0);
+                if longest > MAX_RULE_DEPTH + 1 {
+                    return Err(PolicyError(format!(
+                        "{}{name}: `rule:` references go more than {MAX_RULE_DEPTH} deep ({longest} rules in a chain), past what a check follows",
+                        where_is(name)
+                    )));
+                }
+                marks.insert(name, Mark::Longest(longest));
+                stack.pop();
             }
-            path.push(next);
-            self.walk(next, path)?;
-            path.pop();
         }
         Ok(())
     }
@@ -328,12 +409,6 @@ fn default_check(
         }
         _ => Ok(check),
     }
-}
-
-/// Whether a check string names `rule:NAME` (before it is parsed: the
-/// file's entries are checked against each other as they are read).
-fn mentions(check: &str, name: &str) -> bool {
-    parse::parse(check).is_ok_and(|c| references(&c).contains(&name))
 }
 
 /// The rule names a check refers to.

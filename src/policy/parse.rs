@@ -57,20 +57,38 @@ enum Token {
     Leaf(Check),
 }
 
+/// How deep `not` and parentheses may nest in one check string. Real
+/// policies nest two or three deep; without a bound, a string of 50,000
+/// `not`s overflowed the stack and aborted the process (issue 64).
+pub const MAX_NESTING: usize = 32;
+
 /// Parses one check string.
 pub fn parse(text: &str) -> Result<Check, ParseError> {
     let tokens = tokenize(text)?;
     if tokens.is_empty() {
         return Ok(Check::Always);
     }
-    let mut p = Parser { tokens, at: 0 };
+    let mut p = Parser {
+        tokens,
+        at: 0,
+        depth: 0,
+    };
     let check = p.or()?;
     match p.tokens.get(p.at) {
         None => Ok(check),
         Some(t) => Err(ParseError(format!(
-            "unexpected {} in \"{text}\"",
-            describe(t)
+            "unexpected {} in \"{}\"",
+            describe(t),
+            shortened(text)
         ))),
+    }
+}
+
+/// A check string as an error quotes it: its first 100 characters.
+fn shortened(text: &str) -> String {
+    match text.char_indices().nth(100) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
     }
 }
 
@@ -120,12 +138,14 @@ fn leaf(word: &str) -> Result<Check, ParseError> {
     }
     let Some((kind, expected)) = word.split_once(':') else {
         return Err(ParseError(format!(
-            "\"{word}\" is not a check (expected KIND:VALUE, @ or !)"
+            "\"{}\" is not a check (expected KIND:VALUE, @ or !)",
+            shortened(word)
         )));
     };
     if kind.is_empty() || expected.is_empty() {
         return Err(ParseError(format!(
-            "\"{word}\" is not a check (expected KIND:VALUE)"
+            "\"{}\" is not a check (expected KIND:VALUE)",
+            shortened(word)
         )));
     }
     Ok(match kind {
@@ -147,9 +167,22 @@ fn leaf(word: &str) -> Result<Check, ParseError> {
 struct Parser {
     tokens: Vec<Token>,
     at: usize,
+    /// `not`s and parentheses open around the token at `at`.
+    depth: usize,
 }
 
 impl Parser {
+    /// One level deeper, refused past [`MAX_NESTING`].
+    fn deeper(&mut self) -> Result<(), ParseError> {
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            return Err(ParseError(format!(
+                "'not' and parentheses nest more than {MAX_NESTING} deep"
+            )));
+        }
+        Ok(())
+    }
+
     fn eat(&mut self, want: &Token) -> bool {
         if self.tokens.get(self.at) == Some(want) {
             self.at += 1;
@@ -185,7 +218,10 @@ impl Parser {
 
     fn not(&mut self) -> Result<Check, ParseError> {
         if self.eat(&Token::Not) {
-            return Ok(Check::Not(Box::new(self.not()?)));
+            self.deeper()?;
+            let inner = self.not()?;
+            self.depth -= 1;
+            return Ok(Check::Not(Box::new(inner)));
         }
         self.atom()
     }
@@ -196,7 +232,9 @@ impl Parser {
         match token {
             Some(Token::Leaf(c)) => Ok(c),
             Some(Token::Open) => {
+                self.deeper()?;
                 let inner = self.or()?;
+                self.depth -= 1;
                 if self.eat(&Token::Close) {
                     Ok(inner)
                 } else {
@@ -289,5 +327,17 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad:?} should not parse");
         }
+    }
+
+    #[test]
+    fn nesting_is_bounded_and_said() {
+        let nots = |n: usize| format!("{}role:a", "not ".repeat(n));
+        assert!(parse(&nots(MAX_NESTING)).is_ok());
+        let e = parse(&nots(50_000)).unwrap_err();
+        assert!(e.0.contains("nest more than 32 deep"), "{e}");
+        let parens = |n: usize| format!("{}role:a{}", "(".repeat(n), ")".repeat(n));
+        assert!(parse(&parens(MAX_NESTING)).is_ok());
+        assert!(parse(&parens(MAX_NESTING + 1)).is_err());
+        assert!(parse(&parens(100_000)).is_err());
     }
 }

@@ -209,6 +209,52 @@ fn bad_policy_files_are_refused_with_their_line() {
     }
 }
 
+/// Issue 64, defect 8: hostile files are refused quickly with a line that
+/// says why, never a crash or a minute's work.
+#[test]
+fn hostile_policy_files_are_refused_quickly() {
+    let nots = format!("admin_api: \"{}role:admin\"\n", "not ".repeat(50_000));
+    let e = policy(LEGACY, Some(&nots)).unwrap_err().to_string();
+    assert!(
+        e.contains("line 1: admin_api:") && e.contains("nest more than"),
+        "{e}"
+    );
+    // A chain of 5,000 `rule:` references: refused, naming the line of
+    // the first rule whose chain is too long.
+    let mut chain = String::from("admin_api: rule:r0\n");
+    for i in 0..5_000 {
+        chain.push_str(&format!("r{i}: rule:r{}\n", i + 1));
+    }
+    chain.push_str("r5000: role:admin\n");
+    let e = policy(LEGACY, Some(&chain)).unwrap_err().to_string();
+    assert!(
+        e.contains(": line ") && e.contains("more than 64 deep"),
+        "{e}"
+    );
+    // A chain enforcement follows whole is fine.
+    let mut short = String::from("admin_api: rule:r0\n");
+    for i in 0..63 {
+        short.push_str(&format!("r{i}: rule:r{}\n", i + 1));
+    }
+    short.push_str("r63: role:admin\n");
+    let p = policy(LEGACY, Some(&short)).expect("64 references");
+    let admin = creds(&["admin"], Some("p1"), false);
+    assert!(allowed(&p, "admin_api", &admin, &own_target(&admin)));
+    // A long cycle is one line too.
+    let mut cycle = String::new();
+    for i in 0..5_000 {
+        cycle.push_str(&format!("r{i}: rule:r{}\n", (i + 1) % 5_000));
+    }
+    let e = policy(LEGACY, Some(&cycle)).unwrap_err().to_string();
+    assert!(e.contains("cycle") && !e.contains('\n'), "{e}");
+    assert!(e.len() < 400, "{e}");
+    let huge = format!("# {}\n", "x".repeat(2 << 20));
+    assert!(policy(LEGACY, Some(&huge))
+        .unwrap_err()
+        .to_string()
+        .contains("over the limit"));
+}
+
 /// What oslo.policy accepts and warns about: a rule no route checks is
 /// kept (others may name it), a `rule:` naming no rule denies, or means
 /// the file's `default` rule when there is one.
