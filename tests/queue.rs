@@ -1971,3 +1971,172 @@ async fn positions_ids(c: &Cluster) -> Vec<String> {
     let (_, v) = send(c, 0, Method::GET, "/queue?project_id=A&state=pending", None).await;
     request_ids(&v)
 }
+
+/// Issue 64, defect 2: a page's positions are counted once per project of
+/// the page, not once per row; each is still exactly what a read of that
+/// one request says, on every kind of page (all projects, one project,
+/// pending only), across page boundaries, with cancelled and expired
+/// requests between pending ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_position_is_the_one_a_single_read_gives() {
+    let c = Cluster::with_servers("queue-page-positions", MV, 1).await;
+    let mut short_lived = Vec::new();
+    for (project, n) in [("A", 40), ("B", 25), ("A", 30), ("C", 5), ("B", 20)] {
+        let requests: Vec<Value> = (0..n)
+            .map(|i| {
+                let mut r = request_body(project, 1);
+                if i % 9 == 4 {
+                    r["expires_in"] = json!(1);
+                }
+                r
+            })
+            .collect();
+        let v = queue(&c, 0, json!({"requests": requests})).await;
+        let ids = request_ids(&v);
+        for (i, id) in ids.iter().enumerate() {
+            if i % 7 == 3 {
+                let path = format!("/queue/{id}");
+                let (status, _) = send(&c, 0, Method::DELETE, &path, None).await;
+                assert_eq!(status, 204);
+            }
+            if i % 9 == 4 {
+                short_lived.push(id.clone());
+            }
+        }
+    }
+    // The short-lived ones are past their time now, whether or not a
+    // round has said so.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut checked = 0;
+    for listing in [
+        "/queue?",
+        "/queue?project_id=A&",
+        "/queue?state=pending&",
+        "/queue?project_id=B&state=pending&",
+    ] {
+        let mut marker: Option<String> = None;
+        let mut rows = 0;
+        loop {
+            let path = match &marker {
+                Some(m) => format!("{listing}limit=7&marker={m}"),
+                None => format!("{listing}limit=7"),
+            };
+            let (status, page) = send(&c, 0, Method::GET, &path, None).await;
+            assert_eq!(status, 200, "{page}");
+            let requests = page["requests"].as_array().expect("requests").clone();
+            if requests.is_empty() {
+                break;
+            }
+            for r in &requests {
+                let id = r["id"].as_str().unwrap();
+                let (_, alone) = send(&c, 0, Method::GET, &format!("/queue/{id}"), None).await;
+                assert_eq!(
+                    r["position_in_project"], alone["position_in_project"],
+                    "{listing} {id}: {r} against {alone}"
+                );
+                if short_lived.iter().any(|s| s == id) {
+                    assert_eq!(r["position_in_project"], Value::Null, "{r}");
+                }
+                checked += 1;
+            }
+            rows += requests.len();
+            marker = requests
+                .last()
+                .map(|r| r["id"].as_str().unwrap().to_string());
+        }
+        assert!(rows > 0, "{listing} listed nothing");
+    }
+    assert!(checked > 200, "{checked}");
+    // The last of A's pending requests is A's count of pending ones.
+    let (_, pending) = send(
+        &c,
+        0,
+        Method::GET,
+        "/queue?project_id=A&state=pending&limit=1000",
+        None,
+    )
+    .await;
+    let pending = pending["requests"].as_array().unwrap().clone();
+    assert_eq!(
+        pending.last().unwrap()["position_in_project"].as_u64(),
+        Some(pending.len() as u64)
+    );
+}
+
+/// Issue 64, defects 3 and 4, through real processes with enforced
+/// preemption: a project guaranteed 1 VCPU that queues 4 has nothing
+/// removed where its 4 would need 4 victims, and exactly one victim where
+/// 3 are free; a gang that the removals cannot admit whole has nothing
+/// removed and no provider held for it.
+#[tokio::test]
+async fn enforced_preemption_takes_only_what_the_guarantee_gives() {
+    let c = Cluster::with_servers("queue-enforce-guarantee", "1.39", 1).await;
+    c.provider("cn0", json!({"VCPU": {"total": 8}})).await;
+    let (s, v) = send(
+        &c,
+        0,
+        Method::PUT,
+        "/projects/B/fairness",
+        Some(json!({"weight": 1.0, "preemption": "enforce", "preemption_grace_seconds": 0})),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    // The guarantee is lent while A is idle (Kueue's lendingLimit), so B
+    // may fill the provider.
+    set_quota(
+        &c,
+        "A",
+        json!({"guarantees": {"VCPU": 1}, "lending_limits": {"VCPU": 1}}),
+    )
+    .await;
+    let b = queue_many(&c, "B", 8).await;
+    until_holds(&c, "B", 8).await;
+    // A's 4 would need 4 of B's 8: beyond A's guarantee of 1, so nothing
+    // is advised, nothing removed.
+    let big = queue(&c, 0, request_body("A", 4)).await;
+    let big = big["id"].as_str().unwrap().to_string();
+    // A gang of A (2 × 1) within the guarantee for one member only.
+    let gang: Vec<Value> = (0..2).map(|_| request_body("A", 1)).collect();
+    let (s, v) = send(
+        &c,
+        0,
+        Method::POST,
+        "/queue",
+        Some(json!({"requests": gang, "all_or_nothing": true})),
+    )
+    .await;
+    assert_eq!(s, 202, "{v}");
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let (_, advice) = send(&c, 0, Method::GET, "/preemptions", None).await;
+        assert_eq!(advice["preemptions"], json!([]), "{advice}");
+    }
+    let (_, events) = send(&c, 0, Method::GET, "/preemptions?state=enforced", None).await;
+    assert_eq!(events["preemptions"], json!([]), "{events}");
+    assert_eq!(vcpu_of(&c, "B").await, 8);
+    let (_, waiting) = send(&c, 0, Method::GET, &format!("/queue/{big}"), None).await;
+    assert_eq!(waiting["state"], "pending", "{waiting}");
+    assert_eq!(waiting["held_on"], Value::Null, "no room held: {waiting}");
+    // Three of B's end by their owner's hand: A's 4 now needs one victim,
+    // which is exactly what its guarantee gives; the service removes one.
+    for consumer in &b[..3] {
+        let (s, _) = send(
+            &c,
+            0,
+            Method::DELETE,
+            &format!("/allocations/{consumer}"),
+            None,
+        )
+        .await;
+        assert_eq!(s, 204);
+    }
+    await_state(&c, 0, &big, |v| v["state"] == "admitted").await;
+    let (_, events) = send(&c, 0, Method::GET, "/preemptions?state=enforced", None).await;
+    let events = events["preemptions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(vcpu_of(&c, "A").await, 4);
+    assert_eq!(vcpu_of(&c, "B").await, 4);
+}

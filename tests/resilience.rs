@@ -569,6 +569,131 @@ async fn half_sent_bodies_and_long_polls_cannot_take_the_connections() {
     drop(receiving.drain(..));
 }
 
+/// Issue 64, defect 1: any token could stop every write. A reader of an
+/// unrelated project, whose own complete `POST /queue` is refused, is now
+/// refused from the head and holds no body budget; a member who may queue
+/// holds its share of the budgets and no more (uploads, and memory for
+/// heads declaring 10 MB); the admin, Nova's service user and another
+/// tenant are still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_token_cannot_spend_the_body_budgets() {
+    let s = one(
+        "body-budgets",
+        &[
+            "--http-max-connections",
+            "1000",
+            "--http-body-timeout",
+            "60",
+        ],
+    )
+    .await;
+    let addr = s.addr();
+    let rp = s.provider("node", None).await;
+    let r = s
+        .req(
+            reqwest::Method::PUT,
+            &format!("/resource_providers/{rp}/inventories"),
+        )
+        .json(&json!({"resource_provider_generation": 0,
+                      "inventories": {"VCPU": {"total": 64}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let head = |who: &str, roles: &str, length: usize| {
+        format!(
+            "POST /queue HTTP/1.1\r\nHost: x\r\nx-auth-token: {who}\r\nx-roles: {roles}\r\n\
+             x-project-id: {who}\r\nopenstack-api-version: placement 1.39\r\n\
+             content-type: application/json\r\ncontent-length: {length}\r\n\r\n{{"
+        )
+    };
+    // The reader: refused from its head, 256 times, its connections closed.
+    let mut reader: Vec<TcpStream> = (0..256)
+        .map(|_| half_sent(&addr, &head("mallory", "reader", 100)))
+        .collect();
+    for c in reader.iter_mut() {
+        let (text, closed) = read_all(c, Duration::from_secs(10));
+        assert!(text.starts_with("HTTP/1.1 403"), "{text:?}");
+        assert!(closed);
+    }
+    // The member: 256 half-sent bodies, of which its share (56 of the 224
+    // not reserved for operators) is received and the rest turned away.
+    let mut member: Vec<TcpStream> = (0..256)
+        .map(|_| half_sent(&addr, &head("eve", "member", 100)))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (mut busy, mut receiving) = (0, 0);
+    for c in member.iter_mut() {
+        let (text, _) = read_all(c, Duration::from_millis(100));
+        if text.is_empty() {
+            receiving += 1;
+        } else {
+            assert!(text.starts_with("HTTP/1.1 503"), "{text:?}");
+            assert!(
+                text.contains("placement.http.busy") || text.contains("too many"),
+                "{text:?}"
+            );
+            busy += 1;
+        }
+    }
+    assert_eq!((receiving, busy), (56, 200));
+    // Another member declaring 10 MB bodies: its memory share (56 MiB) is
+    // five of them; the rest are turned away.
+    let mut hog: Vec<TcpStream> = (0..26)
+        .map(|_| half_sent(&addr, &head("hog", "member", 10_000_000)))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut held = 0;
+    for c in hog.iter_mut() {
+        if read_all(c, Duration::from_millis(100)).0.is_empty() {
+            held += 1;
+        }
+    }
+    assert_eq!(held, 5);
+    // With all of that open: the admin writes, Nova's service user
+    // claims, another tenant queues.
+    let r = s
+        .req(reqwest::Method::POST, "/resource_providers")
+        .json(&json!({"name": "after-the-attack"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let consumer = uuid::Uuid::new_v4();
+    let r = s
+        .client
+        .put(format!("{}/allocations/{consumer}", s.server.base))
+        .header("x-auth-token", "nova")
+        .header("x-roles", "service")
+        .header("x-project-id", "service")
+        .header("openstack-api-version", "placement 1.39")
+        .json(
+            &json!({"allocations": {rp.clone(): {"resources": {"VCPU": 2}}},
+                      "project_id": "p", "user_id": "u", "consumer_generation": null,
+                      "consumer_type": "INSTANCE"}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204, "{}", r.text().await.unwrap_or_default());
+    let r = s
+        .client
+        .post(format!("{}/queue", s.server.base))
+        .header("x-auth-token", "alice")
+        .header("x-roles", "member")
+        .header("x-project-id", "alice")
+        .header("openstack-api-version", "placement 1.39")
+        .json(
+            &json!({"consumer_uuid": uuid::Uuid::new_v4(), "project_id": "alice",
+                      "user_id": "alice", "resources": {"VCPU": 1}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202, "{}", r.text().await.unwrap_or_default());
+    drop((reader, member, hog));
+}
+
 /// Issue 50, item 5: a huge aggregates list is checked in linear time,
 /// before the provider's row is locked: two of them at once leave an
 /// unauthenticated health check answered, and the provider writable.

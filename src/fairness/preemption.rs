@@ -317,10 +317,15 @@ impl Inputs {
             .into_iter()
             .filter_map(|(request, provider)| Some((request, *position.get(&provider)?)))
             .collect();
+        // Each gang an index of its own: its members are advised together.
+        let mut gangs: Vec<Uuid> = waiting.iter().filter_map(|&i| rows[i].1.gang).collect();
+        gangs.sort_unstable();
+        gangs.dedup();
         let asks = waiting
             .iter()
             .map(|&i| Ask {
                 held_on: held_on.get(&rows[i].0.id).copied(),
+                gang: rows[i].1.gang.and_then(|g| gangs.binary_search(&g).ok()),
                 ..ask(view, &project_ix, i, &rows[i])
             })
             .collect();
@@ -398,5 +403,6 @@ fn ask(
             Some(PriorityClass::Batch | PriorityClass::Free)
         ),
         held_on: None,
+        gang: None,
     }
 }

@@ -16,7 +16,15 @@
 //!   first in pool order on a tie);
 //! - requests are advised in queue order while their project's guarantee
 //!   is unsatisfied on one of their classes, counting what earlier advice
-//!   already wins back.
+//!   already wins back;
+//! - victims make room only for the part of a request within its
+//!   project's unsatisfied guarantee: on a provider, what the request
+//!   needs beyond the free room must be within it, class by class, or the
+//!   provider gets no advice (a project guaranteed 1 core that asks for 4
+//!   reclaims 1 where 3 are free, and nothing where none are: as Kueue
+//!   reclaims only for a workload within its nominal quota, issue 64);
+//! - a gang is advised whole or not at all: every member gets room in the
+//!   same pass, or none of its victims are named.
 
 /// Index of a resource class.
 pub type Class = usize;
@@ -75,6 +83,9 @@ pub struct Ask {
     /// preferred while it can still make the room, so that the advice
     /// and the hold stay on one provider from round to round.
     pub held_on: Option<usize>,
+    /// The gang it belongs to (an index the caller gives each gang):
+    /// advised only together with every other member.
+    pub gang: Option<usize>,
 }
 
 /// Room to make for one request.
@@ -89,6 +100,7 @@ pub struct Advice {
 }
 
 /// The running picture while advice is built.
+#[derive(Clone)]
 struct Picture<'a> {
     pool: &'a Pool,
     projects: &'a [Holder],
@@ -138,16 +150,22 @@ impl<'a> Picture<'a> {
         }
     }
 
-    /// The victims to take on `provider` for `ask`, or None if even every
-    /// eligible one would not make it fit.
-    fn victims_on(&self, provider: usize, ask: &Ask) -> Option<Vec<usize>> {
+    /// The victims to take on `provider` for `ask` (none where it fits in
+    /// the free room), or None if even every eligible one would not make
+    /// it fit, or if what it needs beyond the free room is more than
+    /// `reclaimable` (per class: the part of the project's guarantee not
+    /// yet held or won back).
+    fn victims_on(&self, provider: usize, ask: &Ask, reclaimable: &[i64]) -> Option<Vec<usize>> {
         let mut need: Vec<(Class, i64)> = ask
             .resources
             .iter()
             .map(|&(c, n)| (c, n - self.free[provider].get(c).copied().unwrap_or(0)))
             .filter(|(_, n)| *n > 0)
             .collect();
-        if need.is_empty() {
+        if need
+            .iter()
+            .any(|&(c, n)| n > reclaimable.get(c).copied().unwrap_or(0))
+        {
             return None;
         }
         let mut allocated = self.allocated.clone();
@@ -217,14 +235,19 @@ impl<'a> Picture<'a> {
     }
 }
 
-/// Whether `ask`'s project still has a guarantee to win back on one of
-/// the request's classes (`won`: what earlier advice already wins).
-fn below_guarantee(holder: &Holder, won: &[i64], ask: &Ask) -> bool {
-    ask.resources.iter().any(|&(c, _)| {
-        let guaranteed = holder.guarantees.get(c).copied().unwrap_or(0);
-        let held = holder.allocated.get(c).copied().unwrap_or(0) + won.get(c).copied().unwrap_or(0);
-        guaranteed > held
-    })
+/// What `ask`'s project may still win back of its guarantee, per class
+/// (`won`: what earlier advice already wins).
+fn reclaimable(holder: &Holder, won: &[i64]) -> Vec<i64> {
+    holder
+        .guarantees
+        .iter()
+        .enumerate()
+        .map(|(c, guaranteed)| {
+            let held =
+                holder.allocated.get(c).copied().unwrap_or(0) + won.get(c).copied().unwrap_or(0);
+            (guaranteed - held).max(0)
+        })
+        .collect()
 }
 
 /// The advice for `asks` (waiting requests that did not fit, in queue order).
@@ -235,30 +258,72 @@ pub fn advise(pool: &Pool, projects: &[Holder], victims: &[Victim], asks: &[Ask]
         .map(|h| vec![0; h.allocated.len()])
         .collect();
     let mut out = Vec::new();
+    let mut gangs_seen: Vec<usize> = Vec::new();
     for (i, ask) in asks.iter().enumerate() {
-        if !below_guarantee(&projects[ask.project], &won[ask.project], ask) {
-            continue;
-        }
-        let every: Vec<usize> = (0..pool.free.len()).collect();
-        let allowed = ask.allowed.as_deref().unwrap_or(&every);
-        let best = allowed
-            .iter()
-            .filter_map(|&p| picture.victims_on(p, ask).map(|v| (p, v)))
-            .min_by_key(|(p, v)| (Some(*p) != ask.held_on, v.len(), *p));
-        let Some((provider, picks)) = best else {
-            continue;
+        // A gang is tried whole at its first member, on a copy of the
+        // picture kept only when every member found room.
+        let members: Vec<usize> = match ask.gang {
+            Some(g) if gangs_seen.contains(&g) => continue,
+            Some(g) => {
+                gangs_seen.push(g);
+                (i..asks.len())
+                    .filter(|&j| asks[j].gang == Some(g))
+                    .collect()
+            }
+            None => vec![i],
         };
-        picture.apply(ask, provider, &picks);
-        for &(c, n) in &ask.resources {
-            won[ask.project][c] += n;
+        let mut trial = picture.clone();
+        let mut trial_won = won.clone();
+        let mut advised = Vec::new();
+        for &m in &members {
+            match advise_one(&mut trial, &mut trial_won, projects, &asks[m]) {
+                Some((provider, picks)) => advised.push(Advice {
+                    ask: m,
+                    provider,
+                    victims: picks,
+                }),
+                None => break,
+            }
         }
-        out.push(Advice {
-            ask: i,
-            provider,
-            victims: picks,
-        });
+        if advised.len() == members.len() {
+            picture = trial;
+            won = trial_won;
+            out.extend(advised);
+        }
     }
     out
+}
+
+/// Room for one request: where, and the victims; the picture and what
+/// its project won are updated.
+fn advise_one(
+    picture: &mut Picture<'_>,
+    won: &mut [Vec<i64>],
+    projects: &[Holder],
+    ask: &Ask,
+) -> Option<(usize, Vec<usize>)> {
+    let reclaimable = reclaimable(&projects[ask.project], &won[ask.project]);
+    if !ask
+        .resources
+        .iter()
+        .any(|&(c, _)| reclaimable.get(c).is_some_and(|n| *n > 0))
+    {
+        return None;
+    }
+    let every: Vec<usize> = (0..picture.free.len()).collect();
+    let allowed = ask.allowed.as_deref().unwrap_or(&every);
+    // A lone request that fits in free room needs no advice (the round
+    // admits it); a gang's member may: its room is held with the rest.
+    let (provider, picks) = allowed
+        .iter()
+        .filter_map(|&p| picture.victims_on(p, ask, &reclaimable).map(|v| (p, v)))
+        .filter(|(_, v)| ask.gang.is_some() || !v.is_empty())
+        .min_by_key(|(p, v)| (Some(*p) != ask.held_on, v.len(), *p))?;
+    picture.apply(ask, provider, &picks);
+    for &(c, n) in &ask.resources {
+        won[ask.project][c] += n;
+    }
+    Some((provider, picks))
 }
 
 #[cfg(test)]

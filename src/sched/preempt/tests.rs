@@ -33,6 +33,7 @@ fn ask(project: usize, vcpu: i64) -> Ask {
         allowed: None,
         batch: false,
         held_on: None,
+        gang: None,
     }
 }
 
@@ -218,4 +219,60 @@ proptest! {
             held[asks[a.ask].project] += need;
         }
     }
+}
+
+/// Issue 64, defect 3: a project guaranteed 1 core that asks for 4
+/// reclaims 1 where 3 are free, and nothing where none are free: victims
+/// make room only for the part of a request within the guarantee.
+#[test]
+fn only_what_the_guarantee_gives_is_reclaimed() {
+    let victims: Vec<Victim> = (0..8).map(|i| victim(1, i / 4, 1, 0, i as u64)).collect();
+    let projects = vec![holder(1.0, 0, 1), holder(1.0, 8, 0)];
+    // Both providers full: 4 would need 4 victims, beyond the guarantee.
+    assert!(advise(&pool(2, 4, 0), &projects, &victims, &[ask(0, 4)]).is_empty());
+    // Three free on the second: one victim there, no more.
+    let mut p = pool(2, 4, 0);
+    p.free[1][VCPU] = 3;
+    let on_second: Vec<Victim> = (0..5)
+        .map(|i| victim(1, usize::from(i > 0), 1, 0, i))
+        .collect();
+    let advice = advise(&p, &projects, &on_second, &[ask(0, 4)]);
+    assert_eq!(advice.len(), 1);
+    assert_eq!(advice[0].provider, 1);
+    assert_eq!(advice[0].victims.len(), 1);
+    // Within the guarantee, the whole request is won back.
+    let projects = vec![holder(1.0, 0, 4), holder(1.0, 8, 0)];
+    let advice = advise(&pool(2, 4, 0), &projects, &victims, &[ask(0, 4)]);
+    assert_eq!(advice[0].victims.len(), 4);
+}
+
+/// Issue 64, defect 4: a gang is advised whole or not at all, and a
+/// member that fits in free room has its room held with the rest.
+#[test]
+fn a_gang_is_advised_whole_or_not_at_all() {
+    let member = |vcpu: i64| Ask {
+        gang: Some(7),
+        ..ask(0, vcpu)
+    };
+    // Two providers of 8, full of B's single cores; A guaranteed 16, and
+    // B's weight so small that its fair share is nearly nothing.
+    let victims: Vec<Victim> = (0..16).map(|i| victim(1, i / 8, 1, 0, i as u64)).collect();
+    let projects = vec![holder(1.0, 0, 16), holder(0.01, 16, 0)];
+    // Three members of 8 on two providers of 8: never whole, no victim.
+    let three = vec![member(8), member(8), member(8)];
+    assert!(advise(&pool(2, 8, 0), &projects, &victims, &three).is_empty());
+    // Two of 8 fit whole once both providers are emptied.
+    let two = vec![member(8), member(8)];
+    let advice = advise(&pool(2, 8, 0), &projects, &victims, &two);
+    assert_eq!(advice.len(), 2);
+    assert_eq!(advice.iter().map(|a| a.victims.len()).sum::<usize>(), 16);
+    // A member that fits in free room: advised with no victim, its room held.
+    let mut p = pool(2, 8, 0);
+    p.free[0][VCPU] = 8;
+    let partly: Vec<Victim> = (0..8).map(|i| victim(1, 1, 1, 0, i)).collect();
+    let projects = vec![holder(1.0, 0, 16), holder(0.01, 8, 0)];
+    let advice = advise(&p, &projects, &partly, &two);
+    assert_eq!(advice.len(), 2);
+    assert_eq!(advice[0].victims.len() + advice[1].victims.len(), 8);
+    assert!(advice.iter().any(|a| a.victims.is_empty()));
 }
