@@ -823,38 +823,61 @@ async fn all_or_nothing_batches_from_two_processes_are_never_split() {
     }
 }
 
-/// Until every provider but the one room is held on for `waiting` is
-/// full again (a job's end taken up by the queued work), or `waiting` is
-/// admitted; true when it is.
-async fn settle(c: &Cluster, providers: &[String], waiting: &str) -> bool {
+/// Until every provider but those room is held on for `waiting` (a
+/// request, or a gang's members) is full again (a job's end taken up by
+/// the queued work), or `waiting` is admitted; true when it is.
+async fn settle(c: &Cluster, providers: &[String], waiting: &[String]) -> bool {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let v = c.json(0, &format!("/queue/{waiting}")).await;
-        if v["state"] == "admitted" {
-            return true;
+        let mut held = Vec::new();
+        let mut last = Value::Null;
+        for id in waiting {
+            let v = c.json(0, &format!("/queue/{id}")).await;
+            if v["state"] == "admitted" {
+                return true;
+            }
+            if let Some(rp) = v["held"]["resource_provider_uuid"].as_str() {
+                held.push(rp.to_string());
+            }
+            last = v;
         }
-        let held = v["held"]["resource_provider_uuid"].as_str().unwrap_or("");
         let mut full = true;
-        for rp in providers.iter().filter(|rp| rp.as_str() != held) {
+        for rp in providers.iter().filter(|rp| !held.contains(rp)) {
             let u = c.json(0, &format!("/resource_providers/{rp}/usages")).await;
             full &= u["usages"]["VCPU"] == 10;
         }
         if full {
             return false;
         }
-        assert!(Instant::now() < deadline, "never settled: {v}");
+        assert!(Instant::now() < deadline, "never settled: {last}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
-/// The issue's starvation: A's 8-VCPU request behind B's stream of 1-VCPU
-/// work on three full providers of 10. Each of B's jobs ends in turn and
-/// B queues another; the outcome: how many ends until A was admitted
-/// (None: not within `ends`).
-async fn large_request_behind_small_work(reserve_after: &str, ends: usize) -> Option<usize> {
+/// What A queues behind B's stream of small work.
+#[derive(Clone, Copy)]
+enum Large {
+    /// One request of 8 VCPU.
+    One,
+    /// An all-or-nothing gang of 2 × 8 VCPU.
+    Gang,
+}
+
+/// The issue's starvation: A's 8-VCPU request (or gang of 2 × 8) behind
+/// B's stream of 1-VCPU work on three full providers of 10. Each of B's
+/// jobs ends in turn and B queues another; the outcome: how many ends
+/// until A was admitted (None: not within `ends`).
+async fn large_request_behind_small_work(
+    reserve_after: &str,
+    flags: &[&str],
+    large: Large,
+    ends: usize,
+    pause: Duration,
+) -> Option<usize> {
     let label = format!("queue-starve-{reserve_after}");
-    let flags = ["--queue-reserve-after-seconds", reserve_after];
-    let c = Cluster::with_flags(&label, MV, 1, &flags).await;
+    let mut all = vec!["--queue-reserve-after-seconds", reserve_after];
+    all.extend_from_slice(flags);
+    let c = Cluster::with_flags(&label, MV, 1, &all).await;
     let mut providers = Vec::new();
     for i in 0..3 {
         providers.push(
@@ -865,9 +888,17 @@ async fn large_request_behind_small_work(reserve_after: &str, ends: usize) -> Op
     let mut b: std::collections::VecDeque<String> = queue_many(&c, "B", 30).await.into();
     until_holds(&c, "B", 30).await;
     b.extend(queue_many(&c, "B", 10).await);
-    let a = queue(&c, 0, request_body("A", 8)).await;
-    let a = a["id"].as_str().unwrap().to_string();
-    await_state(&c, 0, &a, |v| v["reason"] == "no_capacity").await;
+    let a: Vec<String> = match large {
+        Large::One => {
+            let a = queue(&c, 0, request_body("A", 8)).await;
+            vec![a["id"].as_str().unwrap().to_string()]
+        }
+        Large::Gang => {
+            let requests: Vec<Value> = (0..2).map(|_| request_body("A", 8)).collect();
+            request_ids(&queue(&c, 0, json!({"requests": requests, "all_or_nothing": true})).await)
+        }
+    };
+    await_state(&c, 0, &a[0], |v| v["reason"] == "no_capacity").await;
     // Past the wait before room is reserved, and a round after it.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     for ended in 1..=ends {
@@ -885,6 +916,7 @@ async fn large_request_behind_small_work(reserve_after: &str, ends: usize) -> Op
         if settle(&c, &providers, &a).await {
             return Some(ended);
         }
+        tokio::time::sleep(pause).await;
     }
     None
 }
@@ -898,14 +930,31 @@ async fn large_request_behind_small_work(reserve_after: &str, ends: usize) -> Op
 /// small request and A waits through 30 ends.
 #[tokio::test]
 async fn a_large_request_is_not_starved_by_small_ones() {
-    let with = large_request_behind_small_work("1", 40).await;
+    let with = large_request_behind_small_work("1", &[], Large::One, 40, Duration::ZERO).await;
     println!("with a reservation after 1 s: admitted after {with:?} of B's job ends");
     assert!(
         with.is_some(),
         "A starved although room was reserved for it"
     );
-    let without = large_request_behind_small_work("0", 30).await;
+    let without = large_request_behind_small_work("0", &[], Large::One, 30, Duration::ZERO).await;
     assert_eq!(without, None, "without a reservation A should have starved");
+}
+
+/// Issue 65, items 2 and 3: the reservation lives as long as the request
+/// waits. With holds of 1 s and B's jobs ending every 1.5 s or so, A's
+/// request is still admitted (before, each hold lapsed between two ends
+/// and the room it had gathered went back to B's small work), and so is
+/// a gang of 2 × 8, which gets room on two providers.
+#[tokio::test]
+async fn a_reservation_outlives_a_short_hold_and_gangs_get_one() {
+    let short = ["--preemption-hold-seconds", "1"];
+    let pause = Duration::from_millis(1200);
+    let one = large_request_behind_small_work("1", &short, Large::One, 40, pause).await;
+    println!("one of 8, holds of 1 s: admitted after {one:?} of B's job ends");
+    assert!(one.is_some(), "A's request starved with a short hold");
+    let gang = large_request_behind_small_work("1", &short, Large::Gang, 45, Duration::ZERO).await;
+    println!("a gang of 2 × 8, holds of 1 s: admitted after {gang:?} of B's job ends");
+    assert!(gang.is_some(), "A's gang starved");
 }
 
 fn batch_item(answer: &Value, i: usize) -> Value {

@@ -46,7 +46,8 @@ pub(in crate::api) fn schema() -> Value {
                 "type": "object",
                 "properties": {
                     "requests": {"type": "array", "minItems": 1, "maxItems": 10000, "items": item_schema()},
-                    "all_or_nothing": {"type": "boolean"}
+                    "all_or_nothing": {"type": "boolean"},
+                    "expires_in": {"type": "integer", "minimum": 1, "maximum": 31536000}
                 },
                 "required": ["requests"],
                 "additionalProperties": false

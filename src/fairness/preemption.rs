@@ -136,41 +136,61 @@ pub async fn list(
 /// request becomes `preempted` (so they may be queued again at once),
 /// and each removal is recorded. The count removed.
 pub async fn enforce(tx: &mut sqlx::PgConnection) -> Result<usize> {
-    use crate::db::allocations as allocs;
     let mut removed = 0;
+    let mut done: Vec<Uuid> = Vec::new();
     for advice in db::due(tx).await? {
-        let consumer = advice.consumer_uuid;
-        let held = allocs::of_consumer(tx, consumer).await?;
-        if !allocs::delete_consumer(tx, consumer).await? {
-            // Its owner removed it first.
-            crate::db::fairness::queue::release_ended(tx, &[consumer]).await?;
+        if done.contains(&advice.consumer_uuid) {
             continue;
         }
-        let mut what: BTreeMap<Uuid, super::admission::AdmittedResources> = BTreeMap::new();
-        for row in &held {
-            what.entry(row.provider_uuid)
-                .or_default()
-                .resources
-                .insert(row.resource_class.clone(), i64::from(row.used));
+        // A gang is one victim: its other admitted members go with it.
+        let mut whole = vec![advice.consumer_uuid];
+        whole.extend(db::gang_members(tx, advice.consumer_uuid).await?);
+        for consumer in whole {
+            if done.contains(&consumer) {
+                continue;
+            }
+            done.push(consumer);
+            let named = AdviceRow {
+                consumer_uuid: consumer,
+                ..advice.clone()
+            };
+            if remove(tx, &named).await? {
+                removed += 1;
+            }
         }
-        crate::db::fairness::queue::mark_preempted(tx, consumer).await?;
-        db::record_enforced(
-            tx,
-            &advice,
-            &serde_json::to_value(&what).unwrap_or_default(),
-        )
-        .await?;
-        tracing::info!(
-            consumer = %consumer,
-            project = %advice.victim_project_id,
-            for_request = %advice.request_id,
-            for_project = %advice.request_project_id,
-            "preempted: the advised consumer's allocations were removed"
-        );
-        crate::metrics::metrics().preemptions_enforced.inc();
-        removed += 1;
     }
     Ok(removed)
+}
+
+/// Removes one advised consumer (or a member of an advised gang), records
+/// it and says so; false when its owner removed it first.
+async fn remove(tx: &mut sqlx::PgConnection, advice: &AdviceRow) -> Result<bool> {
+    use crate::db::allocations as allocs;
+    let consumer = advice.consumer_uuid;
+    let held = allocs::of_consumer(tx, consumer).await?;
+    if !allocs::delete_consumer(tx, consumer).await? {
+        // Its owner removed it first.
+        crate::db::fairness::queue::release_ended(tx, &[consumer]).await?;
+        return Ok(false);
+    }
+    let mut what: BTreeMap<Uuid, super::admission::AdmittedResources> = BTreeMap::new();
+    for row in &held {
+        what.entry(row.provider_uuid)
+            .or_default()
+            .resources
+            .insert(row.resource_class.clone(), i64::from(row.used));
+    }
+    crate::db::fairness::queue::mark_preempted(tx, consumer).await?;
+    db::record_enforced(tx, advice, &serde_json::to_value(&what).unwrap_or_default()).await?;
+    tracing::info!(
+        consumer = %consumer,
+        project = %advice.victim_project_id,
+        for_request = %advice.request_id,
+        for_project = %advice.request_project_id,
+        "preempted: the advised consumer's allocations were removed"
+    );
+    crate::metrics::metrics().preemptions_enforced.inc();
+    Ok(true)
 }
 
 /// After round `round_id`: advice for the deferred requests (positions
@@ -373,6 +393,7 @@ fn victims(
                     priority: h.priority,
                     prod: h.priority_class < 2,
                     age_rank: u64::try_from(h.consumer_id).unwrap_or(0),
+                    removable: h.removable,
                 });
                 victim_rows.push((h.consumer_uuid, h.project_id.clone()));
                 victims.len() - 1

@@ -69,6 +69,11 @@ pub enum QueuePost {
         /// Admit them all in one round, or none (one project's only).
         #[serde(default)]
         all_or_nothing: bool,
+        /// Seconds after which the batch's requests still pending leave as
+        /// `expired`, for each request without an `expires_in` of its
+        /// own: an all-or-nothing batch's timeout.
+        #[serde(default)]
+        expires_in: Option<u32>,
     },
     /// One request.
     One(Box<QueueItem>),
@@ -227,6 +232,7 @@ fn gang_of(post: &QueuePost) -> Result<Option<Uuid>> {
     let QueuePost::Batch {
         requests,
         all_or_nothing: true,
+        ..
     } = post
     else {
         return Ok(None);
@@ -245,20 +251,28 @@ fn gang_of(post: &QueuePost) -> Result<Option<Uuid>> {
 
 /// [`submit`] in a transaction of its own, each check its own statement.
 async fn submit_alone(pool: &Pool, post: &QueuePost, cap: i64) -> Result<Vec<QueueView>> {
-    let ganged: Vec<QueueItem> = match gang_of(post)? {
-        Some(gang) => post
+    let gang = gang_of(post)?;
+    let batch_expiry = match post {
+        QueuePost::Batch { expires_in, .. } => *expires_in,
+        QueuePost::One(_) => None,
+    };
+    // A gang's members carry its id; a batch's timeout goes to each
+    // request without one of its own.
+    let completed: Vec<QueueItem> = match (gang, batch_expiry) {
+        (None, None) => Vec::new(),
+        _ => post
             .items()
             .into_iter()
             .map(|i| QueueItem {
-                gang: Some(gang),
+                gang,
+                expires_in: i.expires_in.or(batch_expiry),
                 ..i.clone()
             })
             .collect(),
-        None => Vec::new(),
     };
-    let items = match ganged.is_empty() {
+    let items = match completed.is_empty() {
         true => post.items(),
-        false => ganged.iter().collect(),
+        false => completed.iter().collect(),
     };
     let mut consumers = BTreeSet::new();
     if let Some(dup) = items.iter().find(|i| !consumers.insert(i.consumer_uuid)) {

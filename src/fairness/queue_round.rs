@@ -230,6 +230,14 @@ async fn decide(
     count_by_project(&view, rows, &sorted.admitted);
     db::record_reasons(tx, &reasons).await?;
     let marked_ms = ms(started);
+    // Every hold of a request still waiting for room lives on.
+    let waiting: Vec<Uuid> = sorted
+        .deferred
+        .iter()
+        .filter(|&&(_, reason)| reason == "no_capacity")
+        .map(|&(at, _)| rows[at].0.id)
+        .collect();
+    crate::db::fairness::preemptions::renew(tx, &waiting, holds.seconds).await?;
     let advised = super::preemption::advise(
         tx,
         &view,

@@ -7,8 +7,9 @@
 //! delays its first job. Here the request gets a hold, as preemption
 //! advice's: added to its project's reservation on the provider closest
 //! to fitting it, so that what frees there is its own and no one else's,
-//! growing until it fits. One such hold at a time keeps what idles
-//! meanwhile to one request's size.
+//! growing until it fits, and renewed each round while the request waits
+//! for room. One such hold at a time keeps what idles meanwhile to one
+//! request's (or one gang's) size.
 
 use super::admission::RoundView;
 use super::queue::QueueItem;
@@ -16,11 +17,15 @@ use crate::db::fairness::preemptions::{self as db, NewHold};
 use crate::db::fairness::queue::PendingRow;
 use crate::error::Result;
 
-/// After a round: a hold for the most entitled request waiting for room
-/// (reason `no_capacity` past `reserve_after_seconds`, not in a gang):
-/// its project's weighted share the lowest, then the oldest; unless room
-/// is held for some pending request already. The hold lasts
-/// `hold_seconds`.
+/// After a round: a hold for the most entitled request (or gang) waiting
+/// for room (reason `no_capacity` past `reserve_after_seconds`): its
+/// project's weighted share the lowest, then the oldest; unless room is
+/// held for some pending request already. A gang gets room for every
+/// member, each on the provider closest to fitting it once the members
+/// before it are placed (as YuniKorn reserves for a gang's placeholders).
+/// The hold lasts `hold_seconds` and is renewed each round while its
+/// request still waits for room, so what gathers there is never handed
+/// back to smaller work before the request fits.
 pub async fn reserve(
     tx: &mut sqlx::PgConnection,
     view: &RoundView,
@@ -37,80 +42,130 @@ pub async fn reserve(
         let project = &rows[at].0.project_id;
         view.shares.get(project).copied().unwrap_or(0.0)
     };
-    let starving = deferred
+    let waiting: Vec<usize> = deferred
         .iter()
         .filter(|&&(_, reason)| reason == "no_capacity")
         .map(|&(at, _)| at)
+        .collect();
+    let mut gangs_seen = Vec::new();
+    let starving = waiting
+        .iter()
+        .copied()
         .filter(|&at| {
-            let (row, item) = &rows[at];
-            item.gang.is_none() && row.now - row.submitted_at >= wait
+            let row = &rows[at].0;
+            row.now - row.submitted_at >= wait
         })
-        .filter_map(|at| closest_provider(view, at, &rows[at].1).map(|p| (at, p)))
-        .fold(None, |best: Option<(usize, usize)>, (at, p)| match best {
-            Some((b, _)) if share(b) <= share(at) => best,
-            _ => Some((at, p)),
-        });
-    let Some((at, provider)) = starving else {
+        .filter_map(|at| {
+            // A gang is one candidate, at its first member.
+            let members: Vec<usize> = match rows[at].1.gang {
+                Some(g) if gangs_seen.contains(&g) => return None,
+                Some(g) => {
+                    gangs_seen.push(g);
+                    waiting
+                        .iter()
+                        .copied()
+                        .filter(|&m| rows[m].1.gang == Some(g))
+                        .collect()
+                }
+                None => vec![at],
+            };
+            places(view, &members, rows).map(|p| (at, members, p))
+        })
+        .fold(
+            None,
+            |best: Option<(usize, Vec<usize>, Vec<usize>)>, c| match best {
+                Some((b, _, _)) if share(b) <= share(c.0) => best,
+                _ => Some(c),
+            },
+        );
+    let Some((at, members, providers)) = starving else {
         return Ok(());
     };
     if db::any_held(tx).await? {
         return Ok(());
     }
-    let (row, item) = &rows[at];
-    let classes: Vec<String> = item.resources.keys().cloned().collect();
-    let class_id = super::class_ids(tx, &classes).await?;
+    let row = &rows[at].0;
+    let classes: Vec<String> = members
+        .iter()
+        .flat_map(|&m| rows[m].1.resources.keys().cloned())
+        .collect();
+    let class_id = super::class_ids(tx, &super::sorted_distinct(classes)).await?;
     let project_id =
         crate::db::consumers::ensure_projects(tx, std::slice::from_ref(&row.project_id)).await?;
     let Some(&project_id) = project_id.get(&row.project_id) else {
         return Ok(());
     };
-    let amounts = item
-        .resources
+    let holds: Vec<NewHold> = members
         .iter()
-        .filter_map(|(name, n)| Some((*class_id.get(name)?, i32::try_from(*n).ok()?)))
+        .zip(providers)
+        .map(|(&m, provider)| NewHold {
+            request_id: rows[m].0.id,
+            provider_id: view.provider_ids[provider],
+            project_id,
+            amounts: rows[m]
+                .1
+                .resources
+                .iter()
+                .filter_map(|(name, n)| Some((*class_id.get(name)?, i32::try_from(*n).ok()?)))
+                .collect(),
+        })
         .collect();
-    let hold = NewHold {
-        request_id: row.id,
-        provider_id: view.provider_ids[provider],
-        project_id,
-        amounts,
-    };
-    db::hold(tx, &[hold], hold_seconds).await?;
+    db::hold(tx, &holds, hold_seconds).await?;
     Ok(())
 }
 
-/// The provider, among those request `at` may use and that could hold it
-/// empty, with the most of it free now (the sum over its classes of the
-/// part free); the round's order breaks ties.
-fn closest_provider(view: &RoundView, at: usize, item: &QueueItem) -> Option<usize> {
-    let need: Vec<(usize, i64)> = item
-        .resources
-        .iter()
-        .map(|(c, n)| view.class_ix(c).map(|ix| (ix, *n)))
-        .collect::<Option<_>>()?;
-    let everyone: Vec<usize>;
-    let allowed: &[usize] = match view.allowed.get(at)? {
-        Some(list) => list,
-        None => {
-            everyone = (0..view.providers.len()).collect();
-            &everyone
-        }
-    };
-    let part_free = |p: usize| -> f64 {
-        need.iter()
-            .map(|&(c, n)| view.free[p][c].clamp(0, n) as f64 / n as f64)
-            .sum()
-    };
-    allowed
-        .iter()
-        .copied()
-        .filter(|&p| need.iter().all(|&(c, n)| view.largest[p][c] >= n))
-        .fold(None, |best: Option<(usize, f64)>, p| {
-            let score = part_free(p);
-            match best {
-                Some((_, s)) if s >= score => best,
-                _ => Some((p, score)),
+/// A provider for each of `members` (a request, or a gang's members in
+/// order): among those the member may use and that could hold it empty
+/// beside the members placed before it, the one with the most of it free
+/// now (the sum over its classes of the part free, less what earlier
+/// members took); the round's order breaks ties. None when a member has
+/// no such provider.
+fn places(
+    view: &RoundView,
+    members: &[usize],
+    rows: &[(PendingRow, QueueItem)],
+) -> Option<Vec<usize>> {
+    let mut taken: Vec<Vec<i64>> = vec![vec![0; view.classes.len()]; view.providers.len()];
+    let mut out = Vec::with_capacity(members.len());
+    for &at in members {
+        let need: Vec<(usize, i64)> = rows[at]
+            .1
+            .resources
+            .iter()
+            .map(|(c, n)| view.class_ix(c).map(|ix| (ix, *n)))
+            .collect::<Option<_>>()?;
+        let everyone: Vec<usize>;
+        let allowed: &[usize] = match view.allowed.get(at)? {
+            Some(list) => list,
+            None => {
+                everyone = (0..view.providers.len()).collect();
+                &everyone
             }
-        })
-        .map(|(p, _)| p)
+        };
+        let part_free = |p: usize| -> f64 {
+            need.iter()
+                .map(|&(c, n)| (view.free[p][c] - taken[p][c]).clamp(0, n) as f64 / n as f64)
+                .sum()
+        };
+        let provider = allowed
+            .iter()
+            .copied()
+            .filter(|&p| {
+                need.iter()
+                    .all(|&(c, n)| view.largest[p][c] >= taken[p][c] + n)
+            })
+            .fold(None, |best: Option<(usize, f64)>, p| {
+                let score = part_free(p);
+                match best {
+                    Some((_, s)) if s >= score => best,
+                    _ => Some((p, score)),
+                }
+            })
+            .map(|(p, _)| p)?;
+        for &(c, n) in &need {
+            taken[provider][c] += n;
+        }
+        out.push(provider);
+    }
+    Some(out)
 }

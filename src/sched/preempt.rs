@@ -24,7 +24,11 @@
 //!   reclaims 1 where 3 are free, and nothing where none are: as Kueue
 //!   reclaims only for a workload within its nominal quota, issue 64);
 //! - a gang is advised whole or not at all: every member gets room in the
-//!   same pass, or none of its victims are named.
+//!   same pass, or none of its victims are named;
+//! - victims the service may remove itself are preferred, on a provider
+//!   and between providers (the fewest others first), so that where the
+//!   victims' project enforces preemption the advice is a set the service
+//!   can carry out whole; it carries out a request's set only whole.
 
 /// Index of a resource class.
 pub type Class = usize;
@@ -66,6 +70,10 @@ pub struct Victim {
     pub prod: bool,
     /// Larger is newer (newest go first).
     pub age_rank: u64,
+    /// The service may remove it itself (its project enforces preemption
+    /// and it came through the queue): preferred, so that the advice is a
+    /// set the service can carry out whole.
+    pub removable: bool,
 }
 
 /// A waiting request.
@@ -179,6 +187,7 @@ impl<'a> Picture<'a> {
                     let (va, vb) = (&self.victims[*a], &self.victims[*b]);
                     va.priority
                         .cmp(&vb.priority)
+                        .then(vb.removable.cmp(&va.removable))
                         .then(above_b.total_cmp(above_a))
                         .then(vb.age_rank.cmp(&va.age_rank))
                 })?;
@@ -318,7 +327,10 @@ fn advise_one(
         .iter()
         .filter_map(|&p| picture.victims_on(p, ask, &reclaimable).map(|v| (p, v)))
         .filter(|(_, v)| ask.gang.is_some() || !v.is_empty())
-        .min_by_key(|(p, v)| (Some(*p) != ask.held_on, v.len(), *p))?;
+        .min_by_key(|(p, v)| {
+            let unremovable = v.iter().filter(|&&i| !picture.victims[i].removable).count();
+            (Some(*p) != ask.held_on, unremovable, v.len(), *p)
+        })?;
     picture.apply(ask, provider, &picks);
     for &(c, n) in &ask.resources {
         won[ask.project][c] += n;

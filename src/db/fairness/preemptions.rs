@@ -27,6 +27,9 @@ pub struct HolderRow {
     pub priority_class: i32,
     /// Priority inside the class.
     pub priority: i64,
+    /// The service may remove it itself: admitted through the queue, in a
+    /// project that enforces preemption.
+    pub removable: bool,
 }
 
 /// Every allocation with its consumer's project and priority.
@@ -39,13 +42,15 @@ pub async fn holders(conn: &mut PgConnection) -> Result<Vec<HolderRow>, sqlx::Er
                 coalesce(cp.priority_class::int4,
                          CASE q.request->>'priority_class' WHEN 'mid' THEN 1 WHEN 'batch' THEN 2
                                                             WHEN 'free' THEN 3 ELSE 0 END) AS priority_class,
-                coalesce(cp.priority, (q.request->>'priority')::int4, 0)::int8 AS priority
+                coalesce(cp.priority, (q.request->>'priority')::int4, 0)::int8 AS priority,
+                (q.id IS NOT NULL AND f.preemption IS NOT DISTINCT FROM 'enforce') AS removable
          FROM allocations a
          JOIN consumers c ON c.id = a.consumer_id
          JOIN projects p ON p.id = c.project_id
          JOIN resource_classes rc ON rc.id = a.resource_class_id
          LEFT JOIN consumer_priorities cp ON cp.consumer_uuid = c.uuid
-         LEFT JOIN queue_requests q ON q.consumer_uuid = c.uuid AND q.state = 'admitted'",
+         LEFT JOIN queue_requests q ON q.consumer_uuid = c.uuid AND q.state = 'admitted'
+         LEFT JOIN project_fairness f ON f.project_id = p.id",
     )
     .fetch_all(conn)
     .await
@@ -124,22 +129,54 @@ pub async fn replace_advice(
 
 /// The advice due for removal by the service: advised victims of
 /// projects that enforce preemption, admitted through the queue, whose
-/// grace has run out, for requests still pending; each victim once.
+/// grace has run out, for requests still pending; each victim once. Only
+/// whole sets: a request's victims are removed only when every one of
+/// them is due, since the removals alone admit it only then (the rest
+/// would be removed for nothing while its owner has not acted). A victim
+/// admitted in a gang brings the gang's other admitted members with it
+/// (`gang_members`): a gang runs whole or not at all.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn due(conn: &mut PgConnection) -> Result<Vec<AdviceRow>, sqlx::Error> {
     crate::db::query_as(
-        "SELECT DISTINCT ON (a.consumer_uuid)
-                a.consumer_uuid, a.victim_project_id, a.resource_provider_uuid, a.request_id,
-                q.project_id AS request_project_id, q.request, a.round_id, a.advised_at,
+        "WITH advised AS (
+            SELECT a.consumer_uuid, a.victim_project_id, a.resource_provider_uuid, a.request_id,
+                   q.project_id AS request_project_id, q.request, a.round_id, a.advised_at,
+                   coalesce(v.id IS NOT NULL AND f.preemption = 'enforce'
+                            AND a.advised_at <= now() - make_interval(secs => f.preemption_grace_seconds),
+                            false) AS ready
+            FROM preemption_advice a
+            JOIN queue_requests q ON q.id = a.request_id AND q.state = 'pending'
+            LEFT JOIN queue_requests v ON v.consumer_uuid = a.consumer_uuid AND v.state = 'admitted'
+            LEFT JOIN projects p ON p.external_id = a.victim_project_id
+            LEFT JOIN project_fairness f ON f.project_id = p.id)
+         SELECT DISTINCT ON (e.consumer_uuid)
+                e.consumer_uuid, e.victim_project_id, e.resource_provider_uuid, e.request_id,
+                e.request_project_id, e.request, e.round_id, e.advised_at,
                 NULL::timestamptz AS held_until
-         FROM preemption_advice a
-         JOIN queue_requests q ON q.id = a.request_id AND q.state = 'pending'
-         JOIN queue_requests v ON v.consumer_uuid = a.consumer_uuid AND v.state = 'admitted'
-         JOIN projects p ON p.external_id = a.victim_project_id
-         JOIN project_fairness f ON f.project_id = p.id AND f.preemption = 'enforce'
-         WHERE a.advised_at <= now() - make_interval(secs => f.preemption_grace_seconds)
-         ORDER BY a.consumer_uuid, a.advised_at, a.request_id",
+         FROM advised e
+         WHERE e.ready
+           AND NOT EXISTS (SELECT 1 FROM advised o WHERE o.request_id = e.request_id AND NOT o.ready)
+         ORDER BY e.consumer_uuid, e.advised_at, e.request_id",
     )
+    .fetch_all(conn)
+    .await
+}
+
+/// The other consumers admitted in `consumer`'s gang (none outside one).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn gang_members(
+    conn: &mut PgConnection,
+    consumer: Uuid,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    crate::db::query_scalar(
+        "SELECT o.consumer_uuid FROM queue_requests v
+           JOIN queue_requests o ON o.request->>'gang' = v.request->>'gang'
+                                AND o.project_id = v.project_id AND o.state = 'admitted'
+          WHERE v.consumer_uuid = $1 AND v.state = 'admitted' AND v.request->>'gang' IS NOT NULL
+            AND o.consumer_uuid <> $1
+          ORDER BY o.seq",
+    )
+    .bind(consumer)
     .fetch_all(conn)
     .await
 }
@@ -279,6 +316,33 @@ pub async fn hold(
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// Renews the holds of `requests` (still waiting for room this round) to
+/// last `seconds` from now: a hold lives as long as its request waits, so
+/// the advice it keeps in place, the advice's first `advised_at` and a
+/// grace longer than the hold all stay put, and room reserved against
+/// starvation is not handed back before the request fits. A request that
+/// stops waiting for room is not renewed, and its hold lapses.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn renew(
+    conn: &mut PgConnection,
+    requests: &[Uuid],
+    seconds: u64,
+) -> Result<u64, sqlx::Error> {
+    if requests.is_empty() {
+        return Ok(0);
+    }
+    let keep = i64::try_from(seconds).unwrap_or(i64::MAX);
+    let done = crate::db::query(
+        "UPDATE preemption_holds SET expires_at = now() + make_interval(secs => $2::double precision)
+          WHERE request_id = ANY($1)",
+    )
+    .bind(requests)
+    .bind(keep)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
 }
 
 /// Whether room is held for any pending request now.

@@ -355,33 +355,69 @@ pub async fn seq_of(conn: &mut PgConnection, id: Uuid) -> Result<Option<i64>, sq
         .await
 }
 
-/// Cancels a pending request; false when it is not pending.
+/// Cancels a pending request, and with it every pending member of its
+/// gang (a gang is one job to its owner: cancelling any member cancels
+/// the gang, so the rest are never admitted as a smaller gang); false
+/// when it is not pending.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn cancel(conn: &mut PgConnection, id: Uuid) -> Result<bool, sqlx::Error> {
-    let done = crate::db::query(
+    let cancelled: Option<(String, Option<String>)> = crate::db::query_as(
         "UPDATE queue_requests SET state = 'cancelled', decided_at = now()
-         WHERE id = $1 AND state = 'pending' AND (expires_at IS NULL OR expires_at > now())",
+         WHERE id = $1 AND state = 'pending' AND (expires_at IS NULL OR expires_at > now())
+         RETURNING project_id, request->>'gang'",
     )
     .bind(id)
-    .execute(&mut *conn)
+    .fetch_optional(&mut *conn)
     .await?;
-    if done.rows_affected() == 1 {
-        // Long polls in every process see it at the commit.
-        announce_decided(conn).await?;
+    let Some((project, gang)) = cancelled else {
+        return Ok(false);
+    };
+    if let Some(gang) = gang {
+        // Only the project's pending rows are read (its pending index).
+        crate::db::query(
+            "UPDATE queue_requests SET state = 'cancelled', decided_at = now()
+             WHERE state = 'pending' AND project_id = $1 AND request->>'gang' = $2",
+        )
+        .bind(&project)
+        .bind(&gang)
+        .execute(&mut *conn)
+        .await?;
     }
-    Ok(done.rows_affected() == 1)
+    // Long polls in every process see it at the commit.
+    announce_decided(conn).await?;
+    Ok(true)
 }
 
-/// Pending requests past their time become `expired`; how many.
+/// Pending requests past their time become `expired`, and with each the
+/// pending members of its gang (a gang times out whole); how many.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn expire(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
-    let done = crate::db::query(
+    let lapsed: Vec<(String, Option<String>)> = crate::db::query_as(
         "UPDATE queue_requests SET state = 'expired', decided_at = now()
-         WHERE state = 'pending' AND expires_at <= now()",
+         WHERE state = 'pending' AND expires_at <= now()
+         RETURNING project_id, request->>'gang'",
     )
-    .execute(conn)
+    .fetch_all(&mut *conn)
     .await?;
-    Ok(done.rows_affected())
+    let (projects, gangs): (Vec<String>, Vec<String>) = lapsed
+        .iter()
+        .filter_map(|(p, g)| Some((p.clone(), g.clone()?)))
+        .unzip();
+    let mut expired = u64::try_from(lapsed.len()).unwrap_or(u64::MAX);
+    if !gangs.is_empty() {
+        // Only the lapsed gangs' projects' pending rows are read.
+        let done = crate::db::query(
+            "UPDATE queue_requests q SET state = 'expired', decided_at = now()
+              FROM unnest($1::text[], $2::text[]) AS g(project_id, gang)
+             WHERE q.state = 'pending' AND q.project_id = g.project_id AND q.request->>'gang' = g.gang",
+        )
+        .bind(&projects)
+        .bind(&gangs)
+        .execute(conn)
+        .await?;
+        expired += done.rows_affected();
+    }
+    Ok(expired)
 }
 
 /// Requests that leave the queue undecided as `cancelled`, with `reason`:
@@ -396,9 +432,17 @@ pub async fn cancel_undecidable(
     if ids.is_empty() {
         return Ok(0);
     }
+    // A gang cannot be admitted whole without a member: its pending
+    // members leave with it.
     let done = crate::db::query(
-        "UPDATE queue_requests SET state = 'cancelled', reason = $2, decided_at = now()
-         WHERE id = ANY($1) AND state = 'pending'",
+        "WITH target AS (
+            SELECT id, project_id, request->>'gang' AS gang FROM queue_requests
+             WHERE id = ANY($1) AND state = 'pending')
+         UPDATE queue_requests q SET state = 'cancelled', reason = $2, decided_at = now()
+          WHERE q.state = 'pending'
+            AND (q.id IN (SELECT id FROM target)
+                 OR (q.project_id, q.request->>'gang') IN
+                    (SELECT project_id, gang FROM target WHERE gang IS NOT NULL))",
     )
     .bind(ids)
     .bind(reason)

@@ -28,6 +28,7 @@
 
 use std::sync::Arc;
 
+mod empty_pool;
 mod room;
 mod state;
 use state::State;
@@ -361,10 +362,18 @@ mod tests {
         let mut got = admitted(&r);
         got.sort_unstable();
         assert_eq!(got, vec![0, 1, 2]);
-        // Three of 2 VCPU on 4: none of A's, and what a member took while
-        // the gang was tried is back for B (two of 2 VCPU).
-        let r = ganged(
-            4,
+        // Three of 2 VCPU where 4 of 6 are free: none of A's, and what a
+        // member took while the gang was tried is back for B (two of 2
+        // VCPU). (Empty, the provider would hold the gang: it may fit
+        // later, so it waits for room.)
+        let used = |mut r: Round| {
+            if let Some(stock) = r.providers[0].stock[0].as_mut() {
+                stock.used = 2;
+            }
+            r
+        };
+        let r = used(ganged(
+            6,
             &[
                 (0, 2, Some(0)),
                 (0, 2, Some(0)),
@@ -372,14 +381,14 @@ mod tests {
                 (1, 2, None),
                 (1, 2, None),
             ],
-        );
+        ));
         assert_eq!(admitted(&r), vec![3, 4]);
         let out = admit(&r);
         for m in 0..3 {
             assert_eq!(reason_of(&out, m), Some(Reason::NoCapacity), "{out:?}");
         }
         // The pure bookkeeping ends as if the gang had never been tried.
-        let without = ganged(4, &[(1, 2, None), (1, 2, None)]);
+        let without = used(ganged(6, &[(1, 2, None), (1, 2, None)]));
         let a = admit(&without);
         let shares = |o: &Admitted| -> Vec<(f64, f64)> {
             o.decisions
@@ -402,6 +411,58 @@ mod tests {
         assert_eq!(admitted(&r), vec![2]);
         assert_eq!(reason_of(&out, 0), Some(Reason::NeverFits));
         assert_eq!(reason_of(&out, 1), Some(Reason::NeverFits));
+    }
+
+    /// Issue 65, item 6: `never_fits` from the whole request. A head
+    /// whose traits or aggregates allow no provider, or a gang the pool
+    /// could never hold whole (by its total, or by its members' places),
+    /// says so and holds up nothing behind it, with room free.
+    #[test]
+    fn never_fits_reads_the_whole_request() {
+        // Three providers of 10 (one class), A strict.
+        let three = |requests: &[(i64, Option<usize>, Option<Vec<ProviderIx>>)]| {
+            let mut r = ganged(10, &[]);
+            let p = r.providers[0].clone();
+            r.providers = vec![p.clone(), p.clone(), p];
+            r.totals = vec![30.0];
+            r.requests = requests
+                .iter()
+                .map(|(n, gang, allowed)| Request {
+                    project: 0,
+                    user: "u".into(),
+                    resources: vec![(0, *n)],
+                    allowed: allowed.clone().map(Arc::from),
+                    precedence: Precedence::default(),
+                    gang: *gang,
+                })
+                .collect();
+            r
+        };
+        // A required trait no provider has: an empty allowed list.
+        let r = three(&[(1, None, Some(Vec::new())), (1, None, None)]);
+        let out = admit(&r);
+        assert_eq!(reason_of(&out, 0), Some(Reason::NeverFits));
+        assert_eq!(admitted(&r), vec![1]);
+        // Allowed only on providers too small for it is the same: 8 on a
+        // provider of 10 fits, 12 on any does not.
+        let r = three(&[(12, None, Some(vec![1])), (8, None, Some(vec![1]))]);
+        assert_eq!(reason_of(&admit(&r), 0), Some(Reason::NeverFits));
+        assert_eq!(admitted(&r), vec![1]);
+        // A gang of 4 × 8 on 3 × 10: 32 > 30 in all.
+        let gang = |n: i64| (n, Some(0), None);
+        let r = three(&[gang(8), gang(8), gang(8), gang(8), (1, None, None)]);
+        let out = admit(&r);
+        for m in 0..4 {
+            assert_eq!(reason_of(&out, m), Some(Reason::NeverFits), "{out:?}");
+        }
+        assert_eq!(admitted(&r), vec![4]);
+        // 4 × 6 on 3 × 10: 24 ≤ 30, but each provider has one place of 6.
+        let r = three(&[gang(6), gang(6), gang(6), gang(6), (1, None, None)]);
+        assert_eq!(reason_of(&admit(&r), 0), Some(Reason::NeverFits));
+        assert_eq!(admitted(&r), vec![4]);
+        // 3 × 6 fits, one a provider.
+        let r = three(&[gang(6), gang(6), gang(6)]);
+        assert_eq!(admitted(&r), vec![0, 1, 2]);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The bookkeeping of one admission round: queues, shares, consumption,
 //! headroom and the provider checks, stage by stage.
 
+use super::empty_pool::EmptyPool;
 use super::room::Rooms;
 use super::{
     Admitted, Class, Decision, Decline, Outcome, ProjectIx, Provider, ProviderIx, Reason, Request,
@@ -46,6 +47,8 @@ pub(super) struct State<'a> {
     admitted_order: Vec<usize>,
     steps: u64,
     rooms: Rooms,
+    /// The pool empty: whether a request or a gang could ever fit.
+    empty: EmptyPool<'a>,
     /// Each project's weighted subtree share and its own (leaf) share,
     /// kept as admissions change them: the sorter compares them for every
     /// project at every pick.
@@ -123,6 +126,7 @@ impl<'a> State<'a> {
             admitted_order: Vec::new(),
             steps: 0,
             rooms: Rooms::of(&round.providers, round.classes),
+            empty: EmptyPool::of(&round.providers, round.classes),
             node_share: Vec::new(),
             leaf_share: Vec::new(),
             roots: (0..n)
@@ -213,6 +217,13 @@ impl<'a> State<'a> {
     /// answer). Admitted requests leave the queue.
     fn admit_head(&mut self, p: ProjectIx, req: usize, stage: Stage) -> Result<(), Reason> {
         let members = self.members(p, req);
+        if members.len() > 1 {
+            let requests: Vec<&Request> =
+                members.iter().map(|&m| &self.round.requests[m]).collect();
+            if self.empty.gang_never_fits(&requests) {
+                return Err(Reason::NeverFits);
+            }
+        }
         let mut done: Vec<(usize, Fit)> = Vec::with_capacity(members.len());
         for &m in &members {
             match self.place(m) {
@@ -374,7 +385,7 @@ impl<'a> State<'a> {
             .map(|&(c, _)| (c, self.surplus(c) + self.held_back(top, c)))
             .collect();
         let candidates = r.allowed.as_ref().map_or(self.providers.len(), |a| a.len());
-        if self.rooms.never_fits(&r.resources) {
+        if self.rooms.never_fits(&r.resources) || self.empty.never_fits(r) {
             return Err(Reason::NeverFits);
         }
         if !self.rooms.may_fit(&r.resources) {

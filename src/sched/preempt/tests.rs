@@ -23,6 +23,7 @@ fn victim(project: usize, provider: usize, vcpu: i64, priority: i64, age_rank: u
         priority,
         prod: false,
         age_rank,
+        removable: false,
     }
 }
 
