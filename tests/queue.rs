@@ -2189,3 +2189,333 @@ async fn enforced_preemption_takes_only_what_the_guarantee_gives() {
     assert_eq!(vcpu_of(&c, "A").await, 4);
     assert_eq!(vcpu_of(&c, "B").await, 4);
 }
+
+/// `PUT /projects/B/fairness` with an enforced grace and a weight.
+async fn enforce(c: &Cluster, project: &str, weight: f64, grace: u32) {
+    let (s, v) = send(
+        c,
+        0,
+        Method::PUT,
+        &format!("/projects/{project}/fairness"),
+        Some(json!({"weight": weight, "preemption": "enforce", "preemption_grace_seconds": grace})),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+}
+
+/// A Nova-style consumer of `project`: its allocations written directly
+/// (never through the queue), so the service never removes it.
+async fn nova_consumer(c: &Cluster, project: &str, rp: &str, vcpu: i64) -> String {
+    let consumer = uuid::Uuid::new_v4().to_string();
+    let body = json!({"allocations": {rp: {"resources": {"VCPU": vcpu}}},
+                      "project_id": project, "user_id": "u", "consumer_generation": null,
+                      "consumer_type": "INSTANCE"});
+    let (s, v) = send(
+        c,
+        0,
+        Method::PUT,
+        &format!("/allocations/{consumer}"),
+        Some(body),
+    )
+    .await;
+    assert_eq!(s, 204, "{v}");
+    consumer
+}
+
+/// The enforced removals so far.
+async fn enforced(c: &Cluster) -> Vec<Value> {
+    let (_, v) = send(c, 0, Method::GET, "/preemptions?state=enforced", None).await;
+    v["preemptions"].as_array().cloned().unwrap_or_default()
+}
+
+/// Issue 65, item 1: a grace ten times the hold is honoured to the
+/// second. Holds of 1 s, a grace of 10 s: the advice names the same
+/// consumers with the same `advised_at` round after round, and each is
+/// removed between 10 and 13 s after it.
+#[tokio::test]
+async fn a_grace_longer_than_the_hold_is_honoured() {
+    let flags = ["--preemption-hold-seconds", "1"];
+    let c = Cluster::with_flags("queue-long-grace", MV, 1, &flags).await;
+    c.provider("cn0", json!({"VCPU": {"total": 10}})).await;
+    enforce(&c, "B", 1.0, 10).await;
+    set_quota(
+        &c,
+        "A",
+        json!({"guarantees": {"VCPU": 4}, "lending_limits": {"VCPU": 4}}),
+    )
+    .await;
+    queue_many(&c, "B", 10).await;
+    until_holds(&c, "B", 10).await;
+    queue(&c, 0, request_body("A", 4)).await;
+    let advice = |v: &Value| -> Vec<(String, String)> {
+        let mut pairs: Vec<(String, String)> = v["preemptions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                (
+                    p["consumer_uuid"].as_str().unwrap_or("").to_string(),
+                    p["advised_at"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        pairs.sort();
+        pairs
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let first = loop {
+        let (_, v) = send(&c, 0, Method::GET, "/preemptions", None).await;
+        if advice(&v).len() == 4 {
+            break advice(&v);
+        }
+        assert!(Instant::now() < deadline, "no advice: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Eight seconds: eight holds' lengths, eight rounds or more.
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let (_, v) = send(&c, 0, Method::GET, "/preemptions", None).await;
+        assert_eq!(advice(&v), first, "the advice moved or restarted its grace");
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while enforced(&c).await.len() < 4 {
+        assert!(
+            Instant::now() < deadline,
+            "never enforced: {:?}",
+            enforced(&c).await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for e in enforced(&c).await {
+        let at = |k: &str| {
+            serde_json::from_value::<chrono::DateTime<chrono::Utc>>(e[k].clone()).unwrap()
+        };
+        let waited = at("enforced_at") - at("advised_at");
+        assert!(
+            waited >= chrono::Duration::seconds(10) && waited < chrono::Duration::seconds(13),
+            "removed {waited} after its advice: {e}"
+        );
+    }
+    until_holds(&c, "A", 4).await;
+}
+
+/// Issue 65, item 5: the advice prefers what the service may remove, and
+/// the service carries out only a set that admits the request. B (nearly
+/// no weight, so nothing of it is protected by a fair share) enforces.
+/// One provider full of B's Nova consumers, one of B's queue work: A's
+/// request is admitted from the second, and no Nova consumer is removed.
+#[tokio::test]
+async fn enforced_preemption_removes_only_sets_that_admit_the_request() {
+    let c = Cluster::with_servers("queue-enforce-sets", MV, 1).await;
+    let nova_rp = c.provider("nova", json!({"VCPU": {"total": 8}})).await;
+    let queue_rp = c.provider("queue", json!({"VCPU": {"total": 8}})).await;
+    enforce(&c, "B", 0.01, 1).await;
+    let mut novas = Vec::new();
+    for _ in 0..8 {
+        novas.push(nova_consumer(&c, "B", &nova_rp, 1).await);
+    }
+    queue_many(&c, "B", 8).await;
+    until_holds(&c, "B", 16).await;
+    set_quota(
+        &c,
+        "A",
+        json!({"guarantees": {"VCPU": 8}, "lending_limits": {"VCPU": 8}}),
+    )
+    .await;
+    let a = queue(&c, 0, request_body("A", 4)).await;
+    await_state(&c, 0, a["id"].as_str().unwrap(), |v| {
+        v["state"] == "admitted"
+    })
+    .await;
+    let removed = enforced(&c).await;
+    assert_eq!(removed.len(), 4, "{removed:?}");
+    for e in &removed {
+        assert_eq!(e["resource_provider_uuid"], json!(queue_rp), "{e}");
+        assert!(
+            !novas.contains(&e["consumer_uuid"].as_str().unwrap().to_string()),
+            "{e}"
+        );
+    }
+    assert_eq!(vcpu_of(&c, "A").await, 4);
+}
+
+/// Issue 65, item 5, the mixed provider: half B's Nova consumers, half
+/// B's queue work, and A asking for all of it. The advice needs both
+/// halves, so the service removes nothing (the queue half alone would not
+/// admit A: before, it was removed for nothing); once B's owner removes
+/// the Nova half, the service removes the queue half and A is admitted.
+#[tokio::test]
+async fn a_set_the_service_cannot_carry_out_whole_is_left_to_the_owner() {
+    let c = Cluster::with_servers("queue-enforce-mixed", MV, 1).await;
+    let rp = c.provider("mixed", json!({"VCPU": {"total": 8}})).await;
+    enforce(&c, "B", 0.01, 1).await;
+    let mut novas = Vec::new();
+    for _ in 0..4 {
+        novas.push(nova_consumer(&c, "B", &rp, 1).await);
+    }
+    let jobs = queue_many(&c, "B", 4).await;
+    until_holds(&c, "B", 8).await;
+    set_quota(
+        &c,
+        "A",
+        json!({"guarantees": {"VCPU": 8}, "lending_limits": {"VCPU": 8}}),
+    )
+    .await;
+    let a = queue(&c, 0, request_body("A", 8)).await;
+    let a = a["id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, v) = send(&c, 0, Method::GET, "/preemptions", None).await;
+        if v["preemptions"].as_array().map_or(0, Vec::len) == 8 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no advice: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Three times the grace: nothing removed.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(enforced(&c).await, Vec::<Value>::new());
+    assert_eq!(vcpu_of(&c, "B").await, 8);
+    for n in &novas {
+        let (s, _) = send(&c, 0, Method::DELETE, &format!("/allocations/{n}"), None).await;
+        assert_eq!(s, 204);
+    }
+    await_state(&c, 0, &a, |v| v["state"] == "admitted").await;
+    let removed: Vec<String> = enforced(&c)
+        .await
+        .iter()
+        .map(|e| e["consumer_uuid"].as_str().unwrap().to_string())
+        .collect();
+    let (mut removed, mut jobs) = (removed, jobs);
+    removed.sort();
+    jobs.sort();
+    assert_eq!(removed, jobs, "exactly the queue half");
+    assert_eq!(vcpu_of(&c, "A").await, 8);
+}
+
+/// Issue 65, item 4: a gang is one victim. B's gang of 2 × 4 fills a
+/// provider; A's guarantee needs 4: the service removes both members
+/// (the gang could not run on one), each an event, and both show
+/// `preempted`.
+#[tokio::test]
+async fn a_gang_victim_is_removed_whole() {
+    let c = Cluster::with_servers("queue-gang-victim", MV, 1).await;
+    c.provider("cn0", json!({"VCPU": {"total": 8}})).await;
+    enforce(&c, "B", 0.01, 0).await;
+    let gang: Vec<Value> = (0..2).map(|_| request_body("B", 4)).collect();
+    let ids = request_ids(&queue(&c, 0, json!({"requests": gang, "all_or_nothing": true})).await);
+    for id in &ids {
+        await_state(&c, 0, id, |v| v["state"] == "admitted").await;
+    }
+    set_quota(
+        &c,
+        "A",
+        json!({"guarantees": {"VCPU": 4}, "lending_limits": {"VCPU": 4}}),
+    )
+    .await;
+    let a = queue(&c, 0, request_body("A", 4)).await;
+    await_state(&c, 0, a["id"].as_str().unwrap(), |v| {
+        v["state"] == "admitted"
+    })
+    .await;
+    for id in &ids {
+        await_state(&c, 0, id, |v| v["state"] == "preempted").await;
+    }
+    assert_eq!(enforced(&c).await.len(), 2);
+    assert_eq!(vcpu_of(&c, "B").await, 0);
+    assert_eq!(vcpu_of(&c, "A").await, 4);
+}
+
+/// Issue 65, item 6, through HTTP: a strict project's head that requires
+/// a trait no provider has, and then a gang larger than the pool can
+/// hold whole, each say `never_fits` and block nothing: the 1-VCPU
+/// request behind each is admitted with room free.
+#[tokio::test]
+async fn a_head_that_never_fits_says_so_and_blocks_nothing() {
+    let c = Cluster::with_servers("queue-never-fits", MV, 1).await;
+    for i in 0..3 {
+        c.provider(&format!("cn{i}"), json!({"VCPU": {"total": 10}}))
+            .await;
+    }
+    let (s, _) = send(&c, 0, Method::PUT, "/traits/CUSTOM_NOBODY_HAS_IT", None).await;
+    assert_eq!(s, 201);
+    let mut head = request_body("A", 1);
+    head["required"] = json!(["CUSTOM_NOBODY_HAS_IT"]);
+    let head = queue(&c, 0, head).await;
+    let behind = queue(&c, 0, request_body("A", 1)).await;
+    await_state(&c, 0, behind["id"].as_str().unwrap(), |v| {
+        v["state"] == "admitted"
+    })
+    .await;
+    let v = c
+        .json(0, &format!("/queue/{}", head["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(v["reason"], "never_fits", "{v}");
+    let gang: Vec<Value> = (0..4).map(|_| request_body("A", 8)).collect();
+    let ids = request_ids(&queue(&c, 0, json!({"requests": gang, "all_or_nothing": true})).await);
+    let behind = queue(&c, 0, request_body("A", 1)).await;
+    await_state(&c, 0, behind["id"].as_str().unwrap(), |v| {
+        v["state"] == "admitted"
+    })
+    .await;
+    for id in &ids {
+        let v = c.json(0, &format!("/queue/{id}")).await;
+        assert_eq!(
+            (v["state"].clone(), v["reason"].clone()),
+            (json!("pending"), json!("never_fits")),
+            "{v}"
+        );
+    }
+}
+
+/// Issue 65, item 8: a gang is one job to its owner. Cancelling one
+/// member of a pending gang cancels every member (before, the other two
+/// were admitted as a gang of 2); a batch's `expires_in` is the gang's
+/// timeout, and it expires whole.
+#[tokio::test]
+async fn a_gang_is_cancelled_and_expires_whole() {
+    let c = Cluster::with_servers("queue-gang-owner", MV, 1).await;
+    for i in 0..3 {
+        c.provider(&format!("cn{i}"), json!({"VCPU": {"total": 10}}))
+            .await;
+    }
+    let b = queue_many(&c, "B", 30).await;
+    until_holds(&c, "B", 30).await;
+    let gang = || -> Vec<Value> { (0..3).map(|_| request_body("A", 8)).collect() };
+    let ids = request_ids(&queue(&c, 0, json!({"requests": gang(), "all_or_nothing": true})).await);
+    await_state(&c, 0, &ids[0], |v| v["reason"] == "no_capacity").await;
+    let (s, _) = send(&c, 0, Method::DELETE, &format!("/queue/{}", ids[1]), None).await;
+    assert_eq!(s, 204);
+    for id in &ids {
+        let v = c.json(0, &format!("/queue/{id}")).await;
+        assert_eq!(v["state"], "cancelled", "{v}");
+    }
+    // Room for two of them, never for a smaller gang.
+    for consumer in &b[..20] {
+        let (s, _) = send(
+            &c,
+            0,
+            Method::DELETE,
+            &format!("/allocations/{consumer}"),
+            None,
+        )
+        .await;
+        assert_eq!(s, 204);
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(vcpu_of(&c, "A").await, 0);
+    // A gang's timeout: the batch's `expires_in`, whole.
+    let expiring = request_ids(
+        &queue(
+            &c,
+            0,
+            json!({"requests": (0..3).map(|_| request_body("A", 9)).collect::<Vec<_>>(),
+                   "all_or_nothing": true, "expires_in": 2}),
+        )
+        .await,
+    );
+    for id in &expiring {
+        await_state(&c, 0, id, |v| v["state"] == "expired").await;
+    }
+    assert_eq!(vcpu_of(&c, "A").await, 0);
+}
