@@ -657,6 +657,7 @@ fn spawn_background(
             holds: placement::fairness::queue_round::Holds {
                 seconds: args.preemption_hold_seconds,
                 reserve_after_seconds: args.queue_reserve_after_seconds,
+                requeue_backoff_seconds: args.queue_requeue_backoff_seconds,
             },
             signals: state.machinery.queue_signals.clone(),
         },

@@ -127,6 +127,8 @@ pub struct Metrics {
     /// enforce preemption (each also a `GET /preemptions?state=enforced`
     /// event and a log line).
     pub preemptions_enforced: Counter,
+    /// Preempted requests queued again (`requeue: true`).
+    pub queue_requeued: Counter,
     /// Seconds from submission to admission of queued requests.
     pub queue_wait: Histogram,
     /// 1 while this process leads the fair queue's rounds.
@@ -237,6 +239,7 @@ impl Metrics {
             queue_admitted_by_project: Family::default(),
             preemption_advised_by_project: Family::default(),
             preemptions_enforced: Counter::default(),
+            queue_requeued: Counter::default(),
             // 1 ms to about 35 minutes.
             queue_wait: Histogram::new(exponential_buckets(0.001, 2.0, 22)),
             queue_leader: Gauge::default(),
@@ -395,6 +398,11 @@ impl Metrics {
             "preemptions_enforced",
             "Consumers the service removed, following preemption advice to projects that enforce it",
             self.preemptions_enforced.clone(),
+        );
+        r.register(
+            "queue_requeued",
+            "Preempted requests queued again after their backoff (requeue: true)",
+            self.queue_requeued.clone(),
         );
         r.register(
             "queue_wait_seconds",

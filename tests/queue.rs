@@ -2519,3 +2519,126 @@ async fn a_gang_is_cancelled_and_expires_whole() {
     }
     assert_eq!(vcpu_of(&c, "A").await, 0);
 }
+
+/// Issue 65: victims queued again on request. B's jobs ask `requeue:
+/// true`; the service removes four for A's guarantee, and each comes
+/// back as a new pending request of the same consumer, `requeue_backoff`
+/// until its backoff ends, then waiting for room like any other; each
+/// event names the request, and the leader counts them.
+#[tokio::test]
+async fn preempted_requests_that_ask_are_queued_again_after_a_backoff() {
+    let flags = ["--queue-requeue-backoff-seconds", "3"];
+    let c = Cluster::with_flags("queue-requeue", MV, 1, &flags).await;
+    c.provider("cn0", json!({"VCPU": {"total": 8}})).await;
+    enforce(&c, "B", 0.01, 0).await;
+    let jobs: Vec<Value> = (0..8)
+        .map(|_| {
+            let mut r = request_body("B", 1);
+            r["requeue"] = json!(true);
+            r
+        })
+        .collect();
+    queue(&c, 0, json!({"requests": jobs})).await;
+    until_holds(&c, "B", 8).await;
+    set_quota(
+        &c,
+        "A",
+        json!({"guarantees": {"VCPU": 4}, "lending_limits": {"VCPU": 4}}),
+    )
+    .await;
+    let a = queue(&c, 0, request_body("A", 4)).await;
+    await_state(&c, 0, a["id"].as_str().unwrap(), |v| {
+        v["state"] == "admitted"
+    })
+    .await;
+    let events = enforced(&c).await;
+    assert_eq!(events.len(), 4, "{events:?}");
+    let mut again = Vec::new();
+    for e in &events {
+        let id = e["requeued_as"].as_str().expect("requeued_as").to_string();
+        let v = c.json(0, &format!("/queue/{id}")).await;
+        assert_eq!(v["consumer_uuid"], e["consumer_uuid"], "{v}");
+        assert_eq!(v["state"], "pending", "{v}");
+        assert_eq!(v["reason"], "requeue_backoff", "{v}");
+        assert_eq!(v["requeues"], 1, "{v}");
+        assert!(v["eligible_at"].is_string(), "{v}");
+        again.push(id);
+    }
+    assert_eq!(c.counter_total("placement_queue_requeued_total").await, 4.0);
+    // After the backoff they wait for room, and take it when A's ends.
+    for id in &again {
+        await_state(&c, 0, id, |v| v["reason"] == "no_capacity").await;
+    }
+    let (_, mine) = send(
+        &c,
+        0,
+        Method::GET,
+        "/queue?project_id=A&state=admitted",
+        None,
+    )
+    .await;
+    let consumer = mine["requests"][0]["consumer_uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (s, _) = send(
+        &c,
+        0,
+        Method::DELETE,
+        &format!("/allocations/{consumer}"),
+        None,
+    )
+    .await;
+    assert_eq!(s, 204);
+    for id in &again {
+        await_state(&c, 0, id, |v| v["state"] == "admitted").await;
+    }
+    assert_eq!(vcpu_of(&c, "B").await, 8);
+}
+
+/// Issue 65: preemption within a project, opt in. A fills its provider
+/// with `mid` work; its `prod` request of 4 waits while A has not opted
+/// in, and takes four of its own `mid` consumers once it has (A enforces,
+/// so the service removes them).
+#[tokio::test]
+async fn a_project_that_opts_in_preempts_its_own_lower_priority_work() {
+    let c = Cluster::with_servers("queue-within", MV, 1).await;
+    c.provider("cn0", json!({"VCPU": {"total": 8}})).await;
+    let mid: Vec<Value> = (0..8)
+        .map(|_| {
+            let mut r = request_body("A", 1);
+            r["priority_class"] = json!("mid");
+            r
+        })
+        .collect();
+    let mid_ids = request_ids(&queue(&c, 0, json!({"requests": mid})).await);
+    until_holds(&c, "A", 8).await;
+    let prod = queue(&c, 0, request_body("A", 4)).await;
+    let prod = prod["id"].as_str().unwrap().to_string();
+    await_state(&c, 0, &prod, |v| v["reason"] == "no_capacity").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(enforced(&c).await, Vec::<Value>::new(), "not opted in");
+    let (s, v) = send(
+        &c,
+        0,
+        Method::PUT,
+        "/projects/A/fairness",
+        Some(
+            json!({"weight": 1.0, "preemption": "enforce", "preemption_grace_seconds": 0,
+                    "within_project_preemption": "lower_priority"}),
+        ),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["within_project_preemption"], "lower_priority", "{v}");
+    await_state(&c, 0, &prod, |v| v["state"] == "admitted").await;
+    let removed = enforced(&c).await;
+    assert_eq!(removed.len(), 4, "{removed:?}");
+    let mut preempted = 0;
+    for id in &mid_ids {
+        let v = c.json(0, &format!("/queue/{id}")).await;
+        preempted += usize::from(v["state"] == "preempted");
+    }
+    assert_eq!(preempted, 4);
+    assert_eq!(vcpu_of(&c, "A").await, 8);
+}

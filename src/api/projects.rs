@@ -23,7 +23,8 @@ pub(in crate::api) fn fairness_schema() -> Value {
                 "type": "integer",
                 "minimum": 0,
                 "maximum": service::MAX_PREEMPTION_GRACE_SECONDS
-            }
+            },
+            "within_project_preemption": {"enum": ["never", "lower_priority"]}
         },
         "required": ["weight"],
         "additionalProperties": false

@@ -26,6 +26,7 @@ fn item_schema() -> Value {
         "expires_in".into(),
         json!({"type": "integer", "minimum": 1, "maximum": 31536000}),
     );
+    item.insert("requeue".into(), json!({"type": "boolean"}));
     json!({
         "type": "object",
         "properties": item,

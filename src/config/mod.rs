@@ -283,6 +283,16 @@ pub struct ServeArgs {
         default_value_t = 120
     )]
     pub queue_reserve_after_seconds: u64,
+    /// Seconds a preempted request that asked to be queued again
+    /// (`requeue: true`) waits before its next round: doubled with each
+    /// requeue of the same consumer, at most an hour (Kueue's requeuing
+    /// backoff).
+    #[arg(
+        long,
+        env = "PLACEMENT_QUEUE_REQUEUE_BACKOFF_SECONDS",
+        default_value_t = 10
+    )]
+    pub queue_requeue_backoff_seconds: u64,
     /// Seconds committed admission rounds, and queued requests once
     /// decided, are kept for audit and replay (default 7 days; 0 keeps
     /// them forever). Older ones are pruned every minute.

@@ -52,6 +52,9 @@ pub struct PreemptionView {
     /// What it removed: provider uuid → resources (likewise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub removed: Option<BTreeMap<Uuid, super::admission::AdmittedResources>>,
+    /// The request that queued the consumer again (`requeue: true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requeued_as: Option<Uuid>,
 }
 
 impl PreemptionView {
@@ -89,6 +92,7 @@ impl PreemptionView {
             held_until: row.held_until,
             enforced_at: None,
             removed: None,
+            requeued_as: None,
         }
     }
 }
@@ -122,6 +126,7 @@ pub async fn list(
             .map(|e| PreemptionView {
                 enforced_at: Some(e.enforced_at),
                 removed: serde_json::from_value(e.removed).ok(),
+                requeued_as: e.requeued_as,
                 ..PreemptionView::of(e.advice)
             })
             .collect());
@@ -135,7 +140,7 @@ pub async fn list(
 /// allocations and consumer go in the round's transaction, their queued
 /// request becomes `preempted` (so they may be queued again at once),
 /// and each removal is recorded. The count removed.
-pub async fn enforce(tx: &mut sqlx::PgConnection) -> Result<usize> {
+pub async fn enforce(tx: &mut sqlx::PgConnection, requeue_backoff: u64) -> Result<usize> {
     let mut removed = 0;
     let mut done: Vec<Uuid> = Vec::new();
     for advice in db::due(tx).await? {
@@ -154,7 +159,7 @@ pub async fn enforce(tx: &mut sqlx::PgConnection) -> Result<usize> {
                 consumer_uuid: consumer,
                 ..advice.clone()
             };
-            if remove(tx, &named).await? {
+            if remove(tx, &named, requeue_backoff).await? {
                 removed += 1;
             }
         }
@@ -164,7 +169,11 @@ pub async fn enforce(tx: &mut sqlx::PgConnection) -> Result<usize> {
 
 /// Removes one advised consumer (or a member of an advised gang), records
 /// it and says so; false when its owner removed it first.
-async fn remove(tx: &mut sqlx::PgConnection, advice: &AdviceRow) -> Result<bool> {
+async fn remove(
+    tx: &mut sqlx::PgConnection,
+    advice: &AdviceRow,
+    requeue_backoff: u64,
+) -> Result<bool> {
     use crate::db::allocations as allocs;
     let consumer = advice.consumer_uuid;
     let held = allocs::of_consumer(tx, consumer).await?;
@@ -181,7 +190,14 @@ async fn remove(tx: &mut sqlx::PgConnection, advice: &AdviceRow) -> Result<bool>
             .insert(row.resource_class.clone(), i64::from(row.used));
     }
     crate::db::fairness::queue::mark_preempted(tx, consumer).await?;
-    db::record_enforced(tx, advice, &serde_json::to_value(&what).unwrap_or_default()).await?;
+    let requeued =
+        crate::db::fairness::queue::requeue_preempted(tx, consumer, requeue_backoff).await?;
+    let what = serde_json::to_value(&what).unwrap_or_default();
+    db::record_enforced(tx, advice, &what, requeued).await?;
+    if let Some(again) = requeued {
+        tracing::info!(consumer = %consumer, request = %again, "requeued: the preempted request is queued again after its backoff");
+        crate::metrics::metrics().queue_requeued.inc();
+    }
     tracing::info!(
         consumer = %consumer,
         project = %advice.victim_project_id,
@@ -204,13 +220,14 @@ pub async fn advise(
     rows: &[(PendingRow, QueueItem)],
     hold_seconds: u64,
 ) -> Result<usize> {
-    let waiting = waiting_for_room(view, deferred, rows);
+    let within = db::preempting_within(tx).await?;
+    let waiting = waiting_for_room(view, deferred, rows, &within);
     if waiting.is_empty() {
         db::replace_advice(tx, round_id, &[]).await?;
         crate::metrics::metrics().set_advised_by_project([]);
         return Ok(0);
     }
-    let inputs = Inputs::load(tx, view, &waiting, rows).await?;
+    let inputs = Inputs::load(tx, view, &waiting, rows, &within).await?;
     let advice = preempt::advise(&inputs.pool, &inputs.holders, &inputs.victims, &inputs.asks);
     // Class and project ids of every advised request, read once.
     let advised: Vec<&(PendingRow, QueueItem)> =
@@ -261,11 +278,13 @@ pub async fn advise(
 }
 
 /// Indexes (into `rows`) of the requests left for want of room whose
-/// project has a guarantee on one of their classes.
+/// project has a guarantee on one of their classes, or preempts within
+/// itself (`within`).
 fn waiting_for_room(
     view: &RoundView,
     deferred: &[(usize, &str)],
     rows: &[(PendingRow, QueueItem)],
+    within: &[String],
 ) -> Vec<usize> {
     deferred
         .iter()
@@ -273,12 +292,13 @@ fn waiting_for_room(
         .map(|&(at, _)| at)
         .filter(|&at| {
             let (row, item) = &rows[at];
-            view.guarantees.get(&row.project_id).is_some_and(|g| {
-                item.resources.keys().any(|c| {
-                    view.class_ix(c)
-                        .is_some_and(|ix| g.get(ix).is_some_and(|n| *n > 0))
+            within.contains(&row.project_id)
+                || view.guarantees.get(&row.project_id).is_some_and(|g| {
+                    item.resources.keys().any(|c| {
+                        view.class_ix(c)
+                            .is_some_and(|ix| g.get(ix).is_some_and(|n| *n > 0))
+                    })
                 })
-            })
         })
         .collect()
 }
@@ -299,6 +319,7 @@ impl Inputs {
         view: &RoundView,
         waiting: &[usize],
         rows: &[(PendingRow, QueueItem)],
+        within: &[String],
     ) -> Result<Inputs> {
         let held = db::holders(tx).await?;
         let mut projects: Vec<String> = held.iter().map(|h| h.project_id.clone()).collect();
@@ -346,6 +367,7 @@ impl Inputs {
             .map(|&i| Ask {
                 held_on: held_on.get(&rows[i].0.id).copied(),
                 gang: rows[i].1.gang.and_then(|g| gangs.binary_search(&g).ok()),
+                within_project: within.contains(&rows[i].0.project_id),
                 ..ask(view, &project_ix, i, &rows[i])
             })
             .collect();
@@ -392,6 +414,7 @@ fn victims(
                     amounts: Vec::new(),
                     priority: h.priority,
                     prod: h.priority_class < 2,
+                    class: i16::try_from(h.priority_class).unwrap_or(0),
                     age_rank: u64::try_from(h.consumer_id).unwrap_or(0),
                     removable: h.removable,
                 });
@@ -412,6 +435,9 @@ fn ask(
 ) -> Ask {
     use super::round_request::PriorityClass;
     Ask {
+        class: item.priority_class.map_or(0, PriorityClass::code),
+        priority: i64::from(item.priority.unwrap_or(0)),
+        within_project: false,
         project: project_ix[row.project_id.as_str()],
         resources: item
             .resources

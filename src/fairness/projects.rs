@@ -29,6 +29,10 @@ pub struct FairnessPut {
     /// (`enforce` only; default 30, at most a day).
     #[serde(default = "default_grace")]
     pub preemption_grace_seconds: u32,
+    /// Whether its waiting requests may take room from its own work of
+    /// lower precedence (default `never`).
+    #[serde(default)]
+    pub within_project_preemption: WithinProject,
 }
 
 fn default_grace() -> u32 {
@@ -66,6 +70,38 @@ impl Preemption {
         match s {
             "enforce" => Preemption::Enforce,
             _ => Preemption::Advise,
+        }
+    }
+}
+
+/// Preemption inside one project (Kueue's `withinClusterQueue`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WithinProject {
+    /// Only other projects' work is ever advised (the default).
+    #[default]
+    Never,
+    /// A waiting request that does not fit may have the project's own
+    /// work of lower precedence (a later priority class, or a lower
+    /// priority in its class) advised for removal, and removed by the
+    /// service when the project enforces preemption.
+    LowerPriority,
+}
+
+impl WithinProject {
+    /// As stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WithinProject::Never => "never",
+            WithinProject::LowerPriority => "lower_priority",
+        }
+    }
+
+    /// From what is stored (the column's check allows these two only).
+    pub fn stored(s: &str) -> Self {
+        match s {
+            "lower_priority" => WithinProject::LowerPriority,
+            _ => WithinProject::Never,
         }
     }
 }
@@ -121,6 +157,9 @@ pub struct FairnessView {
     pub preemption: Preemption,
     /// Seconds from advice to removal, when the service removes them.
     pub preemption_grace_seconds: u32,
+    /// Whether its waiting requests may take room from its own work of
+    /// lower precedence.
+    pub within_project_preemption: WithinProject,
 }
 
 impl FairnessView {
@@ -135,6 +174,7 @@ impl FairnessView {
                 preemption: Preemption::stored(&r.preemption),
                 preemption_grace_seconds: u32::try_from(r.preemption_grace_seconds)
                     .unwrap_or_default(),
+                within_project_preemption: WithinProject::stored(&r.within_project_preemption),
             },
             None => FairnessView {
                 project_id: project.to_string(),
@@ -144,6 +184,7 @@ impl FairnessView {
                 queueing: Queueing::Strict,
                 preemption: Preemption::Advise,
                 preemption_grace_seconds: default_grace(),
+                within_project_preemption: WithinProject::Never,
             },
         }
     }
@@ -252,6 +293,7 @@ pub async fn set_fairness(pool: &Pool, project: &str, body: FairnessPut) -> Resu
         queueing: body.queueing.as_str(),
         preemption: body.preemption.as_str(),
         preemption_grace_seconds: i32::try_from(body.preemption_grace_seconds).unwrap_or(i32::MAX),
+        within_project_preemption: body.within_project_preemption.as_str(),
     };
     db::put_fairness(&mut tx, id, &new).await?;
     let row = db::fairness(&mut tx, id).await?;

@@ -51,6 +51,10 @@ pub struct QueueItem {
     /// Seconds after which a request still pending leaves as `expired`.
     #[serde(default, skip_serializing)]
     pub expires_in: Option<u32>,
+    /// Queue it again when the service preempts its consumer (after a
+    /// backoff): Kueue's requeuing, Slurm's `PreemptMode=REQUEUE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeue: Option<bool>,
     /// The all-or-nothing batch it was queued in: set by the service (the
     /// body's schema has no such field), stored with the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -126,6 +130,13 @@ pub struct QueueView {
     /// true`): its pending members are admitted in one round, or none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gang: Option<Uuid>,
+    /// A request queued again after its consumer was preempted: not tried
+    /// before this time (reason `requeue_backoff` until then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eligible_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// How many times its consumer was preempted and queued again.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub requeues: i32,
     /// The database's clock when this was read (not shown): a long poll
     /// waits for the expiry by it, not by this server's clock.
     #[serde(skip)]
@@ -148,6 +159,10 @@ pub struct HeldRoom {
 pub struct QueueList {
     /// In submission order.
     pub requests: Vec<QueueView>,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
 }
 
 impl QueueView {
@@ -178,6 +193,8 @@ impl QueueView {
                 _ => None,
             },
             gang,
+            eligible_at: row.eligible_at,
+            requeues: row.requeues,
             read_at: row.now,
         }
     }

@@ -124,6 +124,9 @@ pub struct Holds {
     /// How long a request waits for room before some is reserved for it
     /// (`--queue-reserve-after-seconds`; 0: never).
     pub reserve_after_seconds: u64,
+    /// The first backoff of a request queued again after its consumer was
+    /// preempted (`--queue-requeue-backoff-seconds`).
+    pub requeue_backoff_seconds: u64,
 }
 
 /// One round over the stored queue, committed, with its preemption
@@ -247,7 +250,7 @@ async fn decide(
         holds.seconds,
     )
     .await?;
-    let preempted = super::preemption::enforce(tx).await?;
+    let preempted = super::preemption::enforce(tx, holds.requeue_backoff_seconds).await?;
     if holds.reserve_after_seconds > 0 {
         super::starvation::reserve(
             tx,

@@ -25,6 +25,12 @@
 //!   reclaims only for a workload within its nominal quota, issue 64);
 //! - a gang is advised whole or not at all: every member gets room in the
 //!   same pass, or none of its victims are named;
+//! - a project that opts in (`within_project`) may have its own work of
+//!   lower precedence (a later priority class, or a lower priority in the
+//!   same class) advised for its request that fits nowhere and wins
+//!   nothing back of a guarantee, lowest precedence and newest first,
+//!   whatever the fair shares (Kueue's `withinClusterQueue:
+//!   LowerPriority`);
 //! - victims the service may remove itself are preferred, on a provider
 //!   and between providers (the fewest others first), so that where the
 //!   victims' project enforces preemption the advice is a set the service
@@ -68,6 +74,8 @@ pub struct Victim {
     pub priority: i64,
     /// True for production work, never removed for a batch request.
     pub prod: bool,
+    /// Its priority class: 0 prod, 1 mid, 2 batch, 3 free.
+    pub class: i16,
     /// Larger is newer (newest go first).
     pub age_rank: u64,
     /// The service may remove it itself (its project enforces preemption
@@ -87,6 +95,15 @@ pub struct Ask {
     pub allowed: Option<Vec<usize>>,
     /// True for batch or free work.
     pub batch: bool,
+    /// Its priority class (0 prod … 3 free) and priority in the class:
+    /// what its project's own work must be below to make room for it
+    /// within the project.
+    pub class: i16,
+    /// Priority inside the class.
+    pub priority: i64,
+    /// Its project lets it take room from the project's own work of
+    /// lower precedence (`within_project_preemption: lower_priority`).
+    pub within_project: bool,
     /// The provider where room is already held for it by earlier advice:
     /// preferred while it can still make the room, so that the advice
     /// and the hold stay on one provider from round to round.
@@ -204,6 +221,62 @@ impl<'a> Picture<'a> {
         Some(picks)
     }
 
+    /// The project's own work of lower precedence to take on `provider`
+    /// for `ask` (within-project preemption), lowest precedence and newest
+    /// first; None when all of it would not make it fit.
+    fn own_victims_on(&self, provider: usize, ask: &Ask) -> Option<Vec<usize>> {
+        let mut need: Vec<(Class, i64)> = ask
+            .resources
+            .iter()
+            .map(|&(c, n)| (c, n - self.free[provider].get(c).copied().unwrap_or(0)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        if need.is_empty() {
+            return None;
+        }
+        let lower =
+            |v: &Victim| v.class > ask.class || (v.class == ask.class && v.priority < ask.priority);
+        let mut candidates: Vec<usize> = (0..self.victims.len())
+            .filter(|&v| {
+                let victim = &self.victims[v];
+                !self.taken[v]
+                    && victim.provider == provider
+                    && victim.project == ask.project
+                    && lower(victim)
+            })
+            .collect();
+        candidates.sort_by(|&a, &b| {
+            let (va, vb) = (&self.victims[a], &self.victims[b]);
+            vb.class
+                .cmp(&va.class)
+                .then(va.priority.cmp(&vb.priority))
+                .then(vb.removable.cmp(&va.removable))
+                .then(vb.age_rank.cmp(&va.age_rank))
+        });
+        let mut picks = Vec::new();
+        for v in candidates {
+            if need.is_empty() {
+                break;
+            }
+            let victim = &self.victims[v];
+            if !victim
+                .amounts
+                .iter()
+                .any(|(c, n)| *n > 0 && need.iter().any(|(nc, _)| nc == c))
+            {
+                continue;
+            }
+            for &(c, n) in &victim.amounts {
+                if let Some(slot) = need.iter_mut().find(|(nc, _)| *nc == c) {
+                    slot.1 -= n;
+                }
+            }
+            need.retain(|(_, n)| *n > 0);
+            picks.push(v);
+        }
+        need.is_empty().then_some(picks)
+    }
+
     fn above_fair(&self, project: usize, allocated: &[Vec<i64>]) -> f64 {
         self.share(&allocated[project]) - self.fair(project)
     }
@@ -303,6 +376,29 @@ pub fn advise(pool: &Pool, projects: &[Holder], victims: &[Victim], asks: &[Ask]
     out
 }
 
+/// Room for one request from its own project's work of lower precedence
+/// (when the project opts in): the provider needing the fewest victims,
+/// preferring the one already holding room and victims the service may
+/// remove. The picture is updated.
+fn advise_within(
+    picture: &mut Picture<'_>,
+    ask: &Ask,
+    allowed: &[usize],
+) -> Option<(usize, Vec<usize>)> {
+    if !ask.within_project {
+        return None;
+    }
+    let (provider, picks) = allowed
+        .iter()
+        .filter_map(|&p| picture.own_victims_on(p, ask).map(|v| (p, v)))
+        .min_by_key(|(p, v)| {
+            let unremovable = v.iter().filter(|&&i| !picture.victims[i].removable).count();
+            (Some(*p) != ask.held_on, unremovable, v.len(), *p)
+        })?;
+    picture.apply(ask, provider, &picks);
+    Some((provider, picks))
+}
+
 /// Room for one request: where, and the victims; the picture and what
 /// its project won are updated.
 fn advise_one(
@@ -311,16 +407,16 @@ fn advise_one(
     projects: &[Holder],
     ask: &Ask,
 ) -> Option<(usize, Vec<usize>)> {
+    let every: Vec<usize> = (0..picture.free.len()).collect();
+    let allowed = ask.allowed.as_deref().unwrap_or(&every);
     let reclaimable = reclaimable(&projects[ask.project], &won[ask.project]);
     if !ask
         .resources
         .iter()
         .any(|&(c, _)| reclaimable.get(c).is_some_and(|n| *n > 0))
     {
-        return None;
+        return advise_within(picture, ask, allowed);
     }
-    let every: Vec<usize> = (0..picture.free.len()).collect();
-    let allowed = ask.allowed.as_deref().unwrap_or(&every);
     // A lone request that fits in free room needs no advice (the round
     // admits it); a gang's member may: its room is held with the rest.
     let (provider, picks) = allowed

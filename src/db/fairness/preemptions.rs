@@ -72,6 +72,18 @@ pub async fn weights(
     .await
 }
 
+/// The projects whose waiting requests may take room from their own
+/// work of lower precedence (`within_project_preemption`).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn preempting_within(conn: &mut PgConnection) -> Result<Vec<String>, sqlx::Error> {
+    crate::db::query_scalar(
+        "SELECT p.external_id FROM project_fairness f JOIN projects p ON p.id = f.project_id
+         WHERE f.within_project_preemption = 'lower_priority'",
+    )
+    .fetch_all(conn)
+    .await
+}
+
 /// One advised victim.
 #[derive(Debug, Clone)]
 pub struct NewAdvice {
@@ -189,12 +201,14 @@ pub async fn record_enforced(
     conn: &mut PgConnection,
     advice: &AdviceRow,
     removed: &serde_json::Value,
+    requeued_as: Option<Uuid>,
 ) -> Result<(), sqlx::Error> {
     crate::db::query(
         "WITH ended AS (DELETE FROM preemption_advice WHERE consumer_uuid = $1)
          INSERT INTO preemption_events (consumer_uuid, project_id, resource_provider_uuid, request_id,
-                                        request_project_id, request, removed, round_id, advised_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                                        request_project_id, request, removed, round_id, advised_at,
+                                        requeued_as)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(advice.consumer_uuid)
     .bind(&advice.victim_project_id)
@@ -205,6 +219,7 @@ pub async fn record_enforced(
     .bind(removed)
     .bind(advice.round_id)
     .bind(advice.advised_at)
+    .bind(requeued_as)
     .execute(conn)
     .await?;
     Ok(())
@@ -218,6 +233,8 @@ pub struct EventRow {
     pub advice: AdviceRow,
     /// The allocations removed.
     pub removed: serde_json::Value,
+    /// The request queued again for the consumer, if it asked.
+    pub requeued_as: Option<Uuid>,
     /// When.
     pub enforced_at: chrono::DateTime<chrono::Utc>,
 }
@@ -233,7 +250,7 @@ pub async fn events(
     crate::db::query_as(
         "SELECT consumer_uuid, project_id AS victim_project_id, resource_provider_uuid, request_id,
                 request_project_id, request, round_id, advised_at, NULL::timestamptz AS held_until,
-                removed, enforced_at
+                removed, enforced_at, requeued_as
          FROM preemption_events
          WHERE $1::text IS NULL OR project_id = $1
          ORDER BY id DESC LIMIT $2",

@@ -84,10 +84,13 @@ pub struct FairnessRow {
     pub preemption: String,
     /// How long after the advice (`enforce` only).
     pub preemption_grace_seconds: i32,
+    /// `never` or `lower_priority`.
+    pub within_project_preemption: String,
 }
 
 const FAIRNESS: &str = "SELECT p.external_id AS project_id, pp.external_id AS parent_project_id,
-        f.weight, f.allocation_count, f.queueing, f.preemption, f.preemption_grace_seconds
+        f.weight, f.allocation_count, f.queueing, f.preemption, f.preemption_grace_seconds,
+        f.within_project_preemption
     FROM project_fairness f JOIN projects p ON p.id = f.project_id
     LEFT JOIN projects pp ON pp.id = f.parent_project_id";
 
@@ -144,6 +147,8 @@ pub struct NewFairness<'a> {
     pub preemption: &'a str,
     /// Seconds from advice to removal (`enforce`).
     pub preemption_grace_seconds: i32,
+    /// `never` or `lower_priority`.
+    pub within_project_preemption: &'a str,
 }
 
 /// Sets a project's fairness settings, keeping its allocation count.
@@ -154,12 +159,14 @@ pub async fn put_fairness(
     new: &NewFairness<'_>,
 ) -> Result<(), sqlx::Error> {
     crate::db::query(
-        "INSERT INTO project_fairness (project_id, parent_project_id, weight, queueing, preemption, preemption_grace_seconds)
-         VALUES ($1, $2, $3, $4, $5, $6)
+        "INSERT INTO project_fairness (project_id, parent_project_id, weight, queueing, preemption,
+                                       preemption_grace_seconds, within_project_preemption)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT (project_id) DO UPDATE
             SET parent_project_id = EXCLUDED.parent_project_id, weight = EXCLUDED.weight,
                 queueing = EXCLUDED.queueing, preemption = EXCLUDED.preemption,
-                preemption_grace_seconds = EXCLUDED.preemption_grace_seconds, updated_at = now()",
+                preemption_grace_seconds = EXCLUDED.preemption_grace_seconds,
+                within_project_preemption = EXCLUDED.within_project_preemption, updated_at = now()",
     )
     .bind(project)
     .bind(new.parent)
@@ -167,6 +174,7 @@ pub async fn put_fairness(
     .bind(new.queueing)
     .bind(new.preemption)
     .bind(new.preemption_grace_seconds)
+    .bind(new.within_project_preemption)
     .execute(conn)
     .await?;
     Ok(())

@@ -62,6 +62,10 @@ pub struct QueuedRow {
     pub held_on: Option<Uuid>,
     /// Until when that room is held.
     pub held_until: Option<chrono::DateTime<chrono::Utc>>,
+    /// Not tried before then (queued again after a preemption).
+    pub eligible_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Times its consumer was preempted and queued again.
+    pub requeues: i32,
     /// The database's clock, for waiting times.
     pub now: chrono::DateTime<chrono::Utc>,
 }
@@ -83,7 +87,8 @@ pub struct QueuedRow {
 /// page ([`PAGE_POSITION`]).
 const COLUMNS: &str = "q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.request,
     CASE WHEN q.state = 'pending' AND q.expires_at <= now() THEN 'expired' ELSE q.state END AS state,
-    CASE WHEN q.state = 'pending' THEN coalesce(
+    CASE WHEN q.state = 'pending' AND q.eligible_at > now() THEN 'requeue_backoff'
+         WHEN q.state = 'pending' THEN coalesce(
             (SELECT r.reason FROM queue_reasons r WHERE r.seq = q.seq),
             CASE WHEN q.xact IS NULL
                    OR pg_visible_in_snapshot(q.xact, (SELECT snapshot FROM queue_last_round))
@@ -95,7 +100,7 @@ const COLUMNS: &str = "q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.
     (SELECT rp.uuid FROM preemption_holds h JOIN resource_providers rp ON rp.id = h.resource_provider_id
       WHERE h.request_id = q.id LIMIT 1) AS held_on,
     (SELECT max(h.expires_at) FROM preemption_holds h WHERE h.request_id = q.id) AS held_until,
-    now() AS now";
+    q.eligible_at, q.requeues, now() AS now";
 
 /// The place of one request among its project's live pending requests
 /// (not past their time): one index-only count over the project's pending
@@ -126,7 +131,8 @@ const INSERTED: &str =
     "SELECT q.id, q.seq, q.consumer_uuid, q.project_id, q.user_id, q.request, q.state,
         q.reason, q.round_id, q.allocations, q.submitted_at, q.expires_at, q.decided_at,
         b.n + row_number() OVER (PARTITION BY q.project_id ORDER BY q.seq) AS position_in_project,
-        NULL::uuid AS held_on, NULL::timestamptz AS held_until, now() AS now
+        NULL::uuid AS held_on, NULL::timestamptz AS held_until, q.eligible_at, q.requeues,
+        now() AS now
     FROM q JOIN before b ON b.project_id = q.project_id ORDER BY q.seq";
 
 /// Each project of `t` and its pending requests before the statement,
@@ -280,6 +286,35 @@ pub async fn mark_preempted(conn: &mut PgConnection, consumer: Uuid) -> Result<(
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// Queues again the request of `consumer`, just preempted, when it asked
+/// to be (`requeue: true`): a new pending request of the same consumer,
+/// project, user and body, keeping its expiry, eligible after `backoff`
+/// seconds doubled for each earlier requeue (at most an hour). Its id,
+/// or None when it did not ask.
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn requeue_preempted(
+    conn: &mut PgConnection,
+    consumer: Uuid,
+    backoff: u64,
+) -> Result<Option<Uuid>, sqlx::Error> {
+    let backoff = i64::try_from(backoff).unwrap_or(i64::MAX);
+    crate::db::query_scalar(
+        "INSERT INTO queue_requests (id, consumer_uuid, project_id, user_id, request, expires_at,
+                                     eligible_at, requeues)
+         SELECT gen_random_uuid(), q.consumer_uuid, q.project_id, q.user_id, q.request, q.expires_at,
+                now() + make_interval(secs => least($2::float8 * power(2, least(q.requeues, 20)), 3600)),
+                q.requeues + 1
+           FROM queue_requests q
+          WHERE q.consumer_uuid = $1 AND q.state = 'preempted' AND q.request->>'requeue' = 'true'
+          ORDER BY q.seq DESC LIMIT 1
+         RETURNING id",
+    )
+    .bind(consumer)
+    .bind(backoff)
+    .fetch_optional(conn)
+    .await
 }
 
 /// Marks `released` the admitted requests among `uuids` whose consumer
@@ -497,7 +532,8 @@ pub async fn pending_seen(conn: &mut PgConnection) -> Result<Vec<PendingRow>, sq
                 q.submitted_at, r.reason AS own_reason, now() AS now,
                 EXISTS (SELECT 1 FROM consumers c WHERE c.uuid = q.consumer_uuid) AS taken
          FROM queue_requests q LEFT JOIN queue_reasons r ON r.seq = q.seq
-         WHERE q.state = 'pending' ORDER BY q.seq",
+         WHERE q.state = 'pending' AND (q.eligible_at IS NULL OR q.eligible_at <= now())
+         ORDER BY q.seq",
     )
     .fetch_all(conn)
     .await

@@ -22,6 +22,7 @@ fn victim(project: usize, provider: usize, vcpu: i64, priority: i64, age_rank: u
         amounts: vec![(VCPU, vcpu)],
         priority,
         prod: false,
+        class: 0,
         age_rank,
         removable: false,
     }
@@ -33,6 +34,9 @@ fn ask(project: usize, vcpu: i64) -> Ask {
         resources: vec![(VCPU, vcpu)],
         allowed: None,
         batch: false,
+        class: 0,
+        priority: 0,
+        within_project: false,
         held_on: None,
         gang: None,
     }
@@ -276,4 +280,33 @@ fn a_gang_is_advised_whole_or_not_at_all() {
     assert_eq!(advice.len(), 2);
     assert_eq!(advice[0].victims.len() + advice[1].victims.len(), 8);
     assert!(advice.iter().any(|a| a.victims.is_empty()));
+}
+
+/// Issue 65: preemption within a project, opt in. A project guaranteed
+/// nothing, full of its own batch work, asks for 4 prod cores: with the
+/// opt-in, four of its batch consumers (newest first) are advised;
+/// without it, or for work of the same precedence, none.
+#[test]
+fn a_project_may_take_room_from_its_own_lower_priority_work() {
+    let batch = |i: u64| Victim {
+        class: 2,
+        ..victim(0, 0, 1, 0, i)
+    };
+    let victims: Vec<Victim> = (0..8).map(batch).collect();
+    let projects = vec![holder(1.0, 8, 0)];
+    let prod = Ask {
+        within_project: true,
+        ..ask(0, 4)
+    };
+    let advice = advise(
+        &pool(1, 8, 0),
+        &projects,
+        &victims,
+        std::slice::from_ref(&prod),
+    );
+    assert_eq!(advice.len(), 1);
+    assert_eq!(advice[0].victims, vec![7, 6, 5, 4], "newest first");
+    assert!(advise(&pool(1, 8, 0), &projects, &victims, &[ask(0, 4)]).is_empty());
+    let also_batch = Ask { class: 2, ..prod };
+    assert!(advise(&pool(1, 8, 0), &projects, &victims, &[also_batch]).is_empty());
 }
