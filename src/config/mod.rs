@@ -266,9 +266,12 @@ pub struct ServeArgs {
     /// queue or allocations are deleted while requests wait).
     #[arg(long, env = "PLACEMENT_ADMISSION_INTERVAL", default_value_t = 1)]
     pub admission_interval: u64,
-    /// Seconds the room that preemption advice makes is held for the
-    /// waiting request (added to its project's reservation on the
-    /// provider), so that no one else takes what the advised owners free.
+    /// Seconds the room that preemption advice (or the reservation
+    /// against starvation) makes is held for the waiting request (added to
+    /// its project's reservation on the provider), so that no one else
+    /// takes what the advised owners free; renewed by every round that
+    /// finds the request still waiting for room, so it bounds only how
+    /// long room stays held for a request that stopped waiting.
     #[arg(long, env = "PLACEMENT_PREEMPTION_HOLD_SECONDS", default_value_t = 300)]
     pub preemption_hold_seconds: u64,
     /// Seconds a queued request may wait for room (`no_capacity`) before
