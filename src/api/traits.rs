@@ -172,7 +172,10 @@ pub async fn set_for_provider(
     let mut rows = db::of_provider(&mut tx, rp.id).await?;
     tx.commit().await.map_err(ApiError::commit_failed)?;
     // Placement answers the PUT with the traits it looked up by name, in
-    // the order of GET /traits (name order); its GET in trait order.
+    // its database's order for `name IN (…)`: on MariaDB and SQLite, where
+    // nearly every deployment keeps it, the name index's (recorded in
+    // tests/data/placement-answer-order.json); on PostgreSQL the table's,
+    // creation order. Its GET is in trait order everywhere.
     rows.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Reply::ok(&provider_traits_json(&rows, gen)).cache(mv, latest(rows.iter().map(modified))))
 }

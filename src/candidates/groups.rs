@@ -321,9 +321,11 @@ fn validate_groups(
         }
         same_subtree_suffixes_exist(&q.same_subtree, by_suffix)?;
     } else {
+        // Placement names a group whose required traits (not its
+        // forbidden ones) have no resources beside them.
         let orphans: Vec<String> = by_suffix
             .iter()
-            .filter(|(_, g)| g.resources.is_empty() && !g.traits.is_empty())
+            .filter(|(_, g)| g.resources.is_empty() && !g.traits.required.is_empty())
             .map(|(s, _)| format!("required{s}"))
             .collect();
         if !orphans.is_empty() {
@@ -399,6 +401,15 @@ mod tests {
                 .message
                 .contains("orphaned traits keys: required1")
         );
+        // Forbidden traits alone make no orphan, as in Placement: only
+        // `required1` is named (issue 68).
+        let e = parse(
+            &p("required=!BAR&required1=FOO&resources2=VCPU:1"),
+            Version::new(1, 25),
+        )
+        .unwrap_err()
+        .message;
+        assert!(e.ends_with("orphaned traits keys: required1"), "{e}");
     }
 
     #[test]

@@ -108,7 +108,7 @@ pub fn parse_required(values: &[&str], v: Version) -> Result<TraitFilter, String
         if let Some(list) = value.strip_prefix("in:") {
             if !at_least(v, 39) {
                 return Err(format!(
-                    "The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' only supported since microversion 1.39. Got: {value}"
+                    "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' only supported since microversion 1.39. Got: {value}"
                 ));
             }
             let names: Vec<&str> = list.split(',').map(str::trim).collect();
@@ -116,7 +116,7 @@ pub fn parse_required(values: &[&str], v: Version) -> Result<TraitFilter, String
                 return Err(format!("Invalid query string parameters: Expected 'required' parameter value of the form: in:HW_CPU_X86_VMX,CUSTOM_MAGIC. Got an empty trait in: {value}"));
             }
             if names.iter().any(|n| n.starts_with('!')) {
-                return Err(format!("Invalid query string parameters: Expected 'required' parameter value of the form: in:HW_CPU_X86_VMX,CUSTOM_MAGIC. Got: {value}"));
+                return Err(format!("Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' does not support forbidden traits. Got: {value}"));
             }
             filter
                 .required
@@ -230,9 +230,15 @@ mod tests {
         assert_eq!(f.required, vec![BTreeSet::from(["A".to_string()])]);
         assert!(f.forbidden.contains("B"));
         assert!(parse_required(&["!B"], Version::new(1, 21)).is_err());
-        assert!(parse_required(&["in:A,B"], Version::new(1, 38))
-            .unwrap_err()
-            .contains("1.39"));
+        // Placement's words, lead-in included (issue 68).
+        assert_eq!(
+            parse_required(&["in:A,B"], Version::new(1, 38)).unwrap_err(),
+            "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' only supported since microversion 1.39. Got: in:A,B"
+        );
+        assert_eq!(
+            parse_required(&["in:A,!B"], LATEST).unwrap_err(),
+            "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' does not support forbidden traits. Got: in:A,!B"
+        );
         let f = parse_required(&["A", "B"], Version::new(1, 38)).unwrap();
         assert_eq!(f.required.len(), 1);
         let f = parse_required(&["in:A,B", "C"], LATEST).unwrap();
