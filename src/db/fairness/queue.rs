@@ -117,7 +117,8 @@ const ONE_POSITION: &str = "(SELECT count(*) FROM queue_requests o
 /// pending row is on the page (a page is filtered by project or by state,
 /// and the state filters that show live pending rows show them all), so the
 /// sum is the count a row would get alone, and a deep page costs what a
-/// front page costs: never one count per row (issue 64).
+/// front page costs: never one count per row (issue 64). `before_page` is
+/// MATERIALIZED: inlined, PostgreSQL ran its count once per row again.
 const PAGE_POSITION: &str = "(b.n + count(*)
         FILTER (WHERE q.state = 'pending' AND (q.expires_at IS NULL OR q.expires_at > now()))
         OVER (PARTITION BY q.project_id ORDER BY q.seq))";
@@ -364,7 +365,7 @@ pub async fn list(
                     OR ($2 = 'expired' AND q.state = 'pending' AND q.expires_at <= now()))
                AND q.seq > coalesce($3, 0)
              ORDER BY q.seq LIMIT $4),
-         before_page AS (
+         before_page AS MATERIALIZED (
             SELECT p.project_id,
                    (SELECT count(*) FROM queue_requests o
                      WHERE o.state = 'pending' AND (o.expires_at IS NULL OR o.expires_at > now())
