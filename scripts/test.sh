@@ -131,7 +131,8 @@ if skipped cargo; then
 else
     say "cargo test --all-targets"
     # The HTTP tests wait on the database, not the CPU: more threads than cores.
-    if run_logged "$CARGO_LOG" bash -c 'RUST_TEST_THREADS=${RUST_TEST_THREADS:-6} cargo test --lib --bins --tests --examples &&
+    # Every test binary runs even when one fails, so one run shows them all.
+    if run_logged "$CARGO_LOG" bash -c 'RUST_TEST_THREADS=${RUST_TEST_THREADS:-6} cargo test --no-fail-fast --lib --bins --tests --examples &&
             env -u DATABASE_URL cargo test --bench "*"'; then
         CARGO_RESULT=passed
     else

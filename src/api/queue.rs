@@ -219,8 +219,9 @@ pub async fn list(State(st): State<AppState>, query: QueryPairs) -> ApiResult<Re
     Ok(Reply::ok(&QueueList { requests }))
 }
 
-/// `DELETE /queue/{id}`: cancels a pending request (204), checked against
-/// its owner; 409 once admitted, cancelled or expired.
+/// `DELETE /queue/{id}`: cancels a pending request (204), and with it every
+/// pending member of its gang, checked against its owner; 409 once
+/// admitted, cancelled or expired.
 pub async fn cancel(
     State(st): State<AppState>,
     auth: Authorize,

@@ -45,7 +45,16 @@ pub fn free_port() -> u16 {
 /// Starts `placement serve` on a free port with extra flags and waits
 /// until it answers `GET /`.
 pub async fn start_server_with(database_url: &str, label: &str, extra: &[&str]) -> Server {
-    start_on_port(database_url, label, extra, free_port()).await
+    // A free port can be taken by another test's server before this one
+    // binds it: then the start is tried again on another.
+    for _ in 0..4 {
+        match try_start(database_url, label, extra, &[], free_port()).await {
+            Ok(server) => return server,
+            Err(e) if e.contains("Address already in use") => continue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    panic!("{label}: no free port could be bound in four tries")
 }
 
 /// Starts `placement serve` on `port` (a restart keeps its address).
@@ -61,6 +70,49 @@ pub async fn start_with_env(
     env: &[(&str, &str)],
     port: u16,
 ) -> Server {
+    match try_start(database_url, label, extra, env, port).await {
+        Ok(server) => server,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Whether process `pid` holds the listening socket of 127.0.0.1:`port`
+/// (its inode in /proc/net/tcp among the process's descriptors): an
+/// answer on the port from another test's server, which took the port
+/// first, is not this server's.
+fn listens_on(pid: u32, port: u16) -> bool {
+    let Ok(tcp) = std::fs::read_to_string("/proc/net/tcp") else {
+        return true;
+    };
+    let local = format!("0100007F:{port:04X}");
+    let inodes: Vec<String> = tcp
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // Field 3 is the state; 0A is LISTEN.
+            (f.get(1) == Some(&local.as_str()) && f.get(3) == Some(&"0A"))
+                .then(|| f.get(9).map(|i| format!("socket:[{i}]")))
+                .flatten()
+        })
+        .collect();
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.filter_map(Result::ok)
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .any(|target| inodes.iter().any(|i| target.to_string_lossy() == *i))
+}
+
+/// Starts `placement serve` on `port` and waits until it answers `GET /`
+/// on its own socket; the error says why it exited or never answered.
+async fn try_start(
+    database_url: &str,
+    label: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    port: u16,
+) -> Result<Server, String> {
     let log = std::env::temp_dir().join(format!("placement-{label}-{port}.log"));
     let out = std::fs::File::create(&log).unwrap();
     let child = Command::new(crate::placement_bin())
@@ -89,21 +141,20 @@ pub async fn start_with_env(
     let client = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        if let Ok(r) = client.get(format!("{}/", server.base)).send().await {
-            if r.status() == 200 {
-                return server;
-            }
-        }
         if let Ok(Some(status)) = server.child.try_wait() {
-            panic!(
+            return Err(format!(
                 "placement serve exited ({status}): {}",
                 std::fs::read_to_string(&server.log).unwrap_or_default()
-            );
+            ));
         }
-        assert!(
-            Instant::now() < deadline,
-            "server on port {port} never answered GET /"
-        );
+        if let Ok(r) = client.get(format!("{}/", server.base)).send().await {
+            if r.status() == 200 && listens_on(server.child.id(), port) {
+                return Ok(server);
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(format!("server on port {port} never answered GET /"));
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -162,7 +162,7 @@ pub const FAIRNESS: &[Route] = &[
         since: Microversion::new(1, 0),
         rule: Some("placement:queue:delete"),
         target: Subject::Handler,
-        summary: "Cancel a pending queued request; 409 placement.queue.not_pending once it left pending (extension)",
+        summary: "Cancel a pending queued request, and every pending member of its gang; 409 placement.queue.not_pending once it left pending (extension)",
         takes: None,
         query: None,
         answer: None,
