@@ -94,6 +94,9 @@ impl Drawer {
     }
 }
 
+/// Units each user holds of one budget; a user holding none has no entry.
+type HeldByUser = Arc<Mutex<HashMap<String, u32>>>;
+
 /// One budget: a shared part, a reserve for operators, and what each
 /// user holds of it.
 #[derive(Debug, Clone)]
@@ -102,8 +105,8 @@ struct Budget {
     reserve: Arc<Semaphore>,
     /// Units one user may hold at once.
     per_user: u32,
-    /// Units each user holds now; a user holding none has no entry.
-    held_by: Arc<Mutex<HashMap<String, u32>>>,
+    /// Units each user holds now.
+    held_by: HeldByUser,
 }
 
 impl Budget {
@@ -177,7 +180,7 @@ impl Budget {
 pub struct Held {
     permits: Vec<OwnedSemaphorePermit>,
     /// The user's count to lower when given back.
-    user: Option<(Arc<Mutex<HashMap<String, u32>>>, String)>,
+    user: Option<(HeldByUser, String)>,
     user_units: u32,
 }
 

@@ -419,8 +419,10 @@ mod tests {
     /// says so and holds up nothing behind it, with room free.
     #[test]
     fn never_fits_reads_the_whole_request() {
+        /// (VCPUs, gang, allowed providers) of one request.
+        type Asked = (i64, Option<usize>, Option<Vec<ProviderIx>>);
         // Three providers of 10 (one class), A strict.
-        let three = |requests: &[(i64, Option<usize>, Option<Vec<ProviderIx>>)]| {
+        let three = |requests: &[Asked]| {
             let mut r = ganged(10, &[]);
             let p = r.providers[0].clone();
             r.providers = vec![p.clone(), p.clone(), p];
