@@ -723,12 +723,14 @@ async fn an_all_or_nothing_batch_is_admitted_whole_or_not_at_all() {
         c.provider(&format!("cn{i}"), json!({"VCPU": {"total": 8}}))
             .await;
     }
-    // Four of 8 VCPU on two providers of 8: none, though two would fit.
+    // Four of 8 VCPU on two providers of 8: none, though two would fit;
+    // and since the pool could never hold them whole, they say so
+    // (issue 65: never_fits reads a gang's size).
     let big = request_ids(&queue(&c, 0, gang_body("P", 8, 4)).await);
     for (id, state, reason) in settled(&c, &big).await {
         assert_eq!(
             (state.as_str(), reason.as_str()),
-            (Some("pending"), Some("no_capacity")),
+            (Some("pending"), Some("never_fits")),
             "{id}"
         );
     }
