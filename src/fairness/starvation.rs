@@ -16,6 +16,8 @@ use super::queue::QueueItem;
 use crate::db::fairness::preemptions::{self as db, NewHold};
 use crate::db::fairness::queue::PendingRow;
 use crate::error::Result;
+use std::collections::HashMap;
+use uuid::Uuid;
 
 /// After a round: a hold for the most entitled request (or gang) waiting
 /// for room (reason `no_capacity` past `reserve_after_seconds`): its
@@ -35,55 +37,54 @@ pub async fn reserve(
     hold_seconds: u64,
 ) -> Result<()> {
     let wait = chrono::Duration::seconds(i64::try_from(reserve_after_seconds).unwrap_or(i64::MAX));
-    // The most entitled: of the project the sorter serves first (the
-    // lowest weighted share), then the oldest (deferred requests are in
-    // submission order, and the fold keeps the first of equals).
-    let share = |at: usize| {
-        let project = &rows[at].0.project_id;
-        view.shares.get(project).copied().unwrap_or(0.0)
-    };
     let waiting: Vec<usize> = deferred
         .iter()
         .filter(|&&(_, reason)| reason == "no_capacity")
         .map(|&(at, _)| at)
         .collect();
-    let mut gangs_seen = Vec::new();
-    let starving = waiting
+    // Each gang's waiting members, in order; a gang is one candidate, at
+    // its first member.
+    let mut gangs: HashMap<Uuid, Vec<usize>> = HashMap::new();
+    for &at in &waiting {
+        if let Some(g) = rows[at].1.gang {
+            gangs.entry(g).or_default().push(at);
+        }
+    }
+    let mut candidates: Vec<usize> = waiting
         .iter()
         .copied()
         .filter(|&at| {
-            let row = &rows[at].0;
+            let (row, item) = &rows[at];
             row.now - row.submitted_at >= wait
+                && item
+                    .gang
+                    .is_none_or(|g| gangs.get(&g).and_then(|m| m.first()) == Some(&at))
         })
-        .filter_map(|at| {
-            // A gang is one candidate, at its first member.
-            let members: Vec<usize> = match rows[at].1.gang {
-                Some(g) if gangs_seen.contains(&g) => return None,
-                Some(g) => {
-                    gangs_seen.push(g);
-                    waiting
-                        .iter()
-                        .copied()
-                        .filter(|&m| rows[m].1.gang == Some(g))
-                        .collect()
-                }
-                None => vec![at],
-            };
-            places(view, &members, rows).map(|p| (at, members, p))
-        })
-        .fold(
-            None,
-            |best: Option<(usize, Vec<usize>, Vec<usize>)>, c| match best {
-                Some((b, _, _)) if share(b) <= share(c.0) => best,
-                _ => Some(c),
-            },
-        );
-    let Some((at, members, providers)) = starving else {
-        return Ok(());
+        .collect();
+    // The most entitled first: of the project the sorter serves first
+    // (the lowest weighted share), then the oldest (deferred requests are
+    // in submission order, which the stable sort keeps among equals).
+    let share = |at: usize| {
+        let project = &rows[at].0.project_id;
+        view.shares.get(project).copied().unwrap_or(0.0)
     };
-    if db::any_held(tx).await? {
+    // One such hold at a time: nothing to choose while room is held.
+    if candidates.is_empty() || db::any_held(tx).await? {
         return Ok(());
     }
+    candidates.sort_by(|&a, &b| share(a).total_cmp(&share(b)));
+    // Providers are worked out for the chosen one only (and the next when
+    // it fits on none), never for every request waiting.
+    let chosen = candidates.into_iter().find_map(|at| {
+        let members = match rows[at].1.gang {
+            Some(g) => gangs.get(&g).cloned().unwrap_or_default(),
+            None => vec![at],
+        };
+        places(view, &members, rows).map(|p| (at, members, p))
+    });
+    let Some((at, members, providers)) = chosen else {
+        return Ok(());
+    };
     let row = &rows[at].0;
     let classes: Vec<String> = members
         .iter()
@@ -125,7 +126,8 @@ fn places(
     members: &[usize],
     rows: &[(PendingRow, QueueItem)],
 ) -> Option<Vec<usize>> {
-    let mut taken: Vec<Vec<i64>> = vec![vec![0; view.classes.len()]; view.providers.len()];
+    // What earlier members took, by (provider, class).
+    let mut taken: HashMap<(usize, usize), i64> = HashMap::new();
     let mut out = Vec::with_capacity(members.len());
     for &at in members {
         let need: Vec<(usize, i64)> = rows[at]
@@ -144,15 +146,19 @@ fn places(
         };
         let part_free = |p: usize| -> f64 {
             need.iter()
-                .map(|&(c, n)| (view.free[p][c] - taken[p][c]).clamp(0, n) as f64 / n as f64)
+                .map(|&(c, n)| {
+                    let took = taken.get(&(p, c)).copied().unwrap_or(0);
+                    (view.free[p][c] - took).clamp(0, n) as f64 / n as f64
+                })
                 .sum()
         };
         let provider = allowed
             .iter()
             .copied()
             .filter(|&p| {
-                need.iter()
-                    .all(|&(c, n)| view.largest[p][c] >= taken[p][c] + n)
+                need.iter().all(|&(c, n)| {
+                    view.largest[p][c] >= taken.get(&(p, c)).copied().unwrap_or(0) + n
+                })
             })
             .fold(None, |best: Option<(usize, f64)>, p| {
                 let score = part_free(p);
@@ -163,7 +169,7 @@ fn places(
             })
             .map(|(p, _)| p)?;
         for &(c, n) in &need {
-            taken[provider][c] += n;
+            *taken.entry((provider, c)).or_default() += n;
         }
         out.push(provider);
     }
