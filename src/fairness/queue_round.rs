@@ -234,7 +234,7 @@ async fn decide(
     db::record_reasons(tx, &reasons).await?;
     let marked_ms = ms(started);
     // Every hold of a request still waiting for room lives on.
-    let waiting: Vec<Uuid> = sorted
+    let waiting: std::collections::HashSet<Uuid> = sorted
         .deferred
         .iter()
         .filter(|&&(_, reason)| reason == "no_capacity")

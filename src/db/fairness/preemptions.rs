@@ -344,9 +344,20 @@ pub async fn hold(
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn renew(
     conn: &mut PgConnection,
-    requests: &[Uuid],
+    requests: &std::collections::HashSet<Uuid>,
     seconds: u64,
 ) -> Result<u64, sqlx::Error> {
+    if requests.is_empty() {
+        return Ok(0);
+    }
+    // The holds are few (one reservation against starvation, the advised
+    // requests'); the waiting requests may be 100,000: the few are read
+    // and matched here rather than the many sent.
+    let held: Vec<Uuid> =
+        crate::db::query_scalar("SELECT DISTINCT request_id FROM preemption_holds")
+            .fetch_all(&mut *conn)
+            .await?;
+    let requests: Vec<Uuid> = held.into_iter().filter(|r| requests.contains(r)).collect();
     if requests.is_empty() {
         return Ok(0);
     }
@@ -355,7 +366,7 @@ pub async fn renew(
         "UPDATE preemption_holds SET expires_at = now() + make_interval(secs => $2::double precision)
           WHERE request_id = ANY($1)",
     )
-    .bind(requests)
+    .bind(&requests)
     .bind(keep)
     .execute(conn)
     .await?;
