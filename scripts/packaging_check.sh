@@ -16,6 +16,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BIN=$(release_bin packaging_check "${1:-}") || exit 2
 command -v systemd-analyze >/dev/null || { echo "packaging check: systemd-analyze is not installed (apt-get install systemd)" >&2; exit 1; }
 WORK=$(mktemp -d /tmp/packaging-check.XXXXXX)
+# The PostgreSQL below runs as `postgres` (as root): it must reach its folder.
+chmod 755 "$WORK"
 trap 'stop_postgres "$WORK/pg"; rm -rf "$WORK"' EXIT
 
 sed "s|/usr/bin/placement|$BIN|g" packaging/systemd/placement.service >"$WORK/placement.service"
