@@ -233,14 +233,7 @@ async fn decide(
     count_by_project(&view, rows, &sorted.admitted);
     db::record_reasons(tx, &reasons).await?;
     let marked_ms = ms(started);
-    // Every hold of a request still waiting for room lives on.
-    let waiting: std::collections::HashSet<Uuid> = sorted
-        .deferred
-        .iter()
-        .filter(|&&(_, reason)| reason == "no_capacity")
-        .map(|&(at, _)| rows[at].0.id)
-        .collect();
-    crate::db::fairness::preemptions::renew(tx, &waiting, holds.seconds).await?;
+    renew_waiting(tx, &sorted.deferred, rows, holds.seconds).await?;
     let advised = super::preemption::advise(
         tx,
         &view,
@@ -274,6 +267,23 @@ async fn decide(
         advised,
         preempted,
     })
+}
+
+/// Renews the holds of the requests the round left waiting for room
+/// (`no_capacity`): a hold lives as long as its request waits.
+async fn renew_waiting(
+    tx: &mut sqlx::PgConnection,
+    deferred: &[(usize, &str)],
+    rows: &[(PendingRow, QueueItem)],
+    seconds: u64,
+) -> Result<()> {
+    let waiting: std::collections::HashSet<Uuid> = deferred
+        .iter()
+        .filter(|&&(_, reason)| reason == "no_capacity")
+        .map(|&(at, _)| rows[at].0.id)
+        .collect();
+    crate::db::fairness::preemptions::renew(tx, &waiting, seconds).await?;
+    Ok(())
 }
 
 /// The per-project gauges of a round: shares after it, and what it

@@ -37,30 +37,10 @@ pub async fn reserve(
     hold_seconds: u64,
 ) -> Result<()> {
     let wait = chrono::Duration::seconds(i64::try_from(reserve_after_seconds).unwrap_or(i64::MAX));
-    let waiting: Vec<usize> = deferred
-        .iter()
-        .filter(|&&(_, reason)| reason == "no_capacity")
-        .map(|&(at, _)| at)
-        .collect();
-    // Each gang's waiting members, in order; a gang is one candidate, at
-    // its first member.
-    let mut gangs: HashMap<Uuid, Vec<usize>> = HashMap::new();
-    for &at in &waiting {
-        if let Some(g) = rows[at].1.gang {
-            gangs.entry(g).or_default().push(at);
-        }
-    }
-    let mut candidates: Vec<usize> = waiting
-        .iter()
-        .copied()
-        .filter(|&at| {
-            let (row, item) = &rows[at];
-            row.now - row.submitted_at >= wait
-                && item
-                    .gang
-                    .is_none_or(|g| gangs.get(&g).and_then(|m| m.first()) == Some(&at))
-        })
-        .collect();
+    let Starving {
+        mut candidates,
+        gangs,
+    } = Starving::of(deferred, rows, wait);
     // The most entitled first: of the project the sorter serves first
     // (the lowest weighted share), then the oldest (deferred requests are
     // in submission order, which the stable sort keeps among equals).
@@ -113,6 +93,45 @@ pub async fn reserve(
         .collect();
     db::hold(tx, &holds, hold_seconds).await?;
     Ok(())
+}
+
+/// The requests waiting for room long enough to be reserved for, each
+/// gang once (at its first member), and each gang's waiting members.
+struct Starving {
+    candidates: Vec<usize>,
+    gangs: HashMap<Uuid, Vec<usize>>,
+}
+
+impl Starving {
+    fn of(
+        deferred: &[(usize, &str)],
+        rows: &[(PendingRow, QueueItem)],
+        wait: chrono::Duration,
+    ) -> Self {
+        let waiting: Vec<usize> = deferred
+            .iter()
+            .filter(|&&(_, reason)| reason == "no_capacity")
+            .map(|&(at, _)| at)
+            .collect();
+        let mut gangs: HashMap<Uuid, Vec<usize>> = HashMap::new();
+        for &at in &waiting {
+            if let Some(g) = rows[at].1.gang {
+                gangs.entry(g).or_default().push(at);
+            }
+        }
+        let candidates = waiting
+            .iter()
+            .copied()
+            .filter(|&at| {
+                let (row, item) = &rows[at];
+                row.now - row.submitted_at >= wait
+                    && item
+                        .gang
+                        .is_none_or(|g| gangs.get(&g).and_then(|m| m.first()) == Some(&at))
+            })
+            .collect();
+        Starving { candidates, gangs }
+    }
 }
 
 /// A provider for each of `members` (a request, or a gang's members in

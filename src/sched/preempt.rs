@@ -175,18 +175,22 @@ impl<'a> Picture<'a> {
         }
     }
 
+    /// What `ask` needs on `provider` beyond its free room, per class.
+    fn need_beyond_free(&self, provider: usize, ask: &Ask) -> Vec<(Class, i64)> {
+        ask.resources
+            .iter()
+            .map(|&(c, n)| (c, n - self.free[provider].get(c).copied().unwrap_or(0)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+
     /// The victims to take on `provider` for `ask` (none where it fits in
     /// the free room), or None if even every eligible one would not make
     /// it fit, or if what it needs beyond the free room is more than
     /// `reclaimable` (per class: the part of the project's guarantee not
     /// yet held or won back).
     fn victims_on(&self, provider: usize, ask: &Ask, reclaimable: &[i64]) -> Option<Vec<usize>> {
-        let mut need: Vec<(Class, i64)> = ask
-            .resources
-            .iter()
-            .map(|&(c, n)| (c, n - self.free[provider].get(c).copied().unwrap_or(0)))
-            .filter(|(_, n)| *n > 0)
-            .collect();
+        let mut need = self.need_beyond_free(provider, ask);
         if need
             .iter()
             .any(|&(c, n)| n > reclaimable.get(c).copied().unwrap_or(0))
@@ -211,11 +215,8 @@ impl<'a> Picture<'a> {
             let v = &self.victims[next.0];
             for &(c, n) in &v.amounts {
                 allocated[v.project][c] -= n;
-                if let Some(slot) = need.iter_mut().find(|(nc, _)| *nc == c) {
-                    slot.1 -= n;
-                }
             }
-            need.retain(|(_, n)| *n > 0);
+            take_off(&mut need, v);
             picks.push(next.0);
         }
         Some(picks)
@@ -225,12 +226,7 @@ impl<'a> Picture<'a> {
     /// for `ask` (within-project preemption), lowest precedence and newest
     /// first; None when all of it would not make it fit.
     fn own_victims_on(&self, provider: usize, ask: &Ask) -> Option<Vec<usize>> {
-        let mut need: Vec<(Class, i64)> = ask
-            .resources
-            .iter()
-            .map(|&(c, n)| (c, n - self.free[provider].get(c).copied().unwrap_or(0)))
-            .filter(|(_, n)| *n > 0)
-            .collect();
+        let mut need = self.need_beyond_free(provider, ask);
         if need.is_empty() {
             return None;
         }
@@ -259,19 +255,10 @@ impl<'a> Picture<'a> {
                 break;
             }
             let victim = &self.victims[v];
-            if !victim
-                .amounts
-                .iter()
-                .any(|(c, n)| *n > 0 && need.iter().any(|(nc, _)| nc == c))
-            {
+            if !frees_some_of(&need, victim) {
                 continue;
             }
-            for &(c, n) in &victim.amounts {
-                if let Some(slot) = need.iter_mut().find(|(nc, _)| *nc == c) {
-                    slot.1 -= n;
-                }
-            }
-            need.retain(|(_, n)| *n > 0);
+            take_off(&mut need, victim);
             picks.push(v);
         }
         need.is_empty().then_some(picks)
@@ -295,10 +282,7 @@ impl<'a> Picture<'a> {
             && victim.project != ask.project
             && !(ask.batch && victim.prod)
             && !picks.contains(&v)
-            && victim
-                .amounts
-                .iter()
-                .any(|(c, n)| *n > 0 && need.iter().any(|(nc, _)| nc == c))
+            && frees_some_of(need, victim)
     }
 
     fn apply(&mut self, ask: &Ask, provider: usize, picks: &[usize]) {
@@ -315,6 +299,24 @@ impl<'a> Picture<'a> {
             self.allocated[ask.project][c] += n;
         }
     }
+}
+
+/// Whether `victim` holds some of a class `need` still lacks.
+fn frees_some_of(need: &[(Class, i64)], victim: &Victim) -> bool {
+    victim
+        .amounts
+        .iter()
+        .any(|(c, n)| *n > 0 && need.iter().any(|(nc, _)| nc == c))
+}
+
+/// `need` less what `victim` frees; classes met leave it.
+fn take_off(need: &mut Vec<(Class, i64)>, victim: &Victim) {
+    for &(c, n) in &victim.amounts {
+        if let Some(slot) = need.iter_mut().find(|(nc, _)| *nc == c) {
+            slot.1 -= n;
+        }
+    }
+    need.retain(|(_, n)| *n > 0);
 }
 
 /// What `ask`'s project may still win back of its guarantee, per class

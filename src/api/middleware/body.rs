@@ -219,6 +219,30 @@ fn no_room(what: &str) -> ApiError {
     .code("placement.http.busy")
 }
 
+/// KiB units for `bytes`.
+fn kib_of(bytes: usize) -> u32 {
+    u32::try_from(bytes.div_ceil(KIB)).unwrap_or(u32::MAX)
+}
+
+impl BodyLimits {
+    /// A place among the bodies being received, and the memory of a
+    /// declared length (a chunked body's is taken as it comes), for
+    /// `drawer`; a 503 when either budget has no room for it.
+    fn admit(&self, drawer: &Drawer, declared: Option<u64>) -> Result<(Held, Held), ApiError> {
+        let mut receiving = Held::default();
+        self.uploads
+            .take(drawer, &mut receiving, 1)
+            .map_err(|_| no_room("connections"))?;
+        let mut held = Held::default();
+        if let Some(n) = declared.and_then(|n| usize::try_from(n).ok()) {
+            self.memory
+                .take(drawer, &mut held, kib_of(n))
+                .map_err(|_| no_room("memory"))?;
+        }
+        Ok((receiving, held))
+    }
+}
+
 /// Reads the whole body within the limits, so handlers never wait on a
 /// slow client and never see more than `max_bytes`; the memory it holds
 /// stays reserved until the answer is made.
@@ -248,20 +272,7 @@ pub async fn read_body(
         return Ok((req, None));
     }
     let drawer = Drawer::of(req.extensions().get::<Credentials>());
-    let mut receiving = Held::default();
-    limits
-        .uploads
-        .take(&drawer, &mut receiving, 1)
-        .map_err(|_| no_room("connections"))?;
-    let kib_of = |bytes: usize| u32::try_from(bytes.div_ceil(KIB)).unwrap_or(u32::MAX);
-    // A declared length is reserved whole; a chunked body as it comes.
-    let mut held = Held::default();
-    if let Some(n) = declared.and_then(|n| usize::try_from(n).ok()) {
-        limits
-            .memory
-            .take(&drawer, &mut held, kib_of(n))
-            .map_err(|_| no_room("memory"))?;
-    }
+    let (receiving, mut held) = limits.admit(&drawer, declared)?;
     let (parts, mut body) = req.into_parts();
     let mut got = bytes::BytesMut::new();
     let read = tokio::time::timeout(limits.timeout, async {
