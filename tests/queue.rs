@@ -2123,15 +2123,7 @@ async fn every_page_position_is_the_one_a_single_read_gives() {
 async fn enforced_preemption_takes_only_what_the_guarantee_gives() {
     let c = Cluster::with_servers("queue-enforce-guarantee", "1.39", 1).await;
     c.provider("cn0", json!({"VCPU": {"total": 8}})).await;
-    let (s, v) = send(
-        &c,
-        0,
-        Method::PUT,
-        "/projects/B/fairness",
-        Some(json!({"weight": 1.0, "preemption": "enforce", "preemption_grace_seconds": 0})),
-    )
-    .await;
-    assert_eq!(s, 200, "{v}");
+    enforce(&c, "B", 1.0, 0).await;
     // The guarantee is lent while A is idle (Kueue's lendingLimit), so B
     // may fill the provider.
     set_quota(
