@@ -18,7 +18,11 @@
 #    A backup (pg_dump) restored into a fresh database as docs/deploying.md
 #    says passes `upgrade check` and `audit` and answers the same.
 # 4. Allocations without a consumer row (data from before 1.8).
-# 5. All of it again with Placement on MariaDB under PyMySQL, as
+# 5. `placement upgrade check` against placement-status's on the same
+#    Placement databases (healthy, a consumer row missing, a root provider
+#    id missing): the same checks, words and exit codes; and on ours after
+#    the import.
+# 6. All of it again with Placement on MariaDB under PyMySQL, as
 #    kolla-ansible, openstack-ansible and TripleO run it: the URL as they
 #    write it (and TripleO's read_default_file), ratios MySQL keeps in
 #    single precision (0.9, 1.5, 3.3) given back as they were set.
@@ -138,6 +142,13 @@ python3 "$HERE/import_check.py" compare "http://127.0.0.1:$OLD_PORT" "http://127
     || fail "the restored backup answers differently"
 
 # --- 4. incomplete consumers ---------------------------------------------------------------
+agree() {  # LABEL RC CONF URL: placement-status and ours on one database
+    python3 "$HERE/upgrade_check_agrees.py" "$1" "$2" \
+        -- "$VENV/bin/placement-status" --config-file "$3" upgrade check \
+        -- "$BIN" upgrade check --database-url "$4" || fail "upgrade check: $1"
+}
+echo "==> upgrade check against placement-status's, on the same databases"
+agree "Placement on PostgreSQL, healthy" 0 "$WORK/placement.conf" "postgresql://$PG/legacy"
 echo "==> allocations without a consumer row (data from before 1.8)"
 VOL=$(q legacy "SELECT consumer_id FROM allocations a WHERE NOT EXISTS (SELECT 1 FROM allocations b WHERE b.consumer_id = a.consumer_id AND b.resource_provider_id <> a.resource_provider_id) ORDER BY id DESC LIMIT 1")
 q legacy "DELETE FROM consumers WHERE uuid = '$VOL'" >/dev/null
@@ -147,8 +158,17 @@ grep -qE "incomplete consumers \(made\): 1$" "$WORK/inc.txt" || fail "the incomp
 owner=$(q ours2 "SELECT p.external_id || '/' || u.external_id || '/' || c.generation FROM consumers c
                  JOIN projects p ON p.id = c.project_id JOIN users u ON u.id = c.user_id WHERE c.uuid = '$VOL'")
 [ "$owner" = "legacy-project/legacy-user/0" ] || fail "incomplete consumer $VOL: $owner"
+agree "Placement on PostgreSQL, a consumer row missing" 1 "$WORK/placement.conf" "postgresql://$PG/legacy"
+# The import made the row, as placement-manage's online migration would:
+# nothing is incomplete any more (issue 66: ours warned here).
+"$BIN" upgrade check --database-url "postgresql://$OURS/ours2" >"$WORK/ours2-check.txt" \
+    || { cat "$WORK/ours2-check.txt" >&2; fail "upgrade check after importing an incomplete consumer"; }
+ROOTLESS=$(q legacy "SELECT id FROM resource_providers WHERE parent_provider_id IS NULL ORDER BY id LIMIT 1")
+q legacy "UPDATE resource_providers SET root_provider_id = NULL WHERE id = $ROOTLESS" >/dev/null
+agree "Placement on PostgreSQL, a root provider id missing" 2 "$WORK/placement.conf" "postgresql://$PG/legacy"
+q legacy "UPDATE resource_providers SET root_provider_id = id WHERE id = $ROOTLESS" >/dev/null
 
-# --- 5. the same from MariaDB, as most deployment tools keep Placement ------------------
+# --- 6. the same from MariaDB, as most deployment tools keep Placement ------------------
 echo "==> openstack-placement 16.0.0 on MariaDB (PyMySQL)"
 MY=$WORK/mariadb
 # MariaDB offers TLS with a certificate for another name than the address
@@ -187,6 +207,7 @@ OS_PLACEMENT_CONFIG_DIR=$WORK/mysql-conf "$VENV/bin/gunicorn" --chdir "$WORK" --
 PIDS+=($!)
 wait_for "http://127.0.0.1:$MY_OLD_PORT/" "${PIDS[-1]}" "$WORK/placement-mysql.log"
 "$VENV/bin/python" "$HERE/import_check.py" populate "http://127.0.0.1:$MY_OLD_PORT"
+agree "Placement on MariaDB, healthy" 0 "$WORK/mysql.conf" "$MY_URL"
 "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres -O placement ours3
 step "credentials in a my.cnf (TripleO's read_default_file), --dry-run"
 cat >"$WORK/my.cnf" <<CNF
@@ -229,4 +250,9 @@ wait_for "http://127.0.0.1:$MY_NEW_PORT/" "${PIDS[-1]}" "$WORK/ours3.log"
 echo "==> every GET, Placement on MariaDB against ours"
 python3 "$HERE/import_check.py" compare "http://127.0.0.1:$MY_OLD_PORT" "http://127.0.0.1:$MY_NEW_PORT" \
     || fail "the service imported from MariaDB answers differently"
+"$BIN" upgrade check --database-url "postgresql://$OURS/ours3" >"$WORK/ours3-check.txt" \
+    || { cat "$WORK/ours3-check.txt" >&2; fail "upgrade check after the import from MariaDB"; }
+mariadb --no-defaults -S "$MY_SOCK" placement -e "
+    DELETE FROM consumers WHERE uuid = (SELECT consumer_id FROM allocations ORDER BY id DESC LIMIT 1)"
+agree "Placement on MariaDB, a consumer row missing" 1 "$WORK/mysql.conf" "$MY_URL"
 echo "import check: passed (from PostgreSQL and from MariaDB)"

@@ -154,6 +154,17 @@ async fn db_sync(args: placement::config::DbSyncArgs) -> ExitCode {
 /// `placement upgrade check`: placement-status's codes (0, 1 a warning,
 /// 2 a failure, 255 when the checks cannot run).
 async fn upgrade_check(args: placement::config::UpgradeCheckArgs) -> ExitCode {
+    let placement_on_mysql = args
+        .database_url
+        .as_deref()
+        .filter(|u| placement::db::import::source_mysql::is_mysql_url(u));
+    if let Some(url) = placement_on_mysql {
+        let input = placement::upgrade::CheckInput {
+            url,
+            policy_file: args.policy_file.as_deref(),
+        };
+        return report_upgrade_check(placement::upgrade::check(&input).await);
+    }
     let db = match CommandDb::open(args.database_url.as_deref(), args.data_dir.as_deref()).await {
         Ok(db) => db,
         Err(e) => {
@@ -164,10 +175,14 @@ async fn upgrade_check(args: placement::config::UpgradeCheckArgs) -> ExitCode {
     let input = placement::upgrade::CheckInput {
         url: db.url(),
         policy_file: args.policy_file.as_deref(),
-        incomplete_consumer_project_id: &args.incomplete_consumer_project_id,
     };
     let checked = placement::upgrade::check(&input).await;
     db.finish().await;
+    report_upgrade_check(checked)
+}
+
+/// The table on stdout and placement-status's exit code, or 255.
+fn report_upgrade_check(checked: Result<Vec<placement::upgrade::Check>, String>) -> ExitCode {
     match checked {
         Ok(checks) => {
             println!("{}", placement::upgrade::render(&checks));

@@ -54,10 +54,11 @@ pub enum DbCommand {
 /// `placement upgrade …`.
 #[derive(Debug, Subcommand)]
 pub enum UpgradeCommand {
-    /// Whether this build can serve the database and configuration: the
-    /// schema is current, the policy file reads, nothing is left
-    /// incomplete. Exit 0 (success), 1 (a warning) or 2 (a failure), as
-    /// placement-status.
+    /// placement-status's checks (same names, table and exit codes: 0
+    /// success, 1 a warning, 2 a failure, 255 when they cannot run), then
+    /// this build's own: the policy file's rules build and the schema is
+    /// current. --database-url may also name the Placement database to be
+    /// imported (PostgreSQL, MySQL or MariaDB), to check it before a switch.
     Check(UpgradeCheckArgs),
 }
 
@@ -91,13 +92,6 @@ pub struct UpgradeCheckArgs {
     /// The policy file to check (`[oslo_policy] policy_file`).
     #[arg(long, env = "PLACEMENT_POLICY_FILE")]
     pub policy_file: Option<PathBuf>,
-    /// The project of consumers written before microversion 1.8.
-    #[arg(
-        long,
-        env = "PLACEMENT_INCOMPLETE_CONSUMER_PROJECT_ID",
-        default_value = "00000000-0000-0000-0000-000000000000"
-    )]
-    pub incomplete_consumer_project_id: String,
     #[command(flatten)]
     /// The config files read.
     pub config: ConfigFiles,

@@ -313,15 +313,22 @@ pub async fn create_many(
     Ok(rows.into_iter().map(|(id, u)| (u, id)).collect())
 }
 
-/// Consumers owned by the project given to allocations written before
-/// microversion 1.8 (`--incomplete-consumer-project-id`), which Nova's
-/// next report completes.
-pub async fn count_in_project(conn: &mut PgConnection, external: &str) -> Result<i64, sqlx::Error> {
-    crate::db::query_scalar(
-        "SELECT COUNT(*) FROM consumers c JOIN projects p ON p.id = c.project_id
-          WHERE p.external_id = $1",
+/// placement-status's two counts on this service's schema. Both are
+/// zero by construction here (a provider's root is `NOT NULL`, an
+/// allocation references its consumer); they are read rather than assumed
+/// so that a database damaged by hand says so.
+pub async fn status_counts(
+    conn: &mut PgConnection,
+) -> Result<crate::db::import::source::StatusCounts, sqlx::Error> {
+    let (missing_root_ids, missing_consumers): (i64, i64) = crate::db::query_as(
+        "SELECT (SELECT COUNT(*) FROM resource_providers WHERE root_provider_id IS NULL),
+                (SELECT COUNT(DISTINCT a.consumer_id) FROM allocations a
+                  WHERE NOT EXISTS (SELECT 1 FROM consumers c WHERE c.id = a.consumer_id))",
     )
-    .bind(external)
     .fetch_one(conn)
-    .await
+    .await?;
+    Ok(crate::db::import::source::StatusCounts {
+        missing_root_ids,
+        missing_consumers,
+    })
 }

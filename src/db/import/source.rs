@@ -131,6 +131,45 @@ pub const SQL_CONSUMERS: &str =
 pub const SQL_ALLOCATIONS: &str =
     "SELECT resource_provider_id, consumer_id, resource_class_id, used FROM allocations ORDER BY id";
 
+/// What placement-status's two data checks count, in its own words:
+/// providers without a root provider id (a Queens online migration not
+/// run), and consumers that have allocations but no `consumers` row
+/// (allocations written before microversion 1.8).
+pub const SQL_MISSING_ROOT_IDS: &str =
+    "SELECT COUNT(*) FROM resource_providers WHERE root_provider_id IS NULL";
+pub const SQL_MISSING_CONSUMERS: &str = "SELECT COUNT(DISTINCT a.consumer_id) FROM allocations a
+       LEFT JOIN consumers c ON a.consumer_id = c.uuid
+      WHERE c.id IS NULL";
+
+/// placement-status's two counts of a Placement database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatusCounts {
+    pub missing_root_ids: i64,
+    pub missing_consumers: i64,
+}
+
+/// Whether the database this connection reaches is a Placement's (its
+/// alembic table) rather than this service's (its migrations table).
+pub async fn is_placement(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
+    crate::db::query_scalar(
+        "SELECT to_regclass('alembic_version') IS NOT NULL AND to_regclass('_sqlx_migrations') IS NULL",
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// placement-status's counts, read-only, whatever the schema revision.
+pub async fn status_counts(conn: &mut PgConnection) -> Result<StatusCounts, sqlx::Error> {
+    Ok(StatusCounts {
+        missing_root_ids: crate::db::query_scalar(SQL_MISSING_ROOT_IDS)
+            .fetch_one(&mut *conn)
+            .await?,
+        missing_consumers: crate::db::query_scalar(SQL_MISSING_CONSUMERS)
+            .fetch_one(&mut *conn)
+            .await?,
+    })
+}
+
 /// Whether the alembic revision is 16.0.0's.
 pub fn check_revision(version: Option<&str>) -> Result<(), SourceError> {
     match version {

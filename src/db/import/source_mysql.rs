@@ -194,6 +194,24 @@ fn ratio(stored: f32) -> f64 {
     stored.to_string().parse().unwrap_or(f64::from(stored))
 }
 
+/// placement-status's counts of a Placement database on MySQL or MariaDB.
+pub async fn status_counts(
+    options: &MySqlConnectOptions,
+) -> Result<source::StatusCounts, sqlx::Error> {
+    let mut conn = options.connect().await?;
+    let missing_root_ids = sqlx::query_scalar(source::SQL_MISSING_ROOT_IDS)
+        .fetch_one(&mut conn)
+        .await;
+    let missing_consumers = sqlx::query_scalar(source::SQL_MISSING_CONSUMERS)
+        .fetch_one(&mut conn)
+        .await;
+    let _ = conn.close().await;
+    Ok(source::StatusCounts {
+        missing_root_ids: missing_root_ids?,
+        missing_consumers: missing_consumers?,
+    })
+}
+
 /// Reads the whole database in one consistent snapshot, read-only.
 pub async fn snapshot(options: &MySqlConnectOptions) -> Result<Snapshot, SourceError> {
     let mut conn = options.connect().await?;
