@@ -8,7 +8,7 @@
 use crate::db::import::source::{self, SourceError};
 use crate::db::import::source_mysql;
 use crate::db::import::target::{self, TargetError};
-use sqlx::Connection;
+use sqlx::ConnectOptions;
 use std::fmt;
 
 /// What to import, from where, and how.
@@ -103,7 +103,14 @@ async fn read_source(url: &str) -> Result<source::Snapshot, ImportError> {
             other => ImportError::Source(other),
         });
     }
-    let mut from = sqlx::PgConnection::connect(url)
+    // The import's statements read and write whole tables: sqlx's
+    // "slow statement" warnings would alarm for what is expected here.
+    let options: sqlx::postgres::PgConnectOptions = url
+        .parse()
+        .map_err(|e| ImportError::Connect(format!("the source's URL: {e}")))?;
+    let mut from = options
+        .disable_statement_logging()
+        .connect()
         .await
         .map_err(|e| ImportError::Connect(format!("connecting to the source: {e}")))?;
     source::begin(&mut from).await?;
@@ -123,7 +130,7 @@ pub async fn run(o: &ImportOptions) -> Result<Report, ImportError> {
         acquire_timeout: std::time::Duration::from_secs(30),
         ping_idle: true,
     };
-    let pool = crate::db::primary::open(target, settings, |o| o)
+    let pool = crate::db::primary::open(target, settings, |o| o.disable_statement_logging())
         .await
         .map_err(|e| ImportError::Connect(format!("the target: {e}")))?;
     crate::db::prepare(&pool).await.map_err(TargetError::Db)?;

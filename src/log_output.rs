@@ -110,9 +110,14 @@ impl<'a> MakeWriter<'a> for LogFile {
     }
 }
 
-/// oslo.log's default line: `2026-11-27 23:59:01.123 4242 INFO
-/// placement.api.middleware [req-… - - - - -] message key=value`, the
-/// request id where the line was logged inside a request.
+/// oslo.log's default lines: `2026-11-27 23:59:01.123 4242 INFO
+/// placement.requestlog [None req-… USER PROJECT - - - -] message`
+/// inside a request (its global and own request ids, and the user and
+/// project of its token, as oslo.log's `logging_context_format_string`
+/// and `logging_user_identity_format` place them), `[-]` outside one;
+/// levels as Python names them (`WARNING`). A request's line is
+/// Placement's request log line: `ADDRESS "METHOD URI" status: S len: N
+/// microversion: V`.
 pub struct OsloLine;
 
 impl<S, N> FormatEvent<S, N> for OsloLine
@@ -133,32 +138,109 @@ where
             writer,
             "{now} {} {} {target} ",
             std::process::id(),
-            meta.level()
+            python_level(*meta.level())
         )?;
-        let request_id = ctx.event_scope().and_then(|scope| {
+        let request = ctx.event_scope().and_then(|scope| {
             scope.from_root().find_map(|span| {
                 let ext = span.extensions();
                 let fields = ext.get::<tracing_subscriber::fmt::FormattedFields<N>>()?;
-                request_id_in(fields.as_str())
+                RequestContext::of(fields.as_str())
             })
         });
-        match request_id {
-            Some(id) => write!(writer, "[{id} - - - - -] ")?,
+        match request {
+            Some(r) => write!(
+                writer,
+                "[{} {} {} {} - - - -] ",
+                r.global_request_id, r.request_id, r.user, r.project
+            )?,
             None => write!(writer, "[-] ")?,
+        }
+        if meta.target() == crate::api::REQUEST_LOG_TARGET {
+            let mut line = RequestFields::default();
+            event.record(&mut line);
+            return writeln!(
+                writer,
+                "{} \"{} {}\" status: {} len: {} microversion: {}",
+                line.get("remote"),
+                line.get("method"),
+                line.get("uri"),
+                line.get("status"),
+                line.get("len"),
+                line.get("microversion"),
+            );
         }
         ctx.format_fields(writer.by_ref(), event)?;
         writeln!(writer)
     }
 }
 
-/// `request_id=req-…` out of a span's formatted fields.
-fn request_id_in(fields: &str) -> Option<String> {
-    let start = fields.find("request_id=")? + "request_id=".len();
-    let id: String = fields[start..]
+/// Python's name of a level (oslo.log writes `WARNING`, not `WARN`).
+fn python_level(level: tracing::Level) -> &'static str {
+    match level {
+        tracing::Level::ERROR => "ERROR",
+        tracing::Level::WARN => "WARNING",
+        tracing::Level::INFO => "INFO",
+        tracing::Level::DEBUG | tracing::Level::TRACE => "DEBUG",
+    }
+}
+
+/// A request line's fields, as recorded.
+#[derive(Default)]
+struct RequestFields(Vec<(&'static str, String)>);
+
+impl RequestFields {
+    fn get(&self, name: &str) -> &str {
+        self.0
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or("-", |(_, v)| v.as_str())
+    }
+}
+
+impl tracing::field::Visit for RequestFields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push((field.name(), format!("{value:?}")));
+    }
+
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.push((field.name(), value.to_string()));
+    }
+}
+
+/// The request span's ids, user and project, out of its formatted fields.
+struct RequestContext {
+    global_request_id: String,
+    request_id: String,
+    user: String,
+    project: String,
+}
+
+impl RequestContext {
+    fn of(fields: &str) -> Option<RequestContext> {
+        let field = |name: &str| field_in(fields, name).unwrap_or_else(|| "-".to_string());
+        Some(RequestContext {
+            request_id: field_in(fields, "request_id")?,
+            global_request_id: field_in(fields, "global_request_id")
+                .unwrap_or_else(|| "None".to_string()),
+            user: field("user_id"),
+            project: field("project_id"),
+        })
+    }
+}
+
+/// `name=value` out of a span's formatted fields (values are ids: letters,
+/// digits and `-_.@`, as the pipeline records them).
+fn field_in(fields: &str, name: &str) -> Option<String> {
+    let key = format!("{name}=");
+    let start = fields
+        .match_indices(&key)
+        .find(|(i, _)| *i == 0 || fields.as_bytes()[i - 1] == b' ')
+        .map(|(i, _)| i + key.len())?;
+    let value: String = fields[start..]
         .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take_while(|c| c.is_ascii_alphanumeric() || "-_.@".contains(*c))
         .collect();
-    (!id.is_empty()).then_some(id)
+    (!value.is_empty()).then_some(value)
 }
 
 #[cfg(test)]
@@ -204,11 +286,26 @@ mod tests {
     }
 
     #[test]
-    fn the_request_id_is_found_in_the_span() {
+    fn the_request_context_is_found_in_the_span() {
+        let r = RequestContext::of(
+            "request_id=req-1a2b global_request_id=None method=GET user_id=u-1 project_id=p.2",
+        )
+        .unwrap();
         assert_eq!(
-            request_id_in("request_id=req-1a2b method=GET").as_deref(),
-            Some("req-1a2b")
+            (
+                r.global_request_id.as_str(),
+                r.request_id.as_str(),
+                r.user.as_str(),
+                r.project.as_str()
+            ),
+            ("None", "req-1a2b", "u-1", "p.2")
         );
-        assert_eq!(request_id_in("method=GET"), None);
+        let r = RequestContext::of("request_id=req-1 global_request_id=req-9").unwrap();
+        assert_eq!(
+            (r.global_request_id.as_str(), r.user.as_str()),
+            ("req-9", "-")
+        );
+        assert!(RequestContext::of("method=GET").is_none());
+        assert_eq!(python_level(tracing::Level::WARN), "WARNING");
     }
 }

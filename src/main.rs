@@ -47,6 +47,9 @@ async fn main() -> ExitCode {
     };
     // SIGHUP never stops the server (its default action would): it
     // reopens the log file, and the policy watcher reads its file again.
+    // A fatal error is also written where the log goes, not only to
+    // stderr: under systemd or kolla the log file is what operators read.
+    let logs_to_file = log_file.is_some();
     tokio::spawn(on_hangup(log_file));
     for f in &loaded.files {
         tracing::info!(file = %f.display(), "config file read");
@@ -76,6 +79,9 @@ async fn main() -> ExitCode {
         Command::Serve(args) => match serve(*args).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
+                if logs_to_file {
+                    tracing::error!("cannot serve: {e}");
+                }
                 eprintln!("placement: {e}");
                 ExitCode::FAILURE
             }
@@ -546,7 +552,8 @@ async fn run(
     if let Err(e) = db::time_offset::measure(&sessions).await {
         tracing::warn!(error = %e, "measuring the clock offset from the database");
     }
-    spawn_background(args, &state, sessions, pool);
+    let (request_pool, session_pool) = (pool.clone(), sessions.clone());
+    let mut background = spawn_background(args, &state, sessions, pool);
     let listener = tokio::net::TcpListener::bind(&args.bind).await?;
     tracing::info!(bind = %listener.local_addr()?, "placement listening");
     let opts = placement::serve::ServeOptions {
@@ -555,6 +562,12 @@ async fn run(
         grace: std::time::Duration::from_secs(args.shutdown_grace),
     };
     placement::serve::serve(listener, app(state), opts, stop.asked()).await;
+    // The background tasks end, and the pools close, before a local
+    // PostgreSQL is stopped: a stop is expected, not a database lost.
+    background.abort_all();
+    while background.join_next().await.is_some() {}
+    request_pool.close().await;
+    session_pool.close().await;
     tracing::info!("shut down");
     Ok(())
 }
@@ -644,14 +657,15 @@ fn spawn_background(
     state: &AppState,
     sessions: sqlx::PgPool,
     pool: sqlx::PgPool,
-) {
+) -> tokio::task::JoinSet<()> {
+    let mut tasks = tokio::task::JoinSet::new();
     if state.security.policy.path().is_some() {
-        tokio::spawn(watch_policy(state.security.clone()));
+        tasks.spawn(watch_policy(state.security.clone()));
     }
     // The database's clock, on the sessions' pool (a transaction pooler
     // would split the statement's round trips between servers).
-    tokio::spawn(db::time_offset::follow(sessions.clone()));
-    tokio::spawn(placement::deploy::refresh::run(
+    tasks.spawn(db::time_offset::follow(sessions.clone()));
+    tasks.spawn(placement::deploy::refresh::run(
         placement::deploy::refresh::Caches {
             sessions: sessions.clone(),
             pool: state.pool.clone(),
@@ -659,7 +673,7 @@ fn spawn_background(
             nodes: state.machinery.nodes.clone(),
         },
     ));
-    tokio::spawn(placement::fairness::queue_round::run(
+    tasks.spawn(placement::fairness::queue_round::run(
         placement::fairness::queue_round::Leader {
             pool: state.pool.clone(),
             cache: state.machinery.snapshot.clone(),
@@ -677,14 +691,15 @@ fn spawn_background(
             signals: state.machinery.queue_signals.clone(),
         },
     ));
-    tokio::spawn(placement::maintenance::housekeeping(
+    tasks.spawn(placement::maintenance::housekeeping(
         pool.clone(),
         args.admission_round_retention,
     ));
-    tokio::spawn(placement::maintenance::degrade_stale_batch(
+    tasks.spawn(placement::maintenance::degrade_stale_batch(
         pool,
         std::time::Duration::from_secs(args.colocation_sweep_interval),
     ));
+    tasks
 }
 
 /// Where the database is, for errors: its hosts and database, never the

@@ -276,12 +276,19 @@ async fn connection(
     mut stop: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
+    // The client's address, for the request's log line.
+    let peer = stream.peer_addr().ok();
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         let counted = InFlight::start(&activity, epoch);
         let app = app.clone();
+        let mut req = req.map(Body::new);
+        if let Some(peer) = peer {
+            req.extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+        }
         async move {
             let _counted = counted;
-            app.oneshot(req.map(Body::new)).await
+            app.oneshot(req).await
         }
     });
     let conn = hyper::server::conn::http1::Builder::new()

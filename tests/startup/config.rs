@@ -470,12 +470,23 @@ async fn the_log_goes_to_log_file_and_is_reopened_on_sighup() {
         base,
         log: log.clone(),
     };
-    let admin = [("x-auth-token", "admin")];
+    let global = "req-6f1c5a4e-2b1d-4c7a-9a57-0f3c3a2b1d4e";
+    let admin = [
+        ("x-auth-token", "admin"),
+        ("x-project-id", "p-1"),
+        ("x-openstack-request-id", global),
+        ("openstack-api-version", "placement 1.39"),
+    ];
     let get = reqwest::Method::GET;
     assert_eq!(
-        send(&server.base, get.clone(), "/resource_providers", &admin)
-            .await
-            .0,
+        send(
+            &server.base,
+            get.clone(),
+            "/resource_providers?name=x",
+            &admin
+        )
+        .await
+        .0,
         200
     );
     let wait_for = |path: std::path::PathBuf, what: &'static str| async move {
@@ -493,20 +504,35 @@ async fn the_log_goes_to_log_file_and_is_reopened_on_sighup() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };
-    let first = wait_for(log.clone(), "status=200").await;
+    let first = wait_for(log.clone(), "/resource_providers?name=x").await;
     let line = first
         .lines()
-        .find(|l| l.contains("status=200"))
+        .find(|l| l.contains("/resource_providers?name=x"))
         .expect("the request's line");
-    // oslo.log: date time.ms pid LEVEL logger [request id - - - - -] message
+    // oslo.log: date time.ms pid LEVEL logger [global-id request-id user
+    // project - - - -] and Placement's request log line.
     let fields: Vec<&str> = line.splitn(6, ' ').collect();
     assert_eq!(fields[2], server.child.id().to_string(), "{line}");
     assert_eq!(fields[3], "INFO", "{line}");
-    assert!(fields[4].starts_with("placement."), "{line}");
+    assert_eq!(fields[4], "placement.requestlog", "{line}");
+    let (context, message) = fields[5].split_once("] ").expect("brackets");
+    let context: Vec<&str> = context.trim_start_matches('[').split(' ').collect();
+    assert_eq!(context.len(), 8, "{line}");
+    assert_eq!(context[0], global, "{line}");
     assert!(
-        fields[5].starts_with("[req-") && fields[5].contains(" - - - - -] "),
+        context[1].starts_with("req-") && context[1] != global,
         "{line}"
     );
+    assert_eq!(
+        &context[2..],
+        ["admin", "p-1", "-", "-", "-", "-"],
+        "{line}"
+    );
+    let len = message
+        .strip_prefix("127.0.0.1 \"GET /resource_providers?name=x\" status: 200 len: ")
+        .and_then(|rest| rest.strip_suffix(" microversion: 1.39"))
+        .unwrap_or_else(|| panic!("not Placement's request line: {line}"));
+    assert!(len.parse::<u64>().is_ok(), "{line}");
     std::fs::rename(&log, dir.join("api.log.1")).expect("rotate");
     let hup = Command::new("kill")
         .args(["-HUP", &server.child.id().to_string()])
@@ -520,12 +546,43 @@ async fn the_log_goes_to_log_file_and_is_reopened_on_sighup() {
             .0,
         200
     );
-    wait_for(log.clone(), "status=200").await;
+    wait_for(log.clone(), "status: 200").await;
     // What came before the signal stayed in the moved file, nothing after.
     let rotated = std::fs::read_to_string(dir.join("api.log.1")).unwrap_or_default();
-    assert!(rotated.contains("status=200"), "{rotated}");
+    assert!(rotated.contains("status: 200"), "{rotated}");
     assert!(!rotated.contains("reopened"), "{rotated}");
+    // A clean stop says so and warns of nothing (a stop is expected).
+    let pid = server.child.id().to_string();
+    let term = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(term.success());
+    let stopped = wait_for(log.clone(), "shut down").await;
+    assert!(
+        !stopped.contains(" WARNING ") && !stopped.contains(" ERROR "),
+        "{stopped}"
+    );
     drop(server);
+    // A fatal start-up error reaches the log file too, not only stderr.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let bind = taken.local_addr().expect("addr").to_string();
+    let out = Command::new(placement_testkit::placement_bin())
+        .args(["serve", "--config-file"])
+        .arg(&conf)
+        .args(["--log-format", "oslo", "--bind", &bind])
+        .env("DATABASE_URL", &url)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let fatal = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        fatal
+            .lines()
+            .any(|l| l.contains(" ERROR ") && l.contains("cannot serve")),
+        "{fatal}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
     common::drop_database(&admin_url, &db);
 }

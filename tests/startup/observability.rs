@@ -60,6 +60,18 @@ async fn json_logs_carry_the_request() {
     assert_eq!(line["span"]["microversion"], "1.39");
     assert_eq!(line["fields"]["status"], 200);
     assert!(line["fields"]["ms"].as_f64().is_some(), "{line}");
+    // What Placement's request log carries, and who asked.
+    assert_eq!(line["target"], "placement::requestlog", "{line}");
+    assert_eq!(line["fields"]["method"], "GET", "{line}");
+    assert_eq!(line["fields"]["uri"], "/resource_providers", "{line}");
+    assert_eq!(line["fields"]["microversion"], "1.39", "{line}");
+    assert!(
+        line["fields"]["len"]
+            .as_str()
+            .is_some_and(|l| l.parse::<u64>().is_ok()),
+        "{line}"
+    );
+    assert_eq!(line["span"]["user_id"], "admin", "{line}");
     common::drop_database(&admin_url, &db);
 }
 

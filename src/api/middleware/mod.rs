@@ -6,8 +6,11 @@
 
 mod body;
 pub mod cors;
+mod request_line;
 
 pub use body::BodyLimits;
+use request_line::RequestLine;
+pub use request_line::TARGET as REQUEST_LOG_TARGET;
 
 use super::extract::QueryPairs;
 use super::microversion::{self, Microversion};
@@ -139,6 +142,17 @@ async fn admit(
             .identify(presented)
             .await?
             .ok_or_else(|| security.auth.missing_token())?;
+        let span = tracing::Span::current();
+        span.record(
+            "user_id",
+            tracing::field::display(request_line::loggable_id(&caller.user_id)),
+        );
+        if let Some(p) = &caller.project_id {
+            span.record(
+                "project_id",
+                tracing::field::display(request_line::loggable_id(p)),
+            );
+        }
         req.extensions_mut().insert(caller);
     }
     let headers = req.headers();
@@ -222,11 +236,16 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let path = req.uri().path().to_string();
+    let line = request_line::RequestLine::of(&req);
+    let global_request_id = request_line::global_request_id(&req);
     let span = tracing::info_span!(
         "request",
         request_id = %request_id,
+        global_request_id = %global_request_id.as_deref().unwrap_or("None"),
         method = %req.method(),
         path = %path,
+        user_id = tracing::field::Empty,
+        project_id = tracing::field::Empty,
         route = tracing::field::Empty,
         microversion = tracing::field::Empty,
         status = tracing::field::Empty,
@@ -276,7 +295,7 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
             has_body,
             cors: cors.as_ref().zip(origin.as_ref()),
         };
-        way_out.finish(resp)
+        way_out.finish(resp, line, mv)
     }
     .instrument(span)
     .await
@@ -295,7 +314,7 @@ struct WayOut<'a> {
 impl WayOut<'_> {
     /// Closes a connection whose body was never read, counts the answer,
     /// adds the CORS headers and logs the request's line.
-    fn finish(self, mut resp: Response) -> Response {
+    fn finish(self, mut resp: Response, line: RequestLine, mv: Option<Microversion>) -> Response {
         if self.has_body && resp.extensions().get::<BodyTaken>().is_none() {
             // The body was never read (refused from its head): this
             // connection cannot carry another request.
@@ -315,11 +334,7 @@ impl WayOut<'_> {
         let status = resp.status().as_u16();
         tracing::Span::current().record("status", status);
         let ms = self.started.elapsed().as_secs_f64() * 1000.0;
-        if status >= 500 {
-            tracing::error!(status, ms, "request failed");
-        } else {
-            tracing::info!(status, ms, "request");
-        }
+        line.log(&resp, mv.map(|v| v.to_string()), ms);
         resp
     }
 }

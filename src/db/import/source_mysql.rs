@@ -214,7 +214,12 @@ pub async fn status_counts(
 
 /// Reads the whole database in one consistent snapshot, read-only.
 pub async fn snapshot(options: &MySqlConnectOptions) -> Result<Snapshot, SourceError> {
-    let mut conn = options.connect().await?;
+    // Whole tables are read: a "slow statement" warning is expected here.
+    let mut conn = options
+        .clone()
+        .disable_statement_logging()
+        .connect()
+        .await?;
     sqlx::query("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         .execute(&mut conn)
         .await?;
