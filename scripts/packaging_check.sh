@@ -6,6 +6,11 @@
 # postgres image runs it, against a real PostgreSQL, refuses the
 # superuser's password for the service and makes a plain role otherwise;
 # compose's file requires both passwords.
+# The Debian package (packaging/deb/build.sh) installs with dpkg on this
+# machine, runs as the unit says (its user, its environment file, its
+# ExecStartPre and ExecStart) against a real PostgreSQL, answers, writes
+# its log where the config says, stops cleanly, and purges leaving none of
+# its files. Installing needs root; the check says so and fails otherwise.
 #
 #   bash scripts/packaging_check.sh [BINARY]   (default: target/release/placement)
 set -euo pipefail
@@ -18,7 +23,16 @@ command -v systemd-analyze >/dev/null || { echo "packaging check: systemd-analyz
 WORK=$(mktemp -d /tmp/packaging-check.XXXXXX)
 # The PostgreSQL below runs as `postgres` (as root): it must reach its folder.
 chmod 755 "$WORK"
-trap 'stop_postgres "$WORK/pg"; rm -rf "$WORK"' EXIT
+SERVER_PID=
+cleanup() {
+    [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null
+    if [ "$(id -u)" = 0 ] && dpkg -s placement >/dev/null 2>&1 && [ -n "${INSTALLED_HERE:-}" ]; then
+        dpkg --purge placement >/dev/null 2>&1 || true
+    fi
+    stop_postgres "$WORK/pg"
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
 
 sed "s|/usr/bin/placement|$BIN|g" packaging/systemd/placement.service >"$WORK/placement.service"
 OUT=$(systemd-analyze verify "$WORK/placement.service" 2>&1 || true)
@@ -59,3 +73,68 @@ owner=$("$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U postgres -tAc \
 [ "$super" = f ] && [ "$owner" = placement ] \
     || { echo "FAILED: initdb.sh made role placement super=$super owning $owner" >&2; exit 1; }
 echo "packaging check: compose's database takes two passwords; the service's role is plain"
+
+# --- the Debian package: install, start as the unit says, answer, purge -------------
+DEB=$(bash packaging/deb/build.sh "$BIN" "$WORK/deb")
+command -v lintian >/dev/null || { echo "FAILED: lintian is not installed (apt-get install lintian)" >&2; exit 1; }
+# Debian's own judge: no error and no warning (overrides say why, in the package).
+lintian --fail-on error,warning --tag-display-limit 0 "$DEB" >"$WORK/lintian.txt" 2>&1 \
+    || { cat "$WORK/lintian.txt" >&2; echo "FAILED: lintian" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "FAILED: installing the package needs root (run the test command as root)" >&2; exit 1; }
+if dpkg -s placement >/dev/null 2>&1 || [ -e /usr/bin/placement ] || [ -e /etc/placement ]; then
+    echo "FAILED: this machine already has a placement installed; the package check needs a machine without one" >&2
+    exit 1
+fi
+INSTALLED_HERE=1
+DEBIAN_FRONTEND=noninteractive dpkg -i "$DEB" >"$WORK/dpkg-i.txt" 2>&1 || { cat "$WORK/dpkg-i.txt" >&2; echo "FAILED: dpkg -i" >&2; exit 1; }
+getent passwd placement >/dev/null || { echo "FAILED: postinst made no placement user" >&2; exit 1; }
+[ "$(stat -c '%U:%G %a' /etc/placement/placement.env)" = "root:root 600" ] \
+    || { echo "FAILED: placement.env is $(stat -c '%U:%G %a' /etc/placement/placement.env)" >&2; exit 1; }
+[ "$(stat -c '%U:%G %a' /etc/placement/placement.conf)" = "root:placement 640" ] \
+    || { echo "FAILED: placement.conf is $(stat -c '%U:%G %a' /etc/placement/placement.conf)" >&2; exit 1; }
+OUT=$(systemd-analyze verify /lib/systemd/system/placement.service 2>&1 || true)
+[ -z "$OUT" ] || { echo "$OUT" >&2; echo "FAILED: the installed unit does not verify" >&2; exit 1; }
+# The database, as an operator makes it: a plain role owning its database.
+"$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U postgres -q -v ON_ERROR_STOP=1 \
+    -c "CREATE ROLE pkg LOGIN NOSUPERUSER" -c "CREATE DATABASE pkg OWNER pkg"
+PORT=$(free_port)
+# The operator's edits: the environment file (secrets, address) and the
+# conffile (noauth2 here: no Keystone in this check).
+cat >>/etc/placement/placement.env <<ENV
+DATABASE_URL=postgresql://pkg@127.0.0.1:$PGPORT/pkg
+PLACEMENT_BIND=127.0.0.1:$PORT
+ENV
+sed -i 's/^auth_strategy = keystone$/auth_strategy = noauth2/' /etc/placement/placement.conf
+UNIT=/lib/systemd/system/placement.service
+unit_value() { sed -n "s/^$1=//p" "$UNIT"; }
+[ "$(unit_value EnvironmentFile)" = "-/etc/placement/placement.env" ] || { echo "FAILED: EnvironmentFile" >&2; exit 1; }
+as_unit() {  # (in a subshell, which it becomes) what systemd runs: the unit's user, the environment file's variables
+    local envs
+    mapfile -t envs < <(grep -E '^[A-Z_]+=' /etc/placement/placement.env)
+    # setpriv execs (no parent in between): a signal reaches the server.
+    exec setpriv --reuid="$(unit_value User)" --regid="$(unit_value Group)" --init-groups \
+        env -i PATH=/usr/bin:/bin "${envs[@]}" "$@"
+}
+read -r -a pre <<<"$(unit_value ExecStartPre)"
+read -r -a start <<<"$(unit_value ExecStart)"
+(as_unit "${pre[@]}") >"$WORK/pre.txt" 2>&1 || { cat "$WORK/pre.txt" >&2; echo "FAILED: ExecStartPre" >&2; exit 1; }
+as_unit "${start[@]}" >"$WORK/start.txt" 2>&1 &
+SERVER_PID=$!
+wait_for "http://127.0.0.1:$PORT/" "$SERVER_PID" "$WORK/start.txt"
+RP=$(cat /proc/sys/kernel/random/uuid)
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'x-auth-token: admin' -H 'content-type: application/json' \
+    -H 'openstack-api-version: placement 1.20' -d "{\"name\": \"pkg-node\", \"uuid\": \"$RP\"}" \
+    "http://127.0.0.1:$PORT/resource_providers")
+[ "$code" = 200 ] || { echo "FAILED: the installed service answered $code to a provider's creation" >&2; exit 1; }
+curl -sf -H 'x-auth-token: admin' "http://127.0.0.1:$PORT/resource_providers/$RP" | grep -q pkg-node \
+    || { echo "FAILED: the provider was not read back" >&2; exit 1; }
+kill -TERM "$SERVER_PID"; wait "$SERVER_PID" || true; SERVER_PID=
+grep -q "shut down" /var/log/placement/placement.log \
+    || { echo "FAILED: no log in /var/log/placement (log_dir)" >&2; cat "$WORK/start.txt" >&2; exit 1; }
+[ "$(stat -c %U /var/log/placement/placement.log)" = placement ] || { echo "FAILED: the log's owner" >&2; exit 1; }
+dpkg --purge placement >"$WORK/purge.txt" 2>&1 || { cat "$WORK/purge.txt" >&2; echo "FAILED: dpkg --purge" >&2; exit 1; }
+INSTALLED_HERE=
+for gone in /usr/bin/placement /etc/placement "$UNIT" /var/log/placement /usr/share/doc/placement; do
+    [ ! -e "$gone" ] || { echo "FAILED: $gone is left after the purge" >&2; exit 1; }
+done
+echo "packaging check: the package installs, runs as its unit says, answers, stops and purges ($(du -k "$DEB" | cut -f1) KiB)"

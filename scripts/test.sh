@@ -71,6 +71,7 @@ need chromium have /usr/bin/chromium                 # the dashboard's browser t
 need chromium-driver have /usr/bin/chromedriver
 need apache2-utils have ab                           # the smoke run of benches/perfload.rs
 need systemd have systemd-analyze                    # the systemd unit's check
+need lintian have lintian                            # the Debian package's judge
 need mariadb-server have /usr/sbin/mariadbd          # the import check's Placement on MariaDB
 need curl have curl                                  # the checks' HTTP calls
 need libfaketime bash -c 'ls /usr/lib/*/faketime/libfaketime.so.1'  # a server with a fast clock (tests/fault_bounds.rs)
