@@ -17,6 +17,9 @@
 #      served identically, scripts/oslo_check.sh: oslo.config itself reads
 #      the deployment tools' files as recorded for the Rust tests,
 #      scripts/packaging_check.sh: the systemd unit verifies and is hardened,
+#      the Debian package passes lintian, installs, runs and purges,
+#      scripts/kolla_check.sh: kolla-ansible's rendered files through
+#      kolla's own start flow with the kolla image's layout,
 #      scripts/docs_check.sh: every shell example of the
 #      README and docs/ against a fresh server, and
 #      scripts/container_check.py: the Dockerfile's build stage on exactly
@@ -36,7 +39,7 @@
 #   DATABASE_URL   use this server instead (its role needs CREATEDB)
 #   SKIP=LIST      leave out suites by name (comma-separated: cargo,
 #                  conformance, pgbouncer, osc, osc-functional, keystone, import, oslo,
-#                  packaging, docs, container); the summary then says NOT A FULL RUN
+#                  packaging, kolla, docs, container); the summary then says NOT A FULL RUN
 # Extra arguments narrow the main conformance pass (run_gabbits.py options,
 # e.g. --only 'allocations*' -v) and leave out the other conformance passes.
 set -euo pipefail
@@ -74,6 +77,7 @@ need systemd have systemd-analyze                    # the systemd unit's check
 need lintian have lintian                            # the Debian package's judge
 need mariadb-server have /usr/sbin/mariadbd          # the import check's Placement on MariaDB
 need curl have curl                                  # the checks' HTTP calls
+need sudo have sudo                                  # kolla's start flow (scripts/kolla_check.sh)
 need libfaketime bash -c 'ls /usr/lib/*/faketime/libfaketime.so.1'  # a server with a fast clock (tests/fault_bounds.rs)
 need python3 have python3
 need python3-venv python3 -c 'import ensurepip, venv'
@@ -235,7 +239,9 @@ check osc-functional "osc-placement functional" bash scripts/osc_functional.sh t
 check keystone "Keystone check" env -u DATABASE_URL bash scripts/keystone_check.sh target/release/placement
 check import "import check" env -u DATABASE_URL bash scripts/import_check.sh target/release/placement
 check oslo "oslo.config's reading" bash scripts/oslo_check.sh
-check packaging "systemd unit" bash scripts/packaging_check.sh target/release/placement
+check packaging "systemd unit and Debian package" bash scripts/packaging_check.sh target/release/placement
+# kolla-ansible's rendered files through kolla's start flow (packaging/kolla).
+check kolla "kolla image" env -u DATABASE_URL bash scripts/kolla_check.sh target/release/placement
 check docs "docs examples" bash scripts/docs_check.sh target/release/placement
 # Last: it builds the binary again from a copy of the sources.
 check container "container build stage" python3 scripts/container_check.py

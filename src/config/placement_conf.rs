@@ -309,6 +309,11 @@ pub fn load(sources: &[Source]) -> Result<Loaded, String> {
             continue;
         };
         let raw = read.value(k.section, k.option)?.unwrap_or_default();
+        if matches!(k.kind, Kind::Path) && raw.trim().is_empty() {
+            // `cafile =` as kolla-ansible writes it without a CA: an empty
+            // path is no path (keystonemiddleware's `if cafile:`).
+            continue;
+        }
         let origin = entry.origin();
         loaded.origins.push((k.flag, origin.clone()));
         match convert(k.kind, &raw, &entry.file) {
@@ -521,6 +526,14 @@ mod tests {
             .iter()
             .find(|(f, _)| *f == flag)
             .map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn an_empty_path_is_no_path() {
+        let l =
+            load_text("[keystone_authtoken]\ncafile =\n[oslo_policy]\npolicy_file = \n").unwrap();
+        assert_eq!(value(&l, "keystone_cafile"), None);
+        assert_eq!(value(&l, "policy_file"), None);
     }
 
     fn load_text(text: &str) -> Result<Loaded, String> {
