@@ -78,6 +78,9 @@ need lintian have lintian                            # the Debian package's judg
 need mariadb-server have /usr/sbin/mariadbd          # the import check's Placement on MariaDB
 need curl have curl                                  # the checks' HTTP calls
 need sudo have sudo                                  # kolla's start flow (scripts/kolla_check.sh)
+need patroni have patroni                            # PostgreSQL made HA (tests/patroni.rs)
+need etcd-server have etcd
+need python3-etcd python3 -c 'import etcd'
 need libfaketime bash -c 'ls /usr/lib/*/faketime/libfaketime.so.1'  # a server with a fast clock (tests/fault_bounds.rs)
 need python3 have python3
 need python3-venv python3 -c 'import ensurepip, venv'

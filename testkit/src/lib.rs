@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod common;
 pub mod cpu;
 pub mod load;
+pub mod patroni;
 pub mod pg;
 pub mod pgbouncer;
 

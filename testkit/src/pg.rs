@@ -45,7 +45,7 @@ pub(crate) fn as_pg(bin: &std::path::Path, args: &[&str]) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn pg_bin() -> PathBuf {
+pub(crate) fn pg_bin() -> PathBuf {
     let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
         .expect("PostgreSQL under /usr/lib/postgresql")
         .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
