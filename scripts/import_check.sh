@@ -104,7 +104,7 @@ q legacy "UPDATE alembic_version SET version_num = 'a082b8bb98d0'" >/dev/null
 step "--dry-run verifies and writes nothing"
 "$BIN" import --from "postgresql+psycopg2://$PG/legacy" --database-url "postgresql://$OURS/ours" --dry-run \
     | tee "$WORK/dry.txt"
-grep -q "nothing was written" "$WORK/dry.txt" || fail "dry run report"
+grep -q "no data was written" "$WORK/dry.txt" || fail "dry run report"
 n=$(q ours "SELECT COUNT(*) FROM resource_providers")
 [ "$n" = 0 ] || fail "the dry run wrote $n providers"
 step "the import, both URLs from the environment (as docs/migrating.md's recipe)"
@@ -114,6 +114,11 @@ if OUT=$("$BIN" import --from "postgresql://$PG/legacy" --database-url "postgres
     fail "imported twice: $OUT"
 fi
 grep -q "not empty" <<<"$OUT" || fail "unclear refusal: $OUT"
+step "after a rollback, the owner role empties its database and imports again (docs/migrating.md)"
+psql "postgresql://$OURS/ours" -q -v ON_ERROR_STOP=1 -c 'DROP SCHEMA public CASCADE' -c 'CREATE SCHEMA public' \
+    2>"$WORK/empty.txt" || { cat "$WORK/empty.txt" >&2; fail "the owner role could not empty its database"; }
+PLACEMENT_IMPORT_FROM="postgresql+psycopg2://$PG/legacy" DATABASE_URL="postgresql://$OURS/ours" "$BIN" import >/dev/null \
+    || fail "the import into the emptied database"
 
 # --- 3. both servers answer alike -------------------------------------------------------------
 NEW_PORT=$(free_port)
@@ -220,7 +225,7 @@ CNF
 chmod 600 "$WORK/my.cnf"
 "$BIN" import --from "mysql+pymysql:///placement?charset=utf8&read_default_file=$WORK/my.cnf" \
     --database-url "postgresql://$OURS/ours3" --dry-run >"$WORK/my-dry.txt"
-grep -q "nothing was written" "$WORK/my-dry.txt" || fail "dry run from MariaDB: $(cat "$WORK/my-dry.txt")"
+grep -q "no data was written" "$WORK/my-dry.txt" || fail "dry run from MariaDB: $(cat "$WORK/my-dry.txt")"
 step "TLS: a CA checks the server's name, as PyMySQL does (issue 64)"
 TLS_URL="mysql+pymysql://placement:my-pw\$x@127.0.0.1:$MY_PORT/placement?charset=utf8&ssl_ca=$MY/ca.pem"
 if OUT=$("$BIN" import --from "$TLS_URL" --database-url "postgresql://$OURS/ours3" --dry-run 2>&1); then
@@ -237,7 +242,7 @@ grep -qi "mismatch\|certificate" "$WORK/pymysql-tls.txt" || fail "PyMySQL: $(tai
 step "TLS: ssl_verify_identity=false checks the chain only"
 "$BIN" import --from "$TLS_URL&ssl_verify_identity=false" --database-url "postgresql://$OURS/ours3" \
     --dry-run >"$WORK/my-tls-dry.txt" || fail "chain-only TLS: $(cat "$WORK/my-tls-dry.txt")"
-grep -q "nothing was written" "$WORK/my-tls-dry.txt" || fail "chain-only TLS dry run: $(cat "$WORK/my-tls-dry.txt")"
+grep -q "no data was written" "$WORK/my-tls-dry.txt" || fail "chain-only TLS dry run: $(cat "$WORK/my-tls-dry.txt")"
 step "the import from MariaDB, the URL as kolla-ansible writes it"
 start_ns=$(date +%s%N)
 PLACEMENT_IMPORT_FROM="$MY_URL" DATABASE_URL="postgresql://$OURS/ours3" "$BIN" import | tee "$WORK/my-import.txt"

@@ -60,7 +60,7 @@ impl fmt::Display for Report {
         if self.dry_run {
             write!(
                 f,
-                "verified, then rolled back (--dry-run): nothing was written"
+                "verified, then rolled back (--dry-run): no data was written (a new target's schema was migrated)"
             )
         } else {
             write!(
