@@ -18,7 +18,8 @@
 #    PostgreSQL as a plain role), then the service, which answers on the
 #    ini's address, logs to kolla's log file in oslo.log's format, and
 #    refuses a token-less API call (kolla's Keystone settings); then the
-#    upgrade step (KOLLA_UPGRADE) and placement-status upgrade check.
+#    upgrade steps (KOLLA_UPGRADE, KOLLA_OSM) and placement-status upgrade
+#    check.
 #
 #   bash scripts/kolla_check.sh [BINARY]   (root: chroot, mounts, sudo)
 set -euo pipefail
@@ -201,6 +202,9 @@ grep -q "shut down" "$LOG" || fail "the service did not stop cleanly on SIGTERM"
 echo "==> kolla_start: the upgrade step (KOLLA_UPGRADE) and placement-status"
 kolla_start upgrade KOLLA_UPGRADE= || { tail -30 "$WORK/upgrade.log" >&2; fail "the upgrade step"; }
 grep -q "0 migrations applied" "$WORK/upgrade.log" || fail "the upgrade step's db sync: $(tail -3 "$WORK/upgrade.log")"
+# kolla-ansible's upgrade then runs the online data migrations (KOLLA_OSM).
+kolla_start osm KOLLA_OSM= || { tail -30 "$WORK/osm.log" >&2; fail "the online data migrations step"; }
+grep -q "no online data migrations to run" "$WORK/osm.log" || fail "the KOLLA_OSM step: $(tail -3 "$WORK/osm.log")"
 status=0
 run_container status placement-status upgrade check || status=$?
 [ "$status" = 0 ] || { cat "$WORK/status.log" >&2; fail "placement-status upgrade check exited $status"; }
