@@ -11,6 +11,11 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
 use tracing_subscriber::registry::LookupSpan;
 
+/// The log target of request lines: Placement's logger name, so that a
+/// filter or a grep written for `placement.requestlog` finds them (the
+/// pipeline logs them; the oslo format writes them as Placement does).
+pub const REQUEST_LOG_TARGET: &str = "placement::requestlog";
+
 /// oslo.log's file: `log_dir/log_file`, `log_file` alone, or
 /// `log_dir/placement.log` (oslo.log names it after the program).
 pub fn file_path(log_file: Option<&Path>, log_dir: Option<&Path>) -> Option<PathBuf> {
@@ -155,7 +160,7 @@ where
             )?,
             None => write!(writer, "[-] ")?,
         }
-        if meta.target() == crate::api::REQUEST_LOG_TARGET {
+        if meta.target() == REQUEST_LOG_TARGET {
             let mut line = RequestFields::default();
             event.record(&mut line);
             return writeln!(

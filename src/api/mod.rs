@@ -39,7 +39,6 @@ use crate::api::respond::ApiError;
 use crate::state::AppState;
 use axum::routing::MethodRouter;
 pub use axum::Router;
-pub use middleware::REQUEST_LOG_TARGET;
 
 /// Builds the router from the route table, with 405 + `Allow` for other
 /// methods, the per-route guard and the pipeline.

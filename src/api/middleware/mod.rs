@@ -10,7 +10,6 @@ mod request_line;
 
 pub use body::BodyLimits;
 use request_line::RequestLine;
-pub use request_line::TARGET as REQUEST_LOG_TARGET;
 
 use super::extract::QueryPairs;
 use super::microversion::{self, Microversion};

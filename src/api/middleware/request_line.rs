@@ -8,9 +8,8 @@ use axum::extract::{ConnectInfo, Request};
 use axum::response::Response;
 use std::net::SocketAddr;
 
-/// The log target of request lines: Placement's logger name, so that a
-/// filter or a grep written for `placement.requestlog` finds them.
-pub const TARGET: &str = "placement::requestlog";
+/// The log target of request lines (where the log's format needs it).
+pub use crate::log_output::REQUEST_LOG_TARGET as TARGET;
 
 /// What is known of a request when it arrives.
 pub struct RequestLine {
@@ -100,7 +99,7 @@ mod tests {
     #[test]
     fn a_callers_ids_cannot_forge_a_line() {
         assert_eq!(loggable_id("admin"), "admin");
-        assert_eq!(loggable_id("a b]\nINFO x"), "a_b___INFO_x");
+        assert_eq!(loggable_id("a b]\nINFO x"), "a_b__INFO_x");
         assert_eq!(printable("/a\"b"), "/a%22b");
     }
 
