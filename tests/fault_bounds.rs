@@ -286,3 +286,96 @@ async fn a_server_whose_clock_is_20_minutes_fast_places_batch_work_as_the_others
         "the fast server finds the fresh report stale"
     );
 }
+
+/// Issue 68: one server of three an hour fast (NTP broken on its host).
+/// A 1-VCPU allocation admitted through it, then a fresh usage report
+/// through it: every server gives the same batch capacity for the node, as
+/// batch capacity is computed from the database's clock and the report's
+/// own stamp, never from a server's.
+#[tokio::test]
+async fn a_server_an_hour_fast_gives_the_batch_capacity_the_others_give() {
+    let pg = pg::PgCluster::start();
+    let url = pg.url();
+    let preload = libfaketime();
+    let fast_env = [
+        ("LD_PRELOAD", preload.as_str()),
+        ("FAKETIME", "+1h"),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+    ];
+    let (right, other, fast) = tokio::join!(
+        cluster::start_server_with(&url, "clock-right", &[]),
+        cluster::start_server_with(&url, "clock-other", &[]),
+        cluster::start_with_env(&url, "clock-hour", &[], &fast_env, cluster::free_port())
+    );
+    let client = reqwest::Client::new();
+    let send = |method: reqwest::Method, base: &str, path: &str, body: Value| {
+        client
+            .request(method, format!("{base}{path}"))
+            .header("x-auth-token", "admin")
+            .header("openstack-api-version", "placement 1.39")
+            .json(&body)
+            .send()
+    };
+    let rp = uuid::Uuid::new_v4().to_string();
+    let status = |r: reqwest::Response| r.status().as_u16();
+    let made = send(reqwest::Method::POST, &right.base, "/resource_providers", json!({"name": "hour", "uuid": rp}));
+    assert_eq!(status(made.await.unwrap()), 200);
+    let inv = send(
+        reqwest::Method::PUT,
+        &right.base,
+        &format!("/resource_providers/{rp}/inventories"),
+        json!({"resource_provider_generation": 0,
+               "inventories": {"VCPU": {"total": 10}, "MEMORY_MB": {"total": 10000}}}),
+    );
+    assert_eq!(status(inv.await.unwrap()), 200);
+    let consumer = uuid::Uuid::new_v4().to_string();
+    let claim = send(
+        reqwest::Method::PUT,
+        &fast.base,
+        &format!("/allocations/{consumer}"),
+        json!({"allocations": {&rp: {"resources": {"VCPU": 1, "MEMORY_MB": 100}}},
+               "project_id": "p", "user_id": "u", "consumer_generation": null,
+               "consumer_type": "INSTANCE"}),
+    );
+    assert_eq!(status(claim.await.unwrap()), 204);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let report = send(
+        reqwest::Method::POST,
+        &fast.base,
+        &format!("/resource_providers/{rp}/usage_reports"),
+        json!({"sampled_at": chrono::Utc::now().to_rfc3339(), "window_seconds": 10,
+               "node": {"cpu_milli_used": 1000, "memory_mb_used": 1000},
+               "system": {"cpu_milli_used": 0, "memory_mb_used": 0},
+               "consumers": [{"consumer_uuid": consumer, "cpu_milli_used": 900, "memory_mb_used": 100}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.status(), 202, "{}", report.text().await.unwrap_or_default());
+    let mut seen = Vec::new();
+    for base in [&right.base, &other.base, &fast.base] {
+        seen.push((base.clone(), batch_capacity(&client, base, &rp).await));
+    }
+    println!("fault bounds: batch capacity through each server: {seen:?}");
+    assert!(seen[0].1.is_some(), "no batch capacity at all: {seen:?}");
+    assert!(
+        seen.iter().all(|(_, c)| *c == seen[0].1),
+        "the servers disagree: {seen:?}"
+    );
+}
+
+/// BATCH_VCPU_MILLI's capacity for `rp` in a batch search through `base`.
+async fn batch_capacity(client: &reqwest::Client, base: &str, rp: &str) -> Option<i64> {
+    let body: Value = client
+        .get(format!(
+            "{base}/allocation_candidates?resources=BATCH_VCPU_MILLI:1,BATCH_MEMORY_MB:1&priority_class=batch"
+        ))
+        .header("x-auth-token", "admin")
+        .header("openstack-api-version", "placement 1.39")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    body["provider_summaries"][rp]["resources"]["BATCH_VCPU_MILLI"]["capacity"].as_i64()
+}
