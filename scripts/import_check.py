@@ -1,8 +1,9 @@
 """The two halves of scripts/import_check.sh that speak HTTP.
 
   import_check.py populate URL      fill a real Placement through its API
-  import_check.py compare URL_A URL_B
+  import_check.py compare URL_A URL_B [--in-order]
                                     every GET of both, which must be equal
+                                    (--in-order: and sent in the same order)
 
 Only the standard library: it runs with any python3.
 """
@@ -59,6 +60,9 @@ def populate(base):
              {"resource_provider_generation": cur["generation"], "aggregates": aggs}, expect=200)
 
     call(base, "PUT", "/resource_classes/CUSTOM_GOLD", expect=201)
+    # Made in an order that disagrees with their names (issue 68): the
+    # import must keep the old service's order, not sort.
+    call(base, "PUT", "/traits/CUSTOM_ZZ_FIRST", expect=201)
     call(base, "PUT", "/traits/CUSTOM_RACK_A", expect=201)
     call(base, "PUT", "/traits/CUSTOM_PHYSNET_X", expect=201)
     agg = u()
@@ -70,7 +74,7 @@ def populate(base):
                        "MEMORY_MB": {"total": 131072, "reserved": 2048, "max_unit": 65536,
                                      "allocation_ratio": 1.5},
                        "CUSTOM_GOLD": {"total": 4, "allocation_ratio": 3.3}})
-        traits(cn, ["HW_CPU_X86_AVX2", "CUSTOM_RACK_A"])
+        traits(cn, ["HW_CPU_X86_AVX2", "CUSTOM_RACK_A", "CUSTOM_ZZ_FIRST", "COMPUTE_VOLUME_EXTEND"])
         aggregates(cn, [agg])
         for n in (0, 1):
             numa = f"{cn}_numa{n}"
@@ -94,6 +98,9 @@ def populate(base):
                 "consumer_type": ctype}
         call(base, "PUT", f"/allocations/{consumers[name]}", body, expect=204)
 
+    # The first consumer type made is VOLUME, then INSTANCE, then
+    # MIGRATION: not their names' order.
+    allocate("vol0", {"shared_disk": {"DISK_GB": 50}}, "project-a", "alice", "VOLUME")
     allocate("vm1", {"cn1": {"VCPU": 4, "MEMORY_MB": 8192}, "shared_disk": {"DISK_GB": 100}},
              "project-a", "alice", "INSTANCE")
     allocate("vm2", {"cn1_numa0": {"PCPU": 2, "MEMORY_MB": 4096},
@@ -157,8 +164,24 @@ CANDIDATE_QUERIES = [
 ]
 
 
-def compare(a, b):
-    paths = ["/resource_providers", "/resource_classes", "/traits",
+def in_order(text):
+    """The answer as sent: objects as (key, value) lists, in their order."""
+    if not text.strip():
+        return None
+    return json.loads(text, object_pairs_hook=lambda pairs: [p for p in pairs if p[0] != "request_id"])
+
+
+# Where Placement's order is a Python set's (aggregates) or a search's
+# own (candidates, compared as sets of candidates), no order is compared.
+UNORDERED = ("/allocation_candidates", "/aggregates")
+
+
+def compare(a, b, strict=False):
+    """Every GET of both services; `strict`: every answer also in the
+    same order, as sent (Placement on MariaDB, whose order is its indexes')."""
+    paths = ["/resource_providers", "/resource_classes", "/traits", "/traits?associated=true",
+             "/traits?associated=false", "/traits?name=startswith:CUSTOM_",
+             "/traits?name=in:CUSTOM_ZZ_FIRST,HW_CPU_X86_AVX2,CUSTOM_RACK_A",
              "/usages?project_id=project-a", "/usages?project_id=project-b",
              "/usages?project_id=project-a&user_id=carol"]
     paths += [f"/allocation_candidates?{q}" for q in CANDIDATE_QUERIES]
@@ -171,13 +194,14 @@ def compare(a, b):
         _, allocs = call(a, "GET", base + "/allocations", expect=200)
         consumers.update(allocs["allocations"].keys())
     paths += [f"/allocations/{c}" for c in sorted(consumers)]
-    differ = 0
+    differ = ordered = 0
     for path in paths:
         # The real Placement's GET /usages fails on PostgreSQL from 1.38
-        # (a GROUP BY error): compare it at 1.37.
-        version = "1.37" if path.startswith("/usages") else "1.39"
-        sa, ja = call(a, "GET", path, version=version)
-        sb, jb = call(b, "GET", path, version=version)
+        # (a GROUP BY error): there it is compared at 1.37; on MariaDB at
+        # 1.38, with its consumer types.
+        version = ("1.38" if strict else "1.37") if path.startswith("/usages") else "1.39"
+        sa, ja, ta = call_text(a, path, version)
+        sb, jb, tb = call_text(b, path, version)
         if path.startswith("/allocation_candidates"):
             found = len((ja or {}).get("allocation_requests", []))
             print(f"  {path}: {sa}, {found} candidates from each")
@@ -185,15 +209,35 @@ def compare(a, b):
             differ += 1
             print(f"DIFFERS {path}:\n  placement {sa} {json.dumps(ja, sort_keys=True)}\n"
                   f"  ours      {sb} {json.dumps(jb, sort_keys=True)}")
+        elif strict and not any(u in path for u in UNORDERED):
+            ordered += 1
+            if in_order(ta) != in_order(tb):
+                differ += 1
+                print(f"ORDER DIFFERS {path}:\n  placement {ta}\n  ours      {tb}")
     print(f"compared {len(paths)} GETs ({len(rps['resource_providers'])} providers, "
-          f"{len(consumers)} consumers): {len(paths) - differ} identical, {differ} different")
+          f"{len(consumers)} consumers{f'; {ordered} in their order as sent' if strict else ''}): "
+          f"{len(paths) - differ} identical, {differ} different")
     return differ == 0
+
+
+def call_text(base, path, version):
+    """Status, parsed body and the body's text of a GET."""
+    req = urllib.request.Request(base + path, headers=dict(HEADERS, **{
+        "openstack-api-version": f"placement {version}"}))
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            text = r.read().decode()
+            return r.status, (json.loads(text) if text.strip() else None), text
+    except urllib.error.HTTPError as e:
+        text = e.read().decode()
+        return e.code, (json.loads(text) if text.strip() else None), text
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "populate":
         populate(sys.argv[2])
     elif sys.argv[1] == "compare":
-        sys.exit(0 if compare(sys.argv[2], sys.argv[3]) else 1)
+        strict = "--in-order" in sys.argv[4:]
+        sys.exit(0 if compare(sys.argv[2], sys.argv[3], strict) else 1)
     else:
         sys.exit(__doc__)

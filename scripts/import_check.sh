@@ -253,7 +253,7 @@ DATABASE_URL="postgresql://$OURS/ours3" RUST_LOG=warn "$BIN" serve --bind "127.0
 PIDS+=($!)
 wait_for "http://127.0.0.1:$MY_NEW_PORT/" "${PIDS[-1]}" "$WORK/ours3.log"
 echo "==> every GET, Placement on MariaDB against ours"
-python3 "$HERE/import_check.py" compare "http://127.0.0.1:$MY_OLD_PORT" "http://127.0.0.1:$MY_NEW_PORT" \
+python3 "$HERE/import_check.py" compare "http://127.0.0.1:$MY_OLD_PORT" "http://127.0.0.1:$MY_NEW_PORT" --in-order \
     || fail "the service imported from MariaDB answers differently"
 "$BIN" upgrade check --database-url "postgresql://$OURS/ours3" >"$WORK/ours3-check.txt" \
     || { cat "$WORK/ours3-check.txt" >&2; fail "upgrade check after the import from MariaDB"; }

@@ -60,7 +60,20 @@ pub async fn list(
         }
         None => {}
     }
-    q.push(" ORDER BY t.name");
+    // Placement's order on MariaDB, where deployment tools keep it: a name
+    // filter is answered from the name index (name order), `associated=true`
+    // through the providers' links, anything else from the table
+    // (creation order, which an import keeps: the traits keep the source's
+    // ids).
+    q.push(match (name, associated) {
+        (NameFilter::In(_) | NameFilter::StartsWith(_), _) => " ORDER BY t.name",
+        // Read through the providers' links: the first provider (oldest)
+        // to have each trait, then the trait's own order.
+        (NameFilter::All, Some(true)) => {
+            " ORDER BY (SELECT MIN(r.resource_provider_id) FROM resource_provider_traits r WHERE r.trait_id = t.id), t.id"
+        }
+        (NameFilter::All, _) => " ORDER BY t.id",
+    });
     q.build_query_as()
         .persistent(super::statements::persistent())
         .fetch_all(conn)

@@ -231,7 +231,7 @@ pub struct ConsumerShare {
 #[serde(deny_unknown_fields)]
 pub struct ProviderAllocations {
     /// Shares by consumer uuid, oldest consumer first (Placement's order
-    /// here is its query plan's).
+    /// on MariaDB).
     pub allocations: IndexMap<String, ConsumerShare>,
     /// The provider's generation.
     pub resource_provider_generation: i32,

@@ -71,7 +71,9 @@ pub async fn of_consumer(
     .await
 }
 
-/// A provider's allocations, ordered by consumer then class.
+/// A provider's allocations, ordered by consumer (oldest first) then
+/// class, as Placement on MariaDB answers; an import writes the source's
+/// consumers in their order, so the old service's order carries over.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn of_provider(
     conn: &mut PgConnection,

@@ -87,6 +87,9 @@ pub struct Snapshot {
     /// (provider id, trait id).
     pub provider_traits: Vec<(i32, i32)>,
     pub consumers: Vec<Consumer>,
+    /// Consumer types (id, name), in the order they were made: `GET
+    /// /usages` lists them in that order.
+    pub consumer_types: Vec<(i32, String)>,
     pub allocations: Vec<Allocation>,
 }
 
@@ -108,6 +111,7 @@ pub const SQL_REVISION: &str = "SELECT version_num FROM alembic_version LIMIT 1"
 /// single on MySQL, which each reader decodes its own way).
 pub const SQL_CLASSES: &str = "SELECT id, name FROM resource_classes ORDER BY id";
 pub const SQL_TRAITS: &str = "SELECT id, name FROM traits ORDER BY id";
+pub const SQL_CONSUMER_TYPES: &str = "SELECT id, name FROM consumer_types ORDER BY id";
 pub const SQL_PROVIDERS: &str =
     "SELECT id, uuid, name, generation, root_provider_id, parent_provider_id
        FROM resource_providers ORDER BY id";
@@ -225,6 +229,7 @@ pub async fn read(conn: &mut PgConnection) -> Result<Snapshot, SourceError> {
         consumers: crate::db::query_as(SQL_CONSUMERS)
             .fetch_all(&mut *conn)
             .await?,
+        consumer_types: pairs(SQL_CONSUMER_TYPES).fetch_all(&mut *conn).await?,
         allocations: crate::db::query_as(SQL_ALLOCATIONS)
             .fetch_all(&mut *conn)
             .await?,

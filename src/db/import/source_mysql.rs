@@ -291,6 +291,9 @@ async fn read(conn: &mut MySqlConnection) -> Result<Snapshot, SourceError> {
         consumers: sqlx::query_as::<_, Consumer>(source::SQL_CONSUMERS)
             .fetch_all(&mut *conn)
             .await?,
+        consumer_types: pairs(source::SQL_CONSUMER_TYPES)
+            .fetch_all(&mut *conn)
+            .await?,
         allocations: sqlx::query_as::<_, Allocation>(source::SQL_ALLOCATIONS)
             .fetch_all(&mut *conn)
             .await?,

@@ -84,7 +84,10 @@ async fn class_map(
     Ok(map)
 }
 
-/// Source trait id → ours, by name (missing ones created).
+/// Source trait id → ours, by name (missing ones created). Into a target
+/// where no provider has a trait yet (a first import), the traits take
+/// the source's ids, so that the orders that follow them (`GET /traits`,
+/// a provider's traits) are the old service's.
 async fn trait_map(
     conn: &mut PgConnection,
     s: &Snapshot,
@@ -94,6 +97,13 @@ async fn trait_map(
         .bind(&names)
         .execute(&mut *conn)
         .await?;
+    let linked: bool =
+        crate::db::query_scalar("SELECT EXISTS (SELECT 1 FROM resource_provider_traits)")
+            .fetch_one(&mut *conn)
+            .await?;
+    if !linked {
+        take_source_trait_ids(conn, s).await?;
+    }
     let ours: Vec<(i32, String)> =
         crate::db::query_as("SELECT id, name FROM traits WHERE name = ANY($1)")
             .bind(&names)
@@ -109,6 +119,34 @@ async fn trait_map(
                 .ok_or_else(|| TargetError::Data(format!("trait {name} was not created")))
         })
         .collect()
+}
+
+/// Gives every trait the source's id; ours that the source lacks (a newer
+/// os-traits) follow its largest, in their own order. Only where nothing
+/// refers to a trait id yet: every id is first moved out of the way
+/// (negated), then set.
+async fn take_source_trait_ids(conn: &mut PgConnection, s: &Snapshot) -> Result<(), TargetError> {
+    let (ids, names): (Vec<i32>, Vec<String>) = s.traits.iter().cloned().unzip();
+    crate::db::query("UPDATE traits SET id = -id")
+        .execute(&mut *conn)
+        .await?;
+    crate::db::query(
+        "WITH source(id, name) AS (SELECT * FROM UNNEST($1::int[], $2::text[])),
+              ours(id, name) AS (
+                SELECT (SELECT COALESCE(MAX(id), 0) FROM source) + row_number() OVER (ORDER BY -t.id),
+                       t.name
+                  FROM traits t WHERE t.name <> ALL($2)),
+              wanted AS (SELECT id, name FROM source UNION ALL SELECT id, name FROM ours)
+         UPDATE traits t SET id = w.id FROM wanted w WHERE w.name = t.name",
+    )
+    .bind(&ids)
+    .bind(&names)
+    .execute(&mut *conn)
+    .await?;
+    crate::db::query("SELECT setval(pg_get_serial_sequence('traits', 'id'), (SELECT MAX(id) FROM traits))")
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
 }
 
 /// Providers keep their uuid, name, generation and tree; their ids move
@@ -315,6 +353,18 @@ async fn consumers(
             None,
         );
     }
+    // The source's consumer types first, in the order it made them: `GET
+    // /usages` lists types in that order (a type no consumer names is
+    // made too, as the source has it).
+    let types: Vec<&str> = s.consumer_types.iter().map(|(_, n)| n.as_str()).collect();
+    crate::db::query(
+        "INSERT INTO consumer_types (name)
+         SELECT x FROM UNNEST($1::text[]) WITH ORDINALITY AS t(x, n) ORDER BY n
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(&types)
+    .execute(&mut *conn)
+    .await?;
     crate::db::query(
         "WITH p AS (INSERT INTO projects (external_id) SELECT DISTINCT x FROM UNNEST($1::text[]) x ON CONFLICT DO NOTHING),
               u AS (INSERT INTO users (external_id) SELECT DISTINCT x FROM UNNEST($2::text[]) x ON CONFLICT DO NOTHING),
@@ -329,10 +379,12 @@ async fn consumers(
     crate::db::query(
         "INSERT INTO consumers (uuid, project_id, user_id, generation, consumer_type_id)
          SELECT c.uuid, p.id, u.id, c.gen, t.id
-           FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[]) c(uuid, project, usr, gen, ctype)
+           FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::int[], $5::text[]) WITH ORDINALITY
+                AS c(uuid, project, usr, gen, ctype, n)
            JOIN projects p ON p.external_id = c.project
            JOIN users u ON u.external_id = c.usr
-           LEFT JOIN consumer_types t ON t.name = c.ctype",
+           LEFT JOIN consumer_types t ON t.name = c.ctype
+          ORDER BY c.n",
     )
     .bind(&cols.uuids)
     .bind(&cols.projects)
@@ -362,8 +414,10 @@ async fn allocations(
     let written = crate::db::query(
         "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used)
          SELECT a.rp, c.id, a.class, a.used
-           FROM UNNEST($1::bigint[], $2::uuid[], $3::int[], $4::int[]) a(rp, consumer, class, used)
-           JOIN consumers c ON c.uuid = a.consumer",
+           FROM UNNEST($1::bigint[], $2::uuid[], $3::int[], $4::int[]) WITH ORDINALITY
+                AS a(rp, consumer, class, used, n)
+           JOIN consumers c ON c.uuid = a.consumer
+          ORDER BY a.n",
     )
     .bind(&cols.0)
     .bind(&cols.1)
