@@ -318,7 +318,12 @@ async fn a_server_an_hour_fast_gives_the_batch_capacity_the_others_give() {
     };
     let rp = uuid::Uuid::new_v4().to_string();
     let status = |r: reqwest::Response| r.status().as_u16();
-    let made = send(reqwest::Method::POST, &right.base, "/resource_providers", json!({"name": "hour", "uuid": rp}));
+    let made = send(
+        reqwest::Method::POST,
+        &right.base,
+        "/resource_providers",
+        json!({"name": "hour", "uuid": rp}),
+    );
     assert_eq!(status(made.await.unwrap()), 200);
     let inv = send(
         reqwest::Method::PUT,
@@ -350,7 +355,12 @@ async fn a_server_an_hour_fast_gives_the_batch_capacity_the_others_give() {
     )
     .await
     .unwrap();
-    assert_eq!(report.status(), 202, "{}", report.text().await.unwrap_or_default());
+    assert_eq!(
+        report.status(),
+        202,
+        "{}",
+        report.text().await.unwrap_or_default()
+    );
     let mut seen = Vec::new();
     for base in [&right.base, &other.base, &fast.base] {
         seen.push((base.clone(), batch_capacity(&client, base, &rp).await));

@@ -143,9 +143,11 @@ async fn take_source_trait_ids(conn: &mut PgConnection, s: &Snapshot) -> Result<
     .bind(&names)
     .execute(&mut *conn)
     .await?;
-    crate::db::query("SELECT setval(pg_get_serial_sequence('traits', 'id'), (SELECT MAX(id) FROM traits))")
-        .execute(&mut *conn)
-        .await?;
+    crate::db::query(
+        "SELECT setval(pg_get_serial_sequence('traits', 'id'), (SELECT MAX(id) FROM traits))",
+    )
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }
 
