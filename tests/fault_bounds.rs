@@ -288,8 +288,8 @@ async fn a_server_whose_clock_is_20_minutes_fast_places_batch_work_as_the_others
 }
 
 /// Issue 68: one server of three an hour fast (NTP broken on its host).
-/// A 1-VCPU allocation admitted through it, then a fresh usage report
-/// through it: every server gives the same batch capacity for the node, as
+/// A 1-VCPU claim through it and a 1-VCPU request admitted by its queue
+/// round, then a fresh usage report through it: every server gives the same batch capacity for the node, as
 /// batch capacity is computed from the database's clock and the report's
 /// own stamp, never from a server's.
 #[tokio::test]
@@ -302,10 +302,13 @@ async fn a_server_an_hour_fast_gives_the_batch_capacity_the_others_give() {
         ("FAKETIME", "+1h"),
         ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
     ];
-    let (right, other, fast) = tokio::join!(
+    // The fast server first: it leads the fair queue's rounds, so the
+    // queued request below is admitted by the process an hour fast.
+    let fast =
+        cluster::start_with_env(&url, "clock-hour", &[], &fast_env, cluster::free_port()).await;
+    let (right, other) = tokio::join!(
         cluster::start_server_with(&url, "clock-right", &[]),
-        cluster::start_server_with(&url, "clock-other", &[]),
-        cluster::start_with_env(&url, "clock-hour", &[], &fast_env, cluster::free_port())
+        cluster::start_server_with(&url, "clock-other", &[])
     );
     let client = reqwest::Client::new();
     let send = |method: reqwest::Method, base: &str, path: &str, body: Value| {
@@ -343,6 +346,42 @@ async fn a_server_an_hour_fast_gives_the_batch_capacity_the_others_give() {
                "consumer_type": "INSTANCE"}),
     );
     assert_eq!(status(claim.await.unwrap()), 204);
+    // And one admitted by the queue's round.
+    let queued = uuid::Uuid::new_v4().to_string();
+    let submitted: Value = send(
+        reqwest::Method::POST,
+        &fast.base,
+        "/queue",
+        json!({"consumer_uuid": queued, "project_id": "p", "user_id": "u",
+               "resources": {"VCPU": 1, "MEMORY_MB": 100}}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let id = submitted["id"]
+        .as_str()
+        .expect("a queued request")
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v: Value = send(
+            reqwest::Method::GET,
+            &fast.base,
+            &format!("/queue/{id}?wait=5"),
+            json!(null),
+        )
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+        if v["state"] == "admitted" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never admitted: {v}");
+    }
     tokio::time::sleep(Duration::from_millis(100)).await;
     let report = send(
         reqwest::Method::POST,
@@ -351,7 +390,8 @@ async fn a_server_an_hour_fast_gives_the_batch_capacity_the_others_give() {
         json!({"sampled_at": chrono::Utc::now().to_rfc3339(), "window_seconds": 10,
                "node": {"cpu_milli_used": 1000, "memory_mb_used": 1000},
                "system": {"cpu_milli_used": 0, "memory_mb_used": 0},
-               "consumers": [{"consumer_uuid": consumer, "cpu_milli_used": 900, "memory_mb_used": 100}]}),
+               "consumers": [{"consumer_uuid": consumer, "cpu_milli_used": 900, "memory_mb_used": 100},
+                             {"consumer_uuid": queued, "cpu_milli_used": 100, "memory_mb_used": 100}]}),
     )
     .await
     .unwrap();
@@ -366,6 +406,44 @@ async fn a_server_an_hour_fast_gives_the_batch_capacity_the_others_give() {
         seen.push((base.clone(), batch_capacity(&client, base, &rp).await));
     }
     println!("fault bounds: batch capacity through each server: {seen:?}");
+    // The batch inventory the report wrote, and the one the same report
+    // writes through a server whose clock is right.
+    let stored = |base: String| {
+        let client = client.clone();
+        let rp = rp.clone();
+        async move {
+            let v: Value = client
+                .get(format!("{base}/resource_providers/{rp}/inventories"))
+                .header("x-auth-token", "admin")
+                .header("openstack-api-version", "placement 1.39")
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            v["inventories"]["BATCH_VCPU_MILLI"]["total"].as_i64()
+        }
+    };
+    let through_fast = stored(right.base.clone()).await;
+    let again = send(
+        reqwest::Method::POST,
+        &right.base,
+        &format!("/resource_providers/{rp}/usage_reports"),
+        json!({"sampled_at": chrono::Utc::now().to_rfc3339(), "window_seconds": 10,
+               "node": {"cpu_milli_used": 1000, "memory_mb_used": 1000},
+               "system": {"cpu_milli_used": 0, "memory_mb_used": 0},
+               "consumers": [{"consumer_uuid": consumer, "cpu_milli_used": 900, "memory_mb_used": 100},
+                             {"consumer_uuid": queued, "cpu_milli_used": 100, "memory_mb_used": 100}]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.status(), 202);
+    let through_right = stored(fast.base.clone()).await;
+    println!(
+        "fault bounds: BATCH_VCPU_MILLI written by the same report through the fast server {through_fast:?}, through a right one {through_right:?}"
+    );
+    assert_eq!(through_fast, through_right);
     assert!(seen[0].1.is_some(), "no batch capacity at all: {seen:?}");
     assert!(
         seen.iter().all(|(_, c)| *c == seen[0].1),
