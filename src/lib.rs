@@ -21,8 +21,10 @@
 //!    another handler, only the plumbing (`extract`, `respond`, `schema`, …).
 //!    Only `api`, `serve` and `main` know HTTP: errors become statuses in
 //!    `api::respond::error`;
-//! 6. `serve` and `localdb`: the HTTP server and the zero-config PostgreSQL.
+//! 6. `serve` and `localdb`: the HTTP server and the zero-config PostgreSQL;
+//!    `agent`: the per-machine agent, a client of the service over HTTP.
 
+pub mod agent;
 pub mod allocation;
 pub mod api;
 pub mod audit;

@@ -76,6 +76,16 @@ async fn main() -> ExitCode {
         Command::Audit(args) => audit(args).await,
         Command::Db(DbCommand::Sync(args)) => db_sync(args).await,
         Command::Upgrade(UpgradeCommand::Check(args)) => upgrade_check(args).await,
+        Command::Agent(args) => {
+            let token = std::env::var("PLACEMENT_TOKEN").unwrap_or_default();
+            match placement::agent::run(args, token).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("placement agent: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Serve(args) => match serve(*args).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

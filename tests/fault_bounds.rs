@@ -294,6 +294,8 @@ async fn a_server_whose_clock_is_20_minutes_fast_places_batch_work_as_the_others
 /// own stamp, never from a server's.
 #[tokio::test]
 async fn a_server_an_hour_fast_gives_the_batch_capacity_the_others_give() {
+    // Three servers: not beside the load tests, whose figures it would bend.
+    let _alone = ONE_LOAD_AT_A_TIME.lock().await;
     let pg = pg::PgCluster::start();
     let url = pg.url();
     let preload = libfaketime();

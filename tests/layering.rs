@@ -29,6 +29,9 @@ const LAYERS: &[(&str, u8)] = &[
     ("audit", 2),
     ("upgrade", 2),
     ("fairness", 3),
+    // The per-machine agent: a client of the service over HTTP, which may
+    // use the pure rules below it (colocation's watermarks), never `db`.
+    ("agent", 3),
     ("state", 4),
     ("maintenance", 4),
     ("api", 5),

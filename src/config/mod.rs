@@ -41,6 +41,45 @@ pub enum Command {
     /// Before and after an upgrade (placement-status's `upgrade check`).
     #[command(subcommand)]
     Upgrade(UpgradeCommand),
+    /// Run on a machine: publish its provider tree (NUMA cells, SR-IOV
+    /// functions, CPU traits) from /sys and /proc. The token comes from
+    /// PLACEMENT_TOKEN (never a flag: every local user sees flags).
+    Agent(AgentArgs),
+}
+
+/// Options of `placement agent`.
+#[derive(Debug, Clone, Args)]
+pub struct AgentArgs {
+    /// The service.
+    #[arg(long, env = "PLACEMENT_URL", default_value = "http://127.0.0.1:8778")]
+    pub placement_url: String,
+    /// Sync once and exit (else: at start, then whenever the machine changes).
+    #[arg(long)]
+    pub once: bool,
+    /// Seconds between looks at the machine (without --once).
+    #[arg(long, env = "PLACEMENT_AGENT_SYNC_INTERVAL", default_value_t = 60)]
+    pub sync_interval: u64,
+    /// The node's provider name (default: the host's name).
+    #[arg(long, env = "PLACEMENT_AGENT_PROVIDER_NAME")]
+    pub provider_name: Option<String>,
+    /// Where /sys is (a copy of it, for a machine described in a fixture).
+    #[arg(long, default_value = "/sys")]
+    pub sysfs_root: PathBuf,
+    /// Where /proc is.
+    #[arg(long, default_value = "/proc")]
+    pub procfs_root: PathBuf,
+    /// The class of an SR-IOV function's virtual functions.
+    #[arg(long, default_value = "SRIOV_NET_VF")]
+    pub vf_resource_class: String,
+    /// Memory kept for the host (reserved on the first NUMA cell), in MB.
+    #[arg(long, default_value_t = 0)]
+    pub reserved_host_memory_mb: u64,
+    /// VCPU's allocation ratio.
+    #[arg(long, default_value_t = 1.0)]
+    pub cpu_allocation_ratio: f64,
+    /// MEMORY_MB's allocation ratio.
+    #[arg(long, default_value_t = 1.0)]
+    pub ram_allocation_ratio: f64,
 }
 
 /// `placement db …`.

@@ -1,0 +1,86 @@
+//! `placement agent`: run on each machine, it publishes the machine's own
+//! provider tree to the service (discovery from `/sys` and `/proc`, the
+//! tree of Placement's nested model, a generation-safe sync), once
+//! (`--once`) or again whenever the machine changes (CPU hotplug, virtual
+//! functions made). Measuring usage and enforcing colocation's watermarks
+//! on the machine are the agent's next parts (issue 67); this one owns the
+//! tree.
+
+pub mod discovery;
+pub mod publish;
+pub mod tree;
+
+use crate::config::AgentArgs;
+use std::time::Duration;
+
+/// Why the agent stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    Discovery(#[from] discovery::DiscoveryError),
+    #[error(transparent)]
+    Publish(#[from] publish::PublishError),
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// The node's provider name: the flag, else the host's name.
+fn node_name(args: &AgentArgs) -> Result<String, AgentError> {
+    if let Some(n) = &args.provider_name {
+        return Ok(n.clone());
+    }
+    let path = args.procfs_root.join("sys/kernel/hostname");
+    std::fs::read_to_string(&path)
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| {
+            AgentError::Setup(format!(
+                "no --provider-name and no host name in {}",
+                path.display()
+            ))
+        })
+}
+
+/// Runs the agent: one sync with `--once`, else a sync at start and after
+/// every change the machine shows, looked at every `--sync-interval`.
+pub async fn run(args: AgentArgs, token: String) -> Result<(), AgentError> {
+    let roots = discovery::Roots {
+        sysfs: args.sysfs_root.clone(),
+        procfs: args.procfs_root.clone(),
+    };
+    let settings = tree::TreeSettings {
+        name: node_name(&args)?,
+        vf_class: args.vf_resource_class.clone(),
+        reserved_memory_mb: args.reserved_host_memory_mb,
+        cpu_allocation_ratio: args.cpu_allocation_ratio,
+        memory_allocation_ratio: args.ram_allocation_ratio,
+    };
+    let service = publish::Service::new(&args.placement_url, token)?;
+    let mut published: Option<discovery::Machine> = None;
+    loop {
+        let machine = discovery::discover(&roots)?;
+        if published.as_ref() != Some(&machine) {
+            let wanted = tree::tree(&machine, &settings);
+            match publish::sync(&service, &wanted).await {
+                Ok(changes) => {
+                    tracing::info!(
+                        providers = wanted.len(),
+                        made = changes.providers_made,
+                        inventories_written = changes.inventories_written,
+                        traits_written = changes.traits_written,
+                        "provider tree synced"
+                    );
+                    published = Some(machine);
+                }
+                Err(e) if args.once => return Err(e.into()),
+                // The service away: the next look tries again.
+                Err(e) => tracing::warn!(error = %e, "provider tree not synced; trying again"),
+            }
+        }
+        if args.once {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_secs(args.sync_interval.max(1))).await;
+    }
+}
