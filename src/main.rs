@@ -76,16 +76,7 @@ async fn main() -> ExitCode {
         Command::Audit(args) => audit(args).await,
         Command::Db(DbCommand::Sync(args)) => db_sync(args).await,
         Command::Upgrade(UpgradeCommand::Check(args)) => upgrade_check(args).await,
-        Command::Agent(args) => {
-            let token = std::env::var("PLACEMENT_TOKEN").unwrap_or_default();
-            match placement::agent::run(args, token).await {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("placement agent: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        Command::Agent(args) => agent(args).await,
         Command::Serve(args) => match serve(*args).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -140,6 +131,19 @@ impl CommandDb {
             if let Err(e) = stopped {
                 eprintln!("placement: stopping the local PostgreSQL failed: {e}");
             }
+        }
+    }
+}
+
+/// `placement agent`: the token from PLACEMENT_TOKEN only (a flag is
+/// visible to every local user); 1 with the reason on any error.
+async fn agent(args: placement::config::AgentArgs) -> ExitCode {
+    let token = std::env::var("PLACEMENT_TOKEN").unwrap_or_default();
+    match placement::agent::run(args, token).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("placement agent: {e}");
+            ExitCode::FAILURE
         }
     }
 }
