@@ -80,7 +80,7 @@ need curl have curl                                  # the checks' HTTP calls
 need sudo have sudo                                  # kolla's start flow (scripts/kolla_check.sh)
 need patroni have patroni                            # PostgreSQL made HA (tests/patroni.rs)
 need etcd-server have etcd
-need python3-etcd python3 -c 'import etcd'
+need python3-etcd /usr/bin/python3 -c 'import etcd'     # Patroni's, in Debian's Python
 need libfaketime bash -c 'ls /usr/lib/*/faketime/libfaketime.so.1'  # a server with a fast clock (tests/fault_bounds.rs)
 need python3 have python3
 need python3-venv python3 -c 'import ensurepip, venv'

@@ -9,10 +9,9 @@
 //! exactly what the new primary holds. The 503 window, from promotion to
 //! the first 204, is printed. Bounded: about half a minute.
 
-use placement_testkit::load::{audit, run_load, Load};
+use placement_testkit::load::{audit, require_clean, run_load, Load};
 use placement_testkit::{cluster, pg};
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -61,21 +60,7 @@ async fn a_failover_to_the_standby_loses_nothing_acknowledged() {
         ledger.written.len(),
         ledger.unknown.len()
     );
-    println!(
-        "failover: audit {:?}",
-        problems
-            .iter()
-            .map(|(k, v)| (*k, v.len()))
-            .collect::<BTreeMap<_, _>>()
-    );
-    for (kind, list) in &problems {
-        assert!(list.is_empty(), "audit: {kind}: {list:?}");
-    }
-    let server_errors = ledger.server_errors();
-    assert!(
-        server_errors.is_empty(),
-        "5xx other than 503: {server_errors:?}"
-    );
+    require_clean("failover", &ledger, &problems);
     assert!(before > 0, "no claim succeeded before the kill");
     // Only catches a hang: the figure is printed above.
     let window = window.expect("no claim succeeded after the promotion");

@@ -385,18 +385,18 @@ async fn a_server_an_hour_fast_gives_the_batch_capacity_the_others_give() {
         assert!(Instant::now() < deadline, "never admitted: {v}");
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let report = send(
-        reqwest::Method::POST,
-        &fast.base,
-        &format!("/resource_providers/{rp}/usage_reports"),
+    // The node's report, stamped on the true time: the same through each server.
+    let report_body = || {
         json!({"sampled_at": chrono::Utc::now().to_rfc3339(), "window_seconds": 10,
-               "node": {"cpu_milli_used": 1000, "memory_mb_used": 1000},
-               "system": {"cpu_milli_used": 0, "memory_mb_used": 0},
-               "consumers": [{"consumer_uuid": consumer, "cpu_milli_used": 900, "memory_mb_used": 100},
-                             {"consumer_uuid": queued, "cpu_milli_used": 100, "memory_mb_used": 100}]}),
-    )
-    .await
-    .unwrap();
+                   "node": {"cpu_milli_used": 1000, "memory_mb_used": 1000},
+                   "system": {"cpu_milli_used": 0, "memory_mb_used": 0},
+                   "consumers": [{"consumer_uuid": consumer, "cpu_milli_used": 900, "memory_mb_used": 100},
+                                     {"consumer_uuid": queued, "cpu_milli_used": 100, "memory_mb_used": 100}]})
+    };
+    let reports = format!("/resource_providers/{rp}/usage_reports");
+    let report = send(reqwest::Method::POST, &fast.base, &reports, report_body())
+        .await
+        .unwrap();
     assert_eq!(
         report.status(),
         202,
@@ -428,18 +428,9 @@ async fn a_server_an_hour_fast_gives_the_batch_capacity_the_others_give() {
         }
     };
     let through_fast = stored(right.base.clone()).await;
-    let again = send(
-        reqwest::Method::POST,
-        &right.base,
-        &format!("/resource_providers/{rp}/usage_reports"),
-        json!({"sampled_at": chrono::Utc::now().to_rfc3339(), "window_seconds": 10,
-               "node": {"cpu_milli_used": 1000, "memory_mb_used": 1000},
-               "system": {"cpu_milli_used": 0, "memory_mb_used": 0},
-               "consumers": [{"consumer_uuid": consumer, "cpu_milli_used": 900, "memory_mb_used": 100},
-                             {"consumer_uuid": queued, "cpu_milli_used": 100, "memory_mb_used": 100}]}),
-    )
-    .await
-    .unwrap();
+    let again = send(reqwest::Method::POST, &right.base, &reports, report_body())
+        .await
+        .unwrap();
     assert_eq!(again.status(), 202);
     let through_right = stored(fast.base.clone()).await;
     println!(

@@ -8,9 +8,8 @@
 //! error is, nothing is overcommitted, no answer was a 5xx but 503, and
 //! the 503 window is printed (docs/operating.md quotes it).
 
-use placement_testkit::load::{audit, run_load, Load};
+use placement_testkit::load::{audit, require_clean, run_load, Load};
 use placement_testkit::{cluster, patroni};
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 const PROVIDERS: usize = 8;
@@ -79,21 +78,7 @@ async fn patroni_replaces_a_lost_leader_and_nothing_acknowledged_is_lost() {
         ledger.written.len(),
         ledger.unknown.len()
     );
-    println!(
-        "patroni: audit {:?}",
-        problems
-            .iter()
-            .map(|(k, v)| (*k, v.len()))
-            .collect::<BTreeMap<_, _>>()
-    );
-    for (kind, list) in &problems {
-        assert!(list.is_empty(), "audit: {kind}: {list:?}");
-    }
-    let server_errors = ledger.server_errors();
-    assert!(
-        server_errors.is_empty(),
-        "5xx other than 503: {server_errors:?}"
-    );
+    require_clean("patroni", &ledger, &problems);
     assert!(before > 0, "no claim succeeded before the loss");
     // Only catches a hang: the figure is printed above.
     let first_after = first_after.expect("no claim succeeded after the loss");

@@ -282,13 +282,8 @@ async fn inventories(
         if !differs {
             return Ok(false);
         }
-        match service
-            .call(reqwest::Method::PUT, &path, Some(&held))
-            .await?
-        {
-            (200, _) => return Ok(true),
-            (409, _) => continue,
-            (status, text) => return Err(refused(&reqwest::Method::PUT, &path, status, &text)),
+        if put_at_generation(service, &path, &held).await? {
+            return Ok(true);
         }
     }
     Err(PublishError::Conflict(path))
@@ -305,14 +300,23 @@ async fn traits(service: &Service, uuid: &str, wanted: &[String]) -> Result<bool
             return Ok(false);
         }
         held.traits.extend(missing.into_iter().cloned());
-        match service
-            .call(reqwest::Method::PUT, &path, Some(&held))
-            .await?
-        {
-            (200, _) => return Ok(true),
-            (409, _) => continue,
-            (status, text) => return Err(refused(&reqwest::Method::PUT, &path, status, &text)),
+        if put_at_generation(service, &path, &held).await? {
+            return Ok(true);
         }
     }
     Err(PublishError::Conflict(path))
+}
+
+/// A PUT of a body that carries the generation it was read at: true when
+/// written, false when the generation moved meanwhile (409: read again).
+async fn put_at_generation<B: Serialize>(
+    service: &Service,
+    path: &str,
+    body: &B,
+) -> Result<bool, PublishError> {
+    match service.call(reqwest::Method::PUT, path, Some(body)).await? {
+        (200, _) => Ok(true),
+        (409, _) => Ok(false),
+        (status, text) => Err(refused(&reqwest::Method::PUT, path, status, &text)),
+    }
 }

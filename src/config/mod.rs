@@ -289,9 +289,10 @@ pub struct ServeArgs {
     /// providers whose usage reports stopped (degradeTimeMinutes).
     #[arg(long, env = "PLACEMENT_COLOCATION_SWEEP_INTERVAL", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub colocation_sweep_interval: u64,
-    /// `text` (a line per event, for people) or `json` (one JSON object
-    /// per line with the request's id, route, microversion, status and
-    /// latency, for log pipelines).
+    /// `text` (a line per event, for people), `json` (one JSON object per
+    /// line; a request's carries its id, route, method, URI, status,
+    /// length, microversion, user, project and latency) or `oslo`
+    /// (oslo.log's lines, a request's as Placement's request log writes it).
     #[arg(long, env = "PLACEMENT_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
     /// Seconds between rounds over the fair queue (`POST /queue`), run by

@@ -249,6 +249,27 @@ pub async fn make_provider(client: &reqwest::Client, base: &str, name: &str) -> 
     rp
 }
 
+/// Prints the audit's counts under `label`, then fails on any problem it
+/// found (a write acknowledged and lost, one refused and present, an
+/// overcommit) and on any 5xx but 503.
+pub fn require_clean(label: &str, ledger: &Ledger, problems: &BTreeMap<&'static str, Vec<String>>) {
+    println!(
+        "{label}: audit {:?}",
+        problems
+            .iter()
+            .map(|(k, v)| (*k, v.len()))
+            .collect::<BTreeMap<_, _>>()
+    );
+    for (kind, list) in problems {
+        assert!(list.is_empty(), "audit: {kind}: {list:?}");
+    }
+    let server_errors = ledger.server_errors();
+    assert!(
+        server_errors.is_empty(),
+        "5xx other than 503: {server_errors:?}"
+    );
+}
+
 /// Problems found by the audit, by kind.
 pub async fn audit(url: &str, ledger: &Ledger) -> BTreeMap<&'static str, Vec<String>> {
     let mut db = PgConnection::connect(url).await.unwrap();
