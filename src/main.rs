@@ -45,11 +45,11 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // SIGHUP never stops the server (its default action would): it
-    // reopens the log file, and the policy watcher reads its file again.
     // A fatal error is also written where the log goes, not only to
     // stderr: under systemd or kolla the log file is what operators read.
     let logs_to_file = log_file.is_some();
+    // SIGHUP never stops the server (its default action would): it
+    // reopens the log file, and the policy watcher reads its file again.
     tokio::spawn(on_hangup(log_file));
     for f in &loaded.files {
         tracing::info!(file = %f.display(), "config file read");
