@@ -179,6 +179,34 @@ async fn a_pool_larger_than_the_role_allows_stops_at_what_it_has() {
     );
 }
 
+/// A node of 10 VCPU and 10,000 MB made through the server at `base`, for
+/// the clock tests; its uuid.
+async fn clocked_node(client: &reqwest::Client, base: &str, name: &str) -> String {
+    let rp = uuid::Uuid::new_v4().to_string();
+    let admin = |method: reqwest::Method, path: String, body: Value| {
+        client
+            .request(method, format!("{base}{path}"))
+            .header("x-auth-token", "admin")
+            .header("openstack-api-version", "placement 1.39")
+            .json(&body)
+            .send()
+    };
+    let made = admin(
+        reqwest::Method::POST,
+        "/resource_providers".into(),
+        json!({"name": name, "uuid": rp}),
+    );
+    assert_eq!(made.await.unwrap().status(), 200);
+    let inv = admin(
+        reqwest::Method::PUT,
+        format!("/resource_providers/{rp}/inventories"),
+        json!({"resource_provider_generation": 0,
+               "inventories": {"VCPU": {"total": 10}, "MEMORY_MB": {"total": 10000}}}),
+    );
+    assert_eq!(inv.await.unwrap().status(), 200);
+    rp
+}
+
 /// libfaketime's preload library, as Debian installs it.
 fn libfaketime() -> String {
     let found = std::fs::read_dir("/usr/lib")
@@ -239,26 +267,7 @@ async fn a_server_whose_clock_is_20_minutes_fast_places_batch_work_as_the_others
             .json(&body)
             .send()
     };
-    let rp = uuid::Uuid::new_v4().to_string();
-    let made = send(
-        reqwest::Method::POST,
-        &right.base,
-        "/resource_providers",
-        json!({"name": "clocked", "uuid": rp}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(made.status(), 200);
-    let inv = send(
-        reqwest::Method::PUT,
-        &right.base,
-        &format!("/resource_providers/{rp}/inventories"),
-        json!({"resource_provider_generation": 0,
-               "inventories": {"VCPU": {"total": 10}, "MEMORY_MB": {"total": 10000}}}),
-    )
-    .await
-    .unwrap();
-    assert_eq!(inv.status(), 200);
+    let rp = clocked_node(&client, &right.base, "clocked").await;
     // The node reports on the true time, through the fast server.
     let report = send(
         reqwest::Method::POST,
@@ -321,23 +330,8 @@ async fn a_server_an_hour_fast_gives_the_batch_capacity_the_others_give() {
             .json(&body)
             .send()
     };
-    let rp = uuid::Uuid::new_v4().to_string();
+    let rp = clocked_node(&client, &right.base, "hour").await;
     let status = |r: reqwest::Response| r.status().as_u16();
-    let made = send(
-        reqwest::Method::POST,
-        &right.base,
-        "/resource_providers",
-        json!({"name": "hour", "uuid": rp}),
-    );
-    assert_eq!(status(made.await.unwrap()), 200);
-    let inv = send(
-        reqwest::Method::PUT,
-        &right.base,
-        &format!("/resource_providers/{rp}/inventories"),
-        json!({"resource_provider_generation": 0,
-               "inventories": {"VCPU": {"total": 10}, "MEMORY_MB": {"total": 10000}}}),
-    );
-    assert_eq!(status(inv.await.unwrap()), 200);
     let consumer = uuid::Uuid::new_v4().to_string();
     let claim = send(
         reqwest::Method::PUT,
