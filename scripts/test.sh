@@ -3,7 +3,9 @@
 #   1. cargo test on every target (unit tests, HTTP tests against PostgreSQL,
 #      multi-process tests, property tests, the dashboard in a real browser,
 #      the Eru and fairness vectors of tests/vectors/; the benches are built
-#      and run as smoke runs without DATABASE_URL, `cargo bench` measures);
+#      and run as smoke runs without DATABASE_URL, `cargo bench` measures),
+#      then the node agent on this machine's real cgroups (root and cgroup
+#      v1's controllers; the summary says plainly where it could not run);
 #   2. a release build and OpenStack Placement's own gabbi suites against it
 #      (the gabbits of the openstack-placement 16.0.0 package, run by
 #      scripts/conformance/run.sh): the main suite, the secure-RBAC, open
@@ -37,7 +39,7 @@
 #
 # Environment:
 #   DATABASE_URL   use this server instead (its role needs CREATEDB)
-#   SKIP=LIST      leave out suites by name (comma-separated: cargo,
+#   SKIP=LIST      leave out suites by name (comma-separated: cargo, cgroups,
 #                  conformance, pgbouncer, osc, osc-functional, keystone, import, oslo,
 #                  packaging, kolla, docs, container); the summary then says NOT A FULL RUN
 # Extra arguments narrow the main conformance pass (run_gabbits.py options,
@@ -140,7 +142,8 @@ else
     say "cargo test --all-targets"
     # The HTTP tests wait on the database, not the CPU: more threads than cores.
     # Every test binary runs even when one fails, so one run shows them all.
-    if run_logged "$CARGO_LOG" bash -c 'RUST_TEST_THREADS=${RUST_TEST_THREADS:-6} cargo test --no-fail-fast --lib --bins --tests --examples &&
+    # The node agent's cgroup tests run in their own suite below.
+    if run_logged "$CARGO_LOG" bash -c 'PLACEMENT_CGROUP_TESTS=elsewhere RUST_TEST_THREADS=${RUST_TEST_THREADS:-6} cargo test --no-fail-fast --lib --bins --tests --examples &&
             env -u DATABASE_URL cargo test --bench "*"'; then
         CARGO_RESULT=passed
     else
@@ -168,6 +171,28 @@ else
             record "$kind vectors" FAILED "${line#*: }"
         fi
     done
+fi
+
+# --- 1b. the node agent on real cgroups ---------------------------------------------
+# tests/agent_cgroups.rs: real cgroups, real processes, the agent and a real
+# server; one at a time, with their figures shown. A machine that does not
+# allow them (not root, no cgroup v1 controllers) makes each test say NOT RUN
+# and why, and the suite is recorded as left out, with that reason.
+CGROUP_LOG=$(mktemp /tmp/agent-cgroups.XXXXXX)
+if skipped cargo || skipped cgroups; then
+    record "node agent on real cgroups" skipped "SKIP"
+else
+    say "the node agent on real cgroups"
+    result=passed
+    run_logged "$CGROUP_LOG" env -u PLACEMENT_CGROUP_TESTS cargo test --test agent_cgroups -- --nocapture --test-threads=1 || result=FAILED
+    why=$(grep -oE 'NOT RUN: .*' "$CGROUP_LOG" | head -1 || true)
+    counts=$(grep -E '^test result:' "$CGROUP_LOG" | tail -1 | sed -E 's/^test result: [a-zA-Z]+\. //; s/; 0 measured.*//' || true)
+    figures=$(grep -oE '^memory eviction: killed [0-9.]+[a-zµ]+' "$CGROUP_LOG" | head -1 | sed 's/^memory eviction: //' || true)
+    if [ "$result" = passed ] && [ -n "$why" ]; then
+        record "node agent on real cgroups" skipped "this machine: ${why#NOT RUN: }"
+    else
+        record "node agent on real cgroups" "$result" "${counts:-no counts}${figures:+; $figures after the memory watermark}"
+    fi
 fi
 
 # --- 2. the release build and conformance ---------------------------------------------
@@ -248,7 +273,7 @@ check kolla "kolla image" env -u DATABASE_URL bash scripts/kolla_check.sh target
 check docs "docs examples" bash scripts/docs_check.sh target/release/placement
 # Last: it builds the binary again from a copy of the sources.
 check container "container build stage" python3 scripts/container_check.py
-rm -f "$CARGO_LOG" "$CONF_LOG" "$CHECK_LOG"
+rm -f "$CARGO_LOG" "$CGROUP_LOG" "$CONF_LOG" "$CHECK_LOG"
 
 # --- summary ------------------------------------------------------------------------------
 say "summary ($((SECONDS - STARTED)) s)"
@@ -262,7 +287,7 @@ while IFS=$'\t' read -r name result detail; do
         *) STATUS=1 ;;
     esac
 done <"$LEDGER"
-[ -n "$FULL" ] || echo "NOT A FULL RUN: suites were left out on request"
+[ -n "$FULL" ] || echo "NOT A FULL RUN: suites were left out (on request, or where this machine does not allow them)"
 SUITES_PASSED=$(awk -F'\t' '$2 == "passed"' "$LEDGER" | wc -l)
 SUITES_FAILED=$(awk -F'\t' '$2 == "FAILED" || $2 == "NOT RUN"' "$LEDGER" | wc -l)
 SUITES_SKIPPED=$(awk -F'\t' '$2 == "skipped"' "$LEDGER" | wc -l)

@@ -2,13 +2,20 @@
 //! provider tree to the service (discovery from `/sys` and `/proc`, the
 //! tree of Placement's nested model, a generation-safe sync), once
 //! (`--once`) or again whenever the machine changes (CPU hotplug, virtual
-//! functions made). Measuring usage and enforcing colocation's watermarks
-//! on the machine are the agent's next parts (issue 67); this one owns the
-//! tree.
+//! functions made). With `--colocation` it also measures the consumers'
+//! cgroups, reports their usage, and enforces colocation's watermarks on
+//! the machine itself (`enforce`), with the service down too.
 
+pub mod cgroups;
 pub mod discovery;
+pub mod enforce;
+pub mod measure;
 pub mod publish;
+pub mod reporting;
+pub mod service;
+pub mod state_dir;
 pub mod tree;
+pub mod watch;
 
 use crate::config::AgentArgs;
 use std::time::Duration;
@@ -19,7 +26,7 @@ pub enum AgentError {
     #[error(transparent)]
     Discovery(#[from] discovery::DiscoveryError),
     #[error(transparent)]
-    Publish(#[from] publish::PublishError),
+    Service(#[from] service::ServiceError),
     #[error("{0}")]
     Setup(String),
 }
@@ -42,27 +49,63 @@ fn node_name(args: &AgentArgs) -> Result<String, AgentError> {
         })
 }
 
-/// Runs the agent: one sync with `--once`, else a sync at start and after
-/// every change the machine shows, looked at every `--sync-interval`.
+/// Runs the agent: one sync with `--once`; else the tree kept in sync
+/// (unless `--beside-nova`) and, with `--colocation`, the watermarks
+/// enforced and usage reported, until stopped.
 pub async fn run(args: AgentArgs, token: String) -> Result<(), AgentError> {
+    let service = service::Service::new(&args.placement_url, token)?;
+    let name = node_name(&args)?;
+    // Enforcement starts before anything waits for the service.
+    let shared = if args.colocation {
+        Some(watch::start(&args)?)
+    } else {
+        None
+    };
+    let colocation = async {
+        match &shared {
+            Some(s) => {
+                let every = Duration::from_secs(args.report_interval);
+                watch::serve(&service, s, &name, every).await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    if args.beside_nova {
+        colocation.await;
+        return Ok(());
+    }
+    let tree = keep_tree(&args, &service, &name);
+    tokio::select! {
+        r = tree => r,
+        () = colocation => Ok(()),
+    }
+}
+
+/// The tree: one sync with `--once`, else a sync at start and after every
+/// change the machine shows, looked at every `--sync-interval`.
+async fn keep_tree(
+    args: &AgentArgs,
+    service: &service::Service,
+    name: &str,
+) -> Result<(), AgentError> {
     let roots = discovery::Roots {
         sysfs: args.sysfs_root.clone(),
         procfs: args.procfs_root.clone(),
     };
     let settings = tree::TreeSettings {
-        name: node_name(&args)?,
+        name: name.to_string(),
         vf_class: args.vf_resource_class.clone(),
         reserved_memory_mb: args.reserved_host_memory_mb,
         cpu_allocation_ratio: args.cpu_allocation_ratio,
         memory_allocation_ratio: args.ram_allocation_ratio,
+        layout: args.tree_layout,
     };
-    let service = publish::Service::new(&args.placement_url, token)?;
     let mut published: Option<discovery::Machine> = None;
     loop {
         let machine = discovery::discover(&roots)?;
         if published.as_ref() != Some(&machine) {
             let wanted = tree::tree(&machine, &settings);
-            match publish::sync(&service, &wanted).await {
+            match publish::sync(service, &wanted).await {
                 Ok(changes) => {
                     tracing::info!(
                         providers = wanted.len(),

@@ -5,38 +5,11 @@
 //! generation moved under us) is read again and retried, never
 //! overwritten blindly.
 
+use super::service::{refused, Service, ServiceError, CONFLICT_TRIES};
 use super::tree::{Stock, Wanted};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
-
-/// The microversion the agent speaks (re-parenting needs 1.37).
-const MICROVERSION: &str = "placement 1.39";
-/// Tries of one write against a moving generation.
-const CONFLICT_TRIES: usize = 5;
-
-/// Why a sync stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum PublishError {
-    #[error("the placement service at {0}: {1}")]
-    Unreachable(String, String),
-    #[error("{method} {path}: {status}: {detail}")]
-    Refused {
-        method: String,
-        path: String,
-        status: u16,
-        detail: String,
-    },
-    #[error("{0}: the generation kept moving ({CONFLICT_TRIES} tries)")]
-    Conflict(String),
-}
-
-/// The service and the token the agent presents.
-pub struct Service {
-    http: reqwest::Client,
-    base: String,
-    token: String,
-}
 
 /// What one sync changed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -44,18 +17,6 @@ pub struct Changes {
     pub providers_made: usize,
     pub inventories_written: usize,
     pub traits_written: usize,
-}
-
-/// `GET /resource_providers?name=…`.
-#[derive(Deserialize)]
-struct ProviderList {
-    resource_providers: Vec<ProviderWire>,
-}
-
-#[derive(Deserialize)]
-struct ProviderWire {
-    uuid: String,
-    parent_provider_uuid: Option<String>,
 }
 
 /// One inventory record as Placement's body has it.
@@ -83,102 +44,13 @@ struct TraitsWire {
     traits: Vec<String>,
 }
 
-/// Placement's error body.
-#[derive(Deserialize)]
-struct ErrorsWire {
-    errors: Vec<ErrorWire>,
-}
-
-#[derive(Deserialize)]
-struct ErrorWire {
-    detail: String,
-}
-
-impl Service {
-    pub fn new(base: &str, token: String) -> Result<Service, PublishError> {
-        let http = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(30))
-            .build()
-            .map_err(|e| PublishError::Unreachable(base.to_string(), e.to_string()))?;
-        Ok(Service {
-            http,
-            base: base.trim_end_matches('/').to_string(),
-            token,
-        })
-    }
-
-    /// One request; the status and the body's text.
-    async fn call<B: Serialize>(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<&B>,
-    ) -> Result<(u16, String), PublishError> {
-        let mut rb = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .header("x-auth-token", &self.token)
-            .header("openstack-api-version", MICROVERSION)
-            .header("accept", "application/json");
-        if let Some(b) = body {
-            rb = rb.json(b);
-        }
-        let r = rb
-            .send()
-            .await
-            .map_err(|e| PublishError::Unreachable(self.base.clone(), e.to_string()))?;
-        let status = r.status().as_u16();
-        Ok((status, r.text().await.unwrap_or_default()))
-    }
-
-    /// A request whose status must be one of `ok`.
-    async fn expect<B: Serialize>(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<&B>,
-        ok: &[u16],
-    ) -> Result<String, PublishError> {
-        let (status, text) = self.call(method.clone(), path, body).await?;
-        if ok.contains(&status) {
-            return Ok(text);
-        }
-        Err(refused(&method, path, status, &text))
-    }
-
-    /// A GET of a typed body.
-    async fn read<T: for<'de> Deserialize<'de>>(&self, path: &str) -> Result<T, PublishError> {
-        let text = self
-            .expect::<()>(reqwest::Method::GET, path, None, &[200])
-            .await?;
-        serde_json::from_str(&text).map_err(|e| PublishError::Refused {
-            method: "GET".into(),
-            path: path.to_string(),
-            status: 200,
-            detail: format!("an answer this agent does not read: {e}"),
-        })
-    }
-}
-
-fn refused(method: &reqwest::Method, path: &str, status: u16, text: &str) -> PublishError {
-    PublishError::Refused {
-        method: method.to_string(),
-        path: path.to_string(),
-        status,
-        detail: serde_json::from_str::<ErrorsWire>(text)
-            .ok()
-            .and_then(|e| e.errors.into_iter().next())
-            .map_or_else(|| "no detail".to_string(), |e| e.detail),
-    }
-}
-
 /// A provider as the service holds it.
 struct Held {
     uuid: String,
 }
 
 /// Publishes `tree` (parents first); what it changed.
-pub async fn sync(service: &Service, tree: &[Wanted]) -> Result<Changes, PublishError> {
+pub async fn sync(service: &Service, tree: &[Wanted]) -> Result<Changes, ServiceError> {
     let mut changes = Changes::default();
     let mut uuids: Vec<String> = Vec::with_capacity(tree.len());
     for wanted in tree {
@@ -212,14 +84,8 @@ async fn provider(
     wanted: &Wanted,
     parent: Option<&str>,
     changes: &mut Changes,
-) -> Result<Held, PublishError> {
-    let query: String = form_urlencoded::Serializer::new(String::new())
-        .append_pair("name", &wanted.name)
-        .finish();
-    let found: ProviderList = service
-        .read(&format!("/resource_providers?{query}"))
-        .await?;
-    if let Some(p) = found.resource_providers.into_iter().next() {
+) -> Result<Held, ServiceError> {
+    if let Some(p) = service.provider_named(&wanted.name).await? {
         if p.parent_provider_uuid.as_deref() != parent {
             let path = format!("/resource_providers/{}", p.uuid);
             let body = json!({"name": wanted.name, "parent_provider_uuid": parent});
@@ -249,7 +115,7 @@ async fn inventories(
     service: &Service,
     uuid: &str,
     wanted: &BTreeMap<String, Stock>,
-) -> Result<bool, PublishError> {
+) -> Result<bool, ServiceError> {
     let path = format!("/resource_providers/{uuid}/inventories");
     for _ in 0..CONFLICT_TRIES {
         let mut held: InventoriesWire = service.read(&path).await?;
@@ -286,12 +152,12 @@ async fn inventories(
             return Ok(true);
         }
     }
-    Err(PublishError::Conflict(path))
+    Err(ServiceError::Conflict(path))
 }
 
 /// Adds the wanted traits to the provider's when any is missing (traits
 /// another writer set are kept); whether it wrote.
-async fn traits(service: &Service, uuid: &str, wanted: &[String]) -> Result<bool, PublishError> {
+async fn traits(service: &Service, uuid: &str, wanted: &[String]) -> Result<bool, ServiceError> {
     let path = format!("/resource_providers/{uuid}/traits");
     for _ in 0..CONFLICT_TRIES {
         let mut held: TraitsWire = service.read(&path).await?;
@@ -304,7 +170,7 @@ async fn traits(service: &Service, uuid: &str, wanted: &[String]) -> Result<bool
             return Ok(true);
         }
     }
-    Err(PublishError::Conflict(path))
+    Err(ServiceError::Conflict(path))
 }
 
 /// A PUT of a body that carries the generation it was read at: true when
@@ -313,7 +179,7 @@ async fn put_at_generation<B: Serialize>(
     service: &Service,
     path: &str,
     body: &B,
-) -> Result<bool, PublishError> {
+) -> Result<bool, ServiceError> {
     match service.call(reqwest::Method::PUT, path, Some(body)).await? {
         (200, _) => Ok(true),
         (409, _) => Ok(false),

@@ -2,9 +2,12 @@
 //! it: the node at the root (its CPU traits), one provider per NUMA cell
 //! (its CPUs as VCPU, its memory as MEMORY_MB), one per SR-IOV physical
 //! function under its cell (its virtual functions as inventory of the
-//! configured class). Pure: the machine in, the tree out.
+//! configured class). The flat layout keeps the CPUs and memory on the
+//! node (as Nova does, and as colocation's usage reports need them).
+//! Pure: the machine in, the tree out.
 
-use super::discovery::Machine;
+use super::discovery::{Cell, Machine};
+use crate::config::TreeLayout;
 use std::collections::BTreeMap;
 
 /// What the operator sets about the tree.
@@ -18,6 +21,8 @@ pub struct TreeSettings {
     pub reserved_memory_mb: u64,
     pub cpu_allocation_ratio: f64,
     pub memory_allocation_ratio: f64,
+    /// Where VCPU and MEMORY_MB go.
+    pub layout: TreeLayout,
 }
 
 /// One inventory record, as Placement's body has it.
@@ -38,6 +43,38 @@ pub struct Wanted {
     pub traits: Vec<String>,
 }
 
+/// VCPU and MEMORY_MB of some CPUs and memory; `reserved_mb` of the
+/// memory kept for the host.
+fn cpus_and_memory(
+    cpus: usize,
+    memory_mb: u64,
+    reserved_mb: u64,
+    s: &TreeSettings,
+) -> BTreeMap<String, Stock> {
+    let mut inventories = BTreeMap::new();
+    if cpus > 0 {
+        inventories.insert(
+            "VCPU".to_string(),
+            Stock {
+                total: u64::try_from(cpus).unwrap_or(u64::MAX),
+                reserved: 0,
+                allocation_ratio: s.cpu_allocation_ratio,
+            },
+        );
+    }
+    if memory_mb > 0 {
+        inventories.insert(
+            "MEMORY_MB".to_string(),
+            Stock {
+                total: memory_mb,
+                reserved: reserved_mb.min(memory_mb),
+                allocation_ratio: s.memory_allocation_ratio,
+            },
+        );
+    }
+    inventories
+}
+
 /// The tree, parents before children.
 pub fn tree(machine: &Machine, s: &TreeSettings) -> Vec<Wanted> {
     let mut out = vec![Wanted {
@@ -47,39 +84,18 @@ pub fn tree(machine: &Machine, s: &TreeSettings) -> Vec<Wanted> {
         traits: machine.cpu_traits.clone(),
     }];
     let mut cell_index = BTreeMap::new();
-    for (i, cell) in machine.cells.iter().enumerate() {
-        let mut inventories = BTreeMap::new();
-        if !cell.cpus.is_empty() {
-            inventories.insert(
-                "VCPU".to_string(),
-                Stock {
-                    total: u64::try_from(cell.cpus.len()).unwrap_or(u64::MAX),
-                    reserved: 0,
-                    allocation_ratio: s.cpu_allocation_ratio,
-                },
-            );
+    match s.layout {
+        TreeLayout::Flat => {
+            let cpus = machine.cells.iter().map(|c| c.cpus.len()).sum();
+            let memory = machine.cells.iter().map(|c| c.memory_mb).sum();
+            out[0].inventories = cpus_and_memory(cpus, memory, s.reserved_memory_mb, s);
         }
-        if cell.memory_mb > 0 {
-            inventories.insert(
-                "MEMORY_MB".to_string(),
-                Stock {
-                    total: cell.memory_mb,
-                    reserved: if i == 0 {
-                        s.reserved_memory_mb.min(cell.memory_mb)
-                    } else {
-                        0
-                    },
-                    allocation_ratio: s.memory_allocation_ratio,
-                },
-            );
+        TreeLayout::Nested => {
+            for (i, cell) in machine.cells.iter().enumerate() {
+                cell_index.insert(cell.id, out.len());
+                out.push(cell_provider(i, cell, s));
+            }
         }
-        cell_index.insert(cell.id, out.len());
-        out.push(Wanted {
-            name: format!("{}_NUMA{}", s.name, cell.id),
-            parent: Some(0),
-            inventories,
-            traits: Vec::new(),
-        });
     }
     for f in &machine.functions {
         let parent = f
@@ -101,6 +117,18 @@ pub fn tree(machine: &Machine, s: &TreeSettings) -> Vec<Wanted> {
         });
     }
     out
+}
+
+/// A NUMA cell's provider: its CPUs and memory (the host's memory
+/// reserved on the first cell).
+fn cell_provider(i: usize, cell: &Cell, s: &TreeSettings) -> Wanted {
+    let reserved = if i == 0 { s.reserved_memory_mb } else { 0 };
+    Wanted {
+        name: format!("{}_NUMA{}", s.name, cell.id),
+        parent: Some(0),
+        inventories: cpus_and_memory(cell.cpus.len(), cell.memory_mb, reserved, s),
+        traits: Vec::new(),
+    }
 }
 
 #[cfg(test)]
@@ -144,6 +172,7 @@ mod tests {
             reserved_memory_mb: 512,
             cpu_allocation_ratio: 1.0,
             memory_allocation_ratio: 1.0,
+            layout: TreeLayout::Nested,
         };
         let t = tree(&m, &s);
         let names: Vec<(&str, Option<usize>)> =
@@ -162,5 +191,25 @@ mod tests {
         assert_eq!(t[2].inventories["MEMORY_MB"].reserved, 0);
         assert_eq!(t[3].inventories["SRIOV_NET_VF"].total, 2);
         assert_eq!(t[0].traits, ["HW_CPU_X86_AVX2"]);
+        let flat = tree(
+            &m,
+            &TreeSettings {
+                layout: TreeLayout::Flat,
+                ..s
+            },
+        );
+        let names: Vec<(&str, Option<usize>)> =
+            flat.iter().map(|w| (w.name.as_str(), w.parent)).collect();
+        assert_eq!(
+            names,
+            [
+                ("n", None),
+                ("n_0000:af:00.0", Some(0)),
+                ("n_0000:01:00.0", Some(0))
+            ]
+        );
+        assert_eq!(flat[0].inventories["VCPU"].total, 4);
+        assert_eq!(flat[0].inventories["MEMORY_MB"].total, 3072);
+        assert_eq!(flat[0].inventories["MEMORY_MB"].reserved, 512);
     }
 }

@@ -80,6 +80,49 @@ pub struct AgentArgs {
     /// MEMORY_MB's allocation ratio.
     #[arg(long, default_value_t = 1.0)]
     pub ram_allocation_ratio: f64,
+    /// Where the node's VCPU and MEMORY_MB go: `nested` (one provider per
+    /// NUMA cell, Placement's nested model) or `flat` (on the node, as
+    /// Nova and colocation's usage reports have them).
+    #[arg(long, value_enum, default_value_t = TreeLayout::Nested)]
+    pub tree_layout: TreeLayout,
+    /// Measure, report and enforce colocation's watermarks on this machine
+    /// (the consumers' cgroups under --cgroup-parent).
+    #[arg(long)]
+    pub colocation: bool,
+    /// Beside nova-compute: never write the provider tree (Nova owns it);
+    /// find the node by name and own only usage and enforcement.
+    #[arg(long, requires = "colocation", conflicts_with = "once")]
+    pub beside_nova: bool,
+    /// Where the cgroup filesystems are mounted.
+    #[arg(long, default_value = "/sys/fs/cgroup")]
+    pub cgroup_root: PathBuf,
+    /// The consumers' parent cgroup, relative, the same in every
+    /// controller: `prod/<uuid>`, `mid/<uuid>` and `be/<uuid>` under it.
+    #[arg(
+        long,
+        env = "PLACEMENT_AGENT_CGROUP_PARENT",
+        default_value = "placement"
+    )]
+    pub cgroup_parent: PathBuf,
+    /// Milliseconds between looks at memory (eviction is this quick).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(10..=1000))]
+    pub memory_check_interval_ms: u64,
+    /// Seconds between usage reports (and refreshes of the policy).
+    #[arg(long, env = "PLACEMENT_AGENT_REPORT_INTERVAL", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub report_interval: u64,
+    /// The agent's own directory: the last policy and the evictions the
+    /// service has not recorded yet, kept across restarts.
+    #[arg(long, default_value = "/var/lib/placement-agent")]
+    pub state_dir: PathBuf,
+}
+
+/// Where a node's VCPU and MEMORY_MB go in its provider tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TreeLayout {
+    /// One provider per NUMA cell.
+    Nested,
+    /// On the node itself.
+    Flat,
 }
 
 /// `placement db …`.

@@ -7,11 +7,13 @@
 //! - [`load`]: claims and deletes with a ledger of what was promised,
 //!   audited against the database afterwards;
 //! - [`cpu`]: CPU seconds of a process or a PostgreSQL cluster, for benches;
+//! - [`cgroups`]: real cgroups with workers in them, and the node agent;
 //! - [`pgbouncer`]: PgBouncer in transaction mode in front of it;
 //! - [`pg`]: a private PostgreSQL that a test can stop, restart, kill,
 //!   replicate and promote.
 
 pub mod browser;
+pub mod cgroups;
 pub mod cluster;
 pub mod common;
 pub mod cpu;
