@@ -75,7 +75,12 @@ async fn node(name: &str, policy: Value) -> Node {
         .unwrap();
     assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
     let cgroups = TestCgroups::new(name);
-    let agent = AgentProcess::start(&cluster.servers[0].base, name, &cgroups, &[]);
+    let agent = AgentProcess::start(
+        &cluster.servers[0].base,
+        name,
+        &cgroups,
+        &["--report-interval", "1"],
+    );
     let rp = until(Duration::from_secs(20), || async {
         let list = get(&cluster, &format!("/resource_providers?name={name}")).await?;
         list["resource_providers"][0]["uuid"]

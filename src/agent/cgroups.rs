@@ -283,17 +283,34 @@ impl Hierarchy {
         (slots, strange)
     }
 
-    /// CPU time a consumer used since it started, in nanoseconds.
-    pub fn cpu_ns(&self, slot: &Slot) -> Result<u64, CgroupError> {
-        match self {
-            Hierarchy::V1 { cpuacct, .. } => {
-                read_number(&cpuacct.join(slot.rel()).join("cpuacct.usage"))
-            }
-            Hierarchy::V2 { dir } => {
-                let path = dir.join(slot.rel()).join("cpu.stat");
-                Ok(keyed(&path, "usage_usec")?.saturating_mul(1000))
-            }
-        }
+    /// A consumer's counters, opened once for every later look.
+    pub fn open_counters(&self, slot: &Slot) -> Result<OpenCounters, CgroupError> {
+        let (cpu, cpu_key, inactive_key) = match self {
+            Hierarchy::V1 { cpuacct, .. } => (
+                cpuacct.join(slot.rel()).join("cpuacct.usage"),
+                None,
+                "total_inactive_file",
+            ),
+            Hierarchy::V2 { dir } => (
+                dir.join(slot.rel()).join("cpu.stat"),
+                Some("usage_usec"),
+                "inactive_file",
+            ),
+        };
+        let memory = self.memory_dir().join(slot.rel());
+        let usage = match self {
+            Hierarchy::V1 { .. } => memory.join("memory.usage_in_bytes"),
+            Hierarchy::V2 { .. } => memory.join("memory.current"),
+        };
+        Ok(OpenCounters {
+            cpu: open_read(&cpu)?,
+            usage: open_read(&usage)?,
+            stat: open_read(&memory.join("memory.stat"))?,
+            cpu_key,
+            inactive_key,
+            dir: memory,
+            buf: vec![0; READ_BUFFER],
+        })
     }
 
     /// A consumer's memory working set in bytes (usage less the inactive
@@ -303,24 +320,31 @@ impl Hierarchy {
     }
 
     /// The parent's memory limit in bytes (None: unlimited), and its
-    /// working set: the scope the kernel OOM-kills in at that limit.
+    /// usage with the file cache in it (never below the working set, so
+    /// a usage under a watermark needs no closer look).
     pub fn parent_memory(&self) -> Result<(Option<u64>, u64), CgroupError> {
         let dir = self.memory_dir();
-        let limit = match self {
+        let (limit, usage) = match self {
             Hierarchy::V1 { .. } => {
                 let l = read_number(&dir.join("memory.limit_in_bytes"))?;
                 // v1 writes "no limit" as the largest page-aligned i64.
-                (l < (1 << 62)).then_some(l)
+                ((l < (1 << 62)).then_some(l), "memory.usage_in_bytes")
             }
             Hierarchy::V2 { .. } => {
                 let path = dir.join("memory.max");
                 match read_text(&path)?.trim() {
-                    "max" => None,
-                    _ => Some(read_number(&path)?),
+                    "max" => (None, "memory.current"),
+                    _ => (Some(read_number(&path)?), "memory.current"),
                 }
             }
         };
-        Ok((limit, self.working_set(dir)?))
+        Ok((limit, read_number(&dir.join(usage))?))
+    }
+
+    /// The parent's working set: the scope the kernel OOM-kills in at its
+    /// limit (its memory.stat sums every child: read only when needed).
+    pub fn parent_working_set(&self) -> Result<u64, CgroupError> {
+        self.working_set(self.memory_dir())
     }
 
     fn working_set(&self, dir: &Path) -> Result<u64, CgroupError> {
@@ -333,7 +357,7 @@ impl Hierarchy {
             Hierarchy::V2 { .. } => ("memory.current", "memory.stat", "inactive_file"),
         };
         let used = read_number(&dir.join(usage))?;
-        let inactive = keyed(&dir.join(stat), inactive).unwrap_or(0);
+        let inactive = key_in(&read_text(&dir.join(stat))?, inactive).unwrap_or(0);
         Ok(used.saturating_sub(inactive))
     }
 
@@ -399,6 +423,13 @@ impl Hierarchy {
             write_cgroup(&own, cpus)?;
         }
         Ok(())
+    }
+
+    /// Whether a consumer's cgroup holds a process (work started again
+    /// after a kill is a new start).
+    pub fn has_processes(&self, slot: &Slot) -> bool {
+        read_text(&self.memory_dir().join(slot.rel()).join("cgroup.procs"))
+            .is_ok_and(|t| !t.trim().is_empty())
     }
 
     /// The CPUs the parent may use (what a cpuset limit picks from).
@@ -509,6 +540,78 @@ fn enable_v2_controllers(level: &Path) -> Result<(), CgroupError> {
     write_cgroup(&level.join("cgroup.subtree_control"), &wanted.join(" "))
 }
 
+/// A consumer's counter files, kept open: each look reads them again from
+/// their start, without walking their paths again (which was most of the
+/// agent's own CPU with a hundred consumers).
+pub struct OpenCounters {
+    cpu: File,
+    usage: File,
+    stat: File,
+    /// cpu.stat's key of microseconds (v2); None: one number of ns (v1).
+    cpu_key: Option<&'static str>,
+    inactive_key: &'static str,
+    /// The memory directory, for errors.
+    dir: PathBuf,
+    buf: Vec<u8>,
+}
+
+/// Bytes read of one counter file (v1's memory.stat is ~1.5 KB).
+const READ_BUFFER: usize = 8 * 1024;
+
+impl OpenCounters {
+    /// CPU time the consumer used since it started, in nanoseconds.
+    pub fn cpu_ns(&mut self) -> Result<u64, CgroupError> {
+        let text = read_from_start(&self.cpu, &mut self.buf, &self.dir)?;
+        let value = match self.cpu_key {
+            None => text.trim().parse::<u64>().ok(),
+            Some(key) => key_in(text, key).map(|us| us.saturating_mul(1000)),
+        };
+        value.ok_or_else(|| unreadable(&self.dir, "its CPU counter"))
+    }
+
+    /// Its memory working set in bytes (usage less the inactive file
+    /// cache the kernel reclaims first, as the kubelet counts it).
+    pub fn memory_bytes(&mut self) -> Result<u64, CgroupError> {
+        let usage = read_from_start(&self.usage, &mut self.buf, &self.dir)?
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| unreadable(&self.dir, "its memory usage"))?;
+        let stat = read_from_start(&self.stat, &mut self.buf, &self.dir)?;
+        Ok(usage.saturating_sub(key_in(stat, self.inactive_key).unwrap_or(0)))
+    }
+}
+
+fn unreadable(dir: &Path, what: &str) -> CgroupError {
+    CgroupError::Unreadable {
+        path: dir.to_path_buf(),
+        text: what.to_string(),
+    }
+}
+
+fn open_read(path: &Path) -> Result<File, CgroupError> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(io(path))
+}
+
+/// A kept-open cgroup file's text, read again from offset 0 (the kernel
+/// writes it anew for each read from the start).
+fn read_from_start<'b>(file: &File, buf: &'b mut [u8], dir: &Path) -> Result<&'b str, CgroupError> {
+    use std::os::unix::fs::FileExt;
+    let n = file.read_at(buf, 0).map_err(io(dir))?;
+    std::str::from_utf8(&buf[..n]).map_err(|_| unreadable(dir, "text"))
+}
+
+/// A `key value` line's value.
+fn key_in(text: &str, key: &str) -> Option<u64> {
+    text.lines()
+        .filter_map(|l| l.split_once(' '))
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, v)| v.trim().parse().ok())
+}
+
 /// A cgroup file's text (bounded; a final link is not followed).
 pub fn read_text(path: &Path) -> Result<String, CgroupError> {
     let file = OpenOptions::new()
@@ -530,19 +633,6 @@ fn read_number(path: &Path) -> Result<u64, CgroupError> {
         path: path.to_path_buf(),
         text: text.trim().chars().take(40).collect(),
     })
-}
-
-/// A `key value` line of a stat file.
-fn keyed(path: &Path, key: &str) -> Result<u64, CgroupError> {
-    let text = read_text(path)?;
-    text.lines()
-        .filter_map(|l| l.split_once(' '))
-        .find(|(k, _)| *k == key)
-        .and_then(|(_, v)| v.trim().parse().ok())
-        .ok_or_else(|| CgroupError::Unreadable {
-            path: path.to_path_buf(),
-            text: format!("no {key}"),
-        })
 }
 
 /// Writes a cgroup file: never through a final link, and only when the

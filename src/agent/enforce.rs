@@ -155,6 +155,15 @@ impl Enforcer {
         let now = Instant::now();
         self.killed
             .retain(|u, at| present.contains(u) && now.duration_since(*at) < PENDING_FOR);
+        // A killed consumer whose cgroup runs work again was started
+        // again: it is a candidate like any other.
+        let cgroups = &self.cgroups;
+        self.killed.retain(|u, _| {
+            slots
+                .iter()
+                .find(|s| s.consumer == *u)
+                .is_none_or(|s| !cgroups.has_processes(s))
+        });
         slots
     }
 
@@ -167,22 +176,24 @@ impl Enforcer {
     /// first), best-effort consumers go in the design's order until the
     /// lower watermark is reached.
     pub fn memory_look(&mut self) {
-        let g = self.guidance();
-        let Some((capacity, used)) = self.memory_pressure(&g.policy) else {
+        // The policy alone (no map copied) on a look that finds no pressure.
+        let policy = self.shared.guidance().policy.clone();
+        let Some((capacity, used)) = self.memory_pressure(&policy) else {
             return;
         };
         if self.memory_cool_until.is_some_and(|t| Instant::now() < t) {
             return;
         }
+        let known = self.shared.guidance().consumers.clone();
         let slots = self.slots();
         let consumers: Vec<Consumer<Uuid>> = slots
             .iter()
-            .filter(|s| low_priority(s, g.consumers.get(&s.consumer)))
+            .filter(|s| low_priority(s, known.get(&s.consumer)))
             .filter_map(|s| {
                 let bytes = self.cgroups.memory_bytes(s).ok()?;
                 Some(consumer(
                     s,
-                    g.consumers.get(&s.consumer),
+                    known.get(&s.consumer),
                     CpuMem::new(0, mb(bytes)),
                 ))
             })
@@ -196,45 +207,52 @@ impl Enforcer {
             be_window: None,
             be_current: None,
         };
-        let (usage, e) = node::memory_eviction(&view, &g.policy, &self.pending());
+        let (usage, e) = node::memory_eviction(&view, &policy, &self.pending());
         if e.victims.is_empty() {
             return;
         }
         tracing::warn!(target: "placement::agent", usage_percent = usage.usage_percent,
-            threshold_percent = g.policy.memory_evict_threshold_percent,
+            threshold_percent = policy.memory_evict_threshold_percent,
             lower_percent = usage.lower_percent, release_mb = e.release,
             victims = e.victims.len(), "memory past its eviction watermark");
         self.evict(&slots, &e.victims, MEMORY_TRIGGER);
         self.memory_cool_until =
-            Some(Instant::now() + Duration::from_secs(g.policy.cooldown.memory.unsigned_abs()));
+            Some(Instant::now() + Duration::from_secs(policy.cooldown.memory.unsigned_abs()));
     }
 
     /// The scope under the most pressure, as (capacity MB, used MB), when
     /// one is at or past the threshold.
     fn memory_pressure(&mut self, p: &Policy) -> Option<(i64, i64)> {
+        let release = |used: i64, cap: i64| {
+            crate::sched::colocation::evict::usage_release(
+                used,
+                cap,
+                p.memory_evict_threshold_percent,
+                p.memory_evict_lower_percent,
+            )
+            .release
+        };
         let mut scopes = Vec::with_capacity(2);
         match machine_memory(&self.procfs) {
             Ok(m) => scopes.push((m.total_mb, m.used_mb)),
             Err(e) => self.trouble("machine memory", &e),
         }
         match self.cgroups.parent_memory() {
-            Ok((Some(limit), used)) => scopes.push((mb(limit), mb(used))),
-            Ok((None, _)) => {}
+            // Usage with its cache under the watermark: no closer look.
+            Ok((Some(limit), usage)) if release(mb(usage), mb(limit)) > 0 => {
+                match self.cgroups.parent_working_set() {
+                    Ok(used) => scopes.push((mb(limit), mb(used))),
+                    Err(e) => self.trouble("the parent cgroup's memory", &e),
+                }
+            }
+            Ok(_) => {}
             Err(e) => self.trouble("the parent cgroup's memory", &e),
         }
         scopes
             .into_iter()
-            .map(|(cap, used)| {
-                let r = crate::sched::colocation::evict::usage_release(
-                    used,
-                    cap,
-                    p.memory_evict_threshold_percent,
-                    p.memory_evict_lower_percent,
-                );
-                (r.release, cap, used)
-            })
-            .filter(|(release, _, _)| *release > 0)
-            .max_by_key(|(release, _, _)| *release)
+            .map(|(cap, used)| (release(used, cap), cap, used))
+            .filter(|(r, _, _)| *r > 0)
+            .max_by_key(|(r, _, _)| *r)
             .map(|(_, cap, used)| (cap, used))
     }
 

@@ -4,7 +4,7 @@
 //! consumer's CPU and memory from its cgroup. CPU counters become
 //! milli-CPU over the time between two samples.
 
-use super::cgroups::{CgroupError, Hierarchy, Slot};
+use super::cgroups::{Hierarchy, OpenCounters, Slot};
 use crate::sched::colocation::CpuMem;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -114,11 +114,25 @@ impl Sample {
     }
 }
 
+/// Looks between two readings of the consumers' memory (their CPU is
+/// read every look): memory is a level, reported as last measured, and
+/// eviction reads it afresh when a watermark is crossed.
+const MEMORY_EVERY: u32 = 4;
+
+/// One consumer followed from look to look.
+struct Followed {
+    files: OpenCounters,
+    cpu_ns: u64,
+    at: Instant,
+    memory_mb: i64,
+}
+
 /// Turns counters into rates between two samples.
 pub struct Sampler {
     procfs: PathBuf,
     last_node: Option<(NodeCpu, Instant)>,
-    last_consumer: HashMap<Slot, (u64, Instant)>,
+    followed: HashMap<Slot, Followed>,
+    looks: u32,
 }
 
 /// milli-CPU from a counter's move in nanoseconds over `elapsed`.
@@ -132,13 +146,14 @@ impl Sampler {
         Sampler {
             procfs: procfs.to_path_buf(),
             last_node: None,
-            last_consumer: HashMap::new(),
+            followed: HashMap::new(),
+            looks: 0,
         }
     }
 
     /// Samples the node and the consumers in `slots`. A consumer whose
-    /// cgroup went meanwhile is left out (and forgotten); its first
-    /// sample counts no CPU.
+    /// cgroup went meanwhile is left out (and forgotten, its files
+    /// closed); its first sample counts no CPU.
     pub fn sample(&mut self, h: &Hierarchy, slots: &[Slot]) -> Result<Sample, NodeReadError> {
         let now = Instant::now();
         let (cpu, cpus) = node_cpu(&self.procfs)?;
@@ -154,21 +169,20 @@ impl Sampler {
             }
             None => 0,
         };
+        let memory_look = self.looks.is_multiple_of(MEMORY_EVERY);
+        self.looks = self.looks.wrapping_add(1);
+        let mut before = std::mem::take(&mut self.followed);
         let mut consumers = Vec::with_capacity(slots.len());
-        let mut seen = HashMap::with_capacity(slots.len());
         for slot in slots {
-            let Ok((ns, bytes)) = consumer_counters(h, slot) else {
-                continue;
+            let followed = match before.remove(slot) {
+                Some(f) => follow(f, now, memory_look),
+                None => first_look(h, slot, now),
             };
-            let cpu = match self.last_consumer.get(slot) {
-                Some((before, at)) => milli(ns.saturating_sub(*before), now - *at),
-                None => 0,
-            };
-            seen.insert(*slot, (ns, now));
-            consumers.push((*slot, CpuMem::new(cpu, mb(bytes))));
+            // Only the consumers still there are kept: memory stays bounded.
+            let Some((cpu, f)) = followed else { continue };
+            consumers.push((*slot, CpuMem::new(cpu, f.memory_mb)));
+            self.followed.insert(*slot, f);
         }
-        // Only the consumers still there are kept: memory stays bounded.
-        self.last_consumer = seen;
         Ok(Sample {
             cpu_capacity: cpus.saturating_mul(1000),
             memory,
@@ -178,8 +192,33 @@ impl Sampler {
     }
 }
 
-fn consumer_counters(h: &Hierarchy, slot: &Slot) -> Result<(u64, u64), CgroupError> {
-    Ok((h.cpu_ns(slot)?, h.memory_bytes(slot)?))
+/// A consumer seen before: its CPU since then (and its memory, on a
+/// memory look); None when its cgroup went.
+fn follow(mut f: Followed, now: Instant, memory_look: bool) -> Option<(i64, Followed)> {
+    let ns = f.files.cpu_ns().ok()?;
+    if memory_look {
+        f.memory_mb = mb(f.files.memory_bytes().ok()?);
+    }
+    let cpu = milli(ns.saturating_sub(f.cpu_ns), now - f.at);
+    f.cpu_ns = ns;
+    f.at = now;
+    Some((cpu, f))
+}
+
+/// A consumer seen for the first time: its files opened, no CPU yet.
+fn first_look(h: &Hierarchy, slot: &Slot, now: Instant) -> Option<(i64, Followed)> {
+    let mut files = h.open_counters(slot).ok()?;
+    let cpu_ns = files.cpu_ns().ok()?;
+    let memory_mb = mb(files.memory_bytes().ok()?);
+    Some((
+        0,
+        Followed {
+            files,
+            cpu_ns,
+            at: now,
+            memory_mb,
+        },
+    ))
 }
 
 #[cfg(test)]

@@ -125,6 +125,11 @@ impl TestCgroups {
     /// A consumer's cgroup (`tier` is `prod`, `mid` or `be`) in every
     /// controller, with a Python worker running `script` inside it.
     pub fn worker(&mut self, tier: &str, consumer: &str, script: &str) -> usize {
+        self.spawn_in(tier, consumer, &["python3", "-u", "-c", script])
+    }
+
+    /// A consumer's cgroup with `program` (and its arguments) inside it.
+    pub fn spawn_in(&mut self, tier: &str, consumer: &str, program: &[&str]) -> usize {
         let mut joins = String::new();
         for c in CONTROLLERS {
             let dir = self.dir(c).join(tier).join(consumer);
@@ -137,8 +142,9 @@ impl TestCgroups {
         }
         let child = Command::new("sh")
             .arg("-c")
-            .arg(format!("{joins}exec python3 -u -c \"$0\""))
-            .arg(script)
+            .arg(format!("{joins}exec \"$@\""))
+            .arg("worker")
+            .args(program)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -272,13 +278,15 @@ pub struct AgentProcess {
     pub child: Child,
     pub state_dir: PathBuf,
     log: PathBuf,
+    /// Its flags beyond the test's own, kept for a restart.
+    extra: Vec<String>,
     /// Handed to a restarted agent: its state directory stays.
     handed_over: bool,
 }
 
 impl AgentProcess {
-    /// Starts the agent on the flat tree named `node`, reporting every
-    /// second to `base`, with a fresh state directory.
+    /// Starts the agent on the flat tree named `node` for `base`, with a
+    /// fresh state directory and `extra` flags.
     pub fn start(base: &str, node: &str, cgroups: &TestCgroups, extra: &[&str]) -> AgentProcess {
         let state_dir =
             std::env::temp_dir().join(format!("agent-state-{node}-{}", std::process::id()));
@@ -290,7 +298,8 @@ impl AgentProcess {
     pub fn restart(&mut self, base: &str, node: &str, cgroups: &TestCgroups) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let next = Self::spawn(base, node, cgroups, self.state_dir.clone(), &[], 1);
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        let next = Self::spawn(base, node, cgroups, self.state_dir.clone(), &extra, 1);
         let mut old = std::mem::replace(self, next);
         old.handed_over = true;
     }
@@ -307,14 +316,7 @@ impl AgentProcess {
             std::env::temp_dir().join(format!("agent-{node}-{}-{run}.log", std::process::id()));
         let out = std::fs::File::create(&log).expect("the agent's log");
         let child = Command::new(crate::placement_bin())
-            .args([
-                "agent",
-                "--colocation",
-                "--tree-layout",
-                "flat",
-                "--report-interval",
-                "1",
-            ])
+            .args(["agent", "--colocation", "--tree-layout", "flat"])
             .args(["--provider-name", node, "--placement-url", base])
             .arg("--cgroup-parent")
             .arg(&cgroups.parent)
@@ -332,6 +334,7 @@ impl AgentProcess {
             child,
             state_dir,
             log,
+            extra: extra.iter().map(|e| e.to_string()).collect(),
             handed_over: false,
         }
     }
