@@ -47,6 +47,18 @@ exposure=$(systemd-analyze security --offline=yes "$WORK/placement.service" 2>&1
 [ -n "$exposure" ] || { echo "FAILED: no exposure level from systemd-analyze security" >&2; exit 1; }
 awk -v e="$exposure" 'BEGIN { exit !(e <= 2.0) }' || { echo "FAILED: exposure $exposure is over 2.0" >&2; exit 1; }
 echo "packaging check: the systemd unit verifies; exposure $exposure"
+# The node agent's unit: root (it kills best-effort work and writes cgroup
+# limits) with CAP_KILL alone, writable paths only the cgroup filesystems
+# and its state directory.
+sed "s|/usr/bin/placement|$BIN|g" packaging/systemd/placement-agent.service >"$WORK/placement-agent.service"
+OUT=$(systemd-analyze verify "$WORK/placement-agent.service" 2>&1 || true)
+[ -z "$OUT" ] || { echo "$OUT" >&2; echo "FAILED: systemd-analyze verify (the agent's unit)" >&2; exit 1; }
+agent_exposure=$(systemd-analyze security --offline=yes "$WORK/placement-agent.service" 2>&1 | sed -n 's/.*Overall exposure level for placement-agent.service: \([0-9.]*\).*/\1/p')
+[ -n "$agent_exposure" ] || { echo "FAILED: no exposure level for the agent's unit" >&2; exit 1; }
+awk -v e="$agent_exposure" 'BEGIN { exit !(e <= 3.0) }' || { echo "FAILED: the agent's exposure $agent_exposure is over 3.0" >&2; exit 1; }
+grep -qx 'CapabilityBoundingSet=CAP_KILL' packaging/systemd/placement-agent.service \
+    || { echo "FAILED: the agent's unit keeps more than CAP_KILL" >&2; exit 1; }
+echo "packaging check: the agent's unit verifies; exposure $agent_exposure"
 
 # --- docker-compose's database: two passwords, both required ----------------------
 for var in PLACEMENT_DB_PASSWORD PLACEMENT_DB_SUPERUSER_PASSWORD; do
@@ -92,8 +104,10 @@ getent passwd placement >/dev/null || { echo "FAILED: postinst made no placement
     || { echo "FAILED: placement.env is $(stat -c '%U:%G %a' /etc/placement/placement.env)" >&2; exit 1; }
 [ "$(stat -c '%U:%G %a' /etc/placement/placement.conf)" = "root:placement 640" ] \
     || { echo "FAILED: placement.conf is $(stat -c '%U:%G %a' /etc/placement/placement.conf)" >&2; exit 1; }
-OUT=$(systemd-analyze verify /lib/systemd/system/placement.service 2>&1 || true)
-[ -z "$OUT" ] || { echo "$OUT" >&2; echo "FAILED: the installed unit does not verify" >&2; exit 1; }
+OUT=$(systemd-analyze verify /lib/systemd/system/placement.service /lib/systemd/system/placement-agent.service 2>&1 || true)
+[ -z "$OUT" ] || { echo "$OUT" >&2; echo "FAILED: the installed units do not verify" >&2; exit 1; }
+[ "$(stat -c '%U:%G %a' /etc/placement/agent.env)" = "root:root 600" ] \
+    || { echo "FAILED: agent.env is $(stat -c '%U:%G %a' /etc/placement/agent.env)" >&2; exit 1; }
 # The database, as an operator makes it: a plain role owning its database.
 "$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U postgres -q -v ON_ERROR_STOP=1 \
     -c "CREATE ROLE pkg LOGIN NOSUPERUSER" -c "CREATE DATABASE pkg OWNER pkg"
@@ -134,7 +148,7 @@ grep -q "shut down" /var/log/placement/placement.log \
 [ "$(stat -c %U /var/log/placement/placement.log)" = placement ] || { echo "FAILED: the log's owner" >&2; exit 1; }
 dpkg --purge placement >"$WORK/purge.txt" 2>&1 || { cat "$WORK/purge.txt" >&2; echo "FAILED: dpkg --purge" >&2; exit 1; }
 INSTALLED_HERE=
-for gone in /usr/bin/placement /etc/placement "$UNIT" /var/log/placement /usr/share/doc/placement; do
+for gone in /usr/bin/placement /etc/placement "$UNIT" /lib/systemd/system/placement-agent.service /var/log/placement /usr/share/doc/placement; do
     [ ! -e "$gone" ] || { echo "FAILED: $gone is left after the purge" >&2; exit 1; }
 done
 echo "packaging check: the package installs, runs as its unit says, answers, stops and purges ($(du -k "$DEB" | cut -f1) KiB)"

@@ -25,8 +25,10 @@ install -D -m 0755 "$BIN" "$ROOT/usr/bin/placement"
 # Symbols are not needed to run; a third of the size.
 if command -v strip >/dev/null; then strip --strip-unneeded "$ROOT/usr/bin/placement"; fi
 install -D -m 0644 packaging/systemd/placement.service "$ROOT/lib/systemd/system/placement.service"
+install -D -m 0644 packaging/systemd/placement-agent.service "$ROOT/lib/systemd/system/placement-agent.service"
 install -D -m 0640 packaging/deb/placement.conf "$ROOT/etc/placement/placement.conf"
 install -D -m 0600 packaging/deb/placement.env "$ROOT/etc/placement/placement.env"
+install -D -m 0600 packaging/deb/agent.env "$ROOT/etc/placement/agent.env"
 DOC=$ROOT/usr/share/doc/placement
 install -d "$DOC"
 install -m 0644 README.md docs/*.md "$DOC/"
@@ -45,7 +47,7 @@ install -d "$ROOT/DEBIAN"
 SIZE=$(du -sk --exclude=DEBIAN "$ROOT" | cut -f1)
 sed -e "s/@VERSION@/$VERSION/" -e "s/@ARCH@/$ARCH/" -e "s/@SIZE@/$SIZE/" \
     packaging/deb/control >"$ROOT/DEBIAN/control"
-printf '/etc/placement/placement.conf\n/etc/placement/placement.env\n' >"$ROOT/DEBIAN/conffiles"
+printf '/etc/placement/placement.conf\n/etc/placement/placement.env\n/etc/placement/agent.env\n' >"$ROOT/DEBIAN/conffiles"
 for script in postinst prerm postrm; do
     install -m 0755 "packaging/deb/$script" "$ROOT/DEBIAN/$script"
 done
