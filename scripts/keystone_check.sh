@@ -17,6 +17,8 @@
 # 4. Keystone stopped: a token not seen before gets 503; Keystone back: 200.
 # 5. Forged identity headers change nothing; a refused token is asked
 #    about once, not on every request (Keystone's access log counts).
+#    The node agent signs in with nova-compute's [placement] section and
+#    publishes its tree through the catalog's endpoint.
 # 6. schemathesis on the whole OpenAPI document with an admin's token
 #    (scripts/schemathesis_check.sh): behind Keystone, so that its check
 #    that a bad token is refused holds.
@@ -189,6 +191,41 @@ done
 [ "$(code "$B" "/usages?project_id=$DEMO" -H "x-project-id: $OTHER")" = 200 ] || fail "bob's own usages"
 [ "$(code "$B" "/usages?project_id=$OTHER" -H "x-project-id: $OTHER")" = 403 ] || fail "bob faked his project"
 [ "$(code "not-a-token" /resource_providers)" = 401 ] || fail "a made-up token"
+
+step "the node agent signs in with nova-compute's [placement] section and finds the service in the catalog"
+cat >"$WORK/agent.conf" <<CONF
+[placement]
+auth_type = password
+auth_url = $KS
+username = placement
+password = placement-secret
+project_name = service
+user_domain_name = Default
+project_domain_name = Default
+region_name = RegionOne
+valid_interfaces = internal,public
+CONF
+SEED=tests/data/agent/seed-node
+env -u PLACEMENT_URL -u PLACEMENT_TOKEN RUST_LOG=info "$BIN" agent --once --config-file "$WORK/agent.conf" \
+    --provider-name "ks-seed-$$" --sysfs-root "$SEED/sys" --procfs-root "$SEED/proc" >"$WORK/agent.log" 2>&1 \
+    || { cat "$WORK/agent.log" >&2; fail "the agent behind Keystone"; }
+grep -q "Keystone token issued" "$WORK/agent.log" || fail "the agent did not sign in: $(cat "$WORK/agent.log")"
+grep -q placement-secret "$WORK/agent.log" && fail "the agent's password is in its log"
+A=$(token "${ADMIN[@]}")
+providers() { python3 -c 'import json,sys; print(" ".join(p["uuid"] for p in json.load(open(sys.argv[1]))["resource_providers"]))' "$WORK/body"; }
+[ "$(code "$A" "/resource_providers?name=ks-seed-$$")" = 200 ] || fail "the agent's node: $(cat "$WORK/body")"
+NODE=$(providers)
+[ -n "$NODE" ] || fail "the agent made no node"
+[ "$(code "$A" "/resource_providers?in_tree=$NODE")" = 200 ] || fail "the agent's tree: $(cat "$WORK/body")"
+n=$(providers | wc -w)
+[ "$n" = 5 ] || fail "the agent's tree has $n providers, not 5: $(cat "$WORK/body")"
+sed 's/^password = .*/password = wrong/' "$WORK/agent.conf" >"$WORK/agent-bad.conf"
+if env -u PLACEMENT_URL -u PLACEMENT_TOKEN "$BIN" agent --once --config-file "$WORK/agent-bad.conf" \
+    --provider-name "ks-bad-$$" --sysfs-root "$SEED/sys" --procfs-root "$SEED/proc" >"$WORK/agent-bad.log" 2>&1; then
+    fail "the agent went on with a wrong password"
+fi
+grep -q "Keystone answered 401 for user placement" "$WORK/agent-bad.log" || fail "a wrong password: $(cat "$WORK/agent-bad.log")"
+grep -q wrong "$WORK/agent-bad.log" && fail "the wrong password is in the agent's error"
 
 step "a refused token is not sent to Keystone again"
 validations() { grep -c 'GET /v3/auth/tokens' "$WORK/access.log" || true; }

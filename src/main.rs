@@ -136,7 +136,8 @@ impl CommandDb {
 }
 
 /// `placement agent`: the token from PLACEMENT_TOKEN only (a flag is
-/// visible to every local user); 1 with the reason on any error.
+/// visible to every local user), or Keystone's from --config-file's
+/// `[placement]`; 1 with the reason on any error.
 async fn agent(args: placement::config::AgentArgs) -> ExitCode {
     let token = std::env::var("PLACEMENT_TOKEN").unwrap_or_default();
     match placement::agent::run(args, token).await {

@@ -9,6 +9,7 @@
 pub mod cgroups;
 pub mod discovery;
 pub mod enforce;
+pub mod keystone;
 pub mod measure;
 pub mod publish;
 pub mod reporting;
@@ -53,7 +54,15 @@ fn node_name(args: &AgentArgs) -> Result<String, AgentError> {
 /// (unless `--beside-nova`) and, with `--colocation`, the watermarks
 /// enforced and usage reported, until stopped.
 pub async fn run(args: AgentArgs, token: String) -> Result<(), AgentError> {
-    let service = service::Service::new(&args.placement_url, token)?;
+    let creds = match &args.config_file {
+        Some(file) => Some(
+            crate::config::agent_conf::keystone_credentials(&[
+                crate::config::oslo_files::Source::File(file.clone()),
+            ])
+            .map_err(AgentError::Setup)?,
+        ),
+        None => None,
+    };
     let name = node_name(&args)?;
     // Enforcement starts before anything waits for the service.
     let shared = if args.colocation {
@@ -61,6 +70,7 @@ pub async fn run(args: AgentArgs, token: String) -> Result<(), AgentError> {
     } else {
         None
     };
+    let service = service::Service::new(args.placement_url.as_deref(), token, creds)?;
     let colocation = async {
         match &shared {
             Some(s) => {

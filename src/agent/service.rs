@@ -2,10 +2,14 @@
 //! token the agent holds, Placement's error body read into a clear
 //! error, typed bodies both ways.
 
+use super::keystone::Keystone;
+use crate::config::agent_conf::KeystoneCredentials;
 use serde::{Deserialize, Serialize};
 
 /// The microversion the agent speaks (re-parenting needs 1.37).
 const MICROVERSION: &str = "placement 1.39";
+/// The service's address without a flag, a variable or a catalog.
+const DEFAULT_URL: &str = "http://127.0.0.1:8778";
 /// Tries of one write against a moving generation.
 pub const CONFLICT_TRIES: usize = 5;
 
@@ -25,11 +29,20 @@ pub enum ServiceError {
     Conflict(String),
 }
 
-/// The service and the token the agent presents.
+/// Who the agent is to the service.
+pub enum Identity {
+    /// A token given as it is (`PLACEMENT_TOKEN`, noauth2).
+    Token(String),
+    /// Keystone, from `[placement]`'s credentials.
+    Keystone(Box<Keystone>),
+}
+
+/// The service and the identity the agent presents.
 pub struct Service {
     http: reqwest::Client,
-    base: String,
-    token: String,
+    /// The flag's or variable's address (None: the catalog's, or the default).
+    base: Option<String>,
+    identity: Identity,
 }
 
 /// `GET /resource_providers?name=…`.
@@ -57,29 +70,72 @@ struct ErrorWire {
 }
 
 impl Service {
-    pub fn new(base: &str, token: String) -> Result<Service, ServiceError> {
+    /// The service at `base` (None: Keystone's catalog, looked up at the
+    /// first request, else 127.0.0.1:8778), as `identity`.
+    pub fn new(
+        base: Option<&str>,
+        token: String,
+        creds: Option<KeystoneCredentials>,
+    ) -> Result<Service, ServiceError> {
         let http = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(30))
             .build()
-            .map_err(|e| ServiceError::Unreachable(base.to_string(), e.to_string()))?;
+            .map_err(|e| ServiceError::Unreachable("the HTTP client".into(), e.to_string()))?;
+        let identity = match creds {
+            Some(c) => Identity::Keystone(Box::new(Keystone::new(http.clone(), c))),
+            None => Identity::Token(token),
+        };
         Ok(Service {
             http,
-            base: base.trim_end_matches('/').to_string(),
-            token,
+            base: base.map(|b| b.trim_end_matches('/').to_string()),
+            identity,
         })
     }
 
-    /// One request; the status and the body's text.
+    /// Where the service is.
+    async fn base(&self) -> Result<String, ServiceError> {
+        match (&self.base, &self.identity) {
+            (Some(b), _) => Ok(b.clone()),
+            (None, Identity::Keystone(k)) => {
+                Ok(k.endpoint().await?.trim_end_matches('/').to_string())
+            }
+            (None, Identity::Token(_)) => Ok(DEFAULT_URL.to_string()),
+        }
+    }
+
+    /// One request; the status and the body's text. Behind Keystone a
+    /// 401 gets a new token and one more try.
     pub async fn call<B: Serialize>(
         &self,
         method: reqwest::Method,
         path: &str,
         body: Option<&B>,
     ) -> Result<(u16, String), ServiceError> {
+        let (status, text) = self.once(method.clone(), path, body).await?;
+        match &self.identity {
+            Identity::Keystone(k) if status == 401 => {
+                k.forget().await;
+                self.once(method, path, body).await
+            }
+            _ => Ok((status, text)),
+        }
+    }
+
+    async fn once<B: Serialize>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&B>,
+    ) -> Result<(u16, String), ServiceError> {
+        let token = match &self.identity {
+            Identity::Token(t) => t.clone(),
+            Identity::Keystone(k) => k.token().await?,
+        };
+        let base = self.base().await?;
         let mut rb = self
             .http
-            .request(method, format!("{}{path}", self.base))
-            .header("x-auth-token", &self.token)
+            .request(method, format!("{base}{path}"))
+            .header("x-auth-token", token)
             .header("openstack-api-version", MICROVERSION)
             .header("accept", "application/json");
         if let Some(b) = body {
@@ -88,7 +144,7 @@ impl Service {
         let r = rb
             .send()
             .await
-            .map_err(|e| ServiceError::Unreachable(self.base.clone(), e.to_string()))?;
+            .map_err(|e| ServiceError::Unreachable(base.clone(), e.to_string()))?;
         let status = r.status().as_u16();
         Ok((status, r.text().await.unwrap_or_default()))
     }

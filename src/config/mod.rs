@@ -1,6 +1,7 @@
 //! Command-line and environment configuration. Every option has an
 //! environment fallback so containers can be configured without flags.
 
+pub mod agent_conf;
 pub mod oslo_files;
 pub mod placement_conf;
 pub mod reference;
@@ -50,9 +51,15 @@ pub enum Command {
 /// Options of `placement agent`.
 #[derive(Debug, Clone, Args)]
 pub struct AgentArgs {
-    /// The service.
-    #[arg(long, env = "PLACEMENT_URL", default_value = "http://127.0.0.1:8778")]
-    pub placement_url: String,
+    /// The service (default: the Keystone catalog's placement endpoint
+    /// with --config-file, else http://127.0.0.1:8778).
+    #[arg(long, env = "PLACEMENT_URL")]
+    pub placement_url: Option<String>,
+    /// A config file whose `[placement]` section gives Keystone password
+    /// credentials, as nova-compute's nova.conf does (else the token is
+    /// PLACEMENT_TOKEN's, for noauth2).
+    #[arg(long, env = "PLACEMENT_AGENT_CONFIG_FILE")]
+    pub config_file: Option<PathBuf>,
     /// Sync once and exit (else: at start, then whenever the machine changes).
     #[arg(long)]
     pub once: bool,
