@@ -21,6 +21,10 @@ async fn get(client: &reqwest::Client, base: &str, path: &str) -> Value {
 }
 
 fn agent_once(base: &str) -> std::process::Output {
+    agent_once_with(base, &[])
+}
+
+fn agent_once_with(base: &str, extra: &[&str]) -> std::process::Output {
     let seed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/agent/seed-node");
     Command::new(placement_testkit::placement_bin())
         .args([
@@ -31,6 +35,7 @@ fn agent_once(base: &str) -> std::process::Output {
             "--placement-url",
             base,
         ])
+        .args(extra)
         .arg("--sysfs-root")
         .arg(seed.join("sys"))
         .arg("--procfs-root")
@@ -124,6 +129,82 @@ async fn the_seed_example_is_published_as_its_tree_and_again_changes_nothing() {
     assert!(out.status.success());
     let second = tree(&client, &server.base).await;
     assert_eq!(first, second);
+    drop(server);
+    common::drop_database(&admin_url, &db);
+}
+
+/// The flat layout for the deployment engine: the CPUs and memory on the
+/// node, its CPU topology (each CPU a core in its cell, each cell's
+/// memory) and a volume of the filesystem a path is on; again, nothing
+/// moves.
+#[tokio::test]
+async fn the_flat_node_carries_its_topology_and_volumes_and_again_changes_nothing() {
+    let (admin_url, db) = common::fresh_database().await;
+    let server =
+        cluster::start_server_with(&common::url_with_db(&admin_url, &db), "agent-flat", &[]).await;
+    let client = reqwest::Client::new();
+    let volume = std::env::temp_dir();
+    let volume = volume.to_str().unwrap();
+    let flags = [
+        "--tree-layout",
+        "flat",
+        "--cpu-topology",
+        "--volume",
+        volume,
+    ];
+    let out = agent_once_with(&server.base, &flags);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = tree(&client, &server.base).await;
+    let shape: Vec<(&str, &str)> = first.iter().map(|p| (p.0.as_str(), p.2.as_str())).collect();
+    assert_eq!(
+        shape,
+        [
+            ("seed", ""),
+            ("seed_0000:3b:00.0", "seed"),
+            ("seed_0000:af:00.0", "seed")
+        ]
+    );
+    assert_eq!(first[0].3["VCPU"]["total"], 16);
+    assert_eq!(first[0].3["MEMORY_MB"]["total"], 32_768);
+    let list = get(&client, &server.base, "/resource_providers?name=seed").await;
+    let node = list["resource_providers"][0]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let topology = get(
+        &client,
+        &server.base,
+        &format!("/resource_providers/{node}/cpu_topology"),
+    )
+    .await;
+    let cores = topology["cores"].as_array().unwrap();
+    assert_eq!(cores.len(), 16, "{topology}");
+    let in_cell = |n: &str| cores.iter().filter(|c| c["numa_node"] == n).count();
+    assert_eq!((in_cell("0"), in_cell("1")), (8, 8), "{topology}");
+    assert_eq!(
+        topology["numa_memory_mb"],
+        serde_json::json!({"0": 16384, "1": 16384})
+    );
+    let volumes = get(
+        &client,
+        &server.base,
+        &format!("/resource_providers/{node}/volumes"),
+    )
+    .await;
+    assert!(
+        volumes["volumes"][volume]["size"].as_i64().unwrap() > 0,
+        "{volumes}"
+    );
+    let out = agent_once_with(&server.base, &flags);
+    assert!(out.status.success());
+    assert_eq!(first, tree(&client, &server.base).await);
+    let nested = agent_once_with(&server.base, &["--cpu-topology"]);
+    assert_eq!(nested.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&nested.stderr).contains("--tree-layout flat"));
     drop(server);
     common::drop_database(&admin_url, &db);
 }

@@ -386,3 +386,57 @@ async fn the_batch_inventory_follows_the_machines_real_load() {
         back.unwrap()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beside_nova_the_agent_reports_and_never_writes_the_tree() {
+    if !cgroups::check_or_say("beside nova") {
+        return;
+    }
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let name = "agent-beside-nova";
+    let cluster = Cluster::with_servers(name, "1.39", 1).await;
+    // The compute node as nova-compute made it.
+    let inventories = json!({"VCPU": {"total": 2}, "MEMORY_MB": {"total": 8192, "reserved": 512}});
+    let rp = cluster.provider(name, inventories).await;
+    let traits_path = format!("/resource_providers/{rp}/traits");
+    let r = cluster
+        .request(0, reqwest::Method::PUT, "/traits/CUSTOM_NOVA_OWNED")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let r = cluster
+        .request(0, reqwest::Method::PUT, &traits_path)
+        .json(&json!({"resource_provider_generation": 1, "traits": ["CUSTOM_NOVA_OWNED"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let cgroups = TestCgroups::new(name);
+    let flags = ["--beside-nova", "--report-interval", "1"];
+    let agent = AgentProcess::start(&cluster.servers[0].base, name, &cgroups, &flags);
+    let inv_path = format!("/resource_providers/{rp}/inventories");
+    let reported = until(Duration::from_secs(20), || async {
+        let inv = get(&cluster, &inv_path).await?;
+        inv["inventories"]["BATCH_VCPU_MILLI"]["total"].as_i64()
+    })
+    .await;
+    assert!(reported.is_some(), "no usage report:\n{}", agent.log());
+    let inv = get(&cluster, &inv_path).await.unwrap();
+    assert_eq!(inv["inventories"]["VCPU"]["total"], 2, "{inv}");
+    assert_eq!(inv["inventories"]["MEMORY_MB"]["total"], 8192, "{inv}");
+    assert_eq!(inv["inventories"]["MEMORY_MB"]["reserved"], 512, "{inv}");
+    let traits = get(&cluster, &traits_path).await.unwrap();
+    assert_eq!(traits["traits"], json!(["CUSTOM_NOVA_OWNED"]), "{traits}");
+    let all = get(&cluster, "/resource_providers").await.unwrap();
+    assert_eq!(
+        all["resource_providers"].as_array().unwrap().len(),
+        1,
+        "{all}"
+    );
+    assert!(
+        !agent.log().contains("provider tree synced"),
+        "{}",
+        agent.log()
+    );
+}

@@ -7,6 +7,7 @@
 //! the machine itself (`enforce`), with the service down too.
 
 pub mod cgroups;
+pub mod deploy_node;
 pub mod discovery;
 pub mod enforce;
 pub mod keystone;
@@ -64,6 +65,14 @@ pub async fn run(args: AgentArgs, token: String) -> Result<(), AgentError> {
         None => None,
     };
     let name = node_name(&args)?;
+    let deploys = args.cpu_topology || !args.volumes.is_empty();
+    if deploys && args.tree_layout != crate::config::TreeLayout::Flat {
+        return Err(AgentError::Setup(
+            "--cpu-topology and --volume describe the node the deployment engine places on: \
+             they need --tree-layout flat"
+                .into(),
+        ));
+    }
     // Enforcement starts before anything waits for the service.
     let shared = if args.colocation {
         Some(watch::start(&args)?)
@@ -115,7 +124,7 @@ async fn keep_tree(
         let machine = discovery::discover(&roots)?;
         if published.as_ref() != Some(&machine) {
             let wanted = tree::tree(&machine, &settings);
-            match publish::sync(service, &wanted).await {
+            match sync_all(args, service, &machine, &wanted).await {
                 Ok(changes) => {
                     tracing::info!(
                         providers = wanted.len(),
@@ -136,4 +145,27 @@ async fn keep_tree(
         }
         tokio::time::sleep(Duration::from_secs(args.sync_interval.max(1))).await;
     }
+}
+
+/// The tree, then what the deployment engine binds against when asked.
+async fn sync_all(
+    args: &AgentArgs,
+    service: &service::Service,
+    machine: &discovery::Machine,
+    wanted: &[tree::Wanted],
+) -> Result<publish::Changes, AgentError> {
+    let changes = publish::sync(service, wanted).await?;
+    if args.cpu_topology {
+        let topology = deploy_node::topology(machine);
+        if deploy_node::sync_topology(service, &changes.root, &topology).await? {
+            tracing::info!("CPU topology written");
+        }
+    }
+    if !args.volumes.is_empty() {
+        let volumes = deploy_node::volumes(&args.volumes).map_err(AgentError::Setup)?;
+        if deploy_node::sync_volumes(service, &changes.root, &volumes).await? {
+            tracing::info!(volumes = volumes.len(), "volumes written");
+        }
+    }
+    Ok(changes)
 }

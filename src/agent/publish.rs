@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 /// What one sync changed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Changes {
+    /// The node's uuid (the tree's root).
+    pub root: String,
     pub providers_made: usize,
     pub inventories_written: usize,
     pub traits_written: usize,
@@ -74,6 +76,7 @@ pub async fn sync(service: &Service, tree: &[Wanted]) -> Result<Changes, Service
         }
         uuids.push(held.uuid);
     }
+    changes.root = uuids.first().cloned().unwrap_or_default();
     Ok(changes)
 }
 

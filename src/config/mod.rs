@@ -92,6 +92,14 @@ pub struct AgentArgs {
     /// Nova and colocation's usage reports have them).
     #[arg(long, value_enum, default_value_t = TreeLayout::Nested)]
     pub tree_layout: TreeLayout,
+    /// Publish the node's CPU topology for the deployment engine (each
+    /// online CPU a core of 100 shares in its NUMA cell; --tree-layout flat).
+    #[arg(long, conflicts_with = "beside_nova")]
+    pub cpu_topology: bool,
+    /// A path whose filesystem's size the node offers deployments as a
+    /// volume (repeatable; --tree-layout flat).
+    #[arg(long = "volume", value_name = "PATH", conflicts_with = "beside_nova")]
+    pub volumes: Vec<PathBuf>,
     /// Measure, report and enforce colocation's watermarks on this machine
     /// (the consumers' cgroups under --cgroup-parent).
     #[arg(long)]
