@@ -135,7 +135,7 @@ async fn keep_tree(
                     );
                     published = Some(machine);
                 }
-                Err(e) if args.once => return Err(e.into()),
+                Err(e) if args.once => return Err(e),
                 // The service away: the next look tries again.
                 Err(e) => tracing::warn!(error = %e, "provider tree not synced; trying again"),
             }
