@@ -24,6 +24,27 @@ fn agent_once(base: &str) -> std::process::Output {
     agent_once_with(base, &[])
 }
 
+/// Runs the agent once with `flags` (it must succeed), and the tree then:
+/// the providers and each one's parent by name.
+async fn published(
+    client: &reqwest::Client,
+    base: &str,
+    flags: &[&str],
+) -> Vec<(String, i64, String, Value, Value)> {
+    let out = agent_once_with(base, flags);
+    assert!(
+        out.status.success(),
+        "the agent: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tree(client, base).await
+}
+
+fn shape(t: &[(String, i64, String, Value, Value)]) -> Vec<(&str, &str)> {
+    t.iter().map(|p| (p.0.as_str(), p.2.as_str())).collect()
+}
+
 fn agent_once_with(base: &str, extra: &[&str]) -> std::process::Output {
     let seed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/agent/seed-node");
     Command::new(placement_testkit::placement_bin())
@@ -89,17 +110,9 @@ async fn the_seed_example_is_published_as_its_tree_and_again_changes_nothing() {
     let server =
         cluster::start_server_with(&common::url_with_db(&admin_url, &db), "agent", &[]).await;
     let client = reqwest::Client::new();
-    let out = agent_once(&server.base);
-    assert!(
-        out.status.success(),
-        "the agent: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let first = tree(&client, &server.base).await;
-    let shape: Vec<(&str, &str)> = first.iter().map(|p| (p.0.as_str(), p.2.as_str())).collect();
+    let first = published(&client, &server.base, &[]).await;
     assert_eq!(
-        shape,
+        shape(&first),
         [
             ("seed", ""),
             ("seed_0000:3b:00.0", "seed_NUMA0"),
@@ -125,10 +138,7 @@ async fn the_seed_example_is_published_as_its_tree_and_again_changes_nothing() {
         "{root_traits:?}"
     );
     // Again: nothing to write, no generation moves.
-    let out = agent_once(&server.base);
-    assert!(out.status.success());
-    let second = tree(&client, &server.base).await;
-    assert_eq!(first, second);
+    assert_eq!(first, published(&client, &server.base, &[]).await);
     drop(server);
     common::drop_database(&admin_url, &db);
 }
@@ -152,16 +162,9 @@ async fn the_flat_node_carries_its_topology_and_volumes_and_again_changes_nothin
         "--volume",
         volume,
     ];
-    let out = agent_once_with(&server.base, &flags);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let first = tree(&client, &server.base).await;
-    let shape: Vec<(&str, &str)> = first.iter().map(|p| (p.0.as_str(), p.2.as_str())).collect();
+    let first = published(&client, &server.base, &flags).await;
     assert_eq!(
-        shape,
+        shape(&first),
         [
             ("seed", ""),
             ("seed_0000:3b:00.0", "seed"),
@@ -199,9 +202,7 @@ async fn the_flat_node_carries_its_topology_and_volumes_and_again_changes_nothin
         volumes["volumes"][volume]["size"].as_i64().unwrap() > 0,
         "{volumes}"
     );
-    let out = agent_once_with(&server.base, &flags);
-    assert!(out.status.success());
-    assert_eq!(first, tree(&client, &server.base).await);
+    assert_eq!(first, published(&client, &server.base, &flags).await);
     let nested = agent_once_with(&server.base, &["--cpu-topology"]);
     assert_eq!(nested.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&nested.stderr).contains("--tree-layout flat"));

@@ -233,6 +233,20 @@ async fn grow_until_killed(n: &mut Node, threshold_mb: u64) -> (Instant, Instant
     }
 }
 
+/// Grows batch work past the watermark (60 % of 512 MB): it must die
+/// within a second of the crossing, production beside it untouched.
+async fn evicted_in_time(n: &mut Node, prod: usize, when: &str) -> Duration {
+    let (crossed, died) = grow_until_killed(n, 307).await;
+    let took = died - crossed;
+    assert!(
+        took < Duration::from_secs(1),
+        "killed {took:?} after the watermark, {when}"
+    );
+    let untouched = n.cgroups.child(prod).try_wait().unwrap().is_none();
+    assert!(untouched, "production was touched, {when}");
+    took
+}
+
 /// The node's memory test: a parent of 512 MB, the watermark at 60 %
 /// (307 MB), production holding 100 MB, both consumers allocated.
 async fn memory_node(name: &str) -> (Node, usize) {
@@ -269,16 +283,7 @@ async fn memory_past_its_watermark_kills_batch_work_within_a_second_and_never_pr
     }
     let _alone = ONE_AT_A_TIME.lock().await;
     let (mut n, prod) = memory_node("agent-memory").await;
-    let (crossed, died) = grow_until_killed(&mut n, 307).await;
-    let took = died - crossed;
-    assert!(
-        took < Duration::from_secs(1),
-        "killed {took:?} after the watermark"
-    );
-    assert!(
-        n.cgroups.child(prod).try_wait().unwrap().is_none(),
-        "production was touched"
-    );
+    let took = evicted_in_time(&mut n, prod, "service up").await;
     let r = until(Duration::from_secs(20), || recorded(&n)).await;
     assert!(
         r.is_some(),
@@ -300,16 +305,7 @@ async fn with_the_service_down_memory_is_still_defended_and_the_record_arrives_l
     tokio::time::sleep(Duration::from_secs(2)).await;
     let port = n.cluster.servers[0].port;
     n.cluster.servers.clear();
-    let (crossed, died) = grow_until_killed(&mut n, 307).await;
-    let took = died - crossed;
-    assert!(
-        took < Duration::from_secs(1),
-        "killed {took:?} after the watermark, service down"
-    );
-    assert!(
-        n.cgroups.child(prod).try_wait().unwrap().is_none(),
-        "production was touched"
-    );
+    let took = evicted_in_time(&mut n, prod, "service down").await;
     let agent = &n.agent;
     let kept = until(Duration::from_secs(5), || async {
         agent.state("evictions.json").contains(BATCH).then_some(())
