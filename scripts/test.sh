@@ -187,7 +187,7 @@ else
     run_logged "$CGROUP_LOG" env -u PLACEMENT_CGROUP_TESTS cargo test --test agent_cgroups -- --nocapture --test-threads=1 || result=FAILED
     why=$(grep -oE 'NOT RUN: .*' "$CGROUP_LOG" | head -1 || true)
     counts=$(grep -E '^test result:' "$CGROUP_LOG" | tail -1 | sed -E 's/^test result: [a-zA-Z]+\. //; s/; 0 measured.*//' || true)
-    figures=$(grep -oE '^memory eviction: killed [0-9.]+[a-zµ]+' "$CGROUP_LOG" | head -1 | sed 's/^memory eviction: //' || true)
+    figures=$(grep -oE 'memory eviction: killed [0-9.]+[a-zµ]+' "$CGROUP_LOG" | head -1 | sed 's/^memory eviction: //' || true)
     if [ "$result" = passed ] && [ -n "$why" ]; then
         record "node agent on real cgroups" skipped "this machine: ${why#NOT RUN: }"
     else

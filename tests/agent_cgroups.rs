@@ -1,6 +1,7 @@
 //! `placement agent --colocation` on this machine's real cgroups (v1),
 //! with real processes and a real server: the best-effort CPU limit
-//! follows production load, memory past its watermark kills batch work
+//! follows production load, batch work held far under its requests is
+//! evicted by CPU satisfaction, memory past its watermark kills batch work
 //! within a second and never production, with the service down too (the
 //! record arrives once it is back, across an agent restart), and the
 //! batch inventory in the service follows the machine's real load.
@@ -435,4 +436,62 @@ async fn beside_nova_the_agent_reports_and_never_writes_the_tree() {
         "{}",
         agent.log()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_work_starved_of_its_requests_is_evicted_by_satisfaction() {
+    if !cgroups::check_or_say("CPU satisfaction") {
+        return;
+    }
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let policy = json!({"cpuSuppressPolicy": "cfsQuota",
+        "cpuEvictBESatisfactionLowerPercent": 40, "cpuEvictBESatisfactionUpperPercent": 60});
+    let mut n = node("agent-satisfaction", policy).await;
+    place(
+        &n,
+        BATCH,
+        true,
+        json!({"BATCH_VCPU_MILLI": 800, "BATCH_MEMORY_MB": 64}),
+    )
+    .await;
+    let batch = n.cgroups.worker("be", BATCH, BUSY);
+    n.cgroups.wait_ready(batch);
+    // Quiet: best-effort work may use ~1,200 of its 800 requested.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        n.cgroups.child(batch).try_wait().unwrap().is_none(),
+        "evicted while satisfied:\n{}",
+        n.agent.log()
+    );
+    let prod = n.cgroups.worker("prod", PROD, BUSY);
+    let rose = Instant::now();
+    // Production on a CPU holds best-effort work to ~300 of its 800 (37 %),
+    // at its limit: under the lower watermark (40 %), it goes.
+    while n.cgroups.child(batch).try_wait().unwrap().is_none() {
+        let waited = rose.elapsed();
+        assert!(
+            waited < Duration::from_secs(10),
+            "never evicted (quota {}):\n{}",
+            be_quota(&n),
+            n.agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = rose.elapsed();
+    assert!(
+        n.cgroups.child(prod).try_wait().unwrap().is_none(),
+        "production was touched"
+    );
+    assert!(
+        n.agent.log().contains("be_cpu_satisfaction"),
+        "{}",
+        n.agent.log()
+    );
+    let r = until(Duration::from_secs(20), || recorded(&n)).await;
+    assert!(
+        r.is_some(),
+        "the eviction never reached the service:\n{}",
+        n.agent.log()
+    );
+    eprintln!("CPU satisfaction: batch work evicted {took:?} after production rose");
 }
