@@ -6,6 +6,7 @@
 //! cgroups, reports their usage, and enforces colocation's watermarks on
 //! the machine itself (`enforce`), with the service down too.
 
+pub mod cgroup_files;
 pub mod cgroups;
 pub mod deploy_node;
 pub mod discovery;
