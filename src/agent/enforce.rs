@@ -257,7 +257,10 @@ impl Enforcer {
     }
 
     /// Kills the victims' cgroups and records each kill for the service.
+    /// Every victim is killed before any record is kept: keeping one
+    /// syncs a file, and no victim waits on the disk.
     fn evict(&mut self, slots: &[Slot], victims: &[Uuid], trigger: &str) {
+        let mut evicted = Vec::with_capacity(victims.len());
         for victim in victims {
             let Some(slot) = slots.iter().find(|s| s.consumer == *victim) else {
                 continue;
@@ -267,7 +270,7 @@ impl Enforcer {
                     tracing::warn!(target: "placement::agent", consumer = %victim, trigger,
                         processes, "best-effort consumer evicted");
                     self.killed.insert(*victim, Instant::now());
-                    self.shared.record(EvictionRecord {
+                    evicted.push(EvictionRecord {
                         consumer: *victim,
                         trigger: trigger.to_string(),
                         at: crate::clock::now(),
@@ -276,6 +279,7 @@ impl Enforcer {
                 Err(e) => self.trouble("eviction", &e),
             }
         }
+        self.shared.record(evicted);
     }
 
     /// The CPU look: sample, limit best-effort CPU, evict by CPU

@@ -90,10 +90,13 @@ impl Shared {
         lock(&self.guidance)
     }
 
-    /// Keeps an eviction for the service, on disk first.
-    pub fn record(&self, r: EvictionRecord) {
+    /// Keeps evictions for the service, on disk first (one write for all).
+    pub fn record(&self, records: Vec<EvictionRecord>) {
+        if records.is_empty() {
+            return;
+        }
         let mut outbox = lock(&self.outbox);
-        outbox.push(r);
+        outbox.extend(records);
         while outbox.len() > OUTBOX_LIMIT {
             let dropped = outbox.remove(0);
             tracing::error!(target: "placement::agent", consumer = %dropped.consumer,
