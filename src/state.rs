@@ -83,6 +83,8 @@ pub struct Machinery {
     pub cpu: Arc<CpuPermits>,
     /// The deployment nodes' state, kept current.
     pub nodes: Arc<crate::deploy::node_cache::NodeCache>,
+    /// The deployment nodes in the strategies' orders, per query and shape.
+    pub rankings: Arc<crate::deploy::ranking::Rankings>,
     /// Wakes this process's long polls of the fair queue.
     pub queue_signals: Arc<crate::fairness::queue_round::QueueSignals>,
     /// Single queue submissions waiting to be stored by one statement.
@@ -127,6 +129,14 @@ impl AppState {
             reads: &self.machinery.shared_reads,
             settings: &self.settings,
             cpu: &self.machinery.cpu.0,
+        }
+    }
+
+    /// The deployment nodes as this process keeps them.
+    pub fn node_views(&self) -> crate::deploy::NodeViews<'_> {
+        crate::deploy::NodeViews {
+            states: &self.machinery.nodes,
+            rankings: &self.machinery.rankings,
         }
     }
 }

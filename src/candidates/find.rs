@@ -13,7 +13,7 @@ use super::groups::{CandidateQuery, GroupPolicy};
 use super::low_priority_filter;
 use super::query_grammar::Version;
 use super::render::{Rendering, Shape};
-use super::snapshot::Snapshot;
+use super::snapshot::{JournalMark, Snapshot};
 use super::solve::{self, Candidate, Group, Limits};
 use super::speed::shared_reads::{Ids, Names, SharedReads};
 use super::speed::snapshot_cache::SnapshotCache;
@@ -61,6 +61,28 @@ pub struct Candidates {
     pub adjusted: Adjustments,
     /// The answer's JSON, when the search asked for it rendered.
     pub body: Option<String>,
+    /// The trees the search looked at.
+    pub visited: Visited,
+}
+
+/// Which trees a search looks at.
+#[derive(Debug, Clone, Default)]
+pub enum Scope {
+    /// Every tree.
+    #[default]
+    EveryTree,
+    /// The trees with a provider whose data changed since the mark (every
+    /// tree when the snapshot can no longer say which did).
+    ChangedSince(JournalMark),
+}
+
+/// The trees a search looked at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Visited {
+    /// Every tree.
+    EveryTree,
+    /// These trees, by their roots' provider ids (in id order).
+    Trees(Vec<i64>),
 }
 
 /// What the search withheld from the shared snapshot for this query.
@@ -92,6 +114,8 @@ pub struct Search {
     /// Render the answer in this shape too (in [`Candidates::body`]),
     /// with the solving: one job where two would each change threads.
     pub render: Option<Shape>,
+    /// The trees to look at.
+    pub scope: Scope,
 }
 
 /// Runs a typed search.
@@ -105,13 +129,23 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
             .flat_map(|g| g.resources.iter().map(|(c, _)| c)),
     )?;
     let names = Names::of(parsed);
-    let limits = limits_of(engine.settings, search);
-    let mut ahead = speculative_solve::start(engine, search, &names, &limits);
+    let mut limits = limits_of(engine.settings, search);
+    let mut ahead = match search.scope {
+        Scope::EveryTree => speculative_solve::start(engine, search, &names, &limits),
+        Scope::ChangedSince(_) => None,
+    };
     let read = match ahead.as_mut() {
         Some(ahead) => ahead.beside(read(engine, &names, search)).await?,
         None => read(engine, &names, search).await?,
     };
     let (snap, ids, adjusted) = (read.snap, read.ids, read.adjusted);
+    let visited = visited_of(&snap, &search.scope);
+    if let Visited::Trees(roots) = &visited {
+        let at = roots
+            .iter()
+            .filter_map(|id| snap.index.by_id.get(id).copied());
+        limits.only_roots = Some(Arc::new(at.collect()));
+    }
     let rendering = rendering_of(search, &ids);
     let mut found = Candidates {
         snap,
@@ -122,6 +156,7 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
         cut: false,
         adjusted,
         body: None,
+        visited,
     };
     let Some(request) = solver_request(&found.snap, parsed, &ids) else {
         // An unknown in_tree matches nothing.
@@ -161,7 +196,27 @@ fn limits_of(settings: &Settings, search: &Search) -> Limits {
         max_steps: settings.allocation_candidates_max_steps,
         cancel: None,
         one_per_anchor: search.one_per_anchor,
+        only_roots: None,
     }
+}
+
+/// The trees a search in `scope` looks at on `snap`: the roots of the
+/// providers changed since the scope's mark, in id order.
+fn visited_of(snap: &Snapshot, scope: &Scope) -> Visited {
+    let Scope::ChangedSince(mark) = scope else {
+        return Visited::EveryTree;
+    };
+    let Some(changed) = snap.changed_since(mark) else {
+        return Visited::EveryTree;
+    };
+    let mut roots: Vec<i64> = changed
+        .iter()
+        .filter_map(|id| snap.index.by_id.get(id))
+        .map(|&i| snap.nodes[snap.nodes[i].root].id)
+        .collect();
+    roots.sort_unstable();
+    roots.dedup();
+    Visited::Trees(roots)
 }
 
 /// How to render the answer, when the search asks for it rendered.

@@ -170,6 +170,7 @@ pub fn search_of_query(
         max_results,
         one_per_anchor: false,
         render: None,
+        scope: super::find::Scope::EveryTree,
     })
 }
 

@@ -116,10 +116,97 @@ impl std::fmt::Debug for JsonUuid {
     }
 }
 
+/// The last stamp given (see [`next_stamp`]).
+static NEXT_STAMP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// A fresh [`Node::stamp`], never given before in this process.
 pub fn next_stamp() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    NEXT_STAMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Every stamp given so far is below this one.
+pub fn stamps_below() -> u64 {
+    NEXT_STAMP.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Changes kept in a [`ChangeJournal`]: a reader further behind than
+/// this starts again from the whole snapshot.
+const JOURNAL_CHANGES: usize = 200_000;
+
+/// Which providers were given a new stamp since the snapshot was loaded
+/// whole, in stamp order: what lets a caller that keeps something derived
+/// from the snapshot (the deployments' node rankings) bring it forward by
+/// the providers that changed instead of by every provider. Shared by
+/// every patched copy of one load; a whole load starts a new journal.
+#[derive(Debug, Default)]
+pub struct ChangeJournal {
+    changes: std::sync::Mutex<JournalChanges>,
+}
+
+#[derive(Debug, Default)]
+struct JournalChanges {
+    /// (stamp, provider id), stamps increasing.
+    recent: std::collections::VecDeque<(u64, i64)>,
+    /// Changes with stamps below this are no longer listed.
+    listed_from: u64,
+}
+
+/// A point in a journal: the snapshot copy a reader's data reflects.
+#[derive(Debug, Clone)]
+pub struct JournalMark {
+    /// The journal (a whole load starts another).
+    pub journal: Arc<ChangeJournal>,
+    /// Every change below this stamp is reflected.
+    pub below: u64,
+}
+
+impl ChangeJournal {
+    /// A journal for a snapshot loaded whole, whose stamps are all below
+    /// `below`.
+    pub fn starting_at(below: u64) -> ChangeJournal {
+        ChangeJournal {
+            changes: std::sync::Mutex::new(JournalChanges {
+                recent: Default::default(),
+                listed_from: below,
+            }),
+        }
+    }
+
+    /// Records that provider `id` was given `stamp`.
+    pub fn record(&self, stamp: u64, id: i64) {
+        let mut c = self
+            .changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        c.recent.push_back((stamp, id));
+        while c.recent.len() > JOURNAL_CHANGES {
+            if let Some((dropped, _)) = c.recent.pop_front() {
+                c.listed_from = dropped.saturating_add(1);
+            }
+        }
+    }
+
+    /// The providers given a stamp in `from..below`, each once; None when
+    /// the journal no longer lists that far back.
+    pub fn between(&self, from: u64, below: u64) -> Option<Vec<i64>> {
+        let c = self
+            .changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if from < c.listed_from {
+            return None;
+        }
+        let start = c.recent.partition_point(|&(s, _)| s < from);
+        let mut ids: Vec<i64> = c
+            .recent
+            .range(start..)
+            .take_while(|&&(s, _)| s < below)
+            .map(|&(_, id)| id)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        Some(ids)
+    }
 }
 
 impl Node {
@@ -172,6 +259,11 @@ pub struct Snapshot {
     pub class_names: FastMap<i32, String>,
     /// Trait names by id (those present in the snapshot).
     pub trait_names: FastMap<i32, String>,
+    /// The providers restamped since the whole load, and how far this
+    /// copy reflects them.
+    pub journal: Arc<ChangeJournal>,
+    /// Every stamp in this copy is below this one.
+    pub stamps_below: u64,
 }
 
 impl Snapshot {
@@ -236,6 +328,34 @@ impl Snapshot {
                 .retain(|s| !classes.contains(&s.class));
         }
         out
+    }
+
+    /// Where this copy stands in its journal.
+    pub fn mark(&self) -> JournalMark {
+        JournalMark {
+            journal: self.journal.clone(),
+            below: self.stamps_below,
+        }
+    }
+
+    /// The providers whose data changed between `mark` and this copy;
+    /// None when `mark` is of another whole load, or further back than
+    /// the journal lists.
+    pub fn changed_since(&self, mark: &JournalMark) -> Option<Vec<i64>> {
+        if !Arc::ptr_eq(&mark.journal, &self.journal) {
+            return None;
+        }
+        self.journal.between(mark.below, self.stamps_below)
+    }
+
+    /// Gives node `i` a new stamp and records it in the journal (this copy
+    /// then reflects it).
+    pub fn restamp(&mut self, i: usize) {
+        let stamp = next_stamp();
+        let node = Arc::make_mut(&mut self.nodes[i]);
+        node.stamp = stamp;
+        self.journal.record(stamp, node.id);
+        self.stamps_below = self.stamps_below.max(stamp + 1);
     }
 
     /// The stamp of a provider's data, by database id.

@@ -105,6 +105,9 @@ pub async fn load(conn: &mut PgConnection) -> Result<Snapshot, sqlx::Error> {
     );
     fill_reports(&mut snap, &index, reports, pending);
     snap.index();
+    let below = super::snapshot::stamps_below();
+    snap.journal = std::sync::Arc::new(super::snapshot::ChangeJournal::starting_at(below));
+    snap.stamps_below = below;
     Ok(snap)
 }
 
@@ -134,7 +137,7 @@ pub fn add_usage(snap: &Snapshot, deltas: &[db::UsageDelta]) -> Option<Snapshot>
             return None;
         }
         node.stock.iter_mut().find(|s| s.class == d.class_id)?.used += d.units;
-        node.stamp = super::snapshot::next_stamp();
+        next.restamp(i);
     }
     Some(next)
 }
@@ -158,7 +161,7 @@ pub fn apply(snap: &mut Snapshot, ids: &[i64], data: db::ProviderData) -> bool {
         n.traits.clear();
         n.aggs.clear();
         n.report = None;
-        n.stamp = super::snapshot::next_stamp();
+        snap.restamp(i);
     }
     fill(snap, &index, data.node);
     fill_reports(snap, &index, data.reports, data.pending);

@@ -76,6 +76,9 @@ pub struct Limits {
     /// [`anchor_of`]): what explain needs, in memory bounded by the number
     /// of trees however many candidates each could anchor.
     pub one_per_anchor: bool,
+    /// Visit only these roots (node indices in id order), when the caller
+    /// asks about some trees only (those changed since it last asked).
+    pub only_roots: Option<Arc<Vec<usize>>>,
 }
 
 /// The answer of [`solve`].
@@ -356,7 +359,10 @@ impl<'a> Anchors<'a> {
                 [g] => req.same_subtree.is_empty() && classes_distinct(g),
                 _ => false,
             },
-            narrowed: order::narrowed(snap, req, limits.max_results),
+            narrowed: match &limits.only_roots {
+                Some(roots) => Some(roots.to_vec()),
+                None => order::narrowed(snap, req, limits.max_results),
+            },
         }
     }
 

@@ -233,6 +233,21 @@ pub async fn instance_usage(
     .await
 }
 
+/// Per provider: each app's instances there, (provider id, app, count).
+#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
+pub async fn app_counts_on(
+    conn: &mut PgConnection,
+    rp_ids: &[i64],
+) -> Result<Vec<(i64, String, i64)>, sqlx::Error> {
+    crate::db::query_as(
+        "SELECT resource_provider_id, app, COUNT(*)::bigint
+           FROM instances WHERE resource_provider_id = ANY($1) GROUP BY 1, 2",
+    )
+    .bind(rp_ids)
+    .fetch_all(conn)
+    .await
+}
+
 /// Instances of an app.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn instances_of(

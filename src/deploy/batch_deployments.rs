@@ -135,6 +135,7 @@ async fn batch_capacity(engine: &Engine<'_>, d: &Deployment, per: CpuMem) -> Res
         max_results: None,
         one_per_anchor: false,
         render: None,
+        scope: find::Scope::EveryTree,
     };
     let found = find::run(engine, &search).await?;
     let mut conn = engine.pool.acquire().await?;

@@ -10,12 +10,13 @@ pub mod deployment_request;
 pub mod node_cache;
 pub mod nodes;
 pub mod plan;
+pub mod ranking;
 pub mod refresh;
 pub mod resize;
 pub mod topology;
 pub mod write;
 
-use crate::candidates::find::{self, Engine, Search};
+use crate::candidates::find::{self, Engine, Scope, Search};
 use crate::db::deployments as db;
 use crate::error::{codes, with_retries, Error, NodeReport, Refusal, Result};
 use crate::sched::{self, CapacityMap, NodeName, SchedError};
@@ -24,6 +25,7 @@ pub use deployment_request::Deployment;
 use node_cache::NodeCache;
 pub use nodes::{instance_resources, CpuModel, NodeState, CPU_SHARES, MIB};
 use plan::NodeVerdict;
+use ranking::{Ranking, Rankings};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use write::{InstanceWrite, WriteOptions};
@@ -82,18 +84,36 @@ impl Deployed {
     }
 }
 
+/// This process's machinery for deployments.
+pub struct NodeViews<'a> {
+    /// Node states by provider.
+    pub states: &'a NodeCache,
+    /// The rankings over them.
+    pub rankings: &'a Rankings,
+}
+
 /// Places `d`: its nodes from the candidate engine, the plan from the
 /// scheduler over this process's node states, everything written in one
-/// transaction. A node that filled up between planning and locking makes
-/// the attempt start again, under the retry policy every write shares
-/// ([`with_retries`]).
+/// transaction. A deployment of a few instances plans over the head of
+/// its strategy's order, kept by a [`Ranking`]; the rest (and whatever a
+/// ranking cannot serve) over every candidate node.
 pub async fn deploy(
     engine: &Engine<'_>,
-    cache: &NodeCache,
+    views: &NodeViews<'_>,
     retries: u32,
     d: &Deployment,
 ) -> Result<Deployed> {
-    let search = Search {
+    if let Some(ranking) = views.rankings.serving(d) {
+        if let Some(done) = deploy_ranked(engine, views.states, &ranking, retries, d).await? {
+            return Ok(done);
+        }
+    }
+    deploy_everywhere(engine, views.states, retries, d).await
+}
+
+/// The search for `d`'s nodes.
+fn node_search(d: &Deployment, scope: Scope) -> Search {
+    Search {
         query: d.node_query(),
         priority: PriorityClass::Prod,
         project: Some(d.owner.project_id.clone()),
@@ -101,7 +121,20 @@ pub async fn deploy(
         max_results: None,
         one_per_anchor: false,
         render: None,
-    };
+        scope,
+    }
+}
+
+/// Places `d` over every candidate node. A node that filled up between
+/// planning and locking makes the attempt start again, under the retry
+/// policy every write shares ([`with_retries`]).
+async fn deploy_everywhere(
+    engine: &Engine<'_>,
+    cache: &NodeCache,
+    retries: u32,
+    d: &Deployment,
+) -> Result<Deployed> {
+    let search = node_search(d, Scope::EveryTree);
     let searched = std::time::Instant::now();
     let found = find::run(engine, &search).await?;
     let node_ids = candidate_nodes(&found);
@@ -110,10 +143,7 @@ pub async fn deploy(
         nodes = node_ids.len(),
         "deployment candidates"
     );
-    let wanted: Vec<(i64, u64)> = node_ids
-        .iter()
-        .map(|&id| (id, found.snap.stamp_of(id).unwrap_or(0)))
-        .collect();
+    let wanted = stamped(&found, &node_ids);
     let ctx = Context {
         pool: engine.pool,
         cache,
@@ -126,15 +156,87 @@ pub async fn deploy(
         attempt(&ctx)
     })
     .await;
-    crate::metrics::metrics()
-        .write_retries
-        .inc_by(attempts.saturating_sub(1));
+    count_retries(attempts);
     match result? {
         Outcome::Done(done) => Ok(done),
         Outcome::Refused(e, verdicts) => {
             Err(refusal(&e, &verdicts, &engine_refusals(&found, &node_ids)))
         }
+        Outcome::Unserved => Err(Error::internal(
+            "a deployment over every node was not served",
+        )),
     }
+}
+
+/// Places `d` over the head of its ranking; None when the ranking cannot
+/// serve it (the caller plans over every node, which also says why a
+/// refusal is one).
+async fn deploy_ranked(
+    engine: &Engine<'_>,
+    cache: &NodeCache,
+    ranking: &tokio::sync::Mutex<Ranking>,
+    retries: u32,
+    d: &Deployment,
+) -> Result<Option<Deployed>> {
+    let mut attempts = 0u64;
+    let result = with_retries(retries, || {
+        attempts += 1;
+        attempt_ranked(engine, cache, ranking, d)
+    })
+    .await;
+    count_retries(attempts);
+    Ok(match result? {
+        Outcome::Done(done) => Some(done),
+        Outcome::Refused(..) | Outcome::Unserved => None,
+    })
+}
+
+fn count_retries(attempts: u64) {
+    crate::metrics::metrics()
+        .write_retries
+        .inc_by(attempts.saturating_sub(1));
+}
+
+/// One attempt over a ranking's head: the search looks only at the trees
+/// changed since the ranking's mark, the ranking takes their new states,
+/// and the plan runs over the nodes that begin the strategy's order.
+async fn attempt_ranked(
+    engine: &Engine<'_>,
+    cache: &NodeCache,
+    ranking: &tokio::sync::Mutex<Ranking>,
+    d: &Deployment,
+) -> Result<Outcome> {
+    let mark = ranking.lock().await.mark();
+    let scope = mark.map_or(Scope::EveryTree, Scope::ChangedSince);
+    let found = find::run(engine, &node_search(d, scope)).await?;
+    // Capacity withheld for reservations depends on the project, and a
+    // sharing provider changes other trees' answers: no ranking holds.
+    if !found.adjusted.withheld.is_empty() || !found.snap.sharing_nodes.is_empty() {
+        return Ok(Outcome::Unserved);
+    }
+    let wanted = stamped(&found, &candidate_nodes(&found));
+    let states = cache.current(engine.pool, &wanted).await?;
+    let head = {
+        let mut ranking = ranking.lock().await;
+        ranking.update(&found, &states, &d.shape);
+        ranking.head(d)
+    };
+    let Some(head) = head else {
+        return Ok(Outcome::Unserved);
+    };
+    let in_head = head.nodes.iter().fold(0i64, |t, n| {
+        t.saturating_add(n.capacity(&d.shape).map_or(0, |c| c.capacity))
+    });
+    let outside = head.total.saturating_sub(in_head).max(0);
+    place_on(engine.pool, d, &head.nodes, outside).await
+}
+
+/// The candidate nodes with the stamps of their snapshot data.
+fn stamped(found: &find::Candidates, node_ids: &[i64]) -> Vec<(i64, u64)> {
+    node_ids
+        .iter()
+        .map(|&id| (id, found.snap.stamp_of(id).unwrap_or(0)))
+        .collect()
 }
 
 /// What one attempt works with.
@@ -152,6 +254,8 @@ enum Outcome {
     Done(Deployed),
     /// The scheduler cannot place it: its reason and every node's verdict.
     Refused(SchedError, Vec<NodeVerdict>),
+    /// A ranking cannot serve it: plan over every node.
+    Unserved,
 }
 
 /// Plans around nodes other writers hold at most this many times before
@@ -276,29 +380,42 @@ pub fn deploy_code(e: &SchedError) -> &'static str {
     }
 }
 
-/// One attempt: capacity and deploy map from this process's node states,
-/// then the chosen nodes locked (skipping, and planning around, nodes
-/// other writers hold: nobody waits on a hot node while holding a
-/// connection), re-read where their generation moved, their instances
-/// planned on that exact state, and everything committed at once.
+/// One attempt over every candidate node: their states, then [`place_on`].
 async fn attempt(c: &Context<'_>) -> Result<Outcome> {
-    let d = c.d;
-    let started = std::time::Instant::now();
     let cached = c.cache.current(c.pool, c.wanted).await?;
-    if beyond_every_candidate(&cached, &d.shape) {
+    if beyond_every_candidate(&cached, &c.d.shape) {
         refuse_beyond_every_node(c).await?;
     }
-    let loaded = started.elapsed();
-    let existing = app_counts(c, &cached).await?;
-    let (judged, verdicts) = judge(&cached, &d.shape);
+    place_on(c.pool, c.d, &cached, 0).await
+}
+
+/// Capacity and deploy map over `cached` (this process's node states;
+/// `outside` is the capacity of candidate nodes not among them), then the
+/// chosen nodes locked (skipping, and planning around, nodes other
+/// writers hold: nobody waits on a hot node while holding a connection),
+/// re-read where their generation moved, their instances planned on that
+/// exact state, and everything committed at once.
+async fn place_on(
+    pool: &crate::db::Pool,
+    d: &Deployment,
+    cached: &[std::sync::Arc<node_cache::Cached>],
+    outside: i64,
+) -> Result<Outcome> {
+    let started = std::time::Instant::now();
+    let existing: BTreeMap<NodeName, i64> = cached
+        .iter()
+        .map(|n| (NodeName::of(n.node.uuid), n.node.count_of(d.app.as_str())))
+        .collect();
+    let (judged, verdicts) = judge(cached, &d.shape);
     let name = |n: &NodeState| NodeName::of(n.uuid);
     let mut busy: HashSet<i64> = HashSet::new();
     let mut waiting = d.dry_run;
     for round in 1.. {
-        let caps = CapacityMap::from_nodes(cached.iter().zip(&judged).filter_map(|(n, j)| {
+        let mut caps = CapacityMap::from_nodes(cached.iter().zip(&judged).filter_map(|(n, j)| {
             let cap = *j.as_ref().ok()?;
             (!busy.contains(&n.node.rp_id)).then(|| (name(&n.node), cap))
         }));
+        caps.total = caps.total.saturating_add(outside);
         let seed = rand::random();
         let deploy_map = match sched::plan_deploy_spread(
             d.strategy,
@@ -322,7 +439,7 @@ async fn attempt(c: &Context<'_>) -> Result<Outcome> {
             .filter(|n| deploy_map.contains_key(&name(n)))
             .collect();
         let ids: Vec<i64> = chosen.iter().map(|n| n.rp_id).collect();
-        let mut tx = c.pool.begin().await?;
+        let mut tx = pool.begin().await?;
         let generations = lock(&mut tx, d.dry_run, waiting, &chosen).await?;
         if generations.len() < ids.len() {
             if waiting {
@@ -345,16 +462,9 @@ async fn attempt(c: &Context<'_>) -> Result<Outcome> {
             tx.commit().await.map_err(Error::commit_failed)?;
         }
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-        let (plan_ms, write_ms) = (ms(planned_in - loaded), ms(started.elapsed() - planned_in));
+        let (plan_ms, write_ms) = (ms(planned_in), ms(started.elapsed() - planned_in));
         let instances = planned.len();
-        tracing::debug!(
-            instances,
-            round,
-            states_ms = ms(loaded),
-            plan_ms,
-            write_ms,
-            "deployment placed"
-        );
+        tracing::debug!(instances, round, plan_ms, write_ms, "deployment placed");
         return Ok(Outcome::Done(answer));
     }
     Err(Error::internal("the planning loop ended"))
@@ -397,22 +507,6 @@ async fn refuse_beyond_every_node(c: &Context<'_>) -> Result<()> {
         .code(codes::DEPLOY_INVALID_REQUEST));
     }
     Ok(())
-}
-
-/// The app's instances on each cached node, by node name.
-async fn app_counts(
-    c: &Context<'_>,
-    cached: &[std::sync::Arc<node_cache::Cached>],
-) -> Result<BTreeMap<NodeName, i64>> {
-    let mut conn = c.pool.acquire().await?;
-    let counts = db::app_counts(&mut conn, c.d.app.as_str()).await?;
-    Ok(cached
-        .iter()
-        .map(|n| {
-            let count = counts.get(&n.node.rp_id).copied().unwrap_or(0);
-            (NodeName::of(n.node.uuid), count)
-        })
-        .collect())
 }
 
 /// Every node's capacity for `shape` (or why it has none), and the

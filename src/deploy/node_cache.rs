@@ -26,9 +26,9 @@ const SHAPES_PER_NODE: usize = 8;
 const MOST_ENTRIES: usize = 100_000;
 
 /// The shape of an instance, as a key.
-type ShapeKey = (u64, bool, i64, Vec<String>);
+pub(super) type ShapeKey = (u64, bool, i64, Vec<String>);
 
-fn key(shape: &InstanceShape) -> ShapeKey {
+pub(super) fn shape_key(shape: &InstanceShape) -> ShapeKey {
     let volumes = shape.volumes.iter().map(ToString::to_string).collect();
     (
         shape.cpu.get().to_bits(),
@@ -50,9 +50,18 @@ pub struct Cached {
 }
 
 impl Cached {
+    /// `node` as of snapshot stamp `stamp`, no capacity computed yet.
+    pub(super) fn new(node: NodeState, stamp: u64) -> Cached {
+        Cached {
+            stamp,
+            node,
+            capacities: Mutex::new(Vec::new()),
+        }
+    }
+
     /// The node's capacity for `shape`, computed once per shape.
     pub fn capacity(&self, shape: &InstanceShape) -> Result<NodeCapacity, Shortfall> {
-        let k = key(shape);
+        let k = shape_key(shape);
         let mut memo = self
             .capacities
             .lock()
@@ -155,11 +164,7 @@ impl NodeCache {
         let mut out = Vec::with_capacity(loaded.len());
         for node in loaded {
             let stamp = stamps.get(&node.rp_id).copied().unwrap_or(0);
-            let fresh = Arc::new(Cached {
-                stamp,
-                node,
-                capacities: Mutex::new(Vec::new()),
-            });
+            let fresh = Arc::new(Cached::new(node, stamp));
             let newer = entries
                 .get(&fresh.node.rp_id)
                 .is_none_or(|e| e.stamp <= stamp);

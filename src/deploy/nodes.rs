@@ -37,6 +37,8 @@ pub struct NodeState {
     pub info: NodeResourceInfo,
     /// Its disks and the bytes bound on them (Eru's volumes).
     pub volumes: NodeVolumes,
+    /// Each app's instances on it (apps without any are absent).
+    pub apps: HashMap<String, i64>,
 }
 
 /// How a node's CPU is counted.
@@ -52,6 +54,11 @@ impl NodeState {
     /// Whether the node has a CPU topology (bound instances need one).
     pub fn has_topology(&self) -> bool {
         self.cpu == CpuModel::Topology
+    }
+
+    /// The instances of `app` on it.
+    pub fn count_of(&self, app: &str) -> i64 {
+        self.apps.get(app).copied().unwrap_or(0)
     }
 }
 
@@ -113,6 +120,10 @@ pub async fn load_nodes(
     let mut volumes = crate::db::volumes::volumes(conn, rp_ids).await?;
     let bound = by_provider(db::bound_shares(conn, &ids).await?, |b| b.0);
     let instances = by_provider(db::instance_usage(conn, &ids).await?, |i| i.rp_id);
+    let mut apps: HashMap<i64, HashMap<String, i64>> = HashMap::new();
+    for (rp, app, count) in db::app_counts_on(conn, rp_ids).await? {
+        apps.entry(rp).or_default().insert(app, count);
+    }
     let none = (Vec::new(), Vec::new());
     let mut out = Vec::new();
     for &rp in rp_ids {
@@ -142,6 +153,7 @@ pub async fn load_nodes(
                 capacity: disks.capacity,
                 usage: disks.usage,
             },
+            apps: apps.remove(&rp).unwrap_or_default(),
             ..node
         });
     }
@@ -176,6 +188,7 @@ fn vcpu_node(
             },
         },
         volumes: NodeVolumes::default(),
+        apps: HashMap::new(),
     }
 }
 
@@ -244,6 +257,7 @@ fn topology_node(
         cpu: CpuModel::Topology,
         info: NodeResourceInfo { capacity, usage },
         volumes: NodeVolumes::default(),
+        apps: HashMap::new(),
     }
 }
 

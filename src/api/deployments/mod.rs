@@ -91,7 +91,7 @@ async fn place(st: &AppState, auth: &Authorize, body: JsonBody) -> ApiResult<Rep
     let retries = st.settings.allocation_conflict_retry_count;
     let done = match d.priority_class.filter(|c| c.low()) {
         Some(class) => deploy::batch_deployments::deploy(&st.engine(), retries, &d, class).await?,
-        None => deploy::deploy(&st.engine(), &st.machinery.nodes, retries, &d).await?,
+        None => deploy::deploy(&st.engine(), &st.node_views(), retries, &d).await?,
     };
     let answer = render(&d, done);
     Ok(match d.dry_run {
@@ -117,7 +117,20 @@ fn render(d: &Deployment, done: Deployed) -> DeploymentAnswer {
     DeploymentAnswer {
         app: d.app.as_str().to_string(),
         dry_run: d.dry_run.then_some(true),
-        capacity_map: by_name(&done.capacity),
+        // A dry run shows every candidate node; a deployment the nodes it
+        // used (listing every node would make its answer, and its cost,
+        // grow with the cluster).
+        capacity_map: match d.dry_run {
+            true => by_name(&done.capacity),
+            false => by_name(
+                &done
+                    .capacity
+                    .iter()
+                    .filter(|(node, _)| done.deploy_map.contains_key(node))
+                    .map(|(node, c)| (*node, *c))
+                    .collect(),
+            ),
+        },
         total_capacity: d.dry_run.then_some(done.total_capacity),
         deploy_map: by_name(&done.deploy_map),
         nodes: d

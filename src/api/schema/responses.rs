@@ -337,7 +337,8 @@ pub struct DeploymentAnswer {
     /// True for a dry run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<bool>,
-    /// Instances each candidate node could take.
+    /// Instances each node could take: every candidate node with room in
+    /// a dry run; the nodes it placed instances on otherwise.
     pub capacity_map: BTreeMap<String, i64>,
     /// Dry run: the capacity over every node.
     #[serde(skip_serializing_if = "Option::is_none")]
