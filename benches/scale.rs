@@ -17,7 +17,11 @@
 //! Needs DATABASE_URL (a server where it may create a database).
 //! `BENCH_SCALE_W1=10000,100000,1000000` (default 1000000) and
 //! `BENCH_SCALE_TREES=100000` choose the sizes (0 skips); `BENCH_RUNS` the
-//! repetitions (default 50).
+//! repetitions (default 50). `BENCH_KEEP_DB=1` keeps the W1 database and
+//! prints its URL; `BENCH_SCALE_DB=<url>` runs W1 on it instead of loading
+//! one (to alternate two builds, `BENCH_SERVER_BIN`, on the same data);
+//! `BENCH_SERVER_LOG` sets the servers' RUST_LOG (their logs go to the
+//! temporary directory).
 
 use serde_json::json;
 use std::process::{Child, Command, Stdio};
@@ -63,12 +67,19 @@ fn admin(rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
 async fn start(http: &reqwest::Client, db_url: &str, query: &str) -> (Server, Duration) {
     let port = placement_testkit::cluster::free_port();
     let started = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_placement"))
+    let bin = std::env::var("BENCH_SERVER_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_placement").to_string());
+    let log = std::env::temp_dir().join(format!("placement-scale-bench-{port}.log"));
+    let child = Command::new(bin)
         .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
         .env("DATABASE_URL", db_url)
         .env("PLACEMENT_DB_MAX_CONNECTIONS", "40")
-        .env("RUST_LOG", "warn")
+        .env(
+            "RUST_LOG",
+            std::env::var("BENCH_SERVER_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("server log"))
         .spawn()
         .expect("start server");
     let server = Server {
@@ -284,13 +295,22 @@ async fn random_providers(url: &str, count: usize) -> Vec<uuid::Uuid> {
 
 async fn w1(base_url: &str, n: usize, runs: usize) {
     let http = reqwest::Client::new();
-    let url = fresh_database(base_url, "w1").await;
-    let t = Instant::now();
-    run_sql(&url, &w1_sql(n)).await;
-    println!(
-        "scale W1 n={n}: loaded by SQL in {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
+    // A database loaded before (BENCH_SCALE_DB, kept by BENCH_KEEP_DB=1)
+    // spares the load when two builds are alternated on it.
+    let kept = std::env::var("BENCH_SCALE_DB").ok();
+    let url = match &kept {
+        Some(url) => url.clone(),
+        None => {
+            let url = fresh_database(base_url, "w1").await;
+            let t = Instant::now();
+            run_sql(&url, &w1_sql(n)).await;
+            println!(
+                "scale W1 n={n}: loaded by SQL in {:.1} s",
+                t.elapsed().as_secs_f64()
+            );
+            url
+        }
+    };
     let (a, cold) = start(&http, &url, QUERY).await;
     println!(
         "scale W1 n={n}: cold start to the first answer {:.1} s; RSS after load {} MiB",
@@ -339,7 +359,11 @@ async fn w1(base_url: &str, n: usize, runs: usize) {
         b.rss_mib()
     );
     drop((a, b));
-    drop_database(base_url, &url).await;
+    match (&kept, std::env::var_os("BENCH_KEEP_DB")) {
+        (None, None) => drop_database(base_url, &url).await,
+        (None, Some(_)) => println!("scale W1 n={n}: kept database {url}"),
+        (Some(_), _) => {}
+    }
 }
 
 async fn trees(base_url: &str, t: usize, runs: usize) {

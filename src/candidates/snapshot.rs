@@ -249,6 +249,12 @@ pub struct Snapshot {
     pub index: Arc<TreeIndex>,
     /// Nodes of each aggregate.
     pub agg_members: Arc<FastMap<i32, Vec<usize>>>,
+    /// The roots of the trees with a member of each aggregate, in id
+    /// order (what a `member_of` search visits).
+    pub agg_roots: Arc<FastMap<i32, Vec<u32>>>,
+    /// The roots of the trees with a provider holding each trait, in id
+    /// order (what a `required` search visits).
+    pub trait_roots: Arc<FastMap<i32, Vec<u32>>>,
     /// Nodes with MISC_SHARES_VIA_AGGREGATE.
     pub sharing_nodes: Arc<Vec<usize>>,
     /// Id of the MISC_SHARES_VIA_AGGREGATE trait.
@@ -282,20 +288,35 @@ impl Snapshot {
         self.index_aggregates();
     }
 
-    /// Rebuilds the aggregate membership lists and the sharing providers
+    /// Rebuilds the aggregate membership lists, the roots of each
+    /// aggregate's and each trait's trees, and the sharing providers
     /// (after aggregates or traits changed).
     pub fn index_aggregates(&mut self) {
         let mut members: FastMap<i32, Vec<usize>> = FastMap::new();
+        let mut agg_roots: FastMap<i32, Vec<u32>> = FastMap::new();
+        let mut trait_roots: FastMap<i32, Vec<u32>> = FastMap::new();
         let mut sharing = Vec::new();
         for (i, n) in self.nodes.iter().enumerate() {
+            let root = u32::try_from(n.root).unwrap_or(u32::MAX);
             for &a in &n.aggs {
                 members.entry(a).or_default().push(i);
+                agg_roots.entry(a).or_default().push(root);
+            }
+            for &t in &n.traits {
+                trait_roots.entry(t).or_default().push(root);
             }
             if self.is_sharing(i) {
                 sharing.push(i);
             }
         }
+        // Already in order where every tree is one provider (most clouds).
+        for roots in agg_roots.values_mut().chain(trait_roots.values_mut()) {
+            roots.sort_unstable();
+            roots.dedup();
+        }
         self.agg_members = Arc::new(members);
+        self.agg_roots = Arc::new(agg_roots);
+        self.trait_roots = Arc::new(trait_roots);
         self.sharing_nodes = Arc::new(sharing);
     }
 

@@ -151,9 +151,9 @@ pub fn apply(snap: &mut Snapshot, ids: &[i64], data: db::ProviderData) -> bool {
         .iter()
         .filter_map(|id| snap.index.by_id.get(id).map(|&i| (*id, i)))
         .collect();
-    let before: Vec<(Vec<i32>, bool)> = index
+    let before: Vec<(Vec<i32>, Vec<i32>)> = index
         .values()
-        .map(|&i| (snap.nodes[i].aggs.clone(), snap.is_sharing(i)))
+        .map(|&i| (snap.nodes[i].aggs.clone(), snap.nodes[i].traits.clone()))
         .collect();
     for &i in index.values() {
         let n = std::sync::Arc::make_mut(&mut snap.nodes[i]);
@@ -165,10 +165,11 @@ pub fn apply(snap: &mut Snapshot, ids: &[i64], data: db::ProviderData) -> bool {
     }
     fill(snap, &index, data.node);
     fill_reports(snap, &index, data.reports, data.pending);
+    // Sharing is a trait: a change of traits covers it.
     let regrouped = index
         .values()
         .zip(&before)
-        .any(|(&i, (aggs, sharing))| snap.nodes[i].aggs != *aggs || snap.is_sharing(i) != *sharing);
+        .any(|(&i, (aggs, traits))| snap.nodes[i].aggs != *aggs || snap.nodes[i].traits != *traits);
     if regrouped {
         snap.index_aggregates();
     }

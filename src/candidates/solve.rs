@@ -338,9 +338,11 @@ struct Anchors<'a> {
     /// One group, no same_subtree, no class twice: a tree of one provider
     /// has at most one candidate (see [`Anchors::lone_provider`]).
     one_group: bool,
-    /// The only roots that can anchor a candidate, when a `member_of`
-    /// narrows them cheaply (see [`order::narrowed`]); None: every root.
-    narrowed: Option<Vec<usize>>,
+    /// The roots the caller asked about ([`Limits::only_roots`]).
+    only_roots: Option<Vec<usize>>,
+    /// The root lists that hold every tree that can anchor a candidate,
+    /// when a filter narrows them (see [`order::narrowed`]); None: every root.
+    narrowed: Option<Vec<&'a [u32]>>,
 }
 
 impl<'a> Anchors<'a> {
@@ -359,10 +361,8 @@ impl<'a> Anchors<'a> {
                 [g] => req.same_subtree.is_empty() && classes_distinct(g),
                 _ => false,
             },
-            narrowed: match &limits.only_roots {
-                Some(roots) => Some(roots.to_vec()),
-                None => order::narrowed(snap, req, limits.max_results),
-            },
+            only_roots: limits.only_roots.as_ref().map(|r| r.to_vec()),
+            narrowed: order::narrowed(snap, req),
         }
     }
 
@@ -400,14 +400,19 @@ impl<'a> Anchors<'a> {
     /// The anchors in visiting order (taken once per search).
     fn take_order(&mut self) -> Order<'a> {
         let roots = &self.snap.index.roots;
-        match (self.shuffle_seed.take(), self.narrowed.take()) {
-            (Some(seed), narrowed) => Order::Shuffled {
-                roots: narrowed.unwrap_or_else(|| roots.clone()),
+        let listed = self.only_roots.take();
+        let merged = self.narrowed.take().map(order::MergedRoots::new);
+        match (self.shuffle_seed.take(), listed, merged) {
+            (Some(seed), listed, merged) => Order::Shuffled {
+                roots: listed
+                    .or_else(|| merged.map(Iterator::collect))
+                    .unwrap_or_else(|| roots.clone()),
                 next: 0,
                 rng: Box::new(rand::rngs::StdRng::seed_from_u64(seed)),
             },
-            (None, Some(narrowed)) => Order::Narrowed(narrowed.into_iter()),
-            (None, None) => Order::AsListed(roots.iter()),
+            (None, Some(listed), _) => Order::Listed(listed.into_iter()),
+            (None, None, Some(merged)) => Order::Merged(merged),
+            (None, None, None) => Order::AsListed(roots.iter()),
         }
     }
 

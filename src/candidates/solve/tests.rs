@@ -318,22 +318,44 @@ fn solve_every_root(s: &Snapshot, req: &Request, limits: &Limits) -> Vec<Candida
     out.found
 }
 
-/// A `member_of` narrows the anchors to the trees with a member (through
-/// the root or a child) when no provider is shared, and the answer and
-/// its order are those of a search over every root.
+/// Solves `req` with and without the narrowing, for several limits and
+/// both orders; how many of those searches were narrowed.
+fn narrowed_as_every_root(s: &Snapshot, req: &Request) -> usize {
+    let mut narrowed = 0;
+    for max_results in [None, Some(2), Some(50)] {
+        for breadth_first in [false, true] {
+            let limits = Limits {
+                max_results,
+                breadth_first,
+                ..all()
+            };
+            let expected = solve_every_root(s, req, &limits);
+            assert_eq!(solve(s, req, &limits), expected, "{req:?} {limits:?}");
+            narrowed += usize::from(engine::order::narrowed(s, req).is_some());
+        }
+    }
+    narrowed
+}
+
+/// A `member_of`, a required trait or a root trait narrows the anchors to
+/// the trees with a member (a holder; through the root or a child) when no
+/// provider is shared, and the answer and its order are those of a search
+/// over every root.
 #[test]
 fn narrowed_anchors_answer_as_every_root_does() {
     let mut rows: Vec<Row> = Vec::new();
     for i in 0..40usize {
         let root = rows.len();
         let aggs = if i % 5 == 0 { vec![7] } else { vec![9] };
-        rows.push((None, vec![stock(VCPU, 4)], vec![], aggs));
+        let traits = if i % 4 == 0 { vec![100] } else { vec![] };
+        rows.push((None, vec![stock(VCPU, 4)], traits, aggs));
         if i % 3 == 0 {
             let aggs = if i % 7 == 0 { vec![7, 8] } else { vec![] };
+            let traits = if i % 2 == 0 { vec![101] } else { vec![] };
             rows.push((
                 Some(root),
                 vec![stock(VCPU, 4), stock(DISK, 50)],
-                vec![],
+                traits,
                 aggs,
             ));
         }
@@ -350,32 +372,44 @@ fn narrowed_anchors_answer_as_every_root_does() {
         one.member_of = member_of.clone();
         let mut numbered = group("1", &[(VCPU, 1)]);
         numbered.member_of = member_of;
-        let requests = [
+        for groups in [
             vec![one.clone()],
             vec![numbered.clone()],
             vec![one, group("2", &[(DISK, 5)])],
-        ];
-        for groups in requests {
+        ] {
             let req = Request {
                 groups,
                 ..Default::default()
             };
-            for max_results in [None, Some(2), Some(50)] {
-                for breadth_first in [false, true] {
-                    let limits = Limits {
-                        max_results,
-                        breadth_first,
-                        ..all()
-                    };
-                    let expected = solve_every_root(&s, &req, &limits);
-                    assert_eq!(solve(&s, &req, &limits), expected, "{req:?} {limits:?}");
-                    narrowed +=
-                        usize::from(engine::order::narrowed(&s, &req, max_results).is_some());
-                }
-            }
+            narrowed += narrowed_as_every_root(&s, &req);
         }
     }
-    assert!(narrowed >= 24, "the narrowing was tried ({narrowed})");
+    for required in [vec![vec![100]], vec![vec![101]], vec![vec![100, 101]]] {
+        let mut one = group("", &[(VCPU, 1), (DISK, 10)]);
+        one.required = required.clone();
+        let mut numbered = group("1", &[(VCPU, 1)]);
+        numbered.required = required;
+        for groups in [
+            vec![one.clone()],
+            vec![numbered],
+            vec![one, group("2", &[(DISK, 5)])],
+        ] {
+            let req = Request {
+                groups,
+                ..Default::default()
+            };
+            narrowed += narrowed_as_every_root(&s, &req);
+        }
+    }
+    for root_required in [vec![100], vec![101]] {
+        let req = Request {
+            groups: vec![group("", &[(VCPU, 1)])],
+            root_required,
+            ..Default::default()
+        };
+        narrowed += narrowed_as_every_root(&s, &req);
+    }
+    assert!(narrowed >= 90, "the narrowing was tried ({narrowed})");
 }
 
 /// With a sharing provider, a tree with no member may anchor a candidate
