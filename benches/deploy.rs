@@ -18,6 +18,11 @@
 //!      servers and their database backends (from /proc), beside the
 //!      bench's own (the client's) share.
 //!
+//! Before the timed parts each server answers a dry run of part 1's shape
+//! and places one instance of part 3's (as a running service's processes
+//! have: a process's first deployment of a query and shape reads every
+//! node).
+//!
 //! `BENCH_DEPLOY_NODES` sets the number of nodes (default 1,000);
 //! `BENCH_SERVER_BIN` runs another build of the server (to alternate with
 //! an older one on the same machine); `BENCH_BIG=0` skips part 1.
@@ -349,6 +354,13 @@ async fn single_rounds(b: &Bench, rounds: usize) -> (usize, usize) {
     (ok, failed)
 }
 
+/// One single-instance deployment of the sustained phase.
+fn sustained_body(agg: &str) -> Value {
+    json!({"app": "bench-sustained", "count": 1, "cpu": 1.5, "cpu_bind": true,
+           "memory_mb": 1024, "strategy": "auto", "member_of": agg,
+           "project_id": "bench", "user_id": "bench"})
+}
+
 /// What one client task of the sustained phase saw.
 #[derive(Default)]
 struct Seen {
@@ -375,9 +387,7 @@ async fn sustained(b: &Bench, agg: &str, secs: u64) -> (usize, usize) {
     for i in 0..SUSTAINED_CLIENTS {
         let http = b.http.clone();
         let base = b.bases[i % b.bases.len()].0.clone();
-        let body = json!({"app": "bench-sustained", "count": 1, "cpu": 1.5, "cpu_bind": true,
-                          "memory_mb": 1024, "strategy": "auto", "member_of": agg,
-                          "project_id": "bench", "user_id": "bench"});
+        let body = sustained_body(agg);
         tasks.push(tokio::spawn(async move {
             let mut seen = Seen::default();
             while Instant::now() < deadline {
@@ -507,6 +517,16 @@ async fn main() {
         )
         .await;
     }
+    // And one of the sustained phase's shape each: a process ranks the
+    // nodes of a query and shape it was not asked before by reading them all.
+    for (base, _) in &b.bases {
+        let body = sustained_body(&agg);
+        must(
+            b.http.post(format!("{base}/deployments")).json(&body),
+            "warm-up",
+        )
+        .await;
+    }
     let big = match setting("BENCH_BIG", 1) {
         0 => None,
         _ => Some(big_deploy(&b).await),
@@ -528,10 +548,8 @@ async fn main() {
     for round in 0..rounds {
         single_count += count_of(&b, &format!("bench-single-{round}")).await;
     }
-    let sustained_count = match secs {
-        0 => 0,
-        _ => count_of(&b, "bench-sustained").await,
-    };
+    // Less the warm-up's two.
+    let sustained_count = count_of(&b, "bench-sustained").await - 2;
     println!(
         "deploy check: bench-big {big_count} instances, bench-single {single_count}, bench-sustained {sustained_count}, {} problems on sampled nodes",
         bad.len(),

@@ -338,6 +338,16 @@ async fn w1(base_url: &str, n: usize, runs: usize) {
     let (b, _) = start(&http, &url, QUERY).await;
     let (steady, _) = latencies(&http, &b, QUERY, runs.min(20)).await;
     let rps = random_providers(&url, 20_000).await;
+    // Catch-up after a few writes: what it costs should follow them.
+    for writes in [100, 1_000] {
+        claims(&http, &a, &rps, writes).await;
+        let t = Instant::now();
+        first_answer(&http, &b).await;
+        println!(
+            "scale W1 n={n} catch-up after {writes} writes: {:.1} ms",
+            t.elapsed().as_secs_f64() * 1000.0
+        );
+    }
     let t = Instant::now();
     let (c50, c99, ok) = claims(&http, &a, &rps, 10_000).await;
     let secs = t.elapsed().as_secs_f64();
@@ -346,12 +356,7 @@ async fn w1(base_url: &str, n: usize, runs: usize) {
         ok as f64 / secs
     );
     let t = Instant::now();
-    let r = admin(http.get(format!("{}/allocation_candidates?{QUERY}", b.base)))
-        .send()
-        .await
-        .expect("catch-up query");
-    assert!(r.status().is_success());
-    r.bytes().await.expect("body");
+    first_answer(&http, &b).await;
     println!(
         "scale W1 n={n} catch-up: the second process's first answer after those writes took {:.1} ms (steady p50 {steady:.1} ms); RSS {} MiB and {} MiB",
         t.elapsed().as_secs_f64() * 1000.0,
@@ -364,6 +369,16 @@ async fn w1(base_url: &str, n: usize, runs: usize) {
         (None, Some(_)) => println!("scale W1 n={n}: kept database {url}"),
         (Some(_), _) => {}
     }
+}
+
+/// One answer of `s` to the plain query.
+async fn first_answer(http: &reqwest::Client, s: &Server) {
+    let r = admin(http.get(format!("{}/allocation_candidates?{QUERY}", s.base)))
+        .send()
+        .await
+        .expect("catch-up query");
+    assert!(r.status().is_success());
+    r.bytes().await.expect("body");
 }
 
 async fn trees(base_url: &str, t: usize, runs: usize) {

@@ -140,7 +140,7 @@ fn build(rows: Vec<Row>) -> Snapshot {
     }
     let any_nested = nodes.iter().any(|n| n.parent.is_some());
     let mut s = Snapshot {
-        nodes,
+        nodes: nodes.into(),
         sharing_trait: Some(SHARES),
         any_nested,
         ..Default::default()

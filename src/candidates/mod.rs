@@ -14,5 +14,6 @@ pub mod query_grammar;
 pub mod render;
 pub mod snapshot;
 pub mod snapshot_build;
+pub mod snapshot_nodes;
 pub mod solve;
 pub mod speed;

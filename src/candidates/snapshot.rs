@@ -244,7 +244,7 @@ pub struct TreeIndex {
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     /// Providers ordered by id (parents before children).
-    pub nodes: Vec<Arc<Node>>,
+    pub nodes: super::snapshot_nodes::Nodes,
     /// Structure lookups.
     pub index: Arc<TreeIndex>,
     /// Nodes of each aggregate.

@@ -72,7 +72,7 @@ pub async fn load(conn: &mut PgConnection) -> Result<Snapshot, sqlx::Error> {
     let sharing = db::sharing_trait_id(conn).await?;
     let rows = db::provider_rows(conn).await?;
     let index: HashMap<i64, usize> = rows.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
-    let nodes: Vec<std::sync::Arc<Node>> = rows
+    let nodes: super::snapshot_nodes::Nodes = rows
         .iter()
         .map(|r| Node {
             id: r.id,
@@ -221,7 +221,8 @@ mod tests {
             nodes: vec![
                 Arc::new(node(1, 10, None)),
                 Arc::new(node(2, 20, Some(report))),
-            ],
+            ]
+            .into(),
             ..Default::default()
         };
         snap.index();

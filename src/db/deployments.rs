@@ -60,22 +60,6 @@ pub async fn topologies(
     Ok(out)
 }
 
-/// The versions of the given providers' topologies (providers without
-/// one are left out).
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn topology_versions(
-    conn: &mut PgConnection,
-    rp_ids: &[i64],
-) -> Result<HashMap<i64, i64>, sqlx::Error> {
-    let rows: Vec<(i64, i64)> = crate::db::query_as(
-        "SELECT resource_provider_id, version FROM cpu_topologies WHERE resource_provider_id = ANY($1)",
-    )
-    .bind(rp_ids)
-    .fetch_all(conn)
-    .await?;
-    Ok(rows.into_iter().collect())
-}
-
 /// The size of the largest deployment node, in CPUs: cores of a CPU
 /// topology, or (unless `bound`) VCPUs of a node's inventory. None when
 /// there is no such node.
@@ -203,51 +187,6 @@ const INSTANCES: &str = "SELECT i.consumer_id, c.uuid AS consumer_uuid, c.genera
     FROM instances i JOIN consumers c ON c.id = i.consumer_id
     JOIN resource_providers rp ON rp.id = i.resource_provider_id";
 
-/// What a provider's instances use on one of its NUMA nodes.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct InstanceUsage {
-    /// The provider's id.
-    pub rp_id: i64,
-    /// The NUMA node (None: instances not pinned to one).
-    pub numa_node: Option<String>,
-    /// CPUs of all its instances.
-    pub cpu: f64,
-    /// Memory (MiB) of the bound instances pinned there.
-    pub bound_memory_mb: i64,
-}
-
-/// Per provider and NUMA node: CPUs of all its instances, and memory (MiB)
-/// of the bound instances pinned to that NUMA node.
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn instance_usage(
-    conn: &mut PgConnection,
-    rp_ids: &[i64],
-) -> Result<Vec<InstanceUsage>, sqlx::Error> {
-    crate::db::query_as(
-        "SELECT resource_provider_id AS rp_id, numa_node, SUM(cpu)::float8 AS cpu,
-                COALESCE(SUM(memory_mb) FILTER (WHERE cpu_bind), 0)::bigint AS bound_memory_mb
-           FROM instances WHERE resource_provider_id = ANY($1) GROUP BY 1, 2",
-    )
-    .bind(rp_ids)
-    .fetch_all(conn)
-    .await
-}
-
-/// Per provider: each app's instances there, (provider id, app, count).
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn app_counts_on(
-    conn: &mut PgConnection,
-    rp_ids: &[i64],
-) -> Result<Vec<(i64, String, i64)>, sqlx::Error> {
-    crate::db::query_as(
-        "SELECT resource_provider_id, app, COUNT(*)::bigint
-           FROM instances WHERE resource_provider_id = ANY($1) GROUP BY 1, 2",
-    )
-    .bind(rp_ids)
-    .fetch_all(conn)
-    .await
-}
-
 /// Instances of an app.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn instances_of(
@@ -356,51 +295,6 @@ pub async fn put_instance(
     .execute(conn)
     .await?;
     Ok(())
-}
-
-/// (capacity as `(total - reserved) * ratio`, used) of a class on a
-/// provider, by (provider id, class name).
-pub type ClassStock = HashMap<(i64, String), (i64, i64)>;
-
-/// The [`ClassStock`] of the given classes on the given providers
-/// (MEMORY_MB in MiB, VCPU in VCPUs).
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn class_stock(
-    conn: &mut PgConnection,
-    rp_ids: &[i64],
-    classes: &[&str],
-) -> Result<ClassStock, sqlx::Error> {
-    let rows: Vec<(i64, String, i64, i64)> = crate::db::query_as(
-        "SELECT i.resource_provider_id, c.name, FLOOR(placement_capacity(i.total, i.reserved, i.allocation_ratio))::bigint,
-                COALESCE((SELECT SUM(a.used) FROM allocations a WHERE a.resource_provider_id = i.resource_provider_id
-                          AND a.resource_class_id = i.resource_class_id), 0)::bigint
-           FROM inventories i JOIN resource_classes c ON c.id = i.resource_class_id
-          WHERE c.name = ANY($2) AND i.resource_provider_id = ANY($1)",
-    )
-    .bind(rp_ids)
-    .bind(classes)
-    .fetch_all(conn)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(rp, class, cap, used)| ((rp, class), (cap, used)))
-        .collect())
-}
-
-/// Provider uuids and generations by id (`lock`: locked `FOR UPDATE`
-/// first, waiting for other writers).
-#[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn provider_heads(
-    conn: &mut PgConnection,
-    rp_ids: &[i64],
-) -> Result<HashMap<i64, (uuid::Uuid, i32)>, sqlx::Error> {
-    let rows: Vec<(i64, uuid::Uuid, i32)> = crate::db::query_as(
-        "SELECT id, uuid, generation FROM resource_providers WHERE id = ANY($1)",
-    )
-    .bind(rp_ids)
-    .fetch_all(conn)
-    .await?;
-    Ok(rows.into_iter().map(|(id, u, g)| (id, (u, g))).collect())
 }
 
 /// Locks those of `rp_ids` no other transaction holds, in id order, and

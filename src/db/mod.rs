@@ -10,6 +10,7 @@ pub mod colocation;
 pub mod consumers;
 pub mod deadline;
 pub mod definitions;
+pub mod deployment_nodes;
 pub mod deployments;
 pub mod fairness;
 pub mod import;

@@ -105,61 +105,59 @@ pub async fn load_nodes(
     rp_ids: &[i64],
     known: &Known<'_>,
 ) -> Result<Vec<NodeState>, sqlx::Error> {
-    // Generations first: the state read after them is at least as new.
-    let heads = db::provider_heads(conn, rp_ids).await?;
-    let versions = db::topology_versions(conn, rp_ids).await?;
-    let unknown: Vec<i64> = versions
+    let rows = crate::db::deployment_nodes::node_rows(conn, rp_ids).await?;
+    // Cores and NUMA layout are read only where the version moved.
+    let unknown: Vec<i64> = rows
         .iter()
-        .filter(|(rp, v)| known.get(rp).and_then(|n| n.topology_version) != Some(**v))
-        .map(|(rp, _)| *rp)
+        .filter(|r| r.topology_version.is_some())
+        .filter(|r| known.get(&r.id).and_then(|n| n.topology_version) != r.topology_version)
+        .map(|r| r.id)
         .collect();
-    let topologies = db::topologies(conn, &unknown).await?;
-    let stock = db::class_stock(conn, rp_ids, &["MEMORY_MB", "VCPU"]).await?;
-    let stock_of = |rp: i64, class: &str| stock.get(&(rp, class.to_string())).copied();
-    let ids: Vec<i64> = versions.keys().copied().collect();
-    let mut volumes = crate::db::volumes::volumes(conn, rp_ids).await?;
-    let bound = by_provider(db::bound_shares(conn, &ids).await?, |b| b.0);
-    let instances = by_provider(db::instance_usage(conn, &ids).await?, |i| i.rp_id);
-    let mut apps: HashMap<i64, HashMap<String, i64>> = HashMap::new();
-    for (rp, app, count) in db::app_counts_on(conn, rp_ids).await? {
-        apps.entry(rp).or_default().insert(app, count);
-    }
-    let none = (Vec::new(), Vec::new());
-    let mut out = Vec::new();
-    for &rp in rp_ids {
-        let memory = stock_of(rp, "MEMORY_MB").unwrap_or((0, 0));
-        let Some(&(uuid, generation)) = heads.get(&rp) else {
-            continue;
-        };
-        let node = match (versions.get(&rp), stock_of(rp, "VCPU")) {
-            (Some(&version), _) => {
-                let cores = match (topologies.get(&rp), known.get(&rp)) {
+    let topologies = match unknown.is_empty() {
+        true => HashMap::new(),
+        false => db::topologies(conn, &unknown).await?,
+    };
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let head = (row.id, row.uuid, row.generation);
+        let memory = pair(row.memory.as_deref()).unwrap_or((0, 0));
+        let node = match (row.topology_version, pair(row.vcpu.as_deref())) {
+            (Some(version), _) => {
+                let cores = match (topologies.get(&row.id), known.get(&row.id)) {
                     (Some(t), _) => topology_cores(t),
                     (None, Some(k)) => (k.cfg, k.info.capacity.clone()),
                     (None, None) => continue,
                 };
-                let held = (
-                    bound.get(&rp).unwrap_or(&none.0).as_slice(),
-                    instances.get(&rp).unwrap_or(&none.1).as_slice(),
-                );
-                topology_node((rp, uuid, generation, version), cores, memory, held)
+                let held = (&row.bound.0[..], &row.usage.0[..]);
+                topology_node((head, version), cores, memory, held)
             }
-            (None, Some(vcpus)) => vcpu_node((rp, uuid, generation), vcpus, memory),
+            (None, Some(vcpus)) => vcpu_node(head, vcpus, memory),
             (None, None) => continue,
         };
-        let disks = volumes.remove(&rp).unwrap_or_default();
+        let mut volumes = NodeVolumes::default();
+        for (device, size, used) in row.volumes.0 {
+            if used > 0 {
+                volumes.usage.insert(device.clone(), used);
+            }
+            volumes.capacity.insert(device, size);
+        }
         out.push(NodeState {
-            volumes: NodeVolumes {
-                capacity: disks.capacity,
-                usage: disks.usage,
-            },
-            apps: apps.remove(&rp).unwrap_or_default(),
+            volumes,
+            apps: row.apps.0.into_iter().collect(),
             ..node
         });
     }
     out.sort_by_key(|n| n.rp_id);
     out.dedup_by_key(|n| n.rp_id);
     Ok(out)
+}
+
+/// (capacity, used) of a class, from the statement's two-element array.
+fn pair(v: Option<&[i64]>) -> Option<(i64, i64)> {
+    match v? {
+        [capacity, used] => Some((*capacity, *used)),
+        _ => None,
+    }
 }
 
 /// A node without a topology: its CPU is whole VCPUs, (capacity, used).
@@ -192,15 +190,6 @@ fn vcpu_node(
     }
 }
 
-/// Rows grouped by their provider id.
-fn by_provider<T>(rows: Vec<T>, rp: impl Fn(&T) -> i64) -> HashMap<i64, Vec<T>> {
-    let mut out: HashMap<i64, Vec<T>> = HashMap::new();
-    for row in rows {
-        out.entry(rp(&row)).or_default().push(row);
-    }
-    out
-}
-
 /// What a topology gives the scheduler: its settings, and its cores, NUMA
 /// layout and NUMA memory as capacity (memory is the inventory's, set by
 /// [`topology_node`]).
@@ -227,11 +216,15 @@ fn topology_cores(t: &Topology) -> (SchedConfig, NodeResource) {
     (sched_config(t), capacity)
 }
 
+/// What a node's instances hold: shares bound per core, and per NUMA
+/// node (None: not pinned) their CPUs and the MiB of the bound ones.
+type Held<'a> = (&'a [(String, i64)], &'a [(Option<String>, f64, i64)]);
+
 fn topology_node(
-    (rp, uuid, generation, version): (i64, uuid::Uuid, i32, i64),
+    ((rp, uuid, generation), version): ((i64, uuid::Uuid, i32), i64),
     (cfg, capacity): (SchedConfig, NodeResource),
     (mem_cap, mem_used): (i64, i64),
-    (bound, instances): (&[(i64, String, i64)], &[db::InstanceUsage]),
+    (bound, per_numa): Held<'_>,
 ) -> NodeState {
     let capacity = NodeResource {
         memory: mem_cap * MIB,
@@ -239,13 +232,13 @@ fn topology_node(
     };
     let mut usage = NodeResource {
         memory: mem_used * MIB,
-        cpu_map: bound.iter().map(|b| (CoreId(b.1.clone()), b.2)).collect(),
+        cpu_map: bound.iter().map(|(c, n)| (CoreId(c.clone()), *n)).collect(),
         ..Default::default()
     };
-    for i in instances {
-        usage.cpu += i.cpu;
-        if let (Some(n), true) = (&i.numa_node, i.bound_memory_mb > 0) {
-            *usage.numa_memory.entry(NumaNodeId(n.clone())).or_default() += i.bound_memory_mb * MIB;
+    for (numa_node, cpu, bound_memory_mb) in per_numa {
+        usage.cpu += cpu;
+        if let (Some(n), true) = (numa_node, *bound_memory_mb > 0) {
+            *usage.numa_memory.entry(NumaNodeId(n.clone())).or_default() += bound_memory_mb * MIB;
         }
     }
     NodeState {

@@ -53,7 +53,7 @@ fn snap(rows: Vec<Row>) -> Snapshot {
     }
     let any_nested = nodes.iter().any(|n| n.parent.is_some());
     let mut s = Snapshot {
-        nodes,
+        nodes: nodes.into(),
         sharing_trait: Some(SHARES),
         any_nested,
         ..Default::default()
