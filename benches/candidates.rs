@@ -74,7 +74,7 @@ async fn fresh_server(base_url: &str) -> Server {
 /// `placement serve` on `db_url` with extra flags and environment.
 async fn start_server(db_url: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
     let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_placement"))
+    let child = Command::new(placement_testkit::placement_bin())
         .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
         .args(extra)
         .envs(env.iter().copied())

@@ -112,7 +112,7 @@ async fn start_servers(url: &str, extra: &[String]) -> (Servers, Vec<String>) {
     let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
     let mut servers = Servers(Vec::new());
     for &p in &ports {
-        let child = Command::new(env!("CARGO_BIN_EXE_placement"))
+        let child = Command::new(placement_testkit::placement_bin())
             .args(["serve", "--bind", &format!("127.0.0.1:{p}")])
             .args(extra)
             .env("DATABASE_URL", url)

@@ -175,9 +175,8 @@ struct Bench {
 
 /// Two `placement serve` processes on `url`, answering.
 async fn start_servers(url: &str) -> Bench {
-    let bin = std::env::var("BENCH_SERVER_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_placement").to_string());
-    println!("deploy bench: server binary {bin}");
+    let bin = placement_testkit::placement_bin();
+    println!("deploy bench: server binary {}", bin.display());
     let mut servers = Vec::new();
     let mut bases = Vec::new();
     for _ in 0..2 {

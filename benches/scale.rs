@@ -67,8 +67,7 @@ fn admin(rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
 async fn start(http: &reqwest::Client, db_url: &str, query: &str) -> (Server, Duration) {
     let port = placement_testkit::cluster::free_port();
     let started = Instant::now();
-    let bin = std::env::var("BENCH_SERVER_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_placement").to_string());
+    let bin = placement_testkit::placement_bin();
     let log = std::env::temp_dir().join(format!("placement-scale-bench-{port}.log"));
     let child = Command::new(bin)
         .args(["serve", "--bind", &format!("127.0.0.1:{port}")])

@@ -23,8 +23,13 @@ pub mod pg;
 pub mod pgbouncer;
 
 /// The `placement` binary Cargo built for these tests: beside the test
-/// executable's `deps/` directory.
+/// executable's `deps/` directory; or `BENCH_SERVER_BIN`, another build a
+/// bench alternates with this one.
 pub fn placement_bin() -> std::path::PathBuf {
+    // A bench alternating two builds on one machine names the other one.
+    if let Some(other) = std::env::var_os("BENCH_SERVER_BIN") {
+        return other.into();
+    }
     let exe = std::env::current_exe().expect("the test executable's path");
     let dir = exe
         .parent()
