@@ -3,6 +3,7 @@
 //! the Placement way (VCPU and MEMORY_MB inventory, no topology), whose CPU
 //! capacity is its VCPU inventory, as Eru's non-bind mode counts CPU quota.
 
+use crate::db::deployment_nodes::HeldInstance;
 use crate::db::deployments::{self as db, InstanceRow, Topology};
 use crate::sched::{
     CoreId, CpuMap, NodeResource, NodeResourceInfo, NodeVolumes, NumaNodeId, SchedConfig,
@@ -128,8 +129,7 @@ pub async fn load_nodes(
                     (None, Some(k)) => (k.cfg, k.info.capacity.clone()),
                     (None, None) => continue,
                 };
-                let held = (&row.bound.0[..], &row.usage.0[..]);
-                topology_node((head, version), cores, memory, held)
+                topology_node((head, version), cores, memory, &row.instances.0)
             }
             (None, Some(vcpus)) => vcpu_node(head, vcpus, memory),
             (None, None) => continue,
@@ -141,9 +141,13 @@ pub async fn load_nodes(
             }
             volumes.capacity.insert(device, size);
         }
+        let mut apps: HashMap<String, i64> = HashMap::new();
+        for held in &row.instances.0 {
+            *apps.entry(held.0.clone()).or_default() += 1;
+        }
         out.push(NodeState {
             volumes,
-            apps: row.apps.0.into_iter().collect(),
+            apps,
             ..node
         });
     }
@@ -216,15 +220,14 @@ fn topology_cores(t: &Topology) -> (SchedConfig, NodeResource) {
     (sched_config(t), capacity)
 }
 
-/// What a node's instances hold: shares bound per core, and per NUMA
-/// node (None: not pinned) their CPUs and the MiB of the bound ones.
-type Held<'a> = (&'a [(String, i64)], &'a [(Option<String>, f64, i64)]);
-
+/// A node with a topology, its usage summed from what its instances hold:
+/// their CPUs, the shares bound on each core, and the memory of the bound
+/// ones on their NUMA node.
 fn topology_node(
     ((rp, uuid, generation), version): ((i64, uuid::Uuid, i32), i64),
     (cfg, capacity): (SchedConfig, NodeResource),
     (mem_cap, mem_used): (i64, i64),
-    (bound, per_numa): Held<'_>,
+    held: &[HeldInstance],
 ) -> NodeState {
     let capacity = NodeResource {
         memory: mem_cap * MIB,
@@ -232,13 +235,15 @@ fn topology_node(
     };
     let mut usage = NodeResource {
         memory: mem_used * MIB,
-        cpu_map: bound.iter().map(|(c, n)| (CoreId(c.clone()), *n)).collect(),
         ..Default::default()
     };
-    for (numa_node, cpu, bound_memory_mb) in per_numa {
+    for (_, numa_node, cpu, cpu_bind, memory_mb, cores, shares) in held {
         usage.cpu += cpu;
-        if let (Some(n), true) = (numa_node, *bound_memory_mb > 0) {
-            *usage.numa_memory.entry(NumaNodeId(n.clone())).or_default() += bound_memory_mb * MIB;
+        for (core, n) in cores.iter().zip(shares) {
+            *usage.cpu_map.entry(CoreId(core.clone())).or_default() += n;
+        }
+        if let (Some(n), true) = (numa_node, *cpu_bind && *memory_mb > 0) {
+            *usage.numa_memory.entry(NumaNodeId(n.clone())).or_default() += memory_mb * MIB;
         }
     }
     NodeState {
