@@ -31,17 +31,24 @@ pub struct NodeRow {
     pub instances: Json<Vec<HeldInstance>>,
 }
 
-/// One instance as a node's state counts it: (app, NUMA node, CPUs,
-/// bound to cores, memory MiB, core ids, shares on each core).
-pub type HeldInstance = (
-    String,
-    Option<String>,
-    f64,
-    bool,
-    i64,
-    Vec<String>,
-    Vec<i64>,
-);
+/// One instance as a node's state counts it (a JSON array in the row).
+#[derive(Debug, serde::Deserialize)]
+pub struct HeldInstance {
+    /// Its app.
+    pub app: String,
+    /// The NUMA node it is pinned to.
+    pub numa_node: Option<String>,
+    /// Its CPUs.
+    pub cpu: f64,
+    /// Bound to cores.
+    pub cpu_bind: bool,
+    /// Its memory, MiB.
+    pub memory_mb: i64,
+    /// The cores it is bound to.
+    pub cores: Vec<String>,
+    /// Its shares on each of them.
+    pub shares: Vec<i64>,
+}
 
 /// The states of the providers among `rp_ids` (any provider: the caller
 /// tells deployment nodes from the rest).

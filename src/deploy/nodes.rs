@@ -143,7 +143,7 @@ pub async fn load_nodes(
         }
         let mut apps: HashMap<String, i64> = HashMap::new();
         for held in &row.instances.0 {
-            *apps.entry(held.0.clone()).or_default() += 1;
+            *apps.entry(held.app.clone()).or_default() += 1;
         }
         out.push(NodeState {
             volumes,
@@ -237,13 +237,13 @@ fn topology_node(
         memory: mem_used * MIB,
         ..Default::default()
     };
-    for (_, numa_node, cpu, cpu_bind, memory_mb, cores, shares) in held {
-        usage.cpu += cpu;
-        for (core, n) in cores.iter().zip(shares) {
+    for i in held {
+        usage.cpu += i.cpu;
+        for (core, n) in i.cores.iter().zip(&i.shares) {
             *usage.cpu_map.entry(CoreId(core.clone())).or_default() += n;
         }
-        if let (Some(n), true) = (numa_node, *cpu_bind && *memory_mb > 0) {
-            *usage.numa_memory.entry(NumaNodeId(n.clone())).or_default() += memory_mb * MIB;
+        if let (Some(n), true) = (&i.numa_node, i.cpu_bind && i.memory_mb > 0) {
+            *usage.numa_memory.entry(NumaNodeId(n.clone())).or_default() += i.memory_mb * MIB;
         }
     }
     NodeState {
