@@ -10,6 +10,7 @@ pub mod deployment_request;
 pub mod node_cache;
 pub mod nodes;
 pub mod plan;
+mod ranked;
 pub mod ranking;
 pub mod refresh;
 pub mod resize;
@@ -25,7 +26,7 @@ pub use deployment_request::Deployment;
 use node_cache::NodeCache;
 pub use nodes::{instance_resources, CpuModel, NodeState, CPU_SHARES, MIB};
 use plan::NodeVerdict;
-use ranking::{Ranking, Rankings};
+use ranking::Rankings;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use write::{InstanceWrite, WriteOptions};
@@ -104,7 +105,7 @@ pub async fn deploy(
     d: &Deployment,
 ) -> Result<Deployed> {
     if let Some(ranking) = views.rankings.serving(d) {
-        if let Some(done) = deploy_ranked(engine, views.states, &ranking, retries, d).await? {
+        if let Some(done) = ranked::deploy(engine, views.states, &ranking, retries, d).await? {
             return Ok(done);
         }
     }
@@ -168,67 +169,10 @@ async fn deploy_everywhere(
     }
 }
 
-/// Places `d` over the head of its ranking; None when the ranking cannot
-/// serve it (the caller plans over every node, which also says why a
-/// refusal is one).
-async fn deploy_ranked(
-    engine: &Engine<'_>,
-    cache: &NodeCache,
-    ranking: &tokio::sync::Mutex<Ranking>,
-    retries: u32,
-    d: &Deployment,
-) -> Result<Option<Deployed>> {
-    let mut attempts = 0u64;
-    let result = with_retries(retries, || {
-        attempts += 1;
-        attempt_ranked(engine, cache, ranking, d)
-    })
-    .await;
-    count_retries(attempts);
-    Ok(match result? {
-        Outcome::Done(done) => Some(done),
-        Outcome::Refused(..) | Outcome::Unserved => None,
-    })
-}
-
 fn count_retries(attempts: u64) {
     crate::metrics::metrics()
         .write_retries
         .inc_by(attempts.saturating_sub(1));
-}
-
-/// One attempt over a ranking's head: the search looks only at the trees
-/// changed since the ranking's mark, the ranking takes their new states,
-/// and the plan runs over the nodes that begin the strategy's order.
-async fn attempt_ranked(
-    engine: &Engine<'_>,
-    cache: &NodeCache,
-    ranking: &tokio::sync::Mutex<Ranking>,
-    d: &Deployment,
-) -> Result<Outcome> {
-    let mark = ranking.lock().await.mark();
-    let scope = mark.map_or(Scope::EveryTree, Scope::ChangedSince);
-    let found = find::run(engine, &node_search(d, scope)).await?;
-    // Capacity withheld for reservations depends on the project, and a
-    // sharing provider changes other trees' answers: no ranking holds.
-    if !found.adjusted.withheld.is_empty() || !found.snap.sharing_nodes.is_empty() {
-        return Ok(Outcome::Unserved);
-    }
-    let wanted = stamped(&found, &candidate_nodes(&found));
-    let states = cache.current(engine.pool, &wanted).await?;
-    let head = {
-        let mut ranking = ranking.lock().await;
-        ranking.update(&found, &states, &d.shape);
-        ranking.head(d)
-    };
-    let Some(head) = head else {
-        return Ok(Outcome::Unserved);
-    };
-    let in_head = head.nodes.iter().fold(0i64, |t, n| {
-        t.saturating_add(n.capacity(&d.shape).map_or(0, |c| c.capacity))
-    });
-    let outside = head.total.saturating_sub(in_head).max(0);
-    place_on(engine.pool, d, &head.nodes, outside).await
 }
 
 /// The candidate nodes with the stamps of their snapshot data.
