@@ -684,14 +684,14 @@ fn spawn_background(
         placement::deploy::refresh::Caches {
             sessions: sessions.clone(),
             pool: state.pool.clone(),
-            snapshot: state.machinery.snapshot.clone(),
+            snapshots: state.machinery.provider_snapshots(),
             nodes: state.machinery.nodes.clone(),
         },
     ));
     tasks.spawn(placement::fairness::queue_round::run(
         placement::fairness::queue_round::Leader {
             pool: state.pool.clone(),
-            cache: state.machinery.snapshot.clone(),
+            snapshots: state.machinery.provider_snapshots(),
             sessions: sessions.clone(),
             settings: placement::fairness::admission::RoundSettings {
                 record_idle: false,

@@ -4,6 +4,10 @@
 
 use crate::config::security::{CorsRules, SecurityArgs};
 use crate::{auth, candidates, config, policy};
+use candidates::engine::ProviderSnapshots;
+use candidates::speed::shared_reads::SharedReads;
+use candidates::speed::snapshot_cache::SnapshotCache;
+use candidates::speed::solving_threads::SolvingThreads;
 use std::sync::Arc;
 
 /// How callers are authenticated and authorised.
@@ -71,16 +75,17 @@ pub struct AppState {
 /// What one process keeps to answer sooner or with fewer round trips,
 /// and to wake its own waiters. None of it decides an answer: a request
 /// answered without it (another process, a cold cache) gets the same one.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Machinery {
     /// The provider data candidates need, kept current.
-    pub snapshot: Arc<candidates::speed::snapshot_cache::SnapshotCache>,
-    /// Searches waiting in this process, read by one shared statement.
-    pub shared_reads: Arc<candidates::speed::shared_reads::SharedReads>,
-    /// One permit per core for CPU-heavy work (solve, render, plans), so
-    /// that a burst of expensive requests queues instead of crowding out
-    /// the async workers that answer everything else.
-    pub cpu: Arc<CpuPermits>,
+    pub snapshot: Arc<SnapshotCache>,
+    /// Searches waiting in this process, read by one shared statement
+    /// from `snapshot` (the candidate engine's provider read).
+    pub shared_reads: Arc<SharedReads>,
+    /// Where searches are solved: one permit per core for CPU-heavy work,
+    /// so that a burst of expensive requests queues instead of crowding
+    /// out the async workers that answer everything else.
+    pub solving: Arc<SolvingThreads>,
     /// The deployment nodes' state, kept current.
     pub nodes: Arc<crate::deploy::node_cache::NodeCache>,
     /// The deployment nodes in the strategies' orders, per query and shape.
@@ -93,14 +98,27 @@ pub struct Machinery {
     pub claims: Arc<crate::allocation::claims::Claims>,
 }
 
-/// One permit per core (see [`Machinery::cpu`]).
-pub struct CpuPermits(pub tokio::sync::Semaphore);
-
-impl Default for CpuPermits {
+impl Default for Machinery {
     fn default() -> Self {
-        CpuPermits(tokio::sync::Semaphore::new(
-            std::thread::available_parallelism().map_or(2, usize::from),
-        ))
+        let snapshot = Arc::new(SnapshotCache::default());
+        Machinery {
+            shared_reads: Arc::new(SharedReads::new(snapshot.clone())),
+            snapshot,
+            solving: Arc::default(),
+            nodes: Arc::default(),
+            rankings: Arc::default(),
+            queue_signals: Arc::default(),
+            submissions: Arc::default(),
+            claims: Arc::default(),
+        }
+    }
+}
+
+impl Machinery {
+    /// The provider data as a transaction sees it, for the fairness
+    /// rounds and deployments (a handle, not the cache behind it).
+    pub fn provider_snapshots(&self) -> Arc<dyn ProviderSnapshots> {
+        self.snapshot.clone()
     }
 }
 
@@ -125,10 +143,9 @@ impl AppState {
     pub fn engine(&self) -> candidates::find::Engine<'_> {
         candidates::find::Engine {
             pool: &self.pool,
-            cache: &self.machinery.snapshot,
-            reads: &self.machinery.shared_reads,
+            read: &*self.machinery.shared_reads,
+            solving: &*self.machinery.solving,
             settings: &self.settings,
-            cpu: &self.machinery.cpu.0,
         }
     }
 

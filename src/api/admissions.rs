@@ -54,7 +54,7 @@ pub async fn create(
             .map(|(p, u)| project_target(Some(p), Some(u))),
     )?;
     let settings = RoundSettings::of(&st.settings);
-    let round = service::run(&st.pool, &st.machinery.snapshot, &settings, b).await?;
+    let round = service::run(&st.pool, &*st.machinery.snapshot, &settings, b).await?;
     crate::metrics::metrics().admission_rounds.inc();
     Ok(Reply::ok(&round))
 }

@@ -30,7 +30,7 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
         nested: mv.at_least(1, 29),
         mappings: mv.at_least(1, 34),
     };
-    let search = candidates_find::Search {
+    let search = crate::candidates::search::Search {
         render: Some(shape),
         ..groups::search_of_query(&q.0, mv.engine(), cap)?
     };

@@ -1,46 +1,28 @@
-//! The candidate engine's one entry point: a typed search → names resolved
-//! against the database → this process's snapshot → the bounded solver,
-//! off the async workers (small searches in place, see
-//! `speed::solving_threads`), which renders the answer when asked. A large
-//! search may start solving on the cached snapshot while its names and
-//! snapshot are read, and keep that answer only if the read confirms both
-//! (see `speed::speculative_solve`).
+//! The candidate engine's one entry point: a typed search → its names and
+//! provider data read (the [`ProviderRead`] seam) → names resolved →
+//! the bounded solver (the [`SolvingStep`] seam), which renders the answer
+//! when asked. A large search may start solving on a guess of its read,
+//! and keep that answer only if the read confirms it (`solve_ahead.rs`).
+//! Nothing here knows how the seams are implemented (`candidates::speed`).
 //! Every caller hands [`run`] a typed [`Search`]: `GET
 //! /allocation_candidates` and explain parse theirs from Placement's query
 //! grammar first (`groups::search_of_query`), deployments build theirs.
 
-use super::groups::{CandidateQuery, GroupPolicy};
+pub use super::engine::Engine;
+use super::engine::{Job, ProviderRead, SolvingStep};
 use super::low_priority_filter;
-use super::query_grammar::Version;
-use super::render::{Rendering, Shape};
-use super::snapshot::{JournalMark, Snapshot};
+use super::names::{Ids, Names};
+use super::render::Rendering;
+use super::search::{CandidateQuery, GroupPolicy, Scope, Search};
+use super::snapshot::Snapshot;
 use super::solve::{self, Candidate, Group, Limits};
-use super::speed::shared_reads::{Ids, Names, SharedReads};
-use super::speed::snapshot_cache::SnapshotCache;
-use super::speed::solving_threads;
-use super::speed::{shared_reads, speculative_solve};
+use super::solve_ahead::SolveAhead;
 use crate::config::{GenerationStrategy, Settings};
 use crate::db::{candidates as db, fairness};
 use crate::error::Result;
 use crate::sched::colocation::CpuMem;
-use crate::types::PriorityClass;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use tokio::sync::Semaphore;
-
-/// What a search needs from the process.
-pub struct Engine<'a> {
-    /// The database.
-    pub pool: &'a crate::db::Pool,
-    /// This process's provider snapshot.
-    pub cache: &'a Arc<SnapshotCache>,
-    /// This process's searches waiting for a shared read.
-    pub reads: &'a SharedReads,
-    /// Limits and generation order.
-    pub settings: &'a Settings,
-    /// One permit per core for CPU-heavy work.
-    pub cpu: &'a Semaphore,
-}
 
 /// The outcome of a search.
 pub struct Candidates {
@@ -65,17 +47,6 @@ pub struct Candidates {
     pub visited: Visited,
 }
 
-/// Which trees a search looks at.
-#[derive(Debug, Clone, Default)]
-pub enum Scope {
-    /// Every tree.
-    #[default]
-    EveryTree,
-    /// The trees with a provider whose data changed since the mark (every
-    /// tree when the snapshot can no longer say which did).
-    ChangedSince(JournalMark),
-}
-
 /// The trees a search looked at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Visited {
@@ -95,29 +66,6 @@ pub struct Adjustments {
     pub refused: HashMap<i64, low_priority_filter::LoadRefusal>,
 }
 
-/// A typed search: what the engine is asked, however the caller put it.
-#[derive(Debug, Clone)]
-pub struct Search {
-    /// The groups and their filters.
-    pub query: CandidateQuery,
-    /// prod, or a low-priority class held to the batch classes.
-    pub priority: PriorityClass,
-    /// The project whose reservations it may use.
-    pub project: Option<String>,
-    /// The microversion whose semantics apply (nesting from 1.29).
-    pub version: Version,
-    /// A cap on the results, with the query's own `limit`.
-    pub max_results: Option<usize>,
-    /// Leave each tree at its first candidate (explain's question: which
-    /// trees fit, not every way they do).
-    pub one_per_anchor: bool,
-    /// Render the answer in this shape too (in [`Candidates::body`]),
-    /// with the solving: one job where two would each change threads.
-    pub render: Option<Shape>,
-    /// The trees to look at.
-    pub scope: Scope,
-}
-
 /// Runs a typed search.
 pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
     let parsed = &search.query;
@@ -131,7 +79,7 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
     let names = Names::of(parsed);
     let mut limits = limits_of(engine.settings, search);
     let mut ahead = match search.scope {
-        Scope::EveryTree => speculative_solve::start(engine, search, &names, &limits),
+        Scope::EveryTree => solve_ahead(engine, search, &names, &limits),
         Scope::ChangedSince(_) => None,
     };
     let read = match ahead.as_mut() {
@@ -171,8 +119,13 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
     let solved = match solved_ahead {
         Some(solved) => solved?,
         None => {
-            let snap = found.snap.clone();
-            solving_threads::solve_search(engine.cpu, snap, request, limits, rendering).await?
+            let job = Job {
+                snap: found.snap.clone(),
+                request,
+                limits,
+                rendering,
+            };
+            engine.solving.solve(job).await?
         }
     };
     (found.candidates, found.cut, found.body) = (solved.candidates, solved.cut, solved.body);
@@ -180,6 +133,31 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
         .candidates_generated
         .inc_by(u64::try_from(found.candidates.len()).unwrap_or(0));
     Ok(found)
+}
+
+/// A solve of `search` begun on the read's guess, when there is one and
+/// the search is large enough to pay for it; never for batch work (its
+/// read withholds what the guess does not).
+fn solve_ahead<'a>(
+    engine: &Engine<'a>,
+    search: &Search,
+    names: &Names,
+    limits: &Limits,
+) -> Option<SolveAhead<'a>> {
+    if search.priority.low() {
+        return None;
+    }
+    let (snap, ids) = engine.read.guess(names)?;
+    let job = Job {
+        request: solver_request(&snap, &search.query, &ids)?,
+        snap: snap.clone(),
+        limits: limits.clone(),
+        rendering: rendering_of(search, &ids),
+    };
+    let solving: &'a dyn SolvingStep = engine.solving;
+    solving
+        .pays_ahead(&job)
+        .then(|| SolveAhead::new(snap, ids, solving.solve(job)))
 }
 
 /// How much a search produces, and in which order.
@@ -220,7 +198,7 @@ fn visited_of(snap: &Snapshot, scope: &Scope) -> Visited {
 }
 
 /// How to render the answer, when the search asks for it rendered.
-pub(in crate::candidates) fn rendering_of(search: &Search, ids: &Ids) -> Option<Rendering> {
+fn rendering_of(search: &Search, ids: &Ids) -> Option<Rendering> {
     search.render.map(|shape| Rendering {
         suffixes: suffixes_of(&search.query),
         requested: requested_of(ids),
@@ -238,12 +216,25 @@ fn requested_of(ids: &Ids) -> BTreeSet<i32> {
     ids.class.values().copied().collect()
 }
 
-/// The read before the solve: shared when it applies, else in a snapshot.
+/// The read before the solve: shared when it applies (a production
+/// search, no reservation), else in a transaction of the search's own.
+/// Unknown names are the same 400s either way.
 async fn read(engine: &Engine<'_>, names: &Names, search: &Search) -> Result<Read> {
-    match shared_reads::read_shared(engine, names, search.priority).await? {
-        Some(read) => Ok(read),
-        None => read_in_snapshot(engine, names, search).await,
+    if !search.priority.low() {
+        let reads: &dyn ProviderRead = engine.read;
+        if let Some(shared) = reads.shared(engine.pool, names).await? {
+            let ids = names.resolve(&shared.look)?;
+            if let Some(snap) = shared.snap.clone() {
+                let adjusted = Adjustments::default();
+                return Ok(Read {
+                    snap,
+                    ids,
+                    adjusted,
+                });
+            }
+        }
     }
+    read_in_snapshot(engine, names, search).await
 }
 
 /// The batch CPU (milli) and memory (MB) a query asks for, over all its
@@ -260,7 +251,7 @@ fn batch_request(q: &CandidateQuery) -> CpuMem {
 }
 
 /// What a search reads from the database before it solves.
-pub(in crate::candidates) struct Read {
+struct Read {
     /// The providers, adjusted for reservations and the load filter.
     pub snap: Arc<Snapshot>,
     /// The ids of the search's names.
@@ -276,7 +267,7 @@ async fn read_in_snapshot(engine: &Engine<'_>, names: &Names, search: &Search) -
     let mut tx = db::begin_snapshot(engine.pool).await?;
     let look = db::look(&mut tx, &names.classes, &names.traits, &names.aggregates).await?;
     let ids = names.resolve(&look)?;
-    let snap = engine.cache.current_at(&mut tx, look.seen).await?;
+    let snap = engine.read.snapshots().at(&mut tx, look.seen).await?;
     let withheld = if look.reservations {
         fairness::unused_reservations(&mut tx, None, search.project.as_deref()).await?
     } else {
@@ -304,11 +295,7 @@ async fn read_in_snapshot(engine: &Engine<'_>, names: &Names, search: &Search) -
 
 /// The parsed query over snapshot ids; None when an `in_tree` names no
 /// provider (the answer is then empty).
-pub(in crate::candidates) fn solver_request(
-    snap: &Snapshot,
-    q: &CandidateQuery,
-    ids: &Ids,
-) -> Option<solve::Request> {
+fn solver_request(snap: &Snapshot, q: &CandidateQuery, ids: &Ids) -> Option<solve::Request> {
     let mut groups = Vec::with_capacity(q.groups.len());
     for g in &q.groups {
         let in_tree = match g.in_tree {

@@ -2,11 +2,10 @@
 //! group-level validation Placement applies per microversion, and into
 //! the engine's typed search. Pure.
 
-use super::find::Search;
 use super::query_grammar::{
-    conflicting_traits, parse_member_of, parse_required, parse_resources, AggFilter, TraitFilter,
-    Version,
+    conflicting_traits, parse_member_of, parse_required, parse_resources, TraitFilter, Version,
 };
+use super::search::{CandidateQuery, GroupPolicy, GroupSpec, Scope, Search};
 use crate::error::{codes, Error, Result};
 use std::collections::BTreeMap;
 
@@ -31,45 +30,6 @@ fn coded(message: impl Into<String>, code: &'static str) -> QueryError {
         message: message.into(),
         code: Some(code),
     }
-}
-
-/// One request group: the unnumbered one (suffix "") or a suffixed one.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GroupSpec {
-    /// "" for the unnumbered group.
-    pub suffix: String,
-    /// (class name, amount), in request order.
-    pub resources: Vec<(String, i64)>,
-    /// Required / forbidden traits.
-    pub traits: TraitFilter,
-    /// Aggregate filters.
-    pub member_of: AggFilter,
-    /// Restrict to the tree of this provider.
-    pub in_tree: Option<uuid::Uuid>,
-}
-
-/// `group_policy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GroupPolicy {
-    /// Suffixed groups may share providers.
-    None,
-    /// Suffixed groups use distinct providers.
-    Isolate,
-}
-
-/// A whole parsed candidates query.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CandidateQuery {
-    /// Groups, the unnumbered one first when present, then by suffix.
-    pub groups: Vec<GroupSpec>,
-    /// `group_policy`.
-    pub group_policy: Option<GroupPolicy>,
-    /// `limit` (its first value, as Placement reads it).
-    pub limit: Option<usize>,
-    /// `root_required`.
-    pub root_required: TraitFilter,
-    /// `same_subtree` sets of suffixes.
-    pub same_subtree: Vec<Vec<String>>,
 }
 
 fn suffix_ok(s: &str, v: Version) -> bool {
@@ -170,7 +130,7 @@ pub fn search_of_query(
         max_results,
         one_per_anchor: false,
         render: None,
-        scope: super::find::Scope::EveryTree,
+        scope: Scope::EveryTree,
     })
 }
 

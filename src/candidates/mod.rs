@@ -1,19 +1,25 @@
 //! The allocation-candidate engine. Its core: Placement's query grammar
-//! parsed into a typed [`find::Search`] (query_grammar.rs, groups.rs), the
-//! provider snapshot (snapshot.rs, snapshot_build.rs), the bounded pure
-//! solver (solve.rs), rendering (render.rs), and [`find::run`], which reads
-//! and solves one search. Its speed machinery lives in [`speed`]: none of
-//! it decides an answer, each part only makes one cheaper to reach.
+//! parsed into a typed [`search::Search`] (query_grammar.rs, groups.rs), the
+//! names it uses and their resolution (names.rs), the provider snapshot
+//! (snapshot.rs, snapshot_build.rs), the bounded pure solver (solve.rs),
+//! rendering (render.rs), and [`find::run`], which reads and solves one
+//! search through the two seams of `engine.rs`. Its speed machinery lives
+//! in [`speed`] and implements those seams: none of it decides an answer,
+//! each part only makes one cheaper to reach. The core names nothing of
+//! `speed` (`tests/layering.rs`).
 
 pub mod budget;
+pub mod engine;
 pub mod explain;
 pub mod find;
 pub mod groups;
 pub mod low_priority_filter;
+pub mod names;
 pub mod query_grammar;
 pub mod render;
+pub mod search;
 pub mod snapshot;
 pub mod snapshot_build;
-pub mod snapshot_nodes;
 pub mod solve;
+pub mod solve_ahead;
 pub mod speed;

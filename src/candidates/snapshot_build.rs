@@ -72,7 +72,7 @@ pub async fn load(conn: &mut PgConnection) -> Result<Snapshot, sqlx::Error> {
     let sharing = db::sharing_trait_id(conn).await?;
     let rows = db::provider_rows(conn).await?;
     let index: HashMap<i64, usize> = rows.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
-    let nodes: super::snapshot_nodes::Nodes = rows
+    let nodes: super::snapshot::node_chunks::Nodes = rows
         .iter()
         .map(|r| Node {
             id: r.id,

@@ -8,8 +8,9 @@ use super::deployment_request::Deployment;
 use super::plan::NodeVerdict;
 use super::write::{write_instances, InstanceWrite, WriteOptions};
 use super::{Deployed, PlannedInstance};
-use crate::candidates::find::{self, Engine, Search};
+use crate::candidates::find::{self, Engine};
 use crate::candidates::low_priority_filter::{self, LoadJudge};
+use crate::candidates::search::{Scope, Search};
 use crate::candidates::snapshot::Node;
 use crate::db::colocation::{PriorityRow, BATCH_MEMORY_MB, BATCH_VCPU_MILLI};
 use crate::db::deployments as db;
@@ -135,7 +136,7 @@ async fn batch_capacity(engine: &Engine<'_>, d: &Deployment, per: CpuMem) -> Res
         max_results: None,
         one_per_anchor: false,
         render: None,
-        scope: find::Scope::EveryTree,
+        scope: Scope::EveryTree,
     };
     let found = find::run(engine, &search).await?;
     let mut conn = engine.pool.acquire().await?;

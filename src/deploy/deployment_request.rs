@@ -2,8 +2,8 @@
 //! once and turned into newtypes and enums, so that nothing downstream
 //! re-validates a number or re-parses a filter string.
 
-use crate::candidates::groups::{CandidateQuery, GroupSpec};
 use crate::candidates::query_grammar::{parse_member_of, parse_required, TraitFilter};
+use crate::candidates::search::{CandidateQuery, GroupSpec};
 use crate::error::{Error, Result};
 use crate::sched::{Strategy, VolumeBinding};
 use crate::types::{AggFilter, PriorityClass};

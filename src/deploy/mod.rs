@@ -17,7 +17,8 @@ pub mod resize;
 pub mod topology;
 pub mod write;
 
-use crate::candidates::find::{self, Engine, Scope, Search};
+use crate::candidates::find::{self, Engine};
+use crate::candidates::search::{Scope, Search};
 use crate::db::deployments as db;
 use crate::error::{codes, with_retries, Error, NodeReport, Refusal, Result};
 use crate::sched::{self, CapacityMap, NodeName, SchedError};

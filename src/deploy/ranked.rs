@@ -7,7 +7,8 @@ use super::deployment_request::Deployment;
 use super::node_cache::NodeCache;
 use super::ranking::Ranking;
 use super::{candidate_nodes, count_retries, node_search, place_on, stamped, Deployed, Outcome};
-use crate::candidates::find::{self, Engine, Scope};
+use crate::candidates::find::{self, Engine};
+use crate::candidates::search::Scope;
 use crate::error::{with_retries, Result};
 
 /// Places `d` over the head of its ranking; None when the ranking cannot

@@ -7,7 +7,7 @@
 //! exact: only the moment of reading moves.
 
 use super::node_cache::NodeCache;
-use crate::candidates::speed::snapshot_cache::SnapshotCache;
+use crate::candidates::engine::{providers_now, ProviderSnapshots};
 use crate::db::deployments as db;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,7 +37,7 @@ pub struct Caches {
     /// database as `pool`, not through a transaction pooler).
     pub sessions: sqlx::PgPool,
     /// The candidate snapshot.
-    pub snapshot: Arc<SnapshotCache>,
+    pub snapshots: Arc<dyn ProviderSnapshots>,
     /// The deployment nodes' states.
     pub nodes: Arc<NodeCache>,
 }
@@ -75,7 +75,7 @@ async fn listen_and_refresh(caches: &Caches) -> Result<(), sqlx::Error> {
 /// date; returns how many node states it holds.
 async fn refresh(caches: &Caches) -> Result<usize, sqlx::Error> {
     let mut tx = crate::db::candidates::begin_snapshot(&caches.pool).await?;
-    let snap = caches.snapshot.current(&mut tx).await?;
+    let snap = providers_now(&*caches.snapshots, &mut tx).await?;
     tx.commit().await?;
     let wanted: Vec<(i64, u64)> = caches
         .nodes

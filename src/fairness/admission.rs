@@ -9,7 +9,7 @@ use super::round_inputs::{load, Loaded};
 use super::round_pool::{self as providers, Cached};
 use super::Amounts;
 use crate::allocation::alloc_error;
-use crate::candidates::speed::snapshot_cache::SnapshotCache;
+use crate::candidates::engine::ProviderSnapshots;
 use crate::db::allocations::{self as alloc_db, AllocError};
 use crate::db::fairness as db;
 use crate::db::Pool;
@@ -193,7 +193,7 @@ impl RoundSettings {
 /// providers of this process's candidate snapshot.
 pub async fn run(
     pool: &Pool,
-    cache: &SnapshotCache,
+    snapshots: &dyn ProviderSnapshots,
     settings: &RoundSettings,
     body: AdmissionPost,
 ) -> Result<AdmissionAnswer> {
@@ -201,7 +201,7 @@ pub async fn run(
     let seed = body.seed.unwrap_or_else(rand::random);
     with_retries(settings.retries, || async {
         let started = std::time::Instant::now();
-        let cached = providers::refresh(pool, cache).await?;
+        let cached = providers::refresh(pool, snapshots).await?;
         let mut tx = pool.begin().await?;
         db::lock_admissions(&mut tx).await?;
         refuse_existing(&mut tx, &body).await?;

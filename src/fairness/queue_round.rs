@@ -9,7 +9,7 @@
 
 use super::admission::{self, ms, AdmissionItem, AdmissionPost, RoundSettings};
 use super::queue::QueueItem;
-use crate::candidates::speed::snapshot_cache::SnapshotCache;
+use crate::candidates::engine::ProviderSnapshots;
 use crate::db::fairness::queue::{self as db, PendingRow};
 use crate::db::Pool;
 use crate::error::{with_retries, Error, Result};
@@ -133,14 +133,14 @@ pub struct Holds {
 /// advice and the room it holds (`holds`).
 pub async fn round(
     pool: &Pool,
-    cache: &SnapshotCache,
+    snapshots: &dyn ProviderSnapshots,
     settings: &RoundSettings,
     holds: Holds,
 ) -> Result<RoundOutcome> {
     with_retries(settings.retries, || async {
         let started = Instant::now();
         // Before the transaction: a round never holds two connections.
-        let cached = super::round_pool::refresh(pool, cache).await?;
+        let cached = super::round_pool::refresh(pool, snapshots).await?;
         let refreshed_ms = ms(started);
         let mut tx = pool.begin().await?;
         crate::db::fairness::lock_admissions(&mut tx).await?;
@@ -525,7 +525,7 @@ pub struct Leader {
     /// The database.
     pub pool: Pool,
     /// This process's provider snapshot, which rounds place on.
-    pub cache: Arc<SnapshotCache>,
+    pub snapshots: Arc<dyn ProviderSnapshots>,
     /// Connections with sessions of their own (the lock and the listener).
     pub sessions: sqlx::PgPool,
     /// The round's limits.
@@ -608,7 +608,14 @@ async fn keep_or_take_lead(session: &mut sqlx::postgres::PgListener, leads: bool
 
 async fn lead_one(leader: &Leader) {
     let started = Instant::now();
-    match round(&leader.pool, &leader.cache, &leader.settings, leader.holds).await {
+    match round(
+        &leader.pool,
+        &*leader.snapshots,
+        &leader.settings,
+        leader.holds,
+    )
+    .await
+    {
         Ok(o) => {
             tracing::debug!(
                 admitted = o.admitted,

@@ -11,9 +11,9 @@
 //! allocation write refuses it and the round is decided again
 //! (`admission::commit`).
 
+use crate::candidates::engine::ProviderSnapshots;
 use crate::candidates::snapshot::Snapshot;
 use crate::candidates::snapshot_build;
-use crate::candidates::speed::snapshot_cache::SnapshotCache;
 use crate::db::candidates::{self as db, Delta};
 use crate::db::Pool;
 use crate::error::Result;
@@ -30,11 +30,11 @@ pub struct Cached {
 
 /// Brings this process's cache up to date; call it before the round's
 /// transaction opens.
-pub async fn refresh(pool: &Pool, cache: &SnapshotCache) -> Result<Cached> {
+pub async fn refresh(pool: &Pool, snapshots: &dyn ProviderSnapshots) -> Result<Cached> {
     let mut tx = db::begin_snapshot(pool).await?;
     let seen = db::seen(&mut tx).await?;
     let at = seen.snapshot.clone();
-    let snap = cache.current_at(&mut tx, seen).await?;
+    let snap = snapshots.at(&mut tx, seen).await?;
     tx.commit().await?;
     Ok(Cached { at, snap })
 }

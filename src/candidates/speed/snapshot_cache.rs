@@ -19,12 +19,23 @@
 //! instead of one round trip each, in turn.
 
 use super::snapshot_visibility::covers;
+use crate::candidates::engine::{Pending, ProviderSnapshots};
 use crate::candidates::snapshot::Snapshot;
 use crate::candidates::snapshot_build;
 use crate::db::candidates::{self as db, Delta, Seen};
 use sqlx::PgConnection;
 use std::sync::Arc;
 use tokio::sync::Mutex;
+
+impl ProviderSnapshots for SnapshotCache {
+    fn at<'a>(
+        &'a self,
+        conn: &'a mut PgConnection,
+        seen: Seen,
+    ) -> Pending<'a, Result<Arc<Snapshot>, sqlx::Error>> {
+        Box::pin(self.current_at(conn, seen))
+    }
+}
 
 /// After a window the units could not bring forward (other changes than
 /// allocations, or allocations on a provider with a usage report), this

@@ -12,7 +12,7 @@
 //! shuffled copy of the roots, stay in microseconds), and by a step budget
 //! that sends a search that turns out larger to the pool after all.
 
-use crate::candidates::render::Rendering;
+use crate::candidates::engine::{Job, Pending, Solved, SolvingStep};
 use crate::candidates::snapshot::Snapshot;
 use crate::candidates::solve::{self, Candidate, Limits, Solution, Stopped};
 use crate::error::{Error, Result};
@@ -68,30 +68,6 @@ impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
     }
-}
-
-/// A search's solved answer.
-#[derive(Debug)]
-pub struct Solved {
-    /// The candidates, in generation order.
-    pub candidates: Vec<Candidate>,
-    /// The step budget cut them.
-    pub cut: bool,
-    /// The rendered answer, when one was asked for.
-    pub body: Option<String>,
-}
-
-/// A search for [`solve()`]: what to solve, and how to render the answer
-/// when the caller wants it rendered.
-pub struct Job {
-    /// The provider data.
-    pub snap: Arc<Snapshot>,
-    /// The resolved request.
-    pub request: solve::Request,
-    /// How much to produce and in which order.
-    pub limits: Limits,
-    /// Render the candidates too.
-    pub rendering: Option<Rendering>,
 }
 
 /// Solves `job` (and renders its answer when asked): in place first when
@@ -171,22 +147,38 @@ pub fn small_render(snap: &Snapshot, cands: &[Candidate], whole_trees: bool) -> 
     providers <= 4 * SMALL_RESULTS
 }
 
+/// The engine's [`SolvingStep`]: one permit per core for CPU-heavy work
+/// (solve, render), so that a burst of expensive searches queues instead
+/// of crowding out the async workers that answer everything else.
+#[derive(Debug)]
+pub struct SolvingThreads {
+    cpu: Semaphore,
+}
+
+impl Default for SolvingThreads {
+    fn default() -> Self {
+        SolvingThreads {
+            cpu: Semaphore::new(std::thread::available_parallelism().map_or(2, usize::from)),
+        }
+    }
+}
+
+impl SolvingStep for SolvingThreads {
+    fn solve(&self, job: Job) -> Pending<'_, Result<Solved>> {
+        Box::pin(solve_search(&self.cpu, job))
+    }
+
+    /// Only searches that go to the blocking pool: a small one solves in
+    /// microseconds once its read is in.
+    fn pays_ahead(&self, job: &Job) -> bool {
+        !is_small(&job.limits, &job.snap)
+    }
+}
+
 /// Solves a search (and renders it, when asked) as [`solve()`] does, and
 /// logs how it went: a cut at the step budget is a warning.
-pub async fn solve_search(
-    cpu: &Semaphore,
-    snap: Arc<Snapshot>,
-    request: solve::Request,
-    limits: Limits,
-    rendering: Option<Rendering>,
-) -> Result<Solved> {
+async fn solve_search(cpu: &Semaphore, job: Job) -> Result<Solved> {
     let started = std::time::Instant::now();
-    let job = Job {
-        snap,
-        request,
-        limits,
-        rendering,
-    };
     let (solution, body) = solve(cpu, job, SMALL_STEPS).await?;
     let solve_ms = started.elapsed().as_secs_f64() * 1e3;
     match solution.stopped {
@@ -214,6 +206,7 @@ pub async fn solve_search(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::candidates::render::Rendering;
     use crate::candidates::snapshot::{Node, Stock};
     use crate::candidates::solve::Group;
 

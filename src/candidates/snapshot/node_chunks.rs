@@ -4,7 +4,7 @@
 //! follows the providers it changes, not the number there are: with one
 //! flat list, each patch copied a million pointers at a million providers.
 
-use super::snapshot::Node;
+use super::Node;
 use std::sync::Arc;
 
 /// Providers a chunk holds.

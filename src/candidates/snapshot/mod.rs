@@ -6,6 +6,8 @@ use crate::sched::colocation::CpuMem;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+pub mod node_chunks;
+
 /// The maps the solver and the renderer read per anchor and per candidate:
 /// keys are the engine's own ids, never request input, so a fast hash
 /// (foldhash) serves instead of SipHash's flood resistance, which cost a
@@ -244,7 +246,7 @@ pub struct TreeIndex {
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     /// Providers ordered by id (parents before children).
-    pub nodes: super::snapshot_nodes::Nodes,
+    pub nodes: node_chunks::Nodes,
     /// Structure lookups.
     pub index: Arc<TreeIndex>,
     /// Nodes of each aggregate.
