@@ -122,7 +122,7 @@ fn admission_round(providers: usize) -> admission::Round {
             },
             guarantees: if p % 10 == 0 { vec![64, 0] } else { vec![0, 0] },
             lending_limits: vec![0, 0],
-            best_effort: false,
+            queueing: placement::sched::admission::Queueing::Strict,
         })
         .collect();
     let requests = (0..10_000)

@@ -44,6 +44,7 @@ pub mod localdb;
 pub mod log_output;
 pub mod maintenance;
 pub mod metrics;
+pub mod microversions;
 pub mod policy;
 pub mod provider;
 pub mod sched;

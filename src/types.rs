@@ -150,26 +150,71 @@ pub fn is_class_like(name: &str) -> bool {
 /// tree in its aggregates.
 pub const MISC_SHARES_VIA_AGGREGATE: &str = "MISC_SHARES_VIA_AGGREGATE";
 
-/// Koordinator's priority classes.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum PriorityClass {
-    /// Production (koord-prod, 9000–9999): the default.
-    Prod,
-    /// koord-mid, 7000–7999.
-    Mid,
-    /// koord-batch, 5000–5999: runs on the batch inventory.
-    Batch,
-    /// koord-free, 3000–3999: runs on the batch inventory.
-    Free,
+/// An enum whose values travel by name (JSON, stored text, a query's
+/// value), declared with each name once: serde, the OpenAPI component,
+/// the request schemas' `enum` lists ([`names`](#method.names)), parsing
+/// and printing all read the one table. Each variant is written
+/// `Variant => "name",`.
+macro_rules! named_enum {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident => $text:tt, )+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize,
+            utoipa::ToSchema,
+        )]
+        $vis enum $name {
+            $( $(#[$vmeta])* #[serde(rename = $text)] $variant, )+
+        }
+
+        impl $name {
+            /// Every value, in the order declared.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// Its name, as the API and the database spell it.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $( $name::$variant => $text, )+
+                }
+            }
+
+            /// The value of that name, if any.
+            pub fn named(name: &str) -> Option<Self> {
+                match name {
+                    $( $text => Some($name::$variant), )+
+                    _ => None,
+                }
+            }
+
+            /// Every name, in the order declared (a schema's `enum`).
+            pub fn names() -> Vec<&'static str> {
+                Self::ALL.iter().map(|v| v.name()).collect()
+            }
+        }
+    };
+}
+pub(crate) use named_enum;
+
+named_enum! {
+    /// Koordinator's priority classes.
+    pub enum PriorityClass {
+        /// Production (koord-prod, 9000–9999): the default.
+        Prod => "prod",
+        /// koord-mid, 7000–7999.
+        Mid => "mid",
+        /// koord-batch, 5000–5999: runs on the batch inventory.
+        Batch => "batch",
+        /// koord-free, 3000–3999: runs on the batch inventory.
+        Free => "free",
+    }
 }
 
+/// Every class is declared highest first.
 impl PriorityClass {
-    /// Every class, highest first.
-    pub const ALL: [PriorityClass; 4] = [Self::Prod, Self::Mid, Self::Batch, Self::Free];
-
     /// The stored code: 0 prod, 1 mid, 2 batch, 3 free.
     pub fn code(self) -> i16 {
         match self {
@@ -219,16 +264,6 @@ impl PriorityClass {
             batch || resource_class == "DISK_GB"
         } else {
             !batch
-        }
-    }
-
-    /// The class's name, as the API spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Prod => "prod",
-            Self::Mid => "mid",
-            Self::Batch => "batch",
-            Self::Free => "free",
         }
     }
 }

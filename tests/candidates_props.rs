@@ -60,7 +60,7 @@ proptest! {
         pairs in prop::collection::vec((query_key(), query_value()), 0..8),
         minor in 0u16..=45,
     ) {
-        let _ = groups::parse(&pairs, placement::candidates::query_grammar::Version::new(1, minor));
+        let _ = groups::parse(&pairs, placement::microversions::Microversion::new(1, minor));
     }
 }
 

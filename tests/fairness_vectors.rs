@@ -337,7 +337,7 @@ fn admission_round(i: &Value) -> (admission::Round, Vec<String>, Vec<String>) {
                 limits: classes.iter().map(|c| p["limit"][c].as_i64()).collect(),
                 lending_limits: vec![0; classes.len()],
                 guarantees: dense(&classes, &p["guarantee"]),
-                best_effort: false,
+                queueing: placement::sched::admission::Queueing::Strict,
             }
         })
         .collect();

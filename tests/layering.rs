@@ -15,6 +15,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("metrics", 0),
     ("batching", 0),
     ("clock", 0),
+    ("microversions", 0),
     ("log_output", 0),
     ("db", 1),
     ("sched", 1),

@@ -32,7 +32,7 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
     };
     let search = crate::candidates::search::Search {
         render: Some(shape),
-        ..groups::search_of_query(&q.0, mv.engine(), cap)?
+        ..groups::search_of_query(&q.0, mv, cap)?
     };
     let found = candidates_find::run(&st.engine(), &search).await?;
     let searched = started.elapsed();
@@ -67,7 +67,7 @@ pub async fn explain(
     // The first `limit`, as the candidates query reads it.
     let limit: Option<usize> = q.all("limit").first().and_then(|v| v.parse().ok());
     let pairs: Vec<(String, String)> = q.0.iter().filter(|(k, _)| k != "limit").cloned().collect();
-    let mut search = groups::search_of_query(&pairs, mv.engine(), None)?;
+    let mut search = groups::search_of_query(&pairs, mv, None)?;
     search.one_per_anchor = true;
     let found = candidates_find::run(&st.engine(), &search).await?;
     let Some(request) = &found.request else {

@@ -37,7 +37,7 @@ pub(in crate::api) fn priority_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "priority_class": {"type": "string", "enum": ["prod", "mid", "batch", "free"]},
+            "priority_class": {"type": "string", "enum": crate::types::PriorityClass::names()},
             "priority": {"type": ["integer", "null"], "minimum": i32::MIN, "maximum": i32::MAX},
             "eviction_enabled": {"type": "boolean"}
         },

@@ -3,98 +3,11 @@
 //! One line per version says what it changed; handlers ask
 //! `mv.at_least(1, 14)` rather than compare numbers by hand.
 
-use crate::candidates::query_grammar::LATEST;
+pub use crate::microversions::Microversion;
+use crate::microversions::{LATEST, MIN};
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
-use std::fmt;
-
-/// A negotiated microversion.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Microversion {
-    /// Major part (always 1).
-    pub major: u16,
-    /// Minor part.
-    pub minor: u16,
-}
-
-/// The oldest version served.
-pub const MIN: Microversion = Microversion { major: 1, minor: 0 };
-/// The newest version served (`latest`).
-pub const MAX: Microversion = Microversion {
-    major: LATEST.major,
-    minor: LATEST.minor,
-};
-
-/// What each version added, for documentation and the OpenAPI description.
-pub const HISTORY: &[(&str, &str)] = &[
-    (
-        "1.0",
-        "providers, inventories, usages, allocations (list form)",
-    ),
-    ("1.1", "provider aggregates"),
-    ("1.2", "custom resource classes"),
-    ("1.3", "member_of on provider lists"),
-    ("1.4", "resources filter on provider lists"),
-    ("1.5", "DELETE all inventories"),
-    ("1.6", "traits"),
-    ("1.7", "PUT /resource_classes/{name} create-or-verify"),
-    ("1.8", "project_id/user_id in allocations"),
-    ("1.9", "GET /usages"),
-    ("1.10", "GET /allocation_candidates"),
-    ("1.11", "allocations link on providers"),
-    ("1.12", "dict form of allocations"),
-    ("1.13", "POST /allocations"),
-    ("1.14", "nested providers, in_tree"),
-    ("1.15", "last-modified and cache-control"),
-    ("1.16", "limit on candidates"),
-    ("1.17", "required traits on candidates"),
-    ("1.18", "required on provider lists"),
-    ("1.19", "aggregates carry the provider generation"),
-    ("1.20", "POST provider returns the body"),
-    ("1.21", "member_of on candidates"),
-    ("1.22", "forbidden traits"),
-    ("1.23", "error codes"),
-    ("1.24", "repeated member_of"),
-    ("1.25", "granular request groups"),
-    ("1.26", "reserved may equal total"),
-    ("1.27", "all classes in provider summaries"),
-    ("1.28", "consumer generations"),
-    ("1.29", "nested allocation candidates"),
-    ("1.30", "reshaper"),
-    ("1.31", "in_tree on candidates"),
-    ("1.32", "forbidden aggregates"),
-    ("1.33", "string group suffixes"),
-    ("1.34", "mappings in allocation requests"),
-    ("1.35", "root_required"),
-    ("1.36", "same_subtree"),
-    ("1.37", "re-parenting providers"),
-    ("1.38", "consumer types"),
-    ("1.39", "any-of traits in required"),
-];
-
-impl Microversion {
-    /// The same version as the candidate engine takes it.
-    pub fn engine(self) -> crate::candidates::query_grammar::Version {
-        crate::candidates::query_grammar::Version::new(self.major, self.minor)
-    }
-
-    /// A version from its parts.
-    pub const fn new(major: u16, minor: u16) -> Self {
-        Self { major, minor }
-    }
-
-    /// True when this version is `major.minor` or newer.
-    pub fn at_least(self, major: u16, minor: u16) -> bool {
-        self >= Self::new(major, minor)
-    }
-}
-
-impl fmt::Display for Microversion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.major, self.minor)
-    }
-}
 
 /// Negotiates the version from the request headers. Only the standard
 /// header is read (the legacy one is ignored, as the reference does); the last
@@ -119,7 +32,7 @@ pub fn negotiate(headers: &HeaderMap) -> Result<Microversion, VersionRefusal> {
     }
     let Some(raw) = chosen else { return Ok(MIN) };
     if raw == "latest" {
-        return Ok(MAX);
+        return Ok(LATEST);
     }
     let parsed = raw.split_once('.').and_then(|(a, b)| {
         Some(Microversion::new(
@@ -131,7 +44,7 @@ pub fn negotiate(headers: &HeaderMap) -> Result<Microversion, VersionRefusal> {
         None => Err(VersionRefusal::Invalid(format!(
             "Invalid microversion: invalid version string: {raw}"
         ))),
-        Some(v) if v < MIN || v > MAX => Err(VersionRefusal::Unacceptable(raw)),
+        Some(v) if v < MIN || v > LATEST => Err(VersionRefusal::Unacceptable(raw)),
         Some(v) => Ok(v),
     }
 }
@@ -141,7 +54,7 @@ pub fn negotiate(headers: &HeaderMap) -> Result<Microversion, VersionRefusal> {
 pub enum VersionRefusal {
     /// The header does not parse (400, with this message).
     Invalid(String),
-    /// A version outside MIN..=MAX (406, with the bounds).
+    /// A version outside MIN..=LATEST (406, with the bounds).
     Unacceptable(String),
 }
 
@@ -174,7 +87,7 @@ mod tests {
     #[test]
     fn parses_and_bounds() {
         assert_eq!(neg("placement 1.02").unwrap(), Microversion::new(1, 2));
-        assert_eq!(neg("placement latest").unwrap(), MAX);
+        assert_eq!(neg("placement latest").unwrap(), LATEST);
         assert_eq!(
             neg("compute 2.1, placement 1.14").unwrap(),
             Microversion::new(1, 14)
@@ -191,6 +104,5 @@ mod tests {
             HeaderValue::from_bytes(b"placement 1.\xff").unwrap(),
         );
         assert!(matches!(negotiate(&h), Err(VersionRefusal::Invalid(_))));
-        assert_eq!(HISTORY.len(), MAX.minor as usize + 1);
     }
 }

@@ -5,7 +5,9 @@ use super::extract::{stored_project_id, JsonBody, PathParams};
 use super::respond::Reply;
 use super::schema::extensions::{amounts_schema, project_id_schema};
 use crate::api::respond::ApiResult;
-use crate::fairness::projects::{self as service, FairnessPut, QuotaPut};
+use crate::fairness::projects::{
+    self as service, FairnessPut, Preemption, Queueing, QuotaPut, WithinProject,
+};
 use crate::state::AppState;
 use axum::extract::State;
 use serde_json::{json, Value};
@@ -17,14 +19,14 @@ pub(in crate::api) fn fairness_schema() -> Value {
         "properties": {
             "weight": {"type": "number"},
             "parent_project_id": {"anyOf": [project_id_schema(), {"type": "null"}]},
-            "queueing": {"enum": ["strict", "best_effort"]},
-            "preemption": {"enum": ["advise", "enforce"]},
+            "queueing": {"enum": Queueing::names()},
+            "preemption": {"enum": Preemption::names()},
             "preemption_grace_seconds": {
                 "type": "integer",
                 "minimum": 0,
                 "maximum": service::MAX_PREEMPTION_GRACE_SECONDS
             },
-            "within_project_preemption": {"enum": ["never", "lower_priority"]}
+            "within_project_preemption": {"enum": WithinProject::names()}
         },
         "required": ["weight"],
         "additionalProperties": false

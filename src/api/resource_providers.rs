@@ -49,7 +49,7 @@ fn modified(rp: &ProviderRow) -> Option<chrono::DateTime<chrono::Utc>> {
 /// `GET /resource_providers`.
 pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -> ApiResult<Reply> {
     q.validate(&schema::provider_list_query(mv))?;
-    let v = mv.engine();
+    let v = mv;
     let mut conn = st.pool.acquire().await?;
     let mut f = ProviderFilter {
         // An empty `name=` filters nothing, as in Placement (`if name:`).

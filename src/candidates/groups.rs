@@ -3,10 +3,11 @@
 //! the engine's typed search. Pure.
 
 use super::query_grammar::{
-    conflicting_traits, parse_member_of, parse_required, parse_resources, TraitFilter, Version,
+    conflicting_traits, parse_member_of, parse_required, parse_resources, TraitFilter,
 };
 use super::search::{CandidateQuery, GroupPolicy, GroupSpec, Scope, Search};
 use crate::error::{codes, Error, Result};
+use crate::microversions::Microversion;
 use std::collections::BTreeMap;
 
 /// A query error: the message and Placement's error code (None: undefined_code).
@@ -32,7 +33,7 @@ fn coded(message: impl Into<String>, code: &'static str) -> QueryError {
     }
 }
 
-fn suffix_ok(s: &str, v: Version) -> bool {
+fn suffix_ok(s: &str, v: Microversion) -> bool {
     if s.is_empty() {
         return true;
     }
@@ -48,7 +49,7 @@ fn suffix_ok(s: &str, v: Version) -> bool {
 const PREFIXES: [&str; 4] = ["resources", "required", "member_of", "in_tree"];
 
 /// Splits `resources12` into (`resources`, `12`) when the key is a group key.
-fn group_key(key: &str, v: Version) -> Option<(&'static str, &str)> {
+fn group_key(key: &str, v: Microversion) -> Option<(&'static str, &str)> {
     for p in PREFIXES {
         if let Some(rest) = key.strip_prefix(p) {
             if suffix_ok(rest, v) && (rest.is_empty() || v.at_least(1, 25)) {
@@ -63,7 +64,7 @@ fn group_key(key: &str, v: Version) -> Option<(&'static str, &str)> {
 /// Placement's order: the request-wide parameters first (limit,
 /// group_policy, root_required, same_subtree's syntax), then the groups,
 /// then the checks across them.
-pub fn parse(pairs: &[(String, String)], v: Version) -> Result<CandidateQuery, QueryError> {
+pub fn parse(pairs: &[(String, String)], v: Microversion) -> Result<CandidateQuery, QueryError> {
     // Placement reads these two with `getall(...)[0]`: a repeated one
     // counts by its first value (its own gabbits pin this). Every value
     // was validated (`QueryPairs::validate`), so the one used is valid.
@@ -111,7 +112,7 @@ pub fn parse(pairs: &[(String, String)], v: Version) -> Result<CandidateQuery, Q
 /// last value, the one the policy target read).
 pub fn search_of_query(
     pairs: &[(String, String)],
-    version: Version,
+    version: Microversion,
     max_results: Option<usize>,
 ) -> Result<Search> {
     let parsed = parse(pairs, version).map_err(|e| match e.code {
@@ -147,7 +148,7 @@ fn values_of<'a>(pairs: &'a [(String, String)], key: &str) -> Vec<&'a str> {
 /// its `resources`, `required`, `member_of` and `in_tree` keys.
 fn parse_groups(
     pairs: &[(String, String)],
-    v: Version,
+    v: Microversion,
 ) -> Result<BTreeMap<String, GroupSpec>, QueryError> {
     let mut by_suffix: BTreeMap<String, GroupSpec> = BTreeMap::new();
     let mut seen_keys: Vec<&str> = Vec::new();
@@ -182,7 +183,7 @@ fn parse_groups(
 }
 
 /// `root_required` (1.35+): once only, no trait both required and forbidden.
-fn parse_root_required(values: &[&str], v: Version) -> Result<TraitFilter, QueryError> {
+fn parse_root_required(values: &[&str], v: Microversion) -> Result<TraitFilter, QueryError> {
     if values.len() > 1 {
         return Err(coded(
             "Query parameter 'root_required' may be specified only once.",
@@ -256,7 +257,7 @@ fn same_subtree_suffixes_exist(
 fn validate_groups(
     by_suffix: &BTreeMap<String, GroupSpec>,
     q: &CandidateQuery,
-    v: Version,
+    v: Microversion,
 ) -> Result<(), QueryError> {
     if v.at_least(1, 36) {
         if !by_suffix.values().any(|g| !g.resources.is_empty()) {
@@ -345,28 +346,30 @@ mod tests {
 
     #[test]
     fn groups_and_policy() {
-        let q = parse(&p("resources=VCPU:1&resources1=VF:1&resources2=VF:1&group_policy=isolate&limit=5&limit=9"), Version::new(1, 25)).unwrap();
+        let q = parse(&p("resources=VCPU:1&resources1=VF:1&resources2=VF:1&group_policy=isolate&limit=5&limit=9"), Microversion::new(1, 25)).unwrap();
         assert_eq!(q.groups.len(), 3);
         assert_eq!(q.groups[0].suffix, "");
         assert_eq!(q.limit, Some(5));
         assert_eq!(q.group_policy, Some(GroupPolicy::Isolate));
-        assert!(
-            parse(&p("resources1=VF:1&resources2=VF:1"), Version::new(1, 25))
-                .unwrap_err()
-                .message
-                .contains("group_policy")
-        );
-        assert!(
-            parse(&p("resources=VCPU:1&required1=FOO"), Version::new(1, 25))
-                .unwrap_err()
-                .message
-                .contains("orphaned traits keys: required1")
-        );
+        assert!(parse(
+            &p("resources1=VF:1&resources2=VF:1"),
+            Microversion::new(1, 25)
+        )
+        .unwrap_err()
+        .message
+        .contains("group_policy"));
+        assert!(parse(
+            &p("resources=VCPU:1&required1=FOO"),
+            Microversion::new(1, 25)
+        )
+        .unwrap_err()
+        .message
+        .contains("orphaned traits keys: required1"));
         // Forbidden traits alone make no orphan, as in Placement: only
         // `required1` is named (issue 68).
         let e = parse(
             &p("required=!BAR&required1=FOO&resources2=VCPU:1"),
-            Version::new(1, 25),
+            Microversion::new(1, 25),
         )
         .unwrap_err()
         .message;
@@ -377,17 +380,17 @@ mod tests {
     fn same_subtree_rules() {
         let e = parse(
             &p("resources1=VF:1&required2=FOO&group_policy=none"),
-            Version::new(1, 36),
+            Microversion::new(1, 36),
         )
         .unwrap_err();
         assert_eq!(e.code, Some("placement.query.bad_value"));
         let q = parse(
             &p("resources1=VF:1&required2=FOO&same_subtree=1,2&group_policy=none"),
-            Version::new(1, 36),
+            Microversion::new(1, 36),
         )
         .unwrap();
         assert_eq!(q.same_subtree, vec![vec!["1".to_string(), "2".to_string()]]);
-        let e = parse(&p("required2=FOO&same_subtree=2"), Version::new(1, 36)).unwrap_err();
+        let e = parse(&p("required2=FOO&same_subtree=2"), Microversion::new(1, 36)).unwrap_err();
         assert_eq!(e.code, Some("placement.query.missing_value"));
     }
 }

@@ -25,9 +25,7 @@ use std::collections::HashMap;
 pub fn priority_of(pairs: &[(String, String)]) -> Result<PriorityClass> {
     match pairs.iter().rev().find(|(k, _)| k == "priority_class") {
         None => Ok(PriorityClass::Prod),
-        Some((_, v)) => PriorityClass::ALL
-            .into_iter()
-            .find(|c| c.name() == v)
+        Some((_, v)) => PriorityClass::named(v)
             .ok_or_else(|| Error::invalid(format!("Invalid priority_class: {v}."))),
     }
 }

@@ -2,35 +2,10 @@
 //! `GET /allocation_candidates`: `resources`, `required` and `member_of`,
 //! with Placement's error texts per microversion. Pure: no database.
 
+use crate::microversions::Microversion;
 use std::collections::BTreeSet;
 
-/// A requested microversion, whose semantics the engine follows (kept
-/// here, apart from the HTTP layer's own type, so the engine stays pure).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Version {
-    /// Always 1.
-    pub major: u16,
-    /// The minor version.
-    pub minor: u16,
-}
-
-impl Version {
-    /// `major.minor`.
-    pub const fn new(major: u16, minor: u16) -> Self {
-        Version { major, minor }
-    }
-
-    /// Whether it is `major.minor` or later.
-    pub fn at_least(self, major: u16, minor: u16) -> bool {
-        self >= Version::new(major, minor)
-    }
-}
-
-/// The newest microversion: what services that ask the engine themselves
-/// (deployments) use, and what the HTTP layer serves at most.
-pub const LATEST: Version = Version::new(1, 39);
-
-fn at_least(v: Version, minor: u16) -> bool {
+fn at_least(v: Microversion, minor: u16) -> bool {
     v.at_least(1, minor)
 }
 
@@ -91,7 +66,7 @@ pub fn parse_resources(qs: &str) -> Result<Vec<(String, i64)>, String> {
 
 /// Parses every value of a `required` (or `requiredS`) parameter.
 /// Before 1.39 only the last value counts and `in:` is refused.
-pub fn parse_required(values: &[&str], v: Version) -> Result<TraitFilter, String> {
+pub fn parse_required(values: &[&str], v: Microversion) -> Result<TraitFilter, String> {
     let allow_forbidden = at_least(v, 22);
     let used: &[&str] = if at_least(v, 39) {
         values
@@ -162,7 +137,11 @@ pub fn conflicting_traits(filter: &TraitFilter) -> Vec<String> {
 }
 
 /// Parses every value of a `member_of` (or `member_ofS`) parameter.
-pub fn parse_member_of(values: &[&str], v: Version, suffix: &str) -> Result<AggFilter, String> {
+pub fn parse_member_of(
+    values: &[&str],
+    v: Microversion,
+    suffix: &str,
+) -> Result<AggFilter, String> {
     if !at_least(v, 24) && values.len() > 1 {
         return Err(format!(
             "Multiple member_of{suffix} parameters are not supported"
@@ -226,27 +205,27 @@ mod tests {
 
     #[test]
     fn required_versions() {
-        let f = parse_required(&["A,!B"], Version::new(1, 22)).unwrap();
+        let f = parse_required(&["A,!B"], Microversion::new(1, 22)).unwrap();
         assert_eq!(f.required, vec![BTreeSet::from(["A".to_string()])]);
         assert!(f.forbidden.contains("B"));
-        assert!(parse_required(&["!B"], Version::new(1, 21)).is_err());
+        assert!(parse_required(&["!B"], Microversion::new(1, 21)).is_err());
         // Placement's words, lead-in included (issue 68).
         assert_eq!(
-            parse_required(&["in:A,B"], Version::new(1, 38)).unwrap_err(),
+            parse_required(&["in:A,B"], Microversion::new(1, 38)).unwrap_err(),
             "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' only supported since microversion 1.39. Got: in:A,B"
         );
         assert_eq!(
-            parse_required(&["in:A,!B"], LATEST).unwrap_err(),
+            parse_required(&["in:A,!B"], crate::microversions::LATEST).unwrap_err(),
             "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' does not support forbidden traits. Got: in:A,!B"
         );
-        let f = parse_required(&["A", "B"], Version::new(1, 38)).unwrap();
+        let f = parse_required(&["A", "B"], Microversion::new(1, 38)).unwrap();
         assert_eq!(f.required.len(), 1);
-        let f = parse_required(&["in:A,B", "C"], LATEST).unwrap();
+        let f = parse_required(&["in:A,B", "C"], crate::microversions::LATEST).unwrap();
         assert_eq!(f.required.len(), 2);
-        assert!(parse_required(&["A,,B"], Version::new(1, 22))
+        assert!(parse_required(&["A,,B"], Microversion::new(1, 22))
             .unwrap_err()
             .contains("empty trait"));
-        let f = parse_required(&["!!!A"], Version::new(1, 22)).unwrap();
+        let f = parse_required(&["!!!A"], Microversion::new(1, 22)).unwrap();
         assert!(f.forbidden.contains("A"));
     }
 
@@ -254,28 +233,28 @@ mod tests {
     fn member_of_versions() {
         let a = "a0b15655-273a-4b3d-9792-2e579b7d5ad9";
         let b = "b0b15655-273a-4b3d-9792-2e579b7d5ad9";
-        assert!(parse_member_of(&[a, b], Version::new(1, 23), "").is_err());
+        assert!(parse_member_of(&[a, b], Microversion::new(1, 23), "").is_err());
         assert_eq!(
-            parse_member_of(&[a, b], Version::new(1, 24), "")
+            parse_member_of(&[a, b], Microversion::new(1, 24), "")
                 .unwrap()
                 .any_of
                 .len(),
             2
         );
-        assert!(parse_member_of(&[&format!("!{a}")], Version::new(1, 31), "").is_err());
+        assert!(parse_member_of(&[&format!("!{a}")], Microversion::new(1, 31), "").is_err());
         assert_eq!(
-            parse_member_of(&[&format!("!in:{a},{b}")], Version::new(1, 32), "")
+            parse_member_of(&[&format!("!in:{a},{b}")], Microversion::new(1, 32), "")
                 .unwrap()
                 .forbidden
                 .len(),
             2
         );
         assert!(
-            parse_member_of(&[&format!("{a},{b}")], Version::new(1, 32), "")
+            parse_member_of(&[&format!("{a},{b}")], Microversion::new(1, 32), "")
                 .unwrap_err()
                 .contains("prefixed")
         );
-        assert!(parse_member_of(&["x"], Version::new(1, 32), "")
+        assert!(parse_member_of(&["x"], Microversion::new(1, 32), "")
             .unwrap_err()
             .contains("valid UUID"));
     }

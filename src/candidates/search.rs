@@ -3,9 +3,10 @@
 //! Placement's query grammar (`groups.rs`), deployments from their body;
 //! the engine (`find::run`) reads only this.
 
-use super::query_grammar::{AggFilter, TraitFilter, Version};
+use super::query_grammar::{AggFilter, TraitFilter};
 use super::render::Shape;
 use super::snapshot::JournalMark;
+use crate::microversions::Microversion;
 use crate::types::PriorityClass;
 
 /// One request group: the unnumbered one (suffix "") or a suffixed one.
@@ -57,7 +58,7 @@ pub struct Search {
     /// The project whose reservations it may use.
     pub project: Option<String>,
     /// The microversion whose semantics apply (nesting from 1.29).
-    pub version: Version,
+    pub version: Microversion,
     /// A cap on the results, with the query's own `limit`.
     pub max_results: Option<usize>,
     /// Leave each tree at its first candidate (explain's question: which

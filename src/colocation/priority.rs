@@ -67,7 +67,8 @@ pub async fn show(conn: &mut PgConnection, consumer: Uuid) -> Result<PriorityVie
         Some(r) => PriorityView {
             consumer_uuid: consumer,
             priority_class: PriorityClass::ALL
-                .into_iter()
+                .iter()
+                .copied()
                 .find(|c| c.code() == r.priority_class)
                 .unwrap_or(PriorityClass::Prod),
             priority: r.priority,

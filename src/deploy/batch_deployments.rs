@@ -132,7 +132,7 @@ async fn batch_capacity(engine: &Engine<'_>, d: &Deployment, per: CpuMem) -> Res
         query,
         priority: PriorityClass::Batch,
         project: Some(d.owner.project_id.clone()),
-        version: crate::candidates::query_grammar::LATEST,
+        version: crate::microversions::LATEST,
         max_results: None,
         one_per_anchor: false,
         render: None,

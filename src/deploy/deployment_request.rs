@@ -224,7 +224,7 @@ impl TryFrom<DeploymentBody> for Deployment {
                 "resources: {rc} must be at least 1, not {n}."
             )));
         }
-        let version = crate::candidates::query_grammar::LATEST;
+        let version = crate::microversions::LATEST;
         let required = match f.required.as_deref() {
             Some(r) => parse_required(&[r], version).map_err(Error::invalid)?,
             None => TraitFilter::default(),

@@ -119,7 +119,7 @@ fn node_search(d: &Deployment, scope: Scope) -> Search {
         query: d.node_query(),
         priority: PriorityClass::Prod,
         project: Some(d.owner.project_id.clone()),
-        version: crate::candidates::query_grammar::LATEST,
+        version: crate::microversions::LATEST,
         max_results: None,
         one_per_anchor: false,
         render: None,

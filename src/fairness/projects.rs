@@ -7,6 +7,7 @@ use super::{class_ids, positive_minus, project_row, Amounts};
 use crate::db::fairness::{self as db, FairnessRow};
 use crate::db::Pool;
 use crate::error::{codes, Error, Result};
+pub use crate::sched::admission::Queueing;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -42,100 +43,33 @@ fn default_grace() -> u32 {
 /// Longest grace a project may give (the column's check says the same).
 pub const MAX_PREEMPTION_GRACE_SECONDS: u32 = 86_400;
 
-/// Who removes a project's consumers that preemption advice names.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Preemption {
-    /// Their owners, when they choose to (Mesos' and the default).
-    #[default]
-    Advise,
-    /// The service, after the grace period, for consumers admitted
-    /// through the queue (Kueue's and YuniKorn's preemption); others are
-    /// only advised still. A removed consumer's queued request shows
-    /// `preempted`, and it may be queued again at once.
-    Enforce,
-}
-
-impl Preemption {
-    /// As stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Preemption::Advise => "advise",
-            Preemption::Enforce => "enforce",
-        }
-    }
-
-    /// From what is stored (the column's check allows these two only).
-    pub fn stored(s: &str) -> Self {
-        match s {
-            "enforce" => Preemption::Enforce,
-            _ => Preemption::Advise,
-        }
+crate::types::named_enum! {
+    /// Who removes a project's consumers that preemption advice names.
+    #[derive(Default)]
+    pub enum Preemption {
+        /// Their owners, when they choose to (Mesos' and the default).
+        #[default]
+        Advise => "advise",
+        /// The service, after the grace period, for consumers admitted
+        /// through the queue (Kueue's and YuniKorn's preemption); others
+        /// are only advised still. A removed consumer's queued request
+        /// shows `preempted`, and it may be queued again at once.
+        Enforce => "enforce",
     }
 }
 
-/// Preemption inside one project (Kueue's `withinClusterQueue`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum WithinProject {
-    /// Only other projects' work is ever advised (the default).
-    #[default]
-    Never,
-    /// A waiting request that does not fit may have the project's own
-    /// work of lower precedence (a later priority class, or a lower
-    /// priority in its class) advised for removal, and removed by the
-    /// service when the project enforces preemption.
-    LowerPriority,
-}
-
-impl WithinProject {
-    /// As stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WithinProject::Never => "never",
-            WithinProject::LowerPriority => "lower_priority",
-        }
-    }
-
-    /// From what is stored (the column's check allows these two only).
-    pub fn stored(s: &str) -> Self {
-        match s {
-            "lower_priority" => WithinProject::LowerPriority,
-            _ => WithinProject::Never,
-        }
-    }
-}
-
-/// How a project's queued requests wait for room.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Queueing {
-    /// The head request holds up the ones behind it until it is admitted
-    /// (Kueue's StrictFIFO): order is kept, at the price of idle room.
-    #[default]
-    Strict,
-    /// A head that does not fit waits, and the requests behind it are
-    /// tried in the same round (Kueue's BestEffortFIFO): room is used, at
-    /// the price of order (the reservation against starvation still
-    /// serves the large ones).
-    BestEffort,
-}
-
-impl Queueing {
-    /// As stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Queueing::Strict => "strict",
-            Queueing::BestEffort => "best_effort",
-        }
-    }
-
-    /// From what is stored (the column's check allows these two only).
-    pub fn stored(s: &str) -> Self {
-        match s {
-            "best_effort" => Queueing::BestEffort,
-            _ => Queueing::Strict,
-        }
+crate::types::named_enum! {
+    /// Preemption inside one project (Kueue's `withinClusterQueue`).
+    #[derive(Default)]
+    pub enum WithinProject {
+        /// Only other projects' work is ever advised (the default).
+        #[default]
+        Never => "never",
+        /// A waiting request that does not fit may have the project's own
+        /// work of lower precedence (a later priority class, or a lower
+        /// priority in its class) advised for removal, and removed by the
+        /// service when the project enforces preemption.
+        LowerPriority => "lower_priority",
     }
 }
 
@@ -170,11 +104,12 @@ impl FairnessView {
                 weight: r.weight,
                 parent_project_id: r.parent_project_id,
                 allocation_count: r.allocation_count,
-                queueing: Queueing::stored(&r.queueing),
-                preemption: Preemption::stored(&r.preemption),
+                queueing: Queueing::named(&r.queueing).unwrap_or_default(),
+                preemption: Preemption::named(&r.preemption).unwrap_or_default(),
                 preemption_grace_seconds: u32::try_from(r.preemption_grace_seconds)
                     .unwrap_or_default(),
-                within_project_preemption: WithinProject::stored(&r.within_project_preemption),
+                within_project_preemption: WithinProject::named(&r.within_project_preemption)
+                    .unwrap_or_default(),
             },
             None => FairnessView {
                 project_id: project.to_string(),
@@ -290,10 +225,10 @@ pub async fn set_fairness(pool: &Pool, project: &str, body: FairnessPut) -> Resu
     let new = db::NewFairness {
         parent,
         weight: body.weight,
-        queueing: body.queueing.as_str(),
-        preemption: body.preemption.as_str(),
+        queueing: body.queueing.name(),
+        preemption: body.preemption.name(),
         preemption_grace_seconds: i32::try_from(body.preemption_grace_seconds).unwrap_or(i32::MAX),
-        within_project_preemption: body.within_project_preemption.as_str(),
+        within_project_preemption: body.within_project_preemption.name(),
     };
     db::put_fairness(&mut tx, id, &new).await?;
     let row = db::fairness(&mut tx, id).await?;

@@ -9,7 +9,7 @@ use super::round_request::{AdmissionItem, PriorityClass};
 use crate::candidates::snapshot::Snapshot;
 use crate::db::fairness as db;
 use crate::error::{Error, Result};
-use crate::sched::admission::{self as round, Class, ProjectIx, ProviderIx, Round};
+use crate::sched::admission::{self as round, Class, ProjectIx, ProviderIx, Queueing, Round};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -178,7 +178,7 @@ struct ProjectRow {
     parent: Option<String>,
     weight: f64,
     count: i64,
-    best_effort: bool,
+    queueing: Queueing,
 }
 
 /// The round's projects, by index.
@@ -215,10 +215,9 @@ impl Projects {
                 parent: s.and_then(|s| s.parent_project_id.clone()),
                 weight: s.map_or(1.0, |s| s.weight),
                 count: s.map_or(0, |s| s.allocation_count),
-                best_effort: s.is_some_and(|s| {
-                    super::projects::Queueing::stored(&s.queueing)
-                        == super::projects::Queueing::BestEffort
-                }),
+                queueing: s
+                    .and_then(|s| Queueing::named(&s.queueing))
+                    .unwrap_or_default(),
                 name,
                 id,
             });
@@ -311,7 +310,7 @@ impl Projects {
                 limits: vec![None; n],
                 guarantees: vec![0; n],
                 lending_limits: vec![0; n],
-                best_effort: p.best_effort,
+                queueing: p.queueing,
             })
             .collect();
         let ix_of_id: HashMap<i32, ProjectIx> =

@@ -598,3 +598,36 @@ async fn bad_fairness_input_is_400_and_stores_nothing() {
         .await
         .expect_error(400, None, "appears twice");
 }
+
+/// Each enum a project's settings store as text is declared once, in its
+/// type (`named_enum!`): the column's check allows exactly those names,
+/// so a new value (a queue policy) fails here until its migration lets
+/// the database take it.
+#[tokio::test]
+async fn stored_settings_allow_exactly_their_types_names() {
+    use placement::fairness::projects::{Preemption, Queueing, WithinProject};
+    let t = TestApp::new().await;
+    let columns: [(&str, Vec<&str>); 3] = [
+        ("queueing", Queueing::names()),
+        ("preemption", Preemption::names()),
+        ("within_project_preemption", WithinProject::names()),
+    ];
+    for (column, names) in columns {
+        let defs: Vec<String> = sqlx::query_scalar(
+            "SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c
+              JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey)
+             WHERE c.conrelid = 'project_fairness'::regclass AND c.contype = 'c'
+               AND a.attname = $1",
+        )
+        .bind(column)
+        .fetch_all(&t.pool)
+        .await
+        .unwrap();
+        assert_eq!(defs.len(), 1, "{column}: {defs:?}");
+        let mut allowed: Vec<&str> = defs[0].split('\'').skip(1).step_by(2).collect();
+        let mut declared = names.clone();
+        allowed.sort_unstable();
+        declared.sort_unstable();
+        assert_eq!(allowed, declared, "{column}: {}", defs[0]);
+    }
+}

@@ -41,7 +41,7 @@ pub(in crate::api) fn schema() -> Value {
             "user_id": name,
             "consumer_type": {"type": "string", "pattern": "^[A-Z0-9_]+$", "maxLength": 255},
             "dry_run": {"type": "boolean"},
-            "priority_class": {"type": "string", "enum": ["prod", "mid", "batch", "free"]},
+            "priority_class": {"type": "string", "enum": crate::types::PriorityClass::names()},
             "priority": {"type": "integer", "minimum": 0, "maximum": 9999}
         },
         "required": ["app", "count", "memory_mb", "project_id", "user_id"],

@@ -12,8 +12,8 @@
 
 mod stated_rules;
 
-use super::microversion::{HISTORY, MAX, MIN};
 use super::routes::Route;
+use crate::microversions::{HISTORY, LATEST, MIN};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -127,15 +127,15 @@ fn parameters(r: &Route) -> Vec<Value> {
         "in": "header",
         "required": false,
         "description": format!(
-            "The microversion, `placement {MIN}` to `placement {MAX}` or `placement latest`; \
-             without it, {MIN}. The shapes documented here are {MAX}'s; the operation's \
+            "The microversion, `placement {MIN}` to `placement {LATEST}` or `placement latest`; \
+             without it, {MIN}. The shapes documented here are {LATEST}'s; the operation's \
              description says when it appeared, and an older microversion may refuse \
-             (or not know) what {MAX} accepts. A version out of range is 406."
+             (or not know) what {LATEST} accepts. A version out of range is 406."
         ),
         // As `microversion::negotiate` reads it: empty (or no placement
         // entry) is the oldest.
         "schema": {"type": "string", "pattern": r"^([ \t]*[Pp][Ll][Aa][Cc][Ee][Mm][Ee][Nn][Tt][ \t]+(latest|0*1[ \t]*\.[ \t]*0*([0-9]|[1-3][0-9]))[ \t]*)?$"},
-        "example": format!("placement {MAX}")
+        "example": format!("placement {LATEST}")
     }));
     out
 }
@@ -251,7 +251,7 @@ pub fn openapi() -> Value {
         .map(|(v, what)| format!("- {v}: {what}"))
         .collect();
     let description = format!(
-        "OpenStack Placement API, microversions {MIN} to {MAX} (header `OpenStack-API-Version: placement X.Y`). \
+        "OpenStack Placement API, microversions {MIN} to {LATEST} (header `OpenStack-API-Version: placement X.Y`). \
          Errors use `{{\"errors\": [{{status, title, detail, code, request_id}}]}}`.\n\n{}",
         history.join("\n")
     );

@@ -113,12 +113,14 @@ fn grammar(name: &str) -> Option<Value> {
 /// body may leave it out) take any priority the schema allows.
 fn by_class(schema: &mut Value, checked: fn(PriorityClass) -> bool) {
     let unchecked: Vec<&str> = PriorityClass::ALL
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|c| !checked(*c))
         .map(PriorityClass::name)
         .collect();
     let mut branches: Vec<Value> = PriorityClass::ALL
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|c| checked(*c))
         .map(|c| {
             json!({
@@ -262,7 +264,7 @@ mod tests {
     #[test]
     fn priorities_are_held_to_their_class_range() {
         let schema = body_of("PUT", "/consumers/{consumer_uuid}/priority");
-        for class in PriorityClass::ALL {
+        for &class in PriorityClass::ALL {
             let (lo, hi) = (*class.range().start(), *class.range().end());
             for (p, ok) in [(lo, true), (hi, true), (lo - 1, false), (hi + 1, false)] {
                 let body = json!({"priority_class": class.name(), "priority": p});

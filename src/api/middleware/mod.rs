@@ -366,7 +366,7 @@ async fn guarded(gate: &Gate, route: &str, req: Request, next: Next) -> Response
         .extensions()
         .get::<Microversion>()
         .copied()
-        .unwrap_or(microversion::MIN);
+        .unwrap_or(crate::microversions::MIN);
     tracing::Span::current().record("route", route.as_str());
     // HEAD is served by the GET handler.
     let method = match req.method() {

@@ -139,11 +139,11 @@ pub fn render_error(
             if e.version_bounds {
                 obj.insert(
                     "max_version".into(),
-                    super::microversion::MAX.to_string().into(),
+                    crate::microversions::LATEST.to_string().into(),
                 );
                 obj.insert(
                     "min_version".into(),
-                    super::microversion::MIN.to_string().into(),
+                    crate::microversions::MIN.to_string().into(),
                 );
             }
             let body = serde_json::json!({ "errors": [obj] });

@@ -3,12 +3,13 @@
 //! rule it is checked against, and the OpenAPI document (Placement's
 //! `ROUTE_DECLARATIONS` is the model).
 
-use super::microversion::{Microversion, MAX};
+use super::microversion::Microversion;
 use super::{
     aggregates as agg, allocation_candidates, allocations as alloc, deployments, health,
     inventories as inv, metrics, reshaper, resource_classes as rc, resource_providers as rp, root,
     topology, traits, usages, volumes,
 };
+use crate::microversions::LATEST;
 use crate::state::AppState;
 
 pub use super::policy::Subject;
@@ -119,7 +120,7 @@ pub const ROUTES: &[Route] = &[
         target: Subject::Caller,
         summary: "List resource providers (filters: name, uuid, member_of, resources, in_tree, required)",
         takes: None,
-        query: Some(|| super::schema::provider_list_query(MAX)),
+        query: Some(|| super::schema::provider_list_query(LATEST)),
         answer: Some("ProviderList"),
         handler: || get(rp::list),
     },
@@ -130,7 +131,7 @@ pub const ROUTES: &[Route] = &[
         rule: Some("placement:resource_providers:create"),
         target: Subject::Caller,
         summary: "Create a resource provider",
-        takes: Some(|| super::schema::provider_create(MAX)),
+        takes: Some(|| super::schema::provider_create(LATEST)),
         query: None,
         answer: Some("Provider"),
         handler: || post(rp::create),
@@ -154,7 +155,7 @@ pub const ROUTES: &[Route] = &[
         rule: Some("placement:resource_providers:update"),
         target: Subject::Caller,
         summary: "Rename or re-parent a resource provider",
-        takes: Some(|| super::schema::provider_update(MAX)),
+        takes: Some(|| super::schema::provider_update(LATEST)),
         query: None,
         answer: Some("Provider"),
         handler: || put(rp::update),
@@ -286,7 +287,7 @@ pub const ROUTES: &[Route] = &[
         rule: Some("placement:resource_providers:aggregates:update"),
         target: Subject::Caller,
         summary: "Replace a provider's aggregates",
-        takes: Some(|| super::schema::aggregates_put(MAX)),
+        takes: Some(|| super::schema::aggregates_put(LATEST)),
         query: None,
         answer: Some("Aggregates"),
         handler: || put(agg::replace),
@@ -454,7 +455,7 @@ pub const ROUTES: &[Route] = &[
         rule: Some("placement:allocations:manage"),
         target: Subject::Caller,
         summary: "Write allocations of several consumers atomically",
-        takes: Some(|| super::schema::allocations_post(MAX, false)),
+        takes: Some(|| super::schema::allocations_post(LATEST, false)),
         query: None,
         answer: None,
         handler: || post(alloc::post_many),
@@ -478,7 +479,7 @@ pub const ROUTES: &[Route] = &[
         rule: Some("placement:allocations:update"),
         target: Subject::Caller,
         summary: "Replace a consumer's allocations",
-        takes: Some(|| super::schema::allocations_put(MAX).into_owned()),
+        takes: Some(|| super::schema::allocations_put(LATEST).into_owned()),
         query: None,
         answer: None,
         handler: || put(alloc::replace),
@@ -503,7 +504,7 @@ pub const ROUTES: &[Route] = &[
         target: Subject::QueryProjectOrCaller,
         summary: "Allocation candidates for request groups (resources, required, member_of, in_tree, group_policy, same_subtree, root_required). Extensions at every microversion: project_id (that project's reservations count as free) and priority_class=batch|free (only BATCH_VCPU_MILLI, BATCH_MEMORY_MB and DISK_GB; providers with a stale report or above forbidUsageThresholds are left out)",
         takes: None,
-        query: Some(|| super::schema::candidates_query(MAX).into_owned()),
+        query: Some(|| super::schema::candidates_query(LATEST).into_owned()),
         answer: Some("AllocationCandidates"),
         handler: || get(allocation_candidates::list),
     },
@@ -515,7 +516,7 @@ pub const ROUTES: &[Route] = &[
         target: Subject::QueryProjectOrCaller,
         summary: "Why not (extension): the query of GET /allocation_candidates, validated alike; for every root provider (limit: the first N by uuid) whether its tree anchors a candidate and, if not, the first constraint that rules it out with its numbers, plus a count per reason",
         takes: None,
-        query: Some(|| super::schema::candidates_query(MAX).into_owned()),
+        query: Some(|| super::schema::candidates_query(LATEST).into_owned()),
         answer: Some("Explanation"),
         handler: || get(allocation_candidates::explain),
     },
@@ -622,7 +623,7 @@ pub const ROUTES: &[Route] = &[
         rule: Some("placement:reshaper:reshape"),
         target: Subject::Caller,
         summary: "Move inventories and allocations atomically",
-        takes: Some(|| super::schema::reshaper(MAX)),
+        takes: Some(|| super::schema::reshaper(LATEST)),
         query: None,
         answer: None,
         handler: || post(reshaper::reshape),
@@ -635,7 +636,7 @@ pub const ROUTES: &[Route] = &[
         target: Subject::QueryProject,
         summary: "Usages of a project (and user, by consumer type from 1.38)",
         takes: None,
-        query: Some(|| super::schema::usages_query(MAX)),
+        query: Some(|| super::schema::usages_query(LATEST)),
         answer: Some("ProjectUsages"),
         handler: || get(usages::project),
     },

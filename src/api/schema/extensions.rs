@@ -29,7 +29,7 @@ pub fn admission_request_properties() -> serde_json::Map<String, Value> {
         "resources": resources,
         "required": {"type": "array", "maxItems": 64, "items": {"type": "string", "pattern": "^!?[A-Z0-9_]{1,255}$"}},
         "member_of": {"type": "array", "maxItems": 64, "items": {"type": "string", "format": "uuid"}},
-        "priority_class": {"enum": ["prod", "mid", "batch", "free"]},
+        "priority_class": {"enum": crate::types::PriorityClass::names()},
         "consumer_type": {"type": "string", "pattern": "^[A-Z0-9_]+$", "maxLength": 255}
     });
     match properties {

@@ -17,13 +17,14 @@ pub fn register<T: utoipa::ToSchema>(out: &mut Schemas) {
     out.push((T::name().into_owned(), T::schema()));
 }
 
-use crate::api::microversion::{Microversion, MAX};
+use crate::api::microversion::Microversion;
+use crate::microversions::LATEST;
 use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::sync::{LazyLock, OnceLock};
 
 /// One slot per minor version served.
-const VERSIONS: usize = MAX.minor as usize + 1;
+const VERSIONS: usize = LATEST.minor as usize + 1;
 
 /// Schemas of a hot path, one per microversion, each built once: a claim's
 /// `PUT` and every candidates query built theirs on every request, about a
@@ -38,7 +39,7 @@ fn per_version(
     build: fn(Microversion) -> Value,
 ) -> Cow<'static, Value> {
     match cache.get(usize::from(mv.minor)) {
-        Some(slot) if mv.major == MAX.major => Cow::Borrowed(slot.get_or_init(|| build(mv))),
+        Some(slot) if mv.major == LATEST.major => Cow::Borrowed(slot.get_or_init(|| build(mv))),
         _ => Cow::Owned(build(mv)),
     }
 }
@@ -326,7 +327,7 @@ pub fn candidates_extension_query() -> &'static Value {
 fn build_candidates_extension_query() -> Value {
     json!({"type": "object", "properties": {
         "project_id": external_id(),
-        "priority_class": {"type": "string", "enum": ["prod", "mid", "batch", "free"]}
+        "priority_class": {"type": "string", "enum": crate::types::PriorityClass::names()}
     }})
 }
 

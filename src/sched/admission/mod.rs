@@ -29,8 +29,10 @@
 use std::sync::Arc;
 
 mod empty_pool;
+mod queueing;
 mod room;
 mod state;
+pub use queueing::{Queueing, RefusedHead};
 use state::State;
 
 /// Index of a resource class in the round's class list.
@@ -99,10 +101,9 @@ pub struct Project {
     /// (Kueue's lendingLimit; 0: none, the guarantee's headroom is held
     /// back whole, Mesos' rule).
     pub lending_limits: Vec<i64>,
-    /// In the fair stage, a head request that cannot be admitted waits
-    /// and the requests behind it are tried (best-effort FIFO); otherwise
-    /// the project is skipped for the rest of the stage (strict).
-    pub best_effort: bool,
+    /// How its queued requests wait: what a head request that cannot be
+    /// admitted does to the ones behind it.
+    pub queueing: Queueing,
 }
 
 /// One pending request.
@@ -306,7 +307,7 @@ mod tests {
                 limits: vec![None],
                 guarantees: vec![0],
                 lending_limits: vec![0],
-                best_effort: false,
+                queueing: Queueing::Strict,
             }],
             requests: requests
                 .iter()
@@ -476,7 +477,7 @@ mod tests {
         // Strict: the head holds up the rest.
         assert_eq!(admitted(&r), Vec::<usize>::new());
         // Best effort: the head waits, the next one fits.
-        r.projects[0].best_effort = true;
+        r.projects[0].queueing = Queueing::BestEffort;
         let out = admit(&r);
         assert_eq!(admitted(&r), vec![1]);
         assert_eq!(reason_of(&out, 0), Some(Reason::NoCapacity));

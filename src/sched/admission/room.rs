@@ -224,7 +224,7 @@ mod tests {
                     limits: vec![limits[i], None],
                     guarantees: vec![guarantees[i], 0],
                     lending_limits: vec![0, 0],
-                    best_effort: false,
+                    queueing: crate::sched::admission::Queueing::Strict,
                 })
                 .collect();
             let requests = requests

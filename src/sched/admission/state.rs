@@ -4,8 +4,8 @@
 use super::empty_pool::EmptyPool;
 use super::room::Rooms;
 use super::{
-    Admitted, Class, Decision, Decline, Outcome, ProjectIx, Provider, ProviderIx, Reason, Request,
-    Round, Stage,
+    Admitted, Class, Decision, Decline, Outcome, ProjectIx, Provider, ProviderIx, Reason,
+    RefusedHead, Request, Round, Stage,
 };
 use crate::types::units_ok;
 use std::collections::HashMap;
@@ -183,23 +183,17 @@ impl<'a> State<'a> {
                 None => skipped[p] = true,
                 Some(&req) => match self.admit_head(p, req, stage) {
                     Ok(()) => {}
-                    // Hopeless (it says so), or a best-effort project's
-                    // head in the fair stage: the head and its gang leave
-                    // the queue with the reason, and the project goes on.
-                    Err(reason)
-                        if reason == Reason::NeverFits
-                            || (stage == Stage::Fair
-                                && reason != Reason::NotReached
-                                && self.round.projects[p].best_effort) =>
-                    {
-                        self.defer_head(p, req, reason);
-                    }
                     Err(reason) => {
-                        skipped[p] = true;
-                        if stage == Stage::Fair || reason == Reason::NotReached {
-                            for r in self.queues[p].drain(..) {
-                                self.decided[r] = Some(Outcome::Deferred(reason));
+                        let queueing = self.round.projects[p].queueing;
+                        match queueing.refused_head(stage, reason) {
+                            RefusedHead::StepsAside => self.defer_head(p, req, reason),
+                            RefusedHead::DefersTheQueue => {
+                                skipped[p] = true;
+                                for r in self.queues[p].drain(..) {
+                                    self.decided[r] = Some(Outcome::Deferred(reason));
+                                }
                             }
+                            RefusedHead::HoldsTheQueue => skipped[p] = true,
                         }
                     }
                 },
