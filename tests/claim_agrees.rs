@@ -783,3 +783,86 @@ async fn capacity_is_one_formula() {
         );
     }
 }
+
+/// `placement_units_ok` (SQL) and `types::units_ok` (Rust) are one rule,
+/// a step size of 0 or less included (no amount is then a multiple).
+#[tokio::test]
+async fn units_are_one_rule() {
+    let (_db, mut conn) = database().await;
+    let mut rng = StdRng::seed_from_u64(55);
+    let mut values: Vec<[i64; 4]> = vec![
+        [0, 0, 0, 0],
+        [4, 1, 8, 0],
+        [4, 1, 8, -2],
+        [4, 1, 8, 2],
+        [5, 1, 8, 2],
+        [9, 1, 8, 1],
+        [0, 1, 8, 1],
+        [i64::from(i32::MAX), 1, i64::from(i32::MAX), 1],
+    ];
+    values.extend((0..500).map(|_| {
+        let min = rng.gen_range(-2..20);
+        [
+            rng.gen_range(-2..100),
+            min,
+            rng.gen_range(min - 2..120),
+            rng.gen_range(-2..12),
+        ]
+    }));
+    let column = |k: usize| values.iter().map(|v| v[k]).collect::<Vec<i64>>();
+    let sql: Vec<bool> = sqlx::query_scalar(
+        "SELECT placement_units_ok(n, lo, hi, step)
+           FROM UNNEST($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[])
+                WITH ORDINALITY AS v(n, lo, hi, step, k) ORDER BY k",
+    )
+    .bind(column(0))
+    .bind(column(1))
+    .bind(column(2))
+    .bind(column(3))
+    .fetch_all(&mut conn)
+    .await
+    .expect("placement_units_ok");
+    for (&[n, lo, hi, step], s) in values.iter().zip(sql) {
+        let rust = placement::types::units_ok(n, lo, hi, step);
+        assert_eq!(rust, s, "units_ok({n}, {lo}, {hi}, {step})");
+    }
+}
+
+/// Every writer of the change log (a function that inserts into it or
+/// records usage through `placement_usage_changed`) and every trigger
+/// that runs one has its current text in `definitions.sql`: what is logged,
+/// and what the claim's trigger skips, is read in one file.
+#[tokio::test]
+async fn every_change_log_writer_is_in_the_definitions() {
+    let (_db, mut conn) = database().await;
+    let writers: Vec<String> = sqlx::query_scalar(
+        "SELECT proname::text FROM pg_proc
+          WHERE pronamespace = 'public'::regnamespace
+            AND (prosrc ~* 'insert\\s+into\\s+change_log' OR prosrc ~ 'placement_usage_changed\\(')
+          ORDER BY 1",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .expect("functions");
+    assert!(writers.len() >= 6, "writers found: {writers:?}");
+    let triggers: Vec<String> = sqlx::query_scalar(
+        "SELECT t.tgname::text FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
+          WHERE NOT t.tgisinternal AND p.proname::text = ANY($1) ORDER BY 1",
+    )
+    .bind(&writers)
+    .fetch_all(&mut conn)
+    .await
+    .expect("triggers");
+    let text = definitions::TEXT;
+    let missing: Vec<String> = writers
+        .iter()
+        .filter(|f| !text.contains(&format!("CREATE OR REPLACE FUNCTION {f}(")))
+        .chain(
+            triggers
+                .iter()
+                .filter(|t| !text.contains(&format!("CREATE OR REPLACE TRIGGER {t}"))),
+        )
+        .cloned()
+        .collect();
+    assert!(missing.is_empty(), "not in definitions.sql: {missing:?}");
+}

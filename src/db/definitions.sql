@@ -1,4 +1,5 @@
--- The current text of the functions the write path calls. The
+-- The current text of the functions the write path calls, and of every
+-- writer of the change log with its triggers. The
 -- migrations keep their history; this file is what runs now. It is
 -- applied after the migrations, on every `placement db sync` (and on
 -- `serve --migrate`) whose recorded checksum differs from this text's
@@ -21,6 +22,16 @@ CREATE OR REPLACE FUNCTION placement_capacity(total bigint, reserved bigint, all
 RETURNS float8
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT (total - reserved)::float8 * allocation_ratio $$;
+
+-- Whether an amount respects a class's inventory units: within min_unit
+-- and max_unit and a multiple of a positive step_size. Every SQL text that
+-- judges units calls this; `types::units_ok` is its Rust twin, and
+-- `tests/claim_agrees.rs` checks they agree. IMMUTABLE and SQL: the
+-- planner inlines it.
+CREATE OR REPLACE FUNCTION placement_units_ok(amount bigint, min_unit bigint, max_unit bigint, step_size bigint)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT amount >= min_unit AND amount <= max_unit AND step_size > 0 AND amount % step_size = 0 $$;
 
 -- The one writer of what an allocation change records: a change-log row
 -- per provider and class with the units added (negative when removed),
@@ -47,7 +58,7 @@ BEGIN
 END $$;
 
 -- The statement trigger of every insert, update and delete of
--- allocations (but the claim's inserts: see 20261206000001): records the
+-- allocations (but the claim's inserts: see the triggers below): records the
 -- change, and wakes the fair queue when allocations were freed.
 CREATE OR REPLACE FUNCTION allocations_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -75,6 +86,103 @@ BEGIN
     END IF;
     RETURN NULL;
 END $$;
+
+-- The allocation triggers. The insert trigger skips the statements the
+-- claim runs (it records its rows itself, see placement_claim below):
+-- the claim sets `placement.claim_writes_log` on entry and puts it back
+-- on return, so every other writer, later statements of the same
+-- transaction included, goes through the trigger. (CREATE OR REPLACE
+-- TRIGGER needs PostgreSQL 14.)
+CREATE OR REPLACE TRIGGER allocations_changed_ins AFTER INSERT ON allocations
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT
+    WHEN (current_setting('placement.claim_writes_log', true) IS DISTINCT FROM 'on')
+    EXECUTE FUNCTION allocations_changed();
+CREATE OR REPLACE TRIGGER allocations_changed_upd AFTER UPDATE ON allocations
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT
+    EXECUTE FUNCTION allocations_changed();
+CREATE OR REPLACE TRIGGER allocations_changed_del AFTER DELETE ON allocations
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT
+    EXECUTE FUNCTION allocations_changed();
+
+-- The change log's other writers: which providers' data changed, for each
+-- process's candidate snapshot and deployment nodes to bring forward
+-- (`db::candidates::delta`). Triggers fill it, so no write path can
+-- forget to; a table whose rows a snapshot reads gets its triggers here.
+-- A provider's rows (inventories, traits, aggregates, volumes and their
+-- bindings): the providers the statement touched.
+CREATE OR REPLACE FUNCTION log_provider_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' OR TG_OP = 'UPDATE' THEN
+        INSERT INTO change_log (provider_id, structural)
+        SELECT DISTINCT resource_provider_id, false FROM new_rows;
+    END IF;
+    IF TG_OP = 'DELETE' OR TG_OP = 'UPDATE' THEN
+        INSERT INTO change_log (provider_id, structural)
+        SELECT DISTINCT resource_provider_id, false FROM old_rows;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER inventories_log_ins AFTER INSERT ON inventories
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION log_provider_rows();
+CREATE OR REPLACE TRIGGER inventories_log_upd AFTER UPDATE ON inventories
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION log_provider_rows();
+CREATE OR REPLACE TRIGGER inventories_log_del AFTER DELETE ON inventories
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION log_provider_rows();
+CREATE OR REPLACE TRIGGER rp_traits_log_ins AFTER INSERT ON resource_provider_traits
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION log_provider_rows();
+CREATE OR REPLACE TRIGGER rp_traits_log_del AFTER DELETE ON resource_provider_traits
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION log_provider_rows();
+CREATE OR REPLACE TRIGGER rp_aggs_log_ins AFTER INSERT ON resource_provider_aggregates
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION log_provider_rows();
+CREATE OR REPLACE TRIGGER rp_aggs_log_del AFTER DELETE ON resource_provider_aggregates
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION log_provider_rows();
+CREATE OR REPLACE TRIGGER node_volumes_log_ins AFTER INSERT ON node_volumes
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION log_provider_rows();
+CREATE OR REPLACE TRIGGER node_volumes_log_upd AFTER UPDATE ON node_volumes
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION log_provider_rows();
+CREATE OR REPLACE TRIGGER node_volumes_log_del AFTER DELETE ON node_volumes
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION log_provider_rows();
+CREATE OR REPLACE TRIGGER volume_bindings_log_ins AFTER INSERT ON volume_bindings
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION log_provider_rows();
+CREATE OR REPLACE TRIGGER volume_bindings_log_del AFTER DELETE ON volume_bindings
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION log_provider_rows();
+
+-- A provider made, removed or moved in its tree: structural, the snapshot
+-- reads its tree again.
+CREATE OR REPLACE FUNCTION log_provider_structure() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO change_log (provider_id, structural) VALUES (COALESCE(NEW.id, OLD.id), true);
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER resource_providers_structure
+    AFTER INSERT OR DELETE OR UPDATE OF parent_provider_id, root_provider_id
+    ON resource_providers FOR EACH ROW EXECUTE FUNCTION log_provider_structure();
+
+-- A resource class renamed: the snapshot names classes, so every process
+-- reloads it at its next request. Provider id 0 names no provider.
+CREATE OR REPLACE FUNCTION log_class_rename() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO change_log (provider_id, structural) VALUES (0, true);
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER resource_classes_rename AFTER UPDATE OF name ON resource_classes
+    FOR EACH STATEMENT EXECUTE FUNCTION log_class_rename();
+
+-- A node's usage report (the load filter of low-priority work reads it):
+-- logged when a reading changes, not on every report.
+CREATE OR REPLACE FUNCTION log_provider_report() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO change_log (provider_id, structural) VALUES (NEW.resource_provider_id, false);
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER provider_colocation_log_ins AFTER INSERT ON provider_colocation
+    FOR EACH ROW EXECUTE FUNCTION log_provider_report();
+CREATE OR REPLACE TRIGGER provider_colocation_log_upd
+    AFTER UPDATE OF last_sampled_at, node_cpu_milli, node_memory_mb ON provider_colocation FOR EACH ROW
+    WHEN (OLD.last_sampled_at IS DISTINCT FROM NEW.last_sampled_at
+          OR OLD.node_cpu_milli IS DISTINCT FROM NEW.node_cpu_milli
+          OR OLD.node_memory_mb IS DISTINCT FROM NEW.node_memory_mb)
+    EXECUTE FUNCTION log_provider_report();
 
 -- The claim (`db::allocations::claim`): allocations for consumers that do
 -- not exist yet, all or nothing. It locks the providers, checks in one
@@ -119,8 +227,7 @@ BEGIN
              WHERE f.parent_project_id IS NOT NULL AND up.depth < 1000),
           stock AS (
             SELECT r.rp, r.class_id, SUM(r.used) AS n, i.total, i.reserved, i.allocation_ratio,
-                   bool_or(r.used < i.min_unit OR r.used > i.max_unit
-                           OR i.step_size <= 0 OR r.used % i.step_size <> 0) AS off_units,
+                   bool_or(NOT placement_units_ok(r.used, i.min_unit, i.max_unit, i.step_size)) AS off_units,
                    (SELECT COALESCE(SUM(a.used), 0) FROM allocations a
                      WHERE a.resource_provider_id = r.rp AND a.resource_class_id = r.class_id) AS used,
                    EXISTS (SELECT 1 FROM project_reservations v WHERE v.resource_provider_id = r.rp) AS reserved_for

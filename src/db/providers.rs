@@ -134,13 +134,9 @@ pub async fn list(
     for (rc, amount) in &f.resources {
         q.push(" AND EXISTS (SELECT 1 FROM inventories i WHERE i.resource_provider_id = rp.id AND i.resource_class_id = ")
             .push_bind(*rc)
-            .push(" AND i.min_unit <= ")
+            .push(" AND placement_units_ok(")
             .push_bind(*amount)
-            .push(" AND i.max_unit >= ")
-            .push_bind(*amount)
-            .push(" AND ")
-            .push_bind(*amount)
-            .push(" % i.step_size = 0 AND (SELECT COALESCE(SUM(a.used), 0) FROM allocations a WHERE a.resource_provider_id = rp.id AND a.resource_class_id = i.resource_class_id) + ")
+            .push(", i.min_unit, i.max_unit, i.step_size) AND (SELECT COALESCE(SUM(a.used), 0) FROM allocations a WHERE a.resource_provider_id = rp.id AND a.resource_class_id = i.resource_class_id) + ")
             .push_bind(*amount)
             .push(" <= placement_capacity(i.total, i.reserved, i.allocation_ratio))");
     }
