@@ -149,11 +149,45 @@ impl AppState {
         }
     }
 
-    /// The deployment nodes as this process keeps them.
-    pub fn node_views(&self) -> crate::deploy::NodeViews<'_> {
-        crate::deploy::NodeViews {
-            states: &self.machinery.nodes,
-            rankings: &self.machinery.rankings,
+    /// Allocation writes, with this process's batched claims.
+    pub fn allocations(&self) -> crate::allocation::Allocations<'_> {
+        crate::allocation::Allocations {
+            pool: &self.pool,
+            claims: &self.machinery.claims,
+            retries: self.settings.allocation_conflict_retry_count,
+        }
+    }
+
+    /// Deployments, with the candidate engine and the deployment nodes as
+    /// this process keeps them.
+    pub fn deployments(&self) -> crate::deploy::Deployments<'_> {
+        crate::deploy::Deployments {
+            engine: self.engine(),
+            views: crate::deploy::NodeViews {
+                states: &self.machinery.nodes,
+                rankings: &self.machinery.rankings,
+            },
+            retries: self.settings.allocation_conflict_retry_count,
+        }
+    }
+
+    /// Admission rounds, placing on this process's provider data.
+    pub fn admissions(&self) -> crate::fairness::admission::Admissions<'_> {
+        crate::fairness::admission::Admissions {
+            pool: &self.pool,
+            snapshots: &*self.machinery.snapshot,
+            settings: crate::fairness::admission::RoundSettings::of(&self.settings),
+        }
+    }
+
+    /// The fair queue, with this process's batched submissions and the
+    /// wake-ups of its long polls.
+    pub fn queue(&self) -> crate::fairness::queue::Queue<'_> {
+        crate::fairness::queue::Queue {
+            pool: &self.pool,
+            submissions: &self.machinery.submissions,
+            signals: &self.machinery.queue_signals,
+            max_pending_per_project: self.settings.queue_max_pending_per_project,
         }
     }
 }

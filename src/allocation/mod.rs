@@ -40,9 +40,28 @@ pub fn alloc_error(e: AllocError, put_consumer: Option<Uuid>) -> Error {
     }
 }
 
+/// The allocation writes of one process, with what they need: the pool,
+/// the claims it batches together and how often a conflict is retried
+/// (`AppState::allocations`), so a handler passes none of it.
+pub struct Allocations<'a> {
+    /// The database.
+    pub pool: &'a Pool,
+    /// Claims of new consumers waiting to be written by one statement.
+    pub claims: &'a claims::Claims,
+    /// Retries of a write that lost a race.
+    pub retries: u32,
+}
+
+impl Allocations<'_> {
+    /// One consumer's `PUT` (see [`put_one`]).
+    pub async fn put_one(&self, write: ConsumerWrite) -> Result<()> {
+        put_one(self.pool, self.claims, self.retries, write).await
+    }
+}
+
 /// One consumer's `PUT`: a claim goes together with the other claims
 /// arriving (see [`claims`]); what that does not write runs on its own.
-pub async fn put_one(
+async fn put_one(
     pool: &Pool,
     together: &claims::Claims,
     retries: u32,

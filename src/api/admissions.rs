@@ -5,7 +5,7 @@ use super::policy::{project_target, Authorize};
 use super::respond::Reply;
 use super::schema::extensions::admission_request_properties;
 use crate::api::respond::ApiResult;
-use crate::fairness::admission::{self as service, AdmissionPost, RoundSettings};
+use crate::fairness::admission::AdmissionPost;
 use crate::state::AppState;
 use axum::extract::State;
 use serde_json::{json, Value};
@@ -53,8 +53,7 @@ pub async fn create(
             .into_iter()
             .map(|(p, u)| project_target(Some(p), Some(u))),
     )?;
-    let settings = RoundSettings::of(&st.settings);
-    let round = service::run(&st.pool, &*st.machinery.snapshot, &settings, b).await?;
+    let round = st.admissions().run(b).await?;
     crate::metrics::metrics().admission_rounds.inc();
     Ok(Reply::ok(&round))
 }

@@ -97,13 +97,7 @@ pub async fn replace(
         .ok_or_else(|| ApiError::bad_request(format!("Malformed consumer_uuid: {id}")))?;
     let b: AllocationBody = body.parse(&schema::allocations_put(mv))?;
     let write = consumer_write(consumer, &b, mv, &st.settings);
-    allocation::put_one(
-        &st.pool,
-        &st.machinery.claims,
-        st.settings.allocation_conflict_retry_count,
-        write,
-    )
-    .await?;
+    st.allocations().put_one(write).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

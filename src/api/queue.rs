@@ -72,13 +72,7 @@ pub async fn create(
             .iter()
             .map(|i| project_target(Some(&i.project_id), Some(&i.user_id))),
     )?;
-    let mut views = service::submit(
-        &st.pool,
-        &st.machinery.submissions,
-        &post,
-        st.settings.queue_max_pending_per_project,
-    )
-    .await?;
+    let mut views = st.queue().submit(&post).await?;
     Ok(match post {
         QueuePost::One(_) if views.len() == 1 => {
             Reply::json(StatusCode::ACCEPTED, &views.remove(0))
@@ -122,21 +116,22 @@ pub async fn show(
     let id = queue_id(&id)?;
     // Subscribed before the first read, so a decision between the read
     // and the wait is not missed.
-    let mut decided = st.machinery.queue_signals.subscribe();
-    let mut view = service::show(&st.pool, id).await?;
+    let queue = st.queue();
+    let mut decided = queue.signals.subscribe();
+    let mut view = queue.show(id).await?;
     auth.check([project_target(Some(&view.project_id), Some(&view.user_id))])?;
     // Past the long-poll budget (overall or this project's), the answer
     // comes at once: the caller polls again.
     let turn = match wait {
         0 => None,
-        _ => st.machinery.queue_signals.wait_turn(&view.project_id),
+        _ => queue.signals.wait_turn(&view.project_id),
     };
     let seconds = turn
         .as_ref()
         .map_or(0, |_| wait.min(service::MAX_WAIT_SECONDS));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
     while view.is_pending() && still_waiting(&mut decided, deadline, &view).await {
-        view = service::show(&st.pool, id).await?;
+        view = queue.show(id).await?;
     }
     Ok(Reply::ok(&view))
 }
@@ -228,7 +223,7 @@ pub async fn cancel(
     PathParams(id): PathParams<String>,
 ) -> ApiResult<Reply> {
     let id = queue_id(&id)?;
-    let view = service::show(&st.pool, id).await?;
+    let view = st.queue().show(id).await?;
     auth.check([project_target(Some(&view.project_id), Some(&view.user_id))])?;
     service::cancel(&st.pool, id).await?;
     Ok(Reply::empty(StatusCode::NO_CONTENT))

@@ -99,7 +99,31 @@ pub struct NodeViews<'a> {
 /// transaction. A deployment of a few instances plans over the head of
 /// its strategy's order, kept by a [`Ranking`]; the rest (and whatever a
 /// ranking cannot serve) over every candidate node.
-pub async fn deploy(
+/// Deployments as one process runs them, with what they need: the
+/// candidate engine, the nodes' states and rankings it keeps, and how
+/// often a lost race is retried (`AppState::deployments`).
+pub struct Deployments<'a> {
+    /// The candidate engine.
+    pub engine: Engine<'a>,
+    /// The deployment nodes as this process keeps them.
+    pub views: NodeViews<'a>,
+    /// Retries of a plan that lost a race.
+    pub retries: u32,
+}
+
+impl Deployments<'_> {
+    /// Places `d`: production work through [`deploy`], batch and free work
+    /// on the batch inventory (`batch_deployments`).
+    pub async fn deploy(&self, d: &Deployment) -> Result<Deployed> {
+        match d.priority_class.filter(|c| c.low()) {
+            Some(class) => batch_deployments::deploy(&self.engine, self.retries, d, class).await,
+            None => deploy(&self.engine, &self.views, self.retries, d).await,
+        }
+    }
+}
+
+/// Places a production deployment (see the module's note).
+async fn deploy(
     engine: &Engine<'_>,
     views: &NodeViews<'_>,
     retries: u32,

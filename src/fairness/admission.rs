@@ -189,9 +189,28 @@ impl RoundSettings {
     }
 }
 
+/// Admission rounds as one process runs them, with what they need: the
+/// pool, the provider data as a transaction sees it, and the round's
+/// settings (`AppState::admissions`).
+pub struct Admissions<'a> {
+    /// The database.
+    pub pool: &'a Pool,
+    /// The providers rounds place on.
+    pub snapshots: &'a dyn ProviderSnapshots,
+    /// Step budget, retries and what a round records.
+    pub settings: RoundSettings,
+}
+
+impl Admissions<'_> {
+    /// Runs one round (see [`run`]).
+    pub async fn run(&self, body: AdmissionPost) -> Result<AdmissionAnswer> {
+        run(self.pool, self.snapshots, &self.settings, body).await
+    }
+}
+
 /// Runs one round and commits it (unless `dry_run`), placing on the
 /// providers of this process's candidate snapshot.
-pub async fn run(
+async fn run(
     pool: &Pool,
     snapshots: &dyn ProviderSnapshots,
     settings: &RoundSettings,

@@ -215,12 +215,44 @@ impl QueuePost {
     }
 }
 
+/// The fair queue as one process serves it, with what it needs: the pool,
+/// the submissions it stores together, the wake-ups of its long polls and
+/// the cap on a project's pending requests (`AppState::queue`).
+pub struct Queue<'a> {
+    /// The database.
+    pub pool: &'a Pool,
+    /// Single submissions waiting to be stored by one statement.
+    pub submissions: &'a Submissions,
+    /// Wakes this process's long polls.
+    pub signals: &'a super::queue_round::QueueSignals,
+    /// At most this many pending requests per project.
+    pub max_pending_per_project: u32,
+}
+
+impl Queue<'_> {
+    /// Queues `post`'s requests (see [`submit`]).
+    pub async fn submit(&self, post: &QueuePost) -> Result<Vec<QueueView>> {
+        submit(
+            self.pool,
+            self.submissions,
+            post,
+            self.max_pending_per_project,
+        )
+        .await
+    }
+
+    /// A queued request as it stands.
+    pub async fn show(&self, id: Uuid) -> Result<QueueView> {
+        show(self.pool, id).await
+    }
+}
+
 /// Queues the requests in one transaction: 400 for a consumer named
 /// twice or an unknown class or trait; 409 when a consumer is already
 /// queued or already exists. A single request goes with the others
 /// arriving at the same time (`submissions`); one that is left out comes
 /// back here to learn why.
-pub async fn submit(
+async fn submit(
     pool: &Pool,
     together: &Submissions,
     post: &QueuePost,
@@ -394,7 +426,7 @@ async fn check_names(conn: &mut sqlx::PgConnection, items: &[&QueueItem]) -> Res
 }
 
 /// One request, or 404.
-pub async fn show(pool: &Pool, id: Uuid) -> Result<QueueView> {
+async fn show(pool: &Pool, id: Uuid) -> Result<QueueView> {
     let mut conn = pool.acquire().await?;
     match db::get(&mut conn, id).await? {
         Some(row) => Ok(QueueView::of(row)),

@@ -88,11 +88,7 @@ async fn place(st: &AppState, auth: &Authorize, body: JsonBody) -> ApiResult<Rep
         .code(crate::error::codes::DEPLOY_APP_OWNED));
     }
     let d = Deployment::try_from(request)?;
-    let retries = st.settings.allocation_conflict_retry_count;
-    let done = match d.priority_class.filter(|c| c.low()) {
-        Some(class) => deploy::batch_deployments::deploy(&st.engine(), retries, &d, class).await?,
-        None => deploy::deploy(&st.engine(), &st.node_views(), retries, &d).await?,
-    };
+    let done = st.deployments().deploy(&d).await?;
     let answer = render(&d, done);
     Ok(match d.dry_run {
         true => Reply::ok(&answer),
