@@ -23,16 +23,17 @@
 //! A rule added to, or removed from, one path only fails it. The SQL side
 //! is mutation-checked here: each mutation of the function's text (a rule
 //! removed, the capacity formula or the logged totals changed) is applied
-//! to the test's database and must be caught. The Rust side was checked by
-//! hand, each check taken out of `db::allocations::write` in turn
-//! (docs/architecture.md, "Each rule of the allocation write once").
+//! to the test's database and must be caught. So is the Rust side: the
+//! detailed path run with each declared rule's check taken out in turn
+//! (`allocations::write_checking` with `Checked::without`) must be caught
+//! too.
 //!
 //! `CLAIM_AGREES_CASES` sets the number of cases (default 400); the seed
 //! of a failing case is printed, and `CLAIM_AGREES_SEED` replays it.
 
 use indexmap::IndexMap;
 use placement::db::allocations;
-use placement::db::allocations::rules::{InClaim, WriteRule, WRITE_RULES};
+use placement::db::allocations::rules::{Checked, InClaim, WriteRule, WRITE_RULES};
 use placement::db::definitions;
 use placement::types::{ConsumerWrite, GenerationCheck};
 use placement_testkit::common::{drop_database, fresh_database, url_with_db};
@@ -513,8 +514,12 @@ async fn stored(conn: &mut PgConnection) -> Vec<String> {
 
 /// How the two paths disagreed on one case (Err), or the rule the
 /// detailed path refused it by (None: it wrote).
-async fn disagreement(conn: &mut PgConnection, case: &Case) -> Result<Option<WriteRule>, String> {
-    match paths(conn, case).await {
+async fn disagreement(
+    conn: &mut PgConnection,
+    case: &Case,
+    checked: Checked,
+) -> Result<Option<WriteRule>, String> {
+    match paths(conn, case, checked).await {
         (Some(why), _) => Err(why),
         (None, refused) => Ok(refused),
     }
@@ -522,7 +527,11 @@ async fn disagreement(conn: &mut PgConnection, case: &Case) -> Result<Option<Wri
 
 /// Both paths on one case: how they disagreed, if they did, and the rule
 /// the detailed path refused it by.
-async fn paths(conn: &mut PgConnection, case: &Case) -> (Option<String>, Option<WriteRule>) {
+async fn paths(
+    conn: &mut PgConnection,
+    case: &Case,
+    checked: Checked,
+) -> (Option<String>, Option<WriteRule>) {
     let mut tx = conn.begin().await.expect("begin");
     case.set_up(&mut tx).await;
     sqlx::query("SAVEPOINT paths")
@@ -542,7 +551,7 @@ async fn paths(conn: &mut PgConnection, case: &Case) -> (Option<String>, Option<
         .execute(&mut *tx)
         .await
         .expect("rollback to savepoint");
-    let detailed = allocations::write(&mut tx, &case.writes).await;
+    let detailed = allocations::write_checking(&mut tx, &case.writes, checked).await;
     if let Err(allocations::AllocError::Db(e)) = &detailed {
         return (Some(format!("the detailed path failed: {e}")), None);
     }
@@ -612,14 +621,18 @@ fn cases() -> u64 {
 
 /// Runs cases from `first_seed` until one disagrees; counts what the claim
 /// did with the cases it could take.
-async fn run(conn: &mut PgConnection, seeds: impl Iterator<Item = u64>) -> Result<Tally, String> {
+async fn run(
+    conn: &mut PgConnection,
+    seeds: impl Iterator<Item = u64>,
+    checked: Checked,
+) -> Result<Tally, String> {
     let mut tally = Tally::default();
     for seed in seeds {
         let case = world(&mut StdRng::seed_from_u64(seed));
         if !case.writes.iter().all(allocations::claimable) {
             continue;
         }
-        match disagreement(conn, &case).await {
+        match disagreement(conn, &case, checked).await {
             Err(why) => return Err(format!("seed {seed}: {why}\n{case:#?}")),
             Ok(Some(rule)) => *tally.refused_by.entry(rule).or_default() += 1,
             Ok(None) => {}
@@ -646,7 +659,7 @@ async fn the_claim_and_the_detailed_path_agree() {
         Err(_) => Box::new(0..cases()),
     };
     let one_seed = std::env::var("CLAIM_AGREES_SEED").is_ok();
-    match run(&mut conn, seeds).await {
+    match run(&mut conn, seeds, Checked::ALL).await {
         Ok(t) => {
             println!(
                 "claim agrees: {} cases, {} in the claim's domain, {} left to the detailed path; refused by {:?}",
@@ -723,7 +736,7 @@ async fn every_mutation_of_the_claim_is_caught() {
             .execute(&mut conn)
             .await
             .expect("the mutated definitions apply");
-        let caught = run(&mut conn, 0..cases()).await;
+        let caught = run(&mut conn, 0..cases(), Checked::ALL).await;
         match caught {
             Err(why) => println!(
                 "mutation '{name}': caught ({})",
@@ -865,4 +878,127 @@ async fn every_change_log_writer_is_in_the_definitions() {
         .cloned()
         .collect();
     assert!(missing.is_empty(), "not in definitions.sql: {missing:?}");
+}
+
+/// Each check of the detailed path taken out in turn is caught by the
+/// cases above: the paths disagree, the detailed path accepts a write
+/// that breaks a rule by this test's reckoning, the rule never refuses a
+/// case (which the agreement test requires of every rule), or the write
+/// panics past a check that guarded what follows. Bound cores cannot
+/// concern a claimable write: their check is caught on a case of its own.
+#[tokio::test]
+async fn every_check_of_the_detailed_path_is_needed() {
+    let (db, conn) = database().await;
+    let url = url_with_db(&db.admin_url, &db.name);
+    let mut kept = Some(conn);
+    let mut missed = Vec::new();
+    for &rule in WRITE_RULES
+        .iter()
+        .filter(|r| r.in_claim() != InClaim::CannotArise)
+    {
+        let mut conn = match kept.take() {
+            Some(conn) => conn,
+            None => PgConnection::connect(&url).await.expect("connect"),
+        };
+        let checked = Checked::without(rule);
+        let outcome = tokio::spawn(async move {
+            let tally = run(&mut conn, 0..cases(), checked).await;
+            (conn, tally)
+        })
+        .await;
+        let caught = match outcome {
+            // The connection went with the panicked task.
+            Err(_) => "the write panicked".to_string(),
+            Ok((conn, tally)) => {
+                kept = Some(conn);
+                match tally {
+                    Err(why) => why.lines().next().unwrap_or("").to_string(),
+                    Ok(t) if !t.refused_by.contains_key(&rule) => "it never refused".to_string(),
+                    Ok(_) => {
+                        missed.push(rule.name());
+                        continue;
+                    }
+                }
+            }
+        };
+        println!("check '{}' taken out: caught ({caught})", rule.name());
+    }
+    let mut conn = match kept.take() {
+        Some(conn) => conn,
+        None => PgConnection::connect(&url).await.expect("connect"),
+    };
+    assert_eq!(
+        bound_cores_refused(&mut conn, Checked::ALL).await,
+        Some(WriteRule::BoundShares),
+        "a bound instance's shares changed"
+    );
+    match bound_cores_refused(&mut conn, Checked::without(WriteRule::BoundShares)).await {
+        Some(WriteRule::BoundShares) => missed.push("bound_shares (not taken out)"),
+        other => println!("check 'bound_shares' taken out: caught (refused by {other:?})"),
+    }
+    assert!(
+        missed.is_empty(),
+        "checks taken out and not caught: {missed:?}"
+    );
+}
+
+/// A deployment instance bound to a core (200 CPU shares) whose consumer
+/// is then written with 100 shares, in a transaction rolled back: the rule
+/// that refused it, if one did.
+async fn bound_cores_refused(conn: &mut PgConnection, checked: Checked) -> Option<WriteRule> {
+    let mut tx = conn.begin().await.expect("begin");
+    let (rp, consumer) = (Uuid::new_v4(), Uuid::new_v4());
+    sqlx::query(
+        "WITH class AS (
+           INSERT INTO resource_classes (id, name)
+           SELECT nextval('custom_resource_class_id_seq'), 'CUSTOM_CPU_SHARES'
+            WHERE NOT EXISTS (SELECT 1 FROM resource_classes WHERE name = 'CUSTOM_CPU_SHARES')
+           RETURNING id),
+         node AS (
+           INSERT INTO resource_providers (id, uuid, name, root_provider_id)
+           SELECT n, $1, 'bound', n FROM nextval('resource_providers_id_seq') AS n
+           RETURNING id)
+         INSERT INTO inventories (resource_provider_id, resource_class_id, total, reserved,
+                                  min_unit, max_unit, step_size, allocation_ratio)
+         SELECT node.id, COALESCE((SELECT id FROM class),
+                                  (SELECT id FROM resource_classes WHERE name = 'CUSTOM_CPU_SHARES')),
+                1000, 0, 1, 1000, 1, 1.0
+           FROM node",
+    )
+    .bind(rp)
+    .execute(&mut *tx)
+    .await
+    .expect("a node");
+    let write = |shares: i64, generation: GenerationCheck| ConsumerWrite {
+        consumer,
+        project_id: "p".into(),
+        user_id: "u".into(),
+        consumer_type: None,
+        generation,
+        allocations: IndexMap::from([(
+            rp,
+            IndexMap::from([("CUSTOM_CPU_SHARES".to_string(), shares)]),
+        )]),
+        unparsed_provider: None,
+    };
+    let ids = allocations::write(&mut tx, &[write(200, GenerationCheck::New)])
+        .await
+        .expect("the instance's allocation");
+    sqlx::query(
+        "INSERT INTO instances (consumer_id, app, resource_provider_id, cpu, cpu_bind, memory_mb,
+                                core_ids, core_shares)
+         SELECT $1, 'bound', id, 2, true, 0, '{0}', '{200}' FROM resource_providers WHERE uuid = $2",
+    )
+    .bind(ids[&consumer])
+    .bind(rp)
+    .execute(&mut *tx)
+    .await
+    .expect("the instance");
+    let resized = write(100, GenerationCheck::None);
+    let refused = allocations::write_checking(&mut tx, &[resized], checked)
+        .await
+        .err()
+        .and_then(|e| WriteRule::of(&e));
+    tx.rollback().await.expect("rollback");
+    refused
 }

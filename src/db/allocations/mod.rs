@@ -22,6 +22,7 @@ use chrono::{DateTime, Utc};
 use claim::Claim;
 use fairness_checks::{bump_and_check_limits, check_reservations, writer_projects};
 use priority_classes::check_priority_classes;
+use rules::{Checked, WriteRule};
 use sqlx::PgConnection;
 use std::collections::HashMap;
 use stock::{usage, usage_and_inventories, Inventories, Usage};
@@ -184,15 +185,35 @@ pub async fn write(
     conn: &mut PgConnection,
     writes: &[ConsumerWrite],
 ) -> Result<ConsumerIds, AllocError> {
+    write_checking(conn, writes, Checked::ALL).await
+}
+
+/// [`write`], checking the rules of `checked` in the declared order
+/// (`rules::WRITE_RULES`; a test of `rules.rs` reads this function's text
+/// to hold it to that order). Every caller checks every rule, but the test
+/// that shows each check is needed (`tests/claim_agrees.rs`).
+pub async fn write_checking(
+    conn: &mut PgConnection,
+    writes: &[ConsumerWrite],
+    checked: Checked,
+) -> Result<ConsumerIds, AllocError> {
     let mut locked = lock_and_resolve(conn, writes).await?;
     // Placement ensures the consumer (and its generation) before it looks
     // up the body's providers and classes: a stale generation is a 409
     // that clients retry on, whatever else the body names.
-    check_consumer_generations(writes, &locked.existing)?;
-    if let Some(unknown) = locked.unknown.take() {
-        return Err(unknown);
+    if checked.has(WriteRule::ConsumerGeneration) {
+        check_consumer_generations(writes, &locked.existing)?;
     }
-    check_bound_shares(conn, writes, &locked.existing).await?;
+    match locked.unknown.take() {
+        Some(e @ AllocError::NoProvider(_)) if checked.has(WriteRule::ProviderExists) => {
+            return Err(e)
+        }
+        Some(e @ AllocError::NoClass(..)) if checked.has(WriteRule::ClassExists) => return Err(e),
+        _ => {}
+    }
+    if checked.has(WriteRule::BoundShares) {
+        check_bound_shares(conn, writes, &locked.existing).await?;
+    }
     let needed = fairness::checks_needed(
         conn,
         &locked.providers,
@@ -201,14 +222,61 @@ pub async fn write(
         &writes.iter().map(|w| w.consumer).collect::<Vec<_>>(),
     )
     .await?;
-    check_priority_classes(writes, &needed.low_priority)?;
+    if checked.has(WriteRule::PriorityClass) {
+        check_priority_classes(writes, &needed.low_priority)?;
+    }
     let reserved_before = if needed.reservations {
         fairness::unused_reservations(conn, Some(&locked.providers), None).await?
     } else {
         HashMap::new()
     };
-    // Usage before the request on the locked providers, then remove the
-    // consumers' current allocations (Placement's shrink rule needs both).
+    let (before, inventories, cleared) = clear_and_read_stock(conn, &locked).await?;
+    let after_delete = match cleared.is_empty() {
+        true => before.clone(),
+        false => usage(conn, &locked.providers).await?,
+    };
+    // One pass, as Placement's: per allocation, its inventory, then its
+    // units; then every capacity.
+    let stock_rules = StockRules {
+        inventory: checked.has(WriteRule::InventoryExists),
+        units: checked.has(WriteRule::Units),
+        capacity: checked.has(WriteRule::Capacity),
+    };
+    let stock = Stock {
+        inventories: &inventories,
+        before: &before,
+        after_delete: &after_delete,
+    };
+    check_stock(writes, &locked, &stock, stock_rules)?;
+    let new_ids = write_consumers(conn, writes, &locked.existing).await?;
+    insert_allocations(conn, writes, &locked, &new_ids).await?;
+    if checked.has(WriteRule::Reservation) && !reserved_before.is_empty() {
+        check_reservations(
+            conn,
+            writes,
+            &locked,
+            &inventories,
+            &before,
+            &reserved_before,
+        )
+        .await?;
+    }
+    let bump = providers_to_bump(writes, &locked, &cleared);
+    if checked.has(WriteRule::Limit) && needed.limits {
+        bump_and_check_limits(conn, writes, &locked, &cleared, needed.flat, &bump).await?;
+    } else {
+        super::providers::bump_locked(conn, &bump).await?;
+    }
+    Ok(holding_ids(writes, &locked.existing, new_ids))
+}
+
+/// Usage before the write on the locked providers and their inventories,
+/// then the consumers' current allocations removed (Placement's shrink
+/// rule needs both): the usage, the inventories and the removed rows.
+async fn clear_and_read_stock(
+    conn: &mut PgConnection,
+    locked: &Locked,
+) -> Result<(Usage, Inventories, Vec<Cleared>), AllocError> {
     let (before, inventories) = usage_and_inventories(conn, &locked.providers).await?;
     let existing_ids: Vec<i64> = locked.existing.values().map(|c| c.id).collect();
     let cleared: Vec<Cleared> = match existing_ids.is_empty() {
@@ -223,32 +291,7 @@ pub async fn write(
             .await?
         }
     };
-    // Nothing removed (new consumers only): the usage is as it was.
-    let after_delete = match cleared.is_empty() {
-        true => before.clone(),
-        false => usage(conn, &locked.providers).await?,
-    };
-    check_capacity(writes, &locked, &inventories, &before, &after_delete)?;
-    let new_ids = write_consumers(conn, writes, &locked.existing).await?;
-    insert_allocations(conn, writes, &locked, &new_ids).await?;
-    if !reserved_before.is_empty() {
-        check_reservations(
-            conn,
-            writes,
-            &locked,
-            &inventories,
-            &before,
-            &reserved_before,
-        )
-        .await?;
-    }
-    let bump = providers_to_bump(writes, &locked, &cleared);
-    if needed.limits {
-        bump_and_check_limits(conn, writes, &locked, &cleared, needed.flat, &bump).await?;
-    } else {
-        super::providers::bump_locked(conn, &bump).await?;
-    }
-    Ok(holding_ids(writes, &locked.existing, new_ids))
+    Ok((before, inventories, cleared))
 }
 
 /// Whether `write` may be claimed (see [`claim`]), as far as the write
@@ -401,17 +444,35 @@ fn check_consumer_generations(
     Ok(())
 }
 
+/// Which of the stock rules a detailed write checks.
+struct StockRules {
+    /// `InventoryExists`.
+    inventory: bool,
+    /// `Units`.
+    units: bool,
+    /// `Capacity`.
+    capacity: bool,
+}
+
+/// The locked providers' stock: inventories, usage before the write and
+/// after the writers' consumers' allocations were removed.
+struct Stock<'a> {
+    inventories: &'a Inventories,
+    before: &'a Usage,
+    after_delete: &'a Usage,
+}
+
 /// Every amount against its inventory's units and capacity. Missing
 /// inventory lists classes in class id order, as Placement does;
 /// shrinking an already over-committed provider is allowed.
-fn check_capacity(
+fn check_stock(
     writes: &[ConsumerWrite],
     locked: &Locked,
-    inventories: &Inventories,
-    before: &Usage,
-    after_delete: &Usage,
+    stock: &Stock<'_>,
+    rules: StockRules,
 ) -> Result<(), AllocError> {
     let key = |rp: &Uuid, rc: &str| (locked.provider_ids[rp], locked.class_ids[rc]);
+    let inventories = stock.inventories;
     let mut requested: HashMap<(i64, i32), i64> = HashMap::new();
     for w in writes {
         for (rp, classes) in &w.allocations {
@@ -420,26 +481,30 @@ fn check_capacity(
                 .filter(|c| !inventories.contains_key(&key(rp, c)))
                 .map(String::as_str)
                 .collect();
-            if !missing.is_empty() {
+            if rules.inventory && !missing.is_empty() {
                 missing.sort_by_key(|c| locked.class_ids[*c]);
                 return Err(AllocError::NoInventory(*rp, missing.join(", ")));
             }
             for (rc, &n) in classes {
-                let inv = &inventories[&key(rp, rc)];
-                if !inv.units_ok(n) {
+                let inv = inventories.get(&key(rp, rc));
+                if rules.units && inv.is_some_and(|inv| !inv.units_ok(n)) {
                     return Err(AllocError::Constraints(*rp, rc.clone()));
                 }
                 *requested.entry(key(rp, rc)).or_default() += n;
             }
         }
     }
+    if !rules.capacity {
+        return Ok(());
+    }
     for w in writes {
         for (rp, classes) in &w.allocations {
             for rc in classes.keys() {
                 let k = key(rp, rc);
-                let used_after = after_delete.get(&k).copied().unwrap_or(0) + requested[&k];
-                let used_before = before.get(&k).copied().unwrap_or(0);
-                if used_after as f64 > inventories[&k].capacity() && used_after > used_before {
+                let used_after = stock.after_delete.get(&k).copied().unwrap_or(0) + requested[&k];
+                let used_before = stock.before.get(&k).copied().unwrap_or(0);
+                let capacity = inventories.get(&k).map_or(0.0, |inv| inv.capacity());
+                if used_after as f64 > capacity && used_after > used_before {
                     return Err(AllocError::Capacity(*rp, rc.clone()));
                 }
             }

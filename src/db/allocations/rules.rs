@@ -69,6 +69,34 @@ pub const WRITE_RULES: [WriteRule; 10] = [
     WriteRule::Limit,
 ];
 
+/// The rules a detailed write checks: every one of [`WRITE_RULES`] in
+/// production. The only other set is the declared list less one rule,
+/// which `tests/claim_agrees.rs` writes with to show that each of the
+/// detailed path's checks is needed (the test fails without it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checked {
+    /// The rule left unchecked, if any.
+    without: Option<WriteRule>,
+}
+
+impl Checked {
+    /// Every declared rule.
+    pub const ALL: Checked = Checked { without: None };
+
+    /// Every declared rule but `rule` (a mutation, for the test that each
+    /// check is needed).
+    pub fn without(rule: WriteRule) -> Checked {
+        Checked {
+            without: Some(rule),
+        }
+    }
+
+    /// Whether `rule` is checked.
+    pub fn has(self, rule: WriteRule) -> bool {
+        self.without != Some(rule)
+    }
+}
+
 impl WriteRule {
     /// Its name, as `placement_claim`'s markers spell it.
     pub fn name(self) -> &'static str {
@@ -167,6 +195,33 @@ mod tests {
             marked("-- left to the detailed path: "),
             declared(InClaim::LeavesToDetailedPath)
         );
+    }
+
+    /// The detailed path checks the rules in the declared order: in the
+    /// text of `write_checking`, each rule's first check comes after the
+    /// one declared before it.
+    #[test]
+    fn the_detailed_path_checks_in_the_declared_order() {
+        let text = include_str!("mod.rs");
+        let start = text
+            .find("pub async fn write_checking(")
+            .expect("write_checking");
+        let body = &text[start..];
+        let body = &body[..body.find("\n}\n").expect("its end")];
+        let at: Vec<(usize, &str)> = WRITE_RULES
+            .iter()
+            .map(|r| {
+                let needle = format!("WriteRule::{r:?})");
+                let pos = body.find(&needle);
+                (
+                    pos.unwrap_or_else(|| panic!("{needle} is not checked")),
+                    r.name(),
+                )
+            })
+            .collect();
+        let mut sorted = at.clone();
+        sorted.sort_unstable();
+        assert_eq!(at, sorted, "the checks' order against WRITE_RULES");
     }
 
     #[test]
