@@ -561,7 +561,7 @@ async fn run(
     // cap at most, a sixteenth of that for one project.
     let waiters = (max_connections / 4).max(1);
     state.machinery.queue_signals = std::sync::Arc::new(
-        placement::fairness::queue_round::QueueSignals::with_budget(waiters, (waiters / 16).max(1)),
+        placement::fairness::long_polls::QueueSignals::with_budget(waiters, (waiters / 16).max(1)),
     );
     // The first request already takes times from the database's clock.
     if let Err(e) = db::time_offset::measure(&sessions).await {
@@ -688,8 +688,8 @@ fn spawn_background(
             nodes: state.machinery.nodes.clone(),
         },
     ));
-    tasks.spawn(placement::fairness::queue_round::run(
-        placement::fairness::queue_round::Leader {
+    tasks.spawn(placement::fairness::queue_leader::run(
+        placement::fairness::queue_leader::Leader {
             pool: state.pool.clone(),
             snapshots: state.machinery.provider_snapshots(),
             sessions: sessions.clone(),

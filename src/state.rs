@@ -91,7 +91,7 @@ pub struct Machinery {
     /// The deployment nodes in the strategies' orders, per query and shape.
     pub rankings: Arc<crate::deploy::ranking::Rankings>,
     /// Wakes this process's long polls of the fair queue.
-    pub queue_signals: Arc<crate::fairness::queue_round::QueueSignals>,
+    pub queue_signals: Arc<crate::fairness::long_polls::QueueSignals>,
     /// Single queue submissions waiting to be stored by one statement.
     pub submissions: Arc<crate::fairness::submissions::Submissions>,
     /// Claims of new consumers waiting to be written by one statement.

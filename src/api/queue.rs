@@ -122,11 +122,11 @@ pub async fn show(
     auth.check([project_target(Some(&view.project_id), Some(&view.user_id))])?;
     // Past the long-poll budget (overall or this project's), the answer
     // comes at once: the caller polls again.
-    let turn = match wait {
+    let slot = match wait {
         0 => None,
-        _ => queue.signals.wait_turn(&view.project_id),
+        _ => queue.signals.poll_slot(&view.project_id),
     };
-    let seconds = turn
+    let seconds = slot
         .as_ref()
         .map_or(0, |_| wait.min(service::MAX_WAIT_SECONDS));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);

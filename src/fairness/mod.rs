@@ -9,9 +9,11 @@
 pub mod admission;
 pub mod declines;
 mod eligibility;
+pub mod long_polls;
 pub mod preemption;
 pub mod projects;
 pub mod queue;
+pub mod queue_leader;
 pub mod queue_round;
 pub mod reservations;
 mod round_inputs;

@@ -224,7 +224,7 @@ pub struct Queue<'a> {
     /// Single submissions waiting to be stored by one statement.
     pub submissions: &'a Submissions,
     /// Wakes this process's long polls.
-    pub signals: &'a super::queue_round::QueueSignals,
+    pub signals: &'a super::long_polls::QueueSignals,
     /// At most this many pending requests per project.
     pub max_pending_per_project: u32,
 }

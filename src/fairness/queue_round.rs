@@ -1,11 +1,8 @@
 //! Rounds over the fair queue: the same §C.2 round as `POST /admissions`
 //! (`admission::round_in`: the same placement, limits, reservations and
 //! one-transaction commit, stored and replayable from its seed) over every
-//! pending request in submission order. One process at a time leads, by a
-//! session advisory lock; it runs a round every `--admission-interval`
-//! and at once when requests arrive in an empty queue or allocations are
-//! deleted while requests wait (NOTIFY from triggers). Every process
-//! listens for `decided`, so a long poll in any process wakes at once.
+//! pending request in submission order. Who runs them and when is
+//! `queue_leader.rs`; the long polls they wake, `long_polls.rs`.
 
 use super::admission::{self, ms, AdmissionItem, AdmissionPost, RoundSettings};
 use super::queue::QueueItem;
@@ -14,94 +11,8 @@ use crate::db::fairness::queue::{self as db, PendingRow};
 use crate::db::Pool;
 use crate::error::{with_retries, Error, Result};
 use std::collections::BTreeSet;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use uuid::Uuid;
-
-/// Wakes long polls in this process when any process's round decided,
-/// and bounds how many are held: a long poll holds a connection busy, so
-/// without a budget one project's waiters could take every connection.
-#[derive(Debug)]
-pub struct QueueSignals {
-    decided: tokio::sync::watch::Sender<u64>,
-    /// Long polls held at most, over all projects.
-    max_waiters: usize,
-    /// Long polls held at most for one project.
-    max_waiters_per_project: usize,
-    /// Long polls held now, per project.
-    waiting: std::sync::Mutex<std::collections::HashMap<String, usize>>,
-}
-
-impl Default for QueueSignals {
-    fn default() -> Self {
-        QueueSignals::with_budget(1024, 64)
-    }
-}
-
-/// A long poll's place in the budget, given back when it ends.
-#[derive(Debug)]
-pub struct WaitTurn<'a> {
-    signals: &'a QueueSignals,
-    project: String,
-}
-
-impl Drop for WaitTurn<'_> {
-    fn drop(&mut self) {
-        let mut waiting = self
-            .signals
-            .waiting
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(n) = waiting.get_mut(&self.project) {
-            *n -= 1;
-            if *n == 0 {
-                waiting.remove(&self.project);
-            }
-        }
-    }
-}
-
-impl QueueSignals {
-    /// Signals holding at most `max_waiters` long polls, and at most
-    /// `per_project` of one project.
-    pub fn with_budget(max_waiters: usize, per_project: usize) -> Self {
-        QueueSignals {
-            decided: tokio::sync::watch::channel(0).0,
-            max_waiters,
-            max_waiters_per_project: per_project,
-            waiting: std::sync::Mutex::default(),
-        }
-    }
-
-    /// A receiver that sees the next round's decision.
-    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.decided.subscribe()
-    }
-
-    /// A place for one more long poll of `project`, or None when the
-    /// budget (overall or the project's) is spent: the poll is then
-    /// answered at once.
-    pub fn wait_turn(&self, project: &str) -> Option<WaitTurn<'_>> {
-        let mut waiting = self
-            .waiting
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let total: usize = waiting.values().sum();
-        let mine = waiting.get(project).copied().unwrap_or(0);
-        if total >= self.max_waiters || mine >= self.max_waiters_per_project {
-            return None;
-        }
-        *waiting.entry(project.to_string()).or_insert(0) += 1;
-        Some(WaitTurn {
-            signals: self,
-            project: project.to_string(),
-        })
-    }
-
-    fn bump(&self) {
-        self.decided.send_modify(|n| *n += 1);
-    }
-}
 
 /// What one round did.
 #[derive(Debug, Clone, Default)]
@@ -517,127 +428,6 @@ async fn drop_invalid(
     }
     db::cancel_undecidable(tx, &invalid, "invalid").await?;
     Ok(valid)
-}
-
-/// How the leader runs.
-#[derive(Clone)]
-pub struct Leader {
-    /// The database.
-    pub pool: Pool,
-    /// This process's provider snapshot, which rounds place on.
-    pub snapshots: Arc<dyn ProviderSnapshots>,
-    /// Connections with sessions of their own (the lock and the listener).
-    pub sessions: sqlx::PgPool,
-    /// The round's limits.
-    pub settings: RoundSettings,
-    /// Between periodic rounds (zero: rounds only when woken).
-    pub interval: Duration,
-    /// How room is held for waiting requests.
-    pub holds: Holds,
-    /// This process's long polls.
-    pub signals: Arc<QueueSignals>,
-}
-
-/// Listens and, while it holds the lock, leads, for the life of the
-/// process. A lost connection is opened again after a pause.
-pub async fn run(leader: Leader) {
-    loop {
-        if let Err(e) = listen_and_lead(&leader).await {
-            tracing::warn!(error = %e, "the fair queue's listener or leader failed");
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
-/// How often a follower tries to take the lead (and the leader checks it
-/// still holds it).
-fn takeover_period(interval: Duration) -> Duration {
-    match interval.is_zero() {
-        true => Duration::from_secs(1),
-        false => interval.min(Duration::from_secs(1)),
-    }
-}
-
-async fn listen_and_lead(leader: &Leader) -> Result<()> {
-    // One session per process: it listens, and it holds the leader's lock.
-    let mut listener = crate::db::deployments::listen(&leader.sessions, db::QUEUE_CHANNEL).await?;
-    let mut leads = false;
-    let period = takeover_period(leader.interval);
-    let mut next_check = Instant::now();
-    let mut next_round = Instant::now() + leader.interval;
-    loop {
-        if Instant::now() >= next_check {
-            leads = keep_or_take_lead(&mut listener, leads).await?;
-            crate::metrics::metrics().queue_leader.set(i64::from(leads));
-            next_check = Instant::now() + period;
-        }
-        let periodic = !leader.interval.is_zero() && Instant::now() >= next_round;
-        let woken = tokio::select! {
-            n = listener.try_recv() => match n? {
-                Some(n) if n.payload() == "decided" => { leader.signals.bump(); false }
-                Some(_) => true,
-                // The session was lost (and is opened again): so is the lock.
-                None => { leads = false; false }
-            },
-            _ = tokio::time::sleep(Duration::from_millis(50).min(period)) => false,
-        };
-        if leads && (woken || periodic) {
-            while listener.next_buffered().is_some() {}
-            next_round = Instant::now() + leader.interval;
-            lead_one(leader).await;
-        }
-    }
-}
-
-/// Checks the lock is still held (a session opened again has lost it),
-/// or tries to take it.
-async fn keep_or_take_lead(session: &mut sqlx::postgres::PgListener, leads: bool) -> Result<bool> {
-    if leads {
-        let held = db::still_leads(&mut *session).await?;
-        if !held {
-            tracing::warn!("the fair queue's leader lost its lock");
-        }
-        return Ok(held);
-    }
-    let taken = db::try_lead(&mut *session).await?;
-    if taken {
-        tracing::info!("leading the fair queue's rounds");
-    }
-    Ok(taken)
-}
-
-async fn lead_one(leader: &Leader) {
-    let started = Instant::now();
-    match round(
-        &leader.pool,
-        &*leader.snapshots,
-        &leader.settings,
-        leader.holds,
-    )
-    .await
-    {
-        Ok(o) => {
-            tracing::debug!(
-                admitted = o.admitted,
-                deferred = o.deferred,
-                advised = o.advised,
-                took_ms = started.elapsed().as_secs_f64() * 1e3,
-                "queue round"
-            );
-        }
-        Err(e) => tracing::warn!(error = %e, "a fair queue round failed"),
-    }
-    // Only the pending counts: they read the pending index, while the
-    // decided rows grow with the retention window.
-    if let Ok(mut conn) = leader.pool.acquire().await {
-        if let Ok(n) = db::pending_count(&mut conn).await {
-            crate::metrics::metrics().queue_pending.set(n);
-            let top = crate::metrics::QUEUE_TOP_PROJECTS;
-            if let Ok(top) = db::pending_by_project(&mut conn, top).await {
-                crate::metrics::metrics().set_pending_by_project(&top);
-            }
-        }
-    }
 }
 
 #[cfg(test)]
