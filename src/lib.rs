@@ -2,9 +2,9 @@
 //! on PostgreSQL, with an Eru-style scheduler on top.
 //!
 //! Layers, each using only those below it (`tests/layering.rs` checks it):
-//! 1. `types`, `error`, `config`, `policy`, `batching`, `clock`: newtypes,
+//! 1. `types`, `error`, `config`, `policy`, `coalescing`, `clock`: newtypes,
 //!    the services' error (what went wrong, with a stable code; HTTP-free),
-//!    settings, the policy engine (oslo.policy's rules, pure), batching of
+//!    settings, the policy engine (oslo.policy's rules, pure), coalescing of
 //!    requests arriving together, the database's clock;
 //! 2. `db` (all SQL), `sched` (pure scheduling algorithms) and `auth`
 //!    (noauth2, Keystone token validation);
@@ -29,9 +29,9 @@ pub mod allocation;
 pub mod api;
 pub mod audit;
 pub mod auth;
-pub mod batching;
 pub mod candidates;
 pub mod clock;
+pub mod coalescing;
 pub mod colocation;
 pub mod config;
 pub mod db;

@@ -1,6 +1,6 @@
 //! The state every handler shares: the pool, the settings, who may call
 //! (authentication, policy, CORS), and apart from them this process's
-//! machinery (caches, batching, CPU permits, wake-ups).
+//! machinery (caches, coalesced requests, CPU permits, wake-ups).
 
 use crate::config::security::{CorsRules, SecurityArgs};
 use crate::{auth, candidates, config, policy};
@@ -68,7 +68,7 @@ pub struct AppState {
     pub settings: Arc<config::Settings>,
     /// Authentication, policy and CORS.
     pub security: Arc<Security>,
-    /// This process's machinery: caches, batching, CPU permits, wake-ups.
+    /// This process's machinery: caches, coalesced requests, CPU permits, wake-ups.
     pub machinery: Machinery,
 }
 
@@ -149,7 +149,7 @@ impl AppState {
         }
     }
 
-    /// Allocation writes, with this process's batched claims.
+    /// Allocation writes, with this process's coalesced claims.
     pub fn allocations(&self) -> crate::allocation::Allocations<'_> {
         crate::allocation::Allocations {
             pool: &self.pool,
@@ -180,7 +180,7 @@ impl AppState {
         }
     }
 
-    /// The fair queue, with this process's batched submissions and the
+    /// The fair queue, with this process's coalesced submissions and the
     /// wake-ups of its long polls.
     pub fn queue(&self) -> crate::fairness::queue::Queue<'_> {
         crate::fairness::queue::Queue {

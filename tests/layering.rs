@@ -13,7 +13,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("config", 0),
     ("policy", 0),
     ("metrics", 0),
-    ("batching", 0),
+    ("coalescing", 0),
     ("clock", 0),
     ("microversions", 0),
     ("log_output", 0),

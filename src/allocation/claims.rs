@@ -3,7 +3,7 @@
 //!
 //! A claim is one call of `placement_claim` (see `db::allocations::claim`),
 //! atomic on its own: one round trip where begin, lock, claim and commit
-//! were four, each waking the server and PostgreSQL. Together (`batching`),
+//! were four, each waking the server and PostgreSQL. Together (`coalescing`),
 //! the claims waiting share that call: it locks every provider they name,
 //! in id order as every writer does, and checks and writes them all, or
 //! writes nothing.
@@ -18,7 +18,7 @@
 //! there straight. A client is answered only once the statement that
 //! wrote its claim committed.
 
-use crate::batching::Batcher;
+use crate::coalescing::Coalescer;
 use crate::db::allocations as db;
 use crate::db::Pool;
 use crate::error::{classify, lost_in_flight, DbFailure};
@@ -81,7 +81,7 @@ const LIMITED_FOR: Duration = Duration::from_secs(2);
 /// This process's claims waiting for a call.
 #[derive(Debug)]
 pub struct Claims {
-    waiting: Batcher<ConsumerWrite, Claimed>,
+    waiting: Coalescer<ConsumerWrite, Claimed>,
     /// The projects under a limit. Their claims need the detailed path's
     /// quota check, which the call refuses to make: going there straight
     /// saves them a refused call each (and the halving of every turn they
@@ -103,7 +103,7 @@ struct Limited {
 impl Default for Claims {
     fn default() -> Self {
         Claims {
-            waiting: Batcher::new(CALLS_AT_ONCE, MOST_AT_ONCE, |c| *c == Claimed::Unavailable),
+            waiting: Coalescer::new(CALLS_AT_ONCE, MOST_AT_ONCE, |c| *c == Claimed::Unavailable),
             limited: std::sync::Mutex::default(),
         }
     }

@@ -41,7 +41,7 @@ pub fn alloc_error(e: AllocError, put_consumer: Option<Uuid>) -> Error {
 }
 
 /// The allocation writes of one process, with what they need: the pool,
-/// the claims it batches together and how often a conflict is retried
+/// the claims it coalesces and how often a conflict is retried
 /// (`AppState::allocations`), so a handler passes none of it.
 pub struct Allocations<'a> {
     /// The database.

@@ -20,7 +20,7 @@ use super::render::Rendering;
 use super::snapshot::Snapshot;
 use super::solve::{self, Candidate, Limits};
 use crate::config::Settings;
-use crate::db::candidates::{self as db, Look, Seen};
+use crate::db::candidates::{self as db, NamesRead, Seen};
 use crate::error::Result;
 use sqlx::PgConnection;
 use std::future::Future;
@@ -56,10 +56,10 @@ pub async fn providers_now(
 /// searches in it (each search resolves only its own) and the provider
 /// data that statement's snapshot sees.
 #[derive(Debug)]
-pub struct SharedLook {
+pub struct SharedRead {
     /// The names and the snapshot of the statement that read them.
-    pub look: Look,
-    /// The provider data covering `look`'s snapshot; None when only the
+    pub named: NamesRead,
+    /// The provider data covering `named`'s snapshot; None when only the
     /// plain read applies (a reservation exists: the shared read does not
     /// withhold it; or only a full load would bring the data there).
     pub snap: Option<Arc<Snapshot>>,
@@ -78,7 +78,7 @@ pub trait ProviderRead: Send + Sync {
         &'a self,
         pool: &'a crate::db::Pool,
         names: &'a Names,
-    ) -> Pending<'a, Result<Option<Arc<SharedLook>>>>;
+    ) -> Pending<'a, Result<Option<Arc<SharedRead>>>>;
 
     /// What a read of `names` will most likely return, without a round
     /// trip: the provider data as it stands and the ids past reads gave the

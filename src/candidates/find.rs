@@ -223,7 +223,7 @@ async fn read(engine: &Engine<'_>, names: &Names, search: &Search) -> Result<Rea
     if !search.priority.low() {
         let reads: &dyn ProviderRead = engine.read;
         if let Some(shared) = reads.shared(engine.pool, names).await? {
-            let ids = names.resolve(&shared.look)?;
+            let ids = names.resolve(&shared.named)?;
             if let Some(snap) = shared.snap.clone() {
                 let adjusted = Adjustments::default();
                 return Ok(Read {
@@ -265,10 +265,10 @@ struct Read {
 /// for batch work the load filter.
 async fn read_in_snapshot(engine: &Engine<'_>, names: &Names, search: &Search) -> Result<Read> {
     let mut tx = db::begin_snapshot(engine.pool).await?;
-    let look = db::look(&mut tx, &names.classes, &names.traits, &names.aggregates).await?;
-    let ids = names.resolve(&look)?;
-    let snap = engine.read.snapshots().at(&mut tx, look.seen).await?;
-    let withheld = if look.reservations {
+    let named = db::read_names(&mut tx, &names.classes, &names.traits, &names.aggregates).await?;
+    let ids = names.resolve(&named)?;
+    let snap = engine.read.snapshots().at(&mut tx, named.seen).await?;
+    let withheld = if named.reservations {
         fairness::unused_reservations(&mut tx, None, search.project.as_deref()).await?
     } else {
         HashMap::new()

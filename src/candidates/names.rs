@@ -87,11 +87,15 @@ impl Names {
         }
     }
 
-    /// These names as ids, from a look that asked for them (and perhaps
+    /// These names as ids, from a read that asked for them (and perhaps
     /// others: only these are kept). Unknown classes and traits are 400s;
     /// unknown aggregates simply match nothing.
-    pub fn resolve(&self, look: &db::Look) -> Result<Ids> {
-        if let Some(rc) = self.classes.iter().find(|c| !look.classes.contains_key(*c)) {
+    pub fn resolve(&self, named: &db::NamesRead) -> Result<Ids> {
+        if let Some(rc) = self
+            .classes
+            .iter()
+            .find(|c| !named.classes.contains_key(*c))
+        {
             return Err(Error::invalid(format!(
                 "Invalid resource class in resources parameter: No such resource class {rc}."
             )));
@@ -99,7 +103,7 @@ impl Names {
         let missing: Vec<&str> = self
             .traits
             .iter()
-            .filter(|t| !look.traits.contains_key(*t))
+            .filter(|t| !named.traits.contains_key(*t))
             .map(String::as_str)
             .collect();
         if !missing.is_empty() {
@@ -115,12 +119,12 @@ impl Names {
                 .collect()
         };
         Ok(Ids {
-            class: pick(&look.classes, &self.classes),
-            trait_: pick(&look.traits, &self.traits),
+            class: pick(&named.classes, &self.classes),
+            trait_: pick(&named.traits, &self.traits),
             agg: self
                 .aggregates
                 .iter()
-                .filter_map(|u| look.aggregates.get(u).map(|&id| (*u, id)))
+                .filter_map(|u| named.aggregates.get(u).map(|&id| (*u, id)))
                 .collect(),
         })
     }
@@ -142,14 +146,14 @@ mod tests {
     /// other names neither reach its ids (they would count as requested
     /// classes) nor hide its own unknown ones.
     #[test]
-    fn a_search_resolves_only_its_own_names_from_a_shared_look() {
+    fn a_search_resolves_only_its_own_names_from_a_shared_read() {
         let all = [
             names(&["VCPU"], &["HW_CPU_X86_AVX2"]),
             names(&["DISK_GB"], &[]),
         ];
         let union = Names::union(&all);
         assert_eq!(union.classes, ["DISK_GB", "VCPU"]);
-        let look = db::Look {
+        let named = db::NamesRead {
             seen: db::Seen {
                 snapshot: "1:1:".into(),
                 server: String::new(),
@@ -159,10 +163,10 @@ mod tests {
             aggregates: HashMap::new(),
             reservations: false,
         };
-        let ids = all[1].resolve(&look).unwrap_or_else(|e| panic!("{e:?}"));
+        let ids = all[1].resolve(&named).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(ids.class, HashMap::from([("DISK_GB".into(), 2)]));
         assert!(ids.trait_.is_empty());
-        let unknown = names(&["VCPU", "CUSTOM_NOPE"], &[]).resolve(&look);
+        let unknown = names(&["VCPU", "CUSTOM_NOPE"], &[]).resolve(&named);
         assert!(
             unknown.is_err_and(|e| e.to_string().contains("No such resource class CUSTOM_NOPE"))
         );

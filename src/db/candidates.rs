@@ -521,7 +521,7 @@ pub async fn begin_snapshot(pool: &super::Pool) -> Result<super::pool::Tx, sqlx:
 /// What a candidates query reads besides the providers, from one
 /// statement (so one PostgreSQL snapshot and one round trip).
 #[derive(Debug, Clone)]
-pub struct Look {
+pub struct NamesRead {
     /// The statement's snapshot and server.
     pub seen: Seen,
     /// Ids of the asked class names that exist.
@@ -535,10 +535,10 @@ pub struct Look {
     pub reservations: bool,
 }
 
-/// The statement of [`look`]; the names are hidden from the planner (see
+/// The statement of [`read_names`]; the names are hidden from the planner (see
 /// [`hidden`]): every search runs it, and its planning cost four times
 /// its execution.
-static LOOK: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+static READ_NAMES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let (classes, traits) = (hidden("$1", "text[]"), hidden("$2", "text[]"));
     let aggregates = hidden("$3", "uuid[]");
     format!(
@@ -550,14 +550,14 @@ static LOOK: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     )
 });
 
-/// Reads a [`Look`] for these names.
+/// Reads a [`NamesRead`] for these names.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn look(
+pub async fn read_names(
     conn: &mut PgConnection,
     classes: &[String],
     traits: &[String],
     aggregates: &[uuid::Uuid],
-) -> Result<Look, sqlx::Error> {
+) -> Result<NamesRead, sqlx::Error> {
     type Ids<K> = Json<HashMap<K, i32>>;
     let (snapshot, server, classes, traits, aggregates, reservations): (
         String,
@@ -566,13 +566,13 @@ pub async fn look(
         Ids<String>,
         Ids<uuid::Uuid>,
         bool,
-    ) = crate::db::query_as(sqlx::AssertSqlSafe(LOOK.as_str()))
+    ) = crate::db::query_as(sqlx::AssertSqlSafe(READ_NAMES.as_str()))
         .bind(classes)
         .bind(traits)
         .bind(aggregates)
         .fetch_one(conn)
         .await?;
-    Ok(Look {
+    Ok(NamesRead {
         seen: Seen { snapshot, server },
         classes: classes.0,
         traits: traits.0,

@@ -443,7 +443,7 @@ pub async fn app_owner(conn: &mut PgConnection, app: &str) -> Result<Option<Stri
 /// Gives `app` to `project` unless it belongs to a project already; the
 /// project it belongs to afterwards.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
-pub async fn claim_app(
+pub async fn take_app(
     conn: &mut PgConnection,
     app: &str,
     project: &str,

@@ -33,7 +33,7 @@ pub const MOST_INSTANCES: i64 = 32;
 /// can plan around nodes that other deployments hold at that moment.
 const SPARE: usize = 4;
 
-/// Rankings kept (one per query and shape); past it the least recently
+/// Rankings held (one per query and shape); past it the least recently
 /// used goes.
 const MOST_RANKINGS: usize = 16;
 
@@ -57,7 +57,7 @@ struct RankingKey {
 #[derive(Default)]
 pub struct Rankings {
     /// Most recently used last.
-    kept: Mutex<Vec<(RankingKey, Arc<tokio::sync::Mutex<Ranking>>)>>,
+    recent: Mutex<Vec<(RankingKey, Arc<tokio::sync::Mutex<Ranking>>)>>,
 }
 
 impl Rankings {
@@ -68,16 +68,16 @@ impl Rankings {
             query: format!("{:?}", d.node_query()),
             shape: shape_key(&d.shape),
         };
-        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-        let found = kept.iter().position(|(k, _)| *k == key);
+        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        let found = recent.iter().position(|(k, _)| *k == key);
         let entry = match found {
-            Some(i) => kept.remove(i),
+            Some(i) => recent.remove(i),
             None => (key, Arc::default()),
         };
         let ranking = entry.1.clone();
-        kept.push(entry);
-        if kept.len() > MOST_RANKINGS {
-            kept.remove(0);
+        recent.push(entry);
+        if recent.len() > MOST_RANKINGS {
+            recent.remove(0);
         }
         Some(ranking)
     }
@@ -301,9 +301,9 @@ impl Ranking {
     /// own order (made once, then kept with the others).
     fn first_by_app(&mut self, app: &str, wanted: usize, start: u64) -> Vec<i64> {
         if let Some(i) = self.apps.iter().position(|a| a.app == app) {
-            let kept = self.apps.remove(i);
-            let ids = first(&kept.order, wanted, start);
-            self.apps.push(kept);
+            let recent = self.apps.remove(i);
+            let ids = first(&recent.order, wanted, start);
+            self.apps.push(recent);
             return ids;
         }
         let members = &self.members;

@@ -6,7 +6,7 @@
 //! `admission_rounds` with its seed, so it can be replayed.
 
 use super::round_inputs::{load, Loaded};
-use super::round_pool::{self as providers, Cached};
+use super::round_providers::{self as providers, Cached};
 use super::Amounts;
 use crate::allocation::alloc_error;
 use crate::candidates::engine::ProviderSnapshots;

@@ -17,7 +17,7 @@ pub mod queue_leader;
 pub mod queue_round;
 pub mod reservations;
 mod round_inputs;
-pub mod round_pool;
+pub mod round_providers;
 pub mod round_request;
 pub mod shares;
 mod starvation;

@@ -51,7 +51,7 @@ pub async fn round(
     with_retries(settings.retries, || async {
         let started = Instant::now();
         // Before the transaction: a round never holds two connections.
-        let cached = super::round_pool::refresh(pool, snapshots).await?;
+        let cached = super::round_providers::refresh(pool, snapshots).await?;
         let refreshed_ms = ms(started);
         let mut tx = pool.begin().await?;
         crate::db::fairness::lock_admissions(&mut tx).await?;
@@ -103,7 +103,7 @@ pub async fn round(
 /// Runs the admission round over `rows` and records each decision.
 async fn decide(
     tx: &mut sqlx::PgConnection,
-    cached: super::round_pool::Cached,
+    cached: super::round_providers::Cached,
     settings: &RoundSettings,
     rows: &[(PendingRow, QueueItem)],
     holds: Holds,

@@ -1,5 +1,5 @@
 //! Builds an admission round (`sched::admission::Round`): the pool's
-//! providers (from the candidate snapshot, see `fairness::round_pool`) in a
+//! providers (from the candidate snapshot, see `fairness::round_providers`) in a
 //! seeded shuffle, every project that asks, owns a reservation, has a
 //! quota or sits above one of those, the reservations' unused parts, and
 //! the active decline filters.

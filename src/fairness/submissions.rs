@@ -6,7 +6,7 @@
 //! checks, the insert, commit), each waking the server and PostgreSQL.
 //! Together, a free turn runs one statement for every submission waiting;
 //! those arriving while the turns are taken wait for the next one. Nothing
-//! waits for a batch to fill: a lone submission runs at once. With 16
+//! waits for a group to fill: a lone submission runs at once. With 16
 //! clients on two cores this took sustained submissions from 1,240 to
 //! 2,000–2,276 a second (`cargo bench --bench admissions`).
 //!
@@ -14,7 +14,7 @@
 //! whose checks fail without touching the others, and a request left out
 //! takes the one-request path, in its own transaction, which says why.
 
-use crate::batching::Batcher;
+use crate::coalescing::Coalescer;
 use crate::db::fairness::queue::{self as db, CheckedQueued, QueuedRow};
 use crate::db::Pool;
 use crate::error::{classify, lost_in_flight, DbFailure};
@@ -49,11 +49,11 @@ pub enum Stored {
 
 /// This process's submissions waiting for a statement.
 #[derive(Debug)]
-pub struct Submissions(Batcher<CheckedQueued, Stored>);
+pub struct Submissions(Coalescer<CheckedQueued, Stored>);
 
 impl Default for Submissions {
     fn default() -> Self {
-        Submissions(Batcher::new(STATEMENTS_AT_ONCE, MOST_AT_ONCE, |s| {
+        Submissions(Coalescer::new(STATEMENTS_AT_ONCE, MOST_AT_ONCE, |s| {
             matches!(s, Stored::Unavailable(_))
         }))
     }

@@ -56,17 +56,17 @@ async fn searches_see_claims_even_when_the_change_log_was_pruned() {
 #[tokio::test]
 async fn a_round_reads_again_the_providers_changed_after_its_cache() {
     use placement::candidates::speed::snapshot_cache::SnapshotCache;
-    use placement::fairness::round_pool;
+    use placement::fairness::round_providers;
     let t = TestApp::new().await;
     let (a, b) = (t.create_rp("a").await, t.create_rp("b").await);
     t.set_inventories(&a, json!({"VCPU": {"total": 2}})).await;
     t.set_inventories(&b, json!({"VCPU": {"total": 2}})).await;
     let db = placement::db::Pool::new(t.pool.clone());
     let cache = SnapshotCache::default();
-    let cached = round_pool::refresh(&db, &cache).await.unwrap();
+    let cached = round_providers::refresh(&db, &cache).await.unwrap();
     claim(&t, &a, 2).await;
     let mut tx = db.begin().await.unwrap();
-    let snap = round_pool::as_of_now(&mut tx, cached).await.unwrap();
+    let snap = round_providers::as_of_now(&mut tx, cached).await.unwrap();
     let used = |snap: &placement::candidates::snapshot::Snapshot, rp: &str| {
         let i = snap.by_uuid(&rp.parse().unwrap()).unwrap();
         snap.nodes[i].stock.iter().map(|s| s.used).sum::<i64>()
@@ -75,10 +75,13 @@ async fn a_round_reads_again_the_providers_changed_after_its_cache() {
     assert_eq!(used(&snap, &b), 0);
     tx.rollback().await.unwrap();
     // The cache itself is untouched until its next refresh, which sees it.
-    let again = round_pool::refresh(&db, &cache).await.unwrap();
+    let again = round_providers::refresh(&db, &cache).await.unwrap();
     let mut tx = db.begin().await.unwrap();
     assert_eq!(
-        used(&round_pool::as_of_now(&mut tx, again).await.unwrap(), &a),
+        used(
+            &round_providers::as_of_now(&mut tx, again).await.unwrap(),
+            &a
+        ),
         2
     );
 }

@@ -77,7 +77,7 @@ async fn place(st: &AppState, auth: &Authorize, body: JsonBody) -> ApiResult<Rep
         let mut conn = st.pool.acquire().await?;
         match request.dry_run {
             true => db::app_owner(&mut conn, &request.app).await?,
-            false => Some(db::claim_app(&mut conn, &request.app, &request.project_id).await?),
+            false => Some(db::take_app(&mut conn, &request.app, &request.project_id).await?),
         }
     };
     if owner.is_some_and(|o| o != request.project_id) {

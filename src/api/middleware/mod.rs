@@ -288,20 +288,20 @@ pub async fn pipeline(State(gate): State<Gate>, mut req: Request, next: Next) ->
             }
         };
         stamp(&mut resp, &request_id, mv);
-        let way_out = WayOut {
+        let finish = ResponseFinish {
             started,
             method: &method,
             has_body,
             cors: cors.as_ref().zip(origin.as_ref()),
         };
-        way_out.finish(resp, line, mv)
+        finish.apply(resp, line, mv)
     }
     .instrument(span)
     .await
 }
 
 /// What every answer gets on its way out, refused or served.
-struct WayOut<'a> {
+struct ResponseFinish<'a> {
     started: Instant,
     method: &'a axum::http::Method,
     /// The request came with a body.
@@ -310,10 +310,10 @@ struct WayOut<'a> {
     cors: Option<(&'a crate::config::security::CorsRules, &'a HeaderValue)>,
 }
 
-impl WayOut<'_> {
+impl ResponseFinish<'_> {
     /// Closes a connection whose body was never read, counts the answer,
     /// adds the CORS headers and logs the request's line.
-    fn finish(self, mut resp: Response, line: RequestLine, mv: Option<Microversion>) -> Response {
+    fn apply(self, mut resp: Response, line: RequestLine, mv: Option<Microversion>) -> Response {
         if self.has_body && resp.extensions().get::<BodyTaken>().is_none() {
             // The body was never read (refused from its head): this
             // connection cannot carry another request.

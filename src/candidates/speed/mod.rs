@@ -20,7 +20,7 @@
 //!
 //! The connection the shared reads keep warm between them is
 //! `db::warm_connection`; requests batched into one statement outside the
-//! engine (claims, queue submissions) use `crate::batching`.
+//! engine (claims, queue submissions) use `crate::coalescing`.
 
 pub mod shared_reads;
 pub mod snapshot_cache;

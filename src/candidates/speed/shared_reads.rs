@@ -14,10 +14,10 @@
 //! search runs at once.
 
 use super::snapshot_cache::SnapshotCache;
-use crate::batching::Batcher;
-use crate::candidates::engine::{Pending, ProviderRead, ProviderSnapshots, SharedLook};
+use crate::candidates::engine::{Pending, ProviderRead, ProviderSnapshots, SharedRead};
 use crate::candidates::names::{Ids, Names};
 use crate::candidates::snapshot::Snapshot;
+use crate::coalescing::Coalescer;
 use crate::db::{candidates as db, warm_connection::WarmConnection, Pool};
 use crate::error::{classify, DbFailure, Error, Result};
 use std::collections::HashMap;
@@ -38,19 +38,19 @@ const MOST_KNOWN: usize = 4096;
 /// What a turn answers each of its searches: the read, or why the
 /// database could not be reached (each search then answers 503 at once,
 /// instead of each waiting for a connection of its own in turn).
-type Outcome = std::result::Result<Arc<SharedLook>, Arc<str>>;
+type Outcome = std::result::Result<Arc<SharedRead>, Arc<str>>;
 
 /// This process's searches waiting for a turn, and the provider data
 /// they are served from: the engine's [`ProviderRead`].
 pub struct SharedReads {
     /// The provider data, kept current.
     cache: Arc<SnapshotCache>,
-    waiting: Batcher<Names, Outcome>,
+    waiting: Coalescer<Names, Outcome>,
     /// The names past turns resolved, and whether the last one found a
     /// reservation (its snapshot is not used).
-    known: std::sync::Mutex<db::Look>,
+    known: std::sync::Mutex<db::NamesRead>,
     /// The turns' connection, kept between back-to-back turns.
-    kept: Arc<WarmConnection>,
+    warm: Arc<WarmConnection>,
 }
 
 impl std::fmt::Debug for SharedReads {
@@ -66,8 +66,8 @@ impl SharedReads {
     pub fn new(cache: Arc<SnapshotCache>) -> Self {
         SharedReads {
             cache,
-            waiting: Batcher::new(TURNS_AT_ONCE, MOST_AT_ONCE, |o: &Outcome| o.is_err()),
-            known: std::sync::Mutex::new(db::Look {
+            waiting: Coalescer::new(TURNS_AT_ONCE, MOST_AT_ONCE, |o: &Outcome| o.is_err()),
+            known: std::sync::Mutex::new(db::NamesRead {
                 seen: db::Seen {
                     snapshot: String::new(),
                     server: String::new(),
@@ -77,7 +77,7 @@ impl SharedReads {
                 aggregates: HashMap::new(),
                 reservations: true,
             }),
-            kept: Arc::default(),
+            warm: Arc::default(),
         }
     }
 }
@@ -87,12 +87,12 @@ impl SharedReads {
     /// the searches waiting beside it. A 503 when the turn could not reach
     /// the database; None when it failed otherwise: the caller's own read
     /// then says why.
-    async fn read(&self, pool: &Pool, names: Names) -> Result<Option<Arc<SharedLook>>> {
-        let (pool, cache, kept) = (pool.clone(), self.cache.clone(), self.kept.clone());
+    async fn read(&self, pool: &Pool, names: Names) -> Result<Option<Arc<SharedRead>>> {
+        let (pool, cache, warm) = (pool.clone(), self.cache.clone(), self.warm.clone());
         let outcome = self
             .waiting
             .submit(names, move |all| async move {
-                match turn(&pool, &kept, &cache, &all).await {
+                match turn(&pool, &warm, &cache, &all).await {
                     Ok(read) => {
                         if all.len() > 1 {
                             let n = u64::try_from(all.len()).unwrap_or(u64::MAX);
@@ -112,7 +112,7 @@ impl SharedReads {
             .await;
         match outcome {
             Some(Ok(read)) => {
-                self.learn(&read.look);
+                self.learn(&read.named);
                 Ok(Some(read))
             }
             Some(Err(cause)) => Err(Error::database_unavailable(cause)),
@@ -133,20 +133,20 @@ impl SharedReads {
     }
 
     /// Remembers what a turn resolved.
-    fn learn(&self, look: &db::Look) {
+    fn learn(&self, named: &db::NamesRead) {
         let Ok(mut known) = self.known.lock() else {
             return;
         };
-        known.reservations = look.reservations;
+        known.reservations = named.reservations;
         for fresh in [false, true] {
             if fresh {
                 known.classes.clear();
                 known.traits.clear();
                 known.aggregates.clear();
             }
-            remember(&mut known.classes, &look.classes);
-            remember(&mut known.traits, &look.traits);
-            remember(&mut known.aggregates, &look.aggregates);
+            remember(&mut known.classes, &named.classes);
+            remember(&mut known.traits, &named.traits);
+            remember(&mut known.aggregates, &named.aggregates);
             if known.classes.len() + known.traits.len() + known.aggregates.len() <= MOST_KNOWN {
                 return;
             }
@@ -172,19 +172,19 @@ fn remember<K: Clone + Eq + std::hash::Hash>(
 /// when both statements succeed).
 async fn turn(
     pool: &Pool,
-    kept: &WarmConnection,
+    warm: &WarmConnection,
     cache: &SnapshotCache,
     all: &[Names],
-) -> std::result::Result<Arc<SharedLook>, sqlx::Error> {
+) -> std::result::Result<Arc<SharedRead>, sqlx::Error> {
     let names = Names::union(all);
-    let mut conn = kept.take(pool).await?;
-    let look = db::look(&mut conn, &names.classes, &names.traits, &names.aggregates).await?;
-    let snap = match look.reservations {
+    let mut conn = warm.take(pool).await?;
+    let named = db::read_names(&mut conn, &names.classes, &names.traits, &names.aggregates).await?;
+    let snap = match named.reservations {
         true => None,
-        false => cache.covering(&mut conn, &look.seen).await?,
+        false => cache.covering(&mut conn, &named.seen).await?,
     };
-    kept.give_back(conn);
-    Ok(Arc::new(SharedLook { look, snap }))
+    warm.give_back(conn);
+    Ok(Arc::new(SharedRead { named, snap }))
 }
 
 impl ProviderRead for SharedReads {
@@ -200,7 +200,7 @@ impl ProviderRead for SharedReads {
         &'a self,
         pool: &'a Pool,
         names: &'a Names,
-    ) -> Pending<'a, Result<Option<Arc<SharedLook>>>> {
+    ) -> Pending<'a, Result<Option<Arc<SharedRead>>>> {
         Box::pin(self.read(pool, names.clone()))
     }
 
@@ -225,8 +225,8 @@ mod tests {
         }
     }
 
-    fn look(classes: &[(&str, i32)], reservations: bool) -> db::Look {
-        db::Look {
+    fn named(classes: &[(&str, i32)], reservations: bool) -> db::NamesRead {
+        db::NamesRead {
             seen: db::Seen {
                 snapshot: "1:1:".into(),
                 server: String::new(),
@@ -245,15 +245,15 @@ mod tests {
         let reads = SharedReads::new(Arc::default());
         let vcpu = names(&["VCPU"], &[]);
         assert!(reads.guess_ids(&vcpu).is_none(), "nothing learnt yet");
-        reads.learn(&look(&[("VCPU", 0)], false));
+        reads.learn(&named(&[("VCPU", 0)], false));
         let guessed = reads.guess_ids(&vcpu).map(|ids| ids.class);
         assert_eq!(guessed, Some(HashMap::from([("VCPU".into(), 0)])));
         assert!(reads
             .guess_ids(&names(&["VCPU"], &["HW_CPU_X86_AVX2"]))
             .is_none());
-        reads.learn(&look(&[("VCPU", 5)], false));
+        reads.learn(&named(&[("VCPU", 5)], false));
         assert_eq!(reads.guess_ids(&vcpu).map(|ids| ids.class["VCPU"]), Some(5));
-        reads.learn(&look(&[], true));
+        reads.learn(&named(&[], true));
         assert!(reads.guess_ids(&vcpu).is_none(), "a reservation exists");
     }
 
@@ -265,8 +265,8 @@ mod tests {
             .map(|i| (format!("CUSTOM_{i}"), 10))
             .collect();
         let many: Vec<(&str, i32)> = many.iter().map(|(c, id)| (c.as_str(), *id)).collect();
-        reads.learn(&look(&many, false));
-        reads.learn(&look(&[("VCPU", 0)], false));
+        reads.learn(&named(&many, false));
+        reads.learn(&named(&[("VCPU", 0)], false));
         assert!(reads.guess_ids(&names(&["VCPU"], &[])).is_some());
         assert!(
             reads.guess_ids(&names(&["CUSTOM_0"], &[])).is_none(),

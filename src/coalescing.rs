@@ -1,11 +1,12 @@
-//! Batching of requests that arrive together: each caller queues its item
-//! and takes a turn; a turn takes everything waiting (the batch) and runs
-//! it as one unit of work (one statement, one transaction), and tells each
-//! caller its own outcome.
+//! Coalescing of requests that arrive together: each caller queues its
+//! item and takes a turn; a turn takes everything waiting (the group) and
+//! runs it as one unit of work (one statement, one transaction), and tells
+//! each caller its own outcome. ("Batch" is a priority class here, never
+//! this.)
 //!
 //! Why: one request's work is a few round trips, each waking the server
 //! and PostgreSQL; on two busy cores that per-round-trip cost, not the work
-//! itself, bounded the rate. Nothing waits for a batch to fill: a lone
+//! itself, bounded the rate. Nothing waits for a group to fill: a lone
 //! request runs at once, and those arriving while the turns are taken
 //! gather for the next one. Used by queue submissions
 //! (`fairness::submissions`) and claims (`allocation::claims`).
@@ -23,7 +24,7 @@ type Waiter<T, O> = (T, oneshot::Sender<O>);
 
 /// The requests of one kind waiting in this process.
 #[derive(Debug)]
-pub struct Batcher<T, O> {
+pub struct Coalescer<T, O> {
     /// Queued, not yet taken into a turn.
     waiting: Mutex<Vec<Waiter<T, O>>>,
     /// Held while a turn runs: a few at a time, so that requests
@@ -36,12 +37,12 @@ pub struct Batcher<T, O> {
     shared: fn(&O) -> bool,
 }
 
-impl<T: Send + 'static, O: Clone + Send + 'static> Batcher<T, O> {
+impl<T: Send + 'static, O: Clone + Send + 'static> Coalescer<T, O> {
     /// Runs up to `turns` units of work at once, each of up to `most`
     /// requests; an outcome for which `shared` is true is also every
     /// waiting request's.
     pub fn new(turns: usize, most: usize, shared: fn(&O) -> bool) -> Self {
-        Batcher {
+        Coalescer {
             waiting: Mutex::default(),
             turns: tokio::sync::Semaphore::new(turns),
             most,
@@ -71,7 +72,7 @@ impl<T: Send + 'static, O: Clone + Send + 'static> Batcher<T, O> {
         {
             // The semaphore is never closed.
             let _turn = self.turns.acquire().await;
-            let batch = {
+            let group = {
                 let mut waiting = lock(&self.waiting);
                 let taken = waiting.len().min(self.most);
                 let rest = waiting.split_off(taken);
@@ -81,8 +82,8 @@ impl<T: Send + 'static, O: Clone + Send + 'static> Batcher<T, O> {
             // finding nothing means another turn took this one. The work
             // runs in its own task: a client that goes away must not take
             // the others' work with it.
-            if !batch.is_empty() {
-                let (items, senders): (Vec<T>, Vec<_>) = batch.into_iter().unzip();
+            if !group.is_empty() {
+                let (items, senders): (Vec<T>, Vec<_>) = group.into_iter().unzip();
                 let work = run(items);
                 let shared = self.shared;
                 let failed = tokio::spawn(async move {
@@ -112,14 +113,14 @@ fn lock<T>(waiting: &Mutex<T>) -> MutexGuard<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::Batcher;
+    use super::Coalescer;
     use std::sync::Arc;
 
     /// Requests arriving while the only turn is taken are done together,
     /// each with its own outcome; a lone request runs at once.
     #[tokio::test]
     async fn requests_arriving_together_share_a_turn_and_keep_their_outcomes() {
-        let gather: Arc<Batcher<u32, (u32, usize)>> = Arc::new(Batcher::new(1, 100, |_| false));
+        let gather: Arc<Coalescer<u32, (u32, usize)>> = Arc::new(Coalescer::new(1, 100, |_| false));
         let alone = gather
             .submit(7, |items| async move { vec![(items[0] * 2, items.len())] })
             .await;
@@ -158,7 +159,7 @@ mod tests {
     /// Work that answers too few outcomes leaves the rest with none.
     #[tokio::test]
     async fn a_request_without_an_outcome_gets_none() {
-        let gather: Batcher<u32, u32> = Batcher::new(1, 100, |_| false);
+        let gather: Coalescer<u32, u32> = Coalescer::new(1, 100, |_| false);
         assert_eq!(gather.submit(1, |_| async { Vec::new() }).await, None);
     }
 
@@ -166,7 +167,7 @@ mod tests {
     /// it at once, without running them.
     #[tokio::test]
     async fn a_shared_failure_answers_everyone_waiting() {
-        let gather: Arc<Batcher<u32, i32>> = Arc::new(Batcher::new(1, 1, |o| *o < 0));
+        let gather: Arc<Coalescer<u32, i32>> = Arc::new(Coalescer::new(1, 1, |o| *o < 0));
         let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let tasks: Vec<_> = (0..5)
             .map(|n| {
