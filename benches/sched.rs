@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use placement::candidates::render::{render, Shape};
+use placement::api::allocation_candidates::answer_json::{render, Shape};
 use placement::candidates::snapshot::{Node, Snapshot, Stock};
 use placement::candidates::solve;
 use placement::sched::admission;

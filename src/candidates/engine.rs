@@ -15,8 +15,8 @@
 //! every time, solve in place) answers the same. `tests/layering.rs` holds
 //! that the core names nothing of `speed`.
 
+use super::answer::Rendering;
 use super::names::{Ids, Names};
-use super::render::Rendering;
 use super::snapshot::Snapshot;
 use super::solve::{self, Candidate, Limits};
 use crate::config::Settings;

@@ -1,25 +1,25 @@
 //! The candidate engine's one entry point: a typed search → its names and
 //! provider data read (the [`ProviderRead`] seam) → names resolved →
-//! the bounded solver (the [`SolvingStep`] seam), which renders the answer
-//! when asked. A large search may start solving on a guess of its read,
+//! the bounded solver (the [`SolvingStep`] seam), which also writes the
+//! answer with the caller's writer when given one (`answer.rs`). A large search may start solving on a guess of its read,
 //! and keep that answer only if the read confirms it (`solve_ahead.rs`).
 //! Nothing here knows how the seams are implemented (`candidates::speed`).
 //! Every caller hands [`run`] a typed [`Search`]: `GET
 //! /allocation_candidates` and explain parse theirs from Placement's query
 //! grammar first (`groups::search_of_query`), deployments build theirs.
 
+use super::answer::{AnswerWriter, Asked, Rendering};
 pub use super::engine::Engine;
 use super::engine::{Job, ProviderRead, SolvingStep};
 use super::low_priority_filter;
 use super::names::{Ids, Names};
-use super::render::Rendering;
 use super::search::{CandidateQuery, GroupPolicy, Scope, Search};
 use super::snapshot::Snapshot;
 use super::solve::{self, Candidate, Group, Limits};
 use super::solve_ahead::SolveAhead;
 use crate::config::{GenerationStrategy, Settings};
 use crate::db::{candidates as db, fairness};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::sched::colocation::CpuMem;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -41,8 +41,6 @@ pub struct Candidates {
     /// How fair sharing and the load filter changed the providers' stock
     /// for this query.
     pub adjusted: Adjustments,
-    /// The answer's JSON, when the search asked for it rendered.
-    pub body: Option<String>,
     /// The trees the search looked at.
     pub visited: Visited,
 }
@@ -66,8 +64,29 @@ pub struct Adjustments {
     pub refused: HashMap<i64, low_priority_filter::LoadRefusal>,
 }
 
-/// Runs a typed search.
+/// Runs a typed search: its candidates.
 pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
+    Ok(search_and_write(engine, search, None).await?.0)
+}
+
+/// Runs a typed search and writes its answer with the caller's `writer`,
+/// beside the solve: its candidates and the answer.
+pub async fn run_writing(
+    engine: &Engine<'_>,
+    search: &Search,
+    writer: &AnswerWriter,
+) -> Result<(Candidates, String)> {
+    let (found, answer) = search_and_write(engine, search, Some(writer)).await?;
+    let answer = answer.ok_or_else(|| Error::internal("the answer's writer did not run"))?;
+    Ok((found, answer))
+}
+
+/// Runs a typed search, and writes its answer when given a writer.
+async fn search_and_write(
+    engine: &Engine<'_>,
+    search: &Search,
+    writer: Option<&AnswerWriter>,
+) -> Result<(Candidates, Option<String>)> {
     let parsed = &search.query;
     low_priority_filter::check_classes(
         search.priority,
@@ -79,7 +98,7 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
     let names = Names::of(parsed);
     let mut limits = limits_of(engine.settings, search);
     let mut ahead = match search.scope {
-        Scope::EveryTree => solve_ahead(engine, search, &names, &limits),
+        Scope::EveryTree => solve_ahead(engine, search, &names, &limits, writer),
         Scope::ChangedSince(_) => None,
     };
     let read = match ahead.as_mut() {
@@ -94,7 +113,7 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
             .filter_map(|id| snap.index.by_id.get(id).copied());
         limits.only_roots = Some(Arc::new(at.collect()));
     }
-    let rendering = rendering_of(search, &ids);
+    let rendering = rendering_of(writer, search, &ids);
     let mut found = Candidates {
         snap,
         candidates: Vec::new(),
@@ -103,13 +122,12 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
         request: None,
         cut: false,
         adjusted,
-        body: None,
         visited,
     };
     let Some(request) = solver_request(&found.snap, parsed, &ids) else {
         // An unknown in_tree matches nothing.
-        found.body = rendering.map(|r| r.render(&found.snap, &[]));
-        return Ok(found);
+        let answer = rendering.map(|r| r.render(&found.snap, &[]));
+        return Ok((found, answer));
     };
     found.request = Some(request.clone());
     let solved_ahead = match ahead {
@@ -128,11 +146,11 @@ pub async fn run(engine: &Engine<'_>, search: &Search) -> Result<Candidates> {
             engine.solving.solve(job).await?
         }
     };
-    (found.candidates, found.cut, found.body) = (solved.candidates, solved.cut, solved.body);
+    (found.candidates, found.cut) = (solved.candidates, solved.cut);
     crate::metrics::metrics()
         .candidates_generated
         .inc_by(u64::try_from(found.candidates.len()).unwrap_or(0));
-    Ok(found)
+    Ok((found, solved.body))
 }
 
 /// A solve of `search` begun on the read's guess, when there is one and
@@ -143,6 +161,7 @@ fn solve_ahead<'a>(
     search: &Search,
     names: &Names,
     limits: &Limits,
+    writer: Option<&AnswerWriter>,
 ) -> Option<SolveAhead<'a>> {
     if search.priority.low() {
         return None;
@@ -152,7 +171,7 @@ fn solve_ahead<'a>(
         request: solver_request(&snap, &search.query, &ids)?,
         snap: snap.clone(),
         limits: limits.clone(),
-        rendering: rendering_of(search, &ids),
+        rendering: rendering_of(writer, search, &ids),
     };
     let solving: &'a dyn SolvingStep = engine.solving;
     solving
@@ -197,12 +216,14 @@ fn visited_of(snap: &Snapshot, scope: &Scope) -> Visited {
     Visited::Trees(roots)
 }
 
-/// How to render the answer, when the search asks for it rendered.
-fn rendering_of(search: &Search, ids: &Ids) -> Option<Rendering> {
-    search.render.map(|shape| Rendering {
-        suffixes: suffixes_of(&search.query),
-        requested: requested_of(ids),
-        shape,
+/// How to write the answer, when the caller gave a writer.
+fn rendering_of(writer: Option<&AnswerWriter>, search: &Search, ids: &Ids) -> Option<Rendering> {
+    writer.cloned().map(|writer| Rendering {
+        asked: Asked {
+            suffixes: suffixes_of(&search.query),
+            requested: requested_of(ids),
+        },
+        writer,
     })
 }
 

@@ -130,7 +130,6 @@ pub fn search_of_query(
         version,
         max_results,
         one_per_anchor: false,
-        render: None,
         scope: Scope::EveryTree,
     })
 }

@@ -1,13 +1,15 @@
 //! The allocation-candidate engine. Its core: Placement's query grammar
 //! parsed into a typed [`search::Search`] (query_grammar.rs, groups.rs), the
 //! names it uses and their resolution (names.rs), the provider snapshot
-//! (snapshot.rs, snapshot_build.rs), the bounded pure solver (solve.rs),
-//! rendering (render.rs), and [`find::run`], which reads and solves one
-//! search through the two seams of `engine.rs`. Its speed machinery lives
+//! (snapshot/, snapshot_build.rs), the bounded pure solver (solve.rs),
+//! and [`find::run`], which reads and solves one search through the two
+//! seams of `engine.rs` and returns candidates (their wire format is the
+//! caller's, written by the writer it hands in). Its speed machinery lives
 //! in [`speed`] and implements those seams: none of it decides an answer,
 //! each part only makes one cheaper to reach. The core names nothing of
 //! `speed` (`tests/layering.rs`).
 
+pub mod answer;
 pub mod budget;
 pub mod engine;
 pub mod explain;
@@ -16,7 +18,6 @@ pub mod groups;
 pub mod low_priority_filter;
 pub mod names;
 pub mod query_grammar;
-pub mod render;
 pub mod search;
 pub mod snapshot;
 pub mod snapshot_build;

@@ -4,7 +4,6 @@
 //! the engine (`find::run`) reads only this.
 
 use super::query_grammar::{AggFilter, TraitFilter};
-use super::render::Shape;
 use super::snapshot::JournalMark;
 use crate::microversions::Microversion;
 use crate::types::PriorityClass;
@@ -64,9 +63,6 @@ pub struct Search {
     /// Leave each tree at its first candidate (explain's question: which
     /// trees fit, not every way they do).
     pub one_per_anchor: bool,
-    /// Render the answer in this shape too (in [`Candidates::body`]),
-    /// with the solving: one job where two would each change threads.
-    pub render: Option<Shape>,
     /// The trees to look at.
     pub scope: Scope,
 }

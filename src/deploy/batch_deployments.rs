@@ -135,7 +135,6 @@ async fn batch_capacity(engine: &Engine<'_>, d: &Deployment, per: CpuMem) -> Res
         version: crate::microversions::LATEST,
         max_results: None,
         one_per_anchor: false,
-        render: None,
         scope: Scope::EveryTree,
     };
     let found = find::run(engine, &search).await?;

@@ -146,7 +146,6 @@ fn node_search(d: &Deployment, scope: Scope) -> Search {
         version: crate::microversions::LATEST,
         max_results: None,
         one_per_anchor: false,
-        render: None,
         scope,
     }
 }

@@ -104,7 +104,7 @@ pub async fn solve(
             let Some(r) = rendering else {
                 return Ok((solution, None));
             };
-            let small = small_render(&snap, &solution.candidates, r.shape.nested);
+            let small = small_render(&snap, &solution.candidates, r.writer.whole_trees);
             let render = move || {
                 let body = r.render(&snap, &solution.candidates);
                 (solution, Some(body))
@@ -206,7 +206,7 @@ async fn solve_search(cpu: &Semaphore, job: Job) -> Result<Solved> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::candidates::render::Rendering;
+    use crate::candidates::answer::{AnswerWriter, Asked, Rendering};
     use crate::candidates::snapshot::{Node, Stock};
     use crate::candidates::solve::Group;
 
@@ -335,12 +335,19 @@ mod tests {
     async fn the_answer_is_rendered_alike_in_place_and_on_the_pool() {
         let cpu = Semaphore::new(1);
         let snap = Arc::new(providers(300, 0));
+        // Any writer: what matters is that it runs, in place or on the
+        // pool, over the same candidates.
         let rendering = Rendering {
-            suffixes: vec![String::new()],
-            requested: [0].into(),
-            shape: crate::candidates::render::Shape {
-                dict_form: true,
-                ..Default::default()
+            asked: Asked {
+                suffixes: vec![String::new()],
+                requested: [0].into(),
+            },
+            writer: AnswerWriter {
+                write: Arc::new(|snap: &Snapshot, cands: &[Candidate], asked: &Asked| {
+                    let first = cands.first().map(|c| snap.nodes[c.allocations[0].0].uuid);
+                    format!("{} {:?} {:?}", cands.len(), first, asked.suffixes)
+                }),
+                whole_trees: false,
             },
         };
         // A small search rendered in place, a larger one rendered on the

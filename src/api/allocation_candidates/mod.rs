@@ -3,16 +3,17 @@
 //! extension `GET /allocation_candidates/explain`: the same query, the same
 //! validation, and for every root provider whether it fits and if not why.
 
+pub mod answer_json;
+
 use super::extract::QueryPairs;
 use super::microversion::Microversion;
 use super::respond::Reply;
 use super::schema;
 use crate::api::respond::ApiResult;
-use crate::candidates::render::Shape;
 use crate::candidates::{explain, find as candidates_find, groups};
-use crate::error::Error;
 use crate::fairness;
 use crate::state::AppState;
+use answer_json::Shape;
 use axum::extract::State;
 
 /// `GET /allocation_candidates`.
@@ -30,18 +31,13 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
         nested: mv.at_least(1, 29),
         mappings: mv.at_least(1, 34),
     };
-    let search = crate::candidates::search::Search {
-        render: Some(shape),
-        ..groups::search_of_query(&q.0, mv, cap)?
-    };
-    let found = candidates_find::run(&st.engine(), &search).await?;
+    let search = groups::search_of_query(&q.0, mv, cap)?;
+    let writer = answer_json::writer(shape);
+    let (found, body) = candidates_find::run_writing(&st.engine(), &search, &writer).await?;
     let searched = started.elapsed();
     crate::metrics::metrics()
         .candidates_returned
         .inc_by(u64::try_from(found.candidates.len()).unwrap_or(0));
-    let body = found
-        .body
-        .ok_or_else(|| Error::internal("the engine rendered no answer"))?;
     let reply = Reply::raw_json(body).cache(mv, None);
     tracing::debug!(
         search_ms = searched.as_secs_f64() * 1e3,

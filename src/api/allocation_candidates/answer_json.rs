@@ -1,5 +1,8 @@
-//! Rendering of candidates: `allocation_requests` (list form before 1.12,
-//! dict form after, `mappings` from 1.34) and `provider_summaries`.
+//! Placement's answer to `GET /allocation_candidates`, written for the
+//! microversion: `allocation_requests` (list form before 1.12, dict form
+//! after, `mappings` from 1.34) and `provider_summaries`. The engine
+//! returns candidates; this is the writer the handler hands it, run on
+//! the solver's thread beside the solve.
 //!
 //! Written straight to JSON text: building a `serde_json::Value` tree for a
 //! thousand candidates cost ten times more than solving them. Names are
@@ -7,9 +10,11 @@
 //! formatting machinery: an answer of 1,000 candidates writes several
 //! thousand of each.
 
-use super::snapshot::{Node, Snapshot};
-use super::solve::Candidate;
+use crate::candidates::answer::{AnswerWriter, Asked};
+use crate::candidates::snapshot::{Node, Snapshot};
+use crate::candidates::solve::Candidate;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// What the microversion changes in the rendering.
 #[derive(Debug, Clone, Copy, Default)]
@@ -244,21 +249,14 @@ impl Writer<'_> {
     }
 }
 
-/// What a search's answer is rendered with, besides its candidates.
-#[derive(Debug, Clone)]
-pub struct Rendering {
-    /// Group suffixes, in the candidates' mapping order.
-    pub suffixes: Vec<String>,
-    /// Class ids requested by any group.
-    pub requested: BTreeSet<i32>,
-    /// What the microversion shows.
-    pub shape: Shape,
-}
-
-impl Rendering {
-    /// The answer for `cands` over `snap`.
-    pub fn render(&self, snap: &Snapshot, cands: &[Candidate]) -> String {
-        render(snap, &self.suffixes, &self.requested, cands, self.shape)
+/// The writer of the answer in `shape`, for the engine to run beside the
+/// solve.
+pub fn writer(shape: Shape) -> AnswerWriter {
+    AnswerWriter {
+        write: Arc::new(move |snap: &Snapshot, cands: &[Candidate], asked: &Asked| {
+            render(snap, &asked.suffixes, &asked.requested, cands, shape)
+        }),
+        whole_trees: shape.nested,
     }
 }
 
