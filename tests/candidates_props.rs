@@ -13,7 +13,7 @@
 //! tree members but not for sharing providers, isolate) by enumeration,
 //! independently of the solver's lazy, pruned search.
 
-use placement::candidates::groups;
+use placement::api::allocation_candidates::query;
 use placement::candidates::snapshot::{JsonUuid, Node, Snapshot, Stock};
 use placement::candidates::solve::{anchor_of, solve, Candidate, Group, Limits, Request, Stopped};
 use proptest::prelude::*;
@@ -60,7 +60,7 @@ proptest! {
         pairs in prop::collection::vec((query_key(), query_value()), 0..8),
         minor in 0u16..=45,
     ) {
-        let _ = groups::parse(&pairs, placement::microversions::Microversion::new(1, minor));
+        let _ = query::parse(&pairs, placement::microversions::Microversion::new(1, minor));
     }
 }
 

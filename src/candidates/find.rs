@@ -6,7 +6,8 @@
 //! Nothing here knows how the seams are implemented (`candidates::speed`).
 //! Every caller hands [`run`] a typed [`Search`]: `GET
 //! /allocation_candidates` and explain parse theirs from Placement's query
-//! grammar first (`groups::search_of_query`), deployments build theirs.
+//! grammar at the API edge (`api::allocation_candidates::query`),
+//! deployments build theirs.
 
 use super::answer::{AnswerWriter, Asked, Rendering};
 pub use super::engine::Engine;

@@ -20,16 +20,6 @@ use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use std::collections::HashMap;
 
-/// The query's `priority_class` (prod without one; the schema has
-/// already checked the value).
-pub fn priority_of(pairs: &[(String, String)]) -> Result<PriorityClass> {
-    match pairs.iter().rev().find(|(k, _)| k == "priority_class") {
-        None => Ok(PriorityClass::Prod),
-        Some((_, v)) => PriorityClass::named(v)
-            .ok_or_else(|| Error::invalid(format!("Invalid priority_class: {v}."))),
-    }
-}
-
 /// 400 unless every requested class is one `priority` may allocate. Only
 /// low-priority queries are held to it: a Placement client may still ask
 /// what a BATCH_* request would get, as for any class.

@@ -1,5 +1,7 @@
-//! The allocation-candidate engine. Its core: Placement's query grammar
-//! parsed into a typed [`search::Search`] (query_grammar.rs, groups.rs), the
+//! The allocation-candidate engine. Its core: the typed [`search::Search`]
+//! it is asked (Placement's query pairs become one at the API edge,
+//! `api::allocation_candidates::query`; the values' grammar shared with
+//! provider lists and deployments is query_grammar.rs), the
 //! names it uses and their resolution (names.rs), the provider snapshot
 //! (snapshot/, snapshot_build.rs), the bounded pure solver (solve.rs),
 //! and [`find::run`], which reads and solves one search through the two
@@ -14,7 +16,6 @@ pub mod budget;
 pub mod engine;
 pub mod explain;
 pub mod find;
-pub mod groups;
 pub mod low_priority_filter;
 pub mod names;
 pub mod query_grammar;

@@ -1,7 +1,8 @@
 //! The engine's typed search: what it is asked, however the caller put
 //! it. `GET /allocation_candidates` and explain build theirs from
-//! Placement's query grammar (`groups.rs`), deployments from their body;
-//! the engine (`find::run`) reads only this.
+//! Placement's query grammar at the API edge
+//! (`api::allocation_candidates::query`), deployments from their body; the
+//! engine (`find::run`) reads only this.
 
 use super::query_grammar::{AggFilter, TraitFilter};
 use super::snapshot::JournalMark;

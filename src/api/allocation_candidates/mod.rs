@@ -4,13 +4,14 @@
 //! validation, and for every root provider whether it fits and if not why.
 
 pub mod answer_json;
+pub mod query;
 
 use super::extract::QueryPairs;
 use super::microversion::Microversion;
 use super::respond::Reply;
 use super::schema;
 use crate::api::respond::ApiResult;
-use crate::candidates::{explain, find as candidates_find, groups};
+use crate::candidates::{explain, find as candidates_find};
 use crate::fairness;
 use crate::state::AppState;
 use answer_json::Shape;
@@ -31,7 +32,7 @@ pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -
         nested: mv.at_least(1, 29),
         mappings: mv.at_least(1, 34),
     };
-    let search = groups::search_of_query(&q.0, mv, cap)?;
+    let search = query::search_of_query(&q.0, mv, cap)?;
     let writer = answer_json::writer(shape);
     let (found, body) = candidates_find::run_writing(&st.engine(), &search, &writer).await?;
     let searched = started.elapsed();
@@ -63,7 +64,7 @@ pub async fn explain(
     // The first `limit`, as the candidates query reads it.
     let limit: Option<usize> = q.all("limit").first().and_then(|v| v.parse().ok());
     let pairs: Vec<(String, String)> = q.0.iter().filter(|(k, _)| k != "limit").cloned().collect();
-    let mut search = groups::search_of_query(&pairs, mv, None)?;
+    let mut search = query::search_of_query(&pairs, mv, None)?;
     search.one_per_anchor = true;
     let found = candidates_find::run(&st.engine(), &search).await?;
     let Some(request) = &found.request else {

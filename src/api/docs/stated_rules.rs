@@ -94,7 +94,7 @@ const UUID: &str = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 const SUFFIX: &str = "_?[a-zA-Z0-9_-]{1,64}";
 
 /// The grammars Placement parses inside a query value's string
-/// (`candidates::groups`), by parameter name.
+/// (`api::allocation_candidates::query`), by parameter name.
 fn grammar(name: &str) -> Option<Value> {
     let pattern = match name {
         "resources" => format!("^{CLASS}:[1-9][0-9]{{0,8}}(,{CLASS}:[1-9][0-9]{{0,8}})*$"),

@@ -1,13 +1,16 @@
-//! Parsing of `GET /allocation_candidates` into request groups, with the
-//! group-level validation Placement applies per microversion, and into
-//! the engine's typed search. Pure.
+//! Placement's query grammar of `GET /allocation_candidates` (and its
+//! explain), read at the API edge: the query pairs, already checked against
+//! the route's schema, into request groups with the group-level validation
+//! Placement applies per microversion, and into the engine's typed search.
+//! The engine never sees a query pair. Pure.
 
-use super::query_grammar::{
+use crate::candidates::query_grammar::{
     conflicting_traits, parse_member_of, parse_required, parse_resources, TraitFilter,
 };
-use super::search::{CandidateQuery, GroupPolicy, GroupSpec, Scope, Search};
+use crate::candidates::search::{CandidateQuery, GroupPolicy, GroupSpec, Scope, Search};
 use crate::error::{codes, Error, Result};
 use crate::microversions::Microversion;
+use crate::types::PriorityClass;
 use std::collections::BTreeMap;
 
 /// A query error: the message and Placement's error code (None: undefined_code).
@@ -121,7 +124,7 @@ pub fn search_of_query(
     })?;
     Ok(Search {
         query: parsed,
-        priority: super::low_priority_filter::priority_of(pairs)?,
+        priority: priority_of(pairs)?,
         project: pairs
             .iter()
             .rev()
@@ -132,6 +135,16 @@ pub fn search_of_query(
         one_per_anchor: false,
         scope: Scope::EveryTree,
     })
+}
+
+/// The query's `priority_class` (prod without one; the schema has
+/// already checked the value).
+fn priority_of(pairs: &[(String, String)]) -> Result<PriorityClass> {
+    match pairs.iter().rev().find(|(k, _)| k == "priority_class") {
+        None => Ok(PriorityClass::Prod),
+        Some((_, v)) => PriorityClass::named(v)
+            .ok_or_else(|| Error::invalid(format!("Invalid priority_class: {v}."))),
+    }
 }
 
 /// Every value of `key`, in order.
