@@ -10,9 +10,16 @@ use crate::types::{AggFilter, PriorityClass};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
-/// Most CPUs one instance may ask for (the schema's bound, and far above
-/// any node).
+/// Most CPUs one instance may ask for (far above any node). This and the
+/// bounds below are the body's schema's too (`api::deployments`), and a
+/// resize's, either way.
 pub const MAX_CPU: f64 = 4096.0;
+
+/// Most instances one deployment asks for, and the largest `nodes_limit`.
+pub const MAX_COUNT: i64 = 100_000;
+
+/// Most memory one instance may ask for, MiB (1 TiB).
+pub const MAX_MEMORY_MB: i64 = 1 << 30;
 
 /// An app's name: 1 to 255 characters.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -204,9 +211,9 @@ impl TryFrom<DeploymentBody> for Deployment {
 
     /// Checks the fields; 400 with the reason for the first that is wrong.
     fn try_from(f: DeploymentBody) -> Result<Self> {
-        if f.count < 1 {
+        if !(1..=MAX_COUNT).contains(&f.count) {
             return Err(Error::invalid(format!(
-                "count must be at least 1, not {}.",
+                "count must be from 1 to {MAX_COUNT}, not {}.",
                 f.count
             )));
         }
@@ -216,8 +223,11 @@ impl TryFrom<DeploymentBody> for Deployment {
                 f.nodes_limit, f.count
             )));
         }
-        if f.memory_mb < 1 {
-            return Err(Error::invalid("memory_mb must be at least 1."));
+        if !(1..=MAX_MEMORY_MB).contains(&f.memory_mb) {
+            return Err(Error::invalid(format!(
+                "memory_mb must be from 1 to {MAX_MEMORY_MB}, not {}.",
+                f.memory_mb
+            )));
         }
         if let Some((rc, n)) = f.resources.iter().find(|(_, n)| **n < 1) {
             return Err(Error::invalid(format!(

@@ -12,7 +12,7 @@ use super::schema::responses::{
 };
 use crate::api::respond::{ApiError, ApiResult};
 use crate::db::deployments as db;
-use crate::deploy::deployment_request::DeploymentBody;
+use crate::deploy::deployment_request::{DeploymentBody, MAX_COUNT, MAX_CPU, MAX_MEMORY_MB};
 use crate::deploy::{self, resize::Deltas, Deployed, Deployment};
 use crate::state::AppState;
 use axum::extract::State;
@@ -27,12 +27,12 @@ pub(in crate::api) fn schema() -> Value {
         "type": "object",
         "properties": {
             "app": name,
-            "count": {"type": "integer", "minimum": 1, "maximum": 100000},
+            "count": {"type": "integer", "minimum": 1, "maximum": MAX_COUNT},
             "strategy": {"type": "string", "enum": ["auto", "fill", "each", "average", "global", "drained"]},
-            "nodes_limit": {"type": "integer", "minimum": 0, "maximum": 100000},
-            "cpu": {"type": "number", "minimum": 0, "maximum": 4096},
+            "nodes_limit": {"type": "integer", "minimum": 0, "maximum": MAX_COUNT},
+            "cpu": {"type": "number", "minimum": 0, "maximum": MAX_CPU},
             "cpu_bind": {"type": "boolean"},
-            "memory_mb": {"type": "integer", "minimum": 1, "maximum": 1073741824},
+            "memory_mb": {"type": "integer", "minimum": 1, "maximum": MAX_MEMORY_MB},
             "resources": {"type": "object", "patternProperties": {"^[A-Z0-9_]+$": {"type": "integer", "minimum": 1, "maximum": 2147483647}}, "additionalProperties": false},
             "volumes": {"type": "array", "maxItems": 64, "items": {"type": "string", "minLength": 1, "maxLength": 1024}},
             "required": {"type": "string"},
@@ -190,8 +190,8 @@ pub(in crate::api) fn resize_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "cpu": {"type": "number", "minimum": -4096, "maximum": 4096},
-            "memory_mb": {"type": "integer", "minimum": -1073741824, "maximum": 1073741824},
+            "cpu": {"type": "number", "minimum": -MAX_CPU, "maximum": MAX_CPU},
+            "memory_mb": {"type": "integer", "minimum": -MAX_MEMORY_MB, "maximum": MAX_MEMORY_MB},
             "cpu_bind": {"type": "boolean"}
         },
         "additionalProperties": false
