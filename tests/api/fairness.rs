@@ -631,3 +631,135 @@ async fn stored_settings_allow_exactly_their_types_names() {
         assert_eq!(allowed, declared, "{column}: {}", defs[0]);
     }
 }
+
+/// What an admission round admits, the allocation write accepts: the round
+/// checks units, capacity, reservations and limits over its own copy of
+/// the data, and its admissions are then written like any client's. Over
+/// random worlds (units, reserved, ratios, limits on a project and on a
+/// parent, another project's reservation), a committed round answers 200
+/// and every admitted request holds exactly what it asked, within
+/// capacity. A rule the round judged more loosely than the write fails
+/// here.
+#[tokio::test]
+async fn what_a_round_admits_the_write_accepts() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    let mut admitted_total = 0;
+    for seed in 0..10u64 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let t = TestApp::new().await;
+        let mut rps = Vec::new();
+        for n in 0..rng.gen_range(1..=3) {
+            let rp = t.create_rp(&format!("node{n}")).await;
+            let total = rng.gen_range(4..=12);
+            let ratio = [1.0, 1.5, 2.0][rng.gen_range(0..3)];
+            t.set_inventories(
+                &rp,
+                json!({
+                    "VCPU": {"total": total, "reserved": rng.gen_range(0..=2),
+                             "min_unit": rng.gen_range(1..=2), "max_unit": rng.gen_range(4..=8),
+                             "step_size": rng.gen_range(1..=2), "allocation_ratio": ratio},
+                    "MEMORY_MB": {"total": 8192, "reserved": 512, "step_size": 256}
+                }),
+            )
+            .await;
+            rps.push(rp);
+        }
+        t.put(
+            "/projects/child/fairness",
+            MV,
+            json!({"weight": 1, "parent_project_id": "parent"}),
+        )
+        .await
+        .expect(200);
+        t.put(
+            "/projects/parent/quota",
+            MV,
+            json!({"limits": {"VCPU": rng.gen_range(2..=10)}}),
+        )
+        .await
+        .expect(200);
+        t.put(
+            "/projects/capped/quota",
+            MV,
+            json!({"limits": {"VCPU": rng.gen_range(1..=6)}}),
+        )
+        .await
+        .expect(200);
+        let gen = t.generation(&rps[0]).await;
+        t.put(
+            &format!("/resource_providers/{}/project_reservations/owner", rps[0]),
+            MV,
+            json!({"resource_provider_generation": gen, "resources": {"VCPU": rng.gen_range(1..=3)}}),
+        )
+        .await
+        .expect(200);
+        let projects = ["child", "parent", "capped", "owner", "free"];
+        let asked: Vec<(String, String, i64, i64)> = (0..rng.gen_range(6..=16))
+            .map(|i| {
+                let project = projects[rng.gen_range(0..projects.len())];
+                let memory = [256, 512, 1000, 1024][rng.gen_range(0..4)];
+                (
+                    format!("r{i}"),
+                    project.to_string(),
+                    rng.gen_range(1..=5),
+                    memory,
+                )
+            })
+            .collect();
+        let requests: Vec<Value> = asked
+            .iter()
+            .map(|(id, p, vcpu, mem)| ask(id, p, json!({"VCPU": vcpu, "MEMORY_MB": mem})))
+            .collect();
+        let answer = admit(&t, requests.clone(), json!({})).await;
+        for (request, decision) in decisions(&answer) {
+            if decision != "admitted" {
+                continue;
+            }
+            admitted_total += 1;
+            let r = requests
+                .iter()
+                .find(|r| r["id"] == request.as_str())
+                .unwrap();
+            let (_, _, vcpu, mem) = asked.iter().find(|a| a.0 == request).unwrap();
+            let held = t
+                .get(
+                    &format!("/allocations/{}", r["consumer_uuid"].as_str().unwrap()),
+                    MV,
+                )
+                .await
+                .expect(200)
+                .json();
+            let sum = |class: &str| -> i64 {
+                held["allocations"]
+                    .as_object()
+                    .unwrap()
+                    .values()
+                    .filter_map(|a| a["resources"][class].as_i64())
+                    .sum()
+            };
+            assert_eq!(
+                (sum("VCPU"), sum("MEMORY_MB")),
+                (*vcpu, *mem),
+                "seed {seed}: {request}"
+            );
+        }
+        for rp in &rps {
+            let inv = t
+                .get(&format!("/resource_providers/{rp}/inventories/VCPU"), MV)
+                .await
+                .expect(200)
+                .json();
+            let capacity = (inv["total"].as_f64().unwrap() - inv["reserved"].as_f64().unwrap())
+                * inv["allocation_ratio"].as_f64().unwrap();
+            assert!(
+                used(&t, rp, "VCPU").await as f64 <= capacity,
+                "seed {seed}: {rp} over capacity"
+            );
+        }
+    }
+    assert!(
+        admitted_total > 10,
+        "too few admissions to judge: {admitted_total}"
+    );
+}
