@@ -68,6 +68,24 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Every Rust file under `src/`, with its path from there (`/`-separated).
+fn source_files() -> Vec<(PathBuf, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files
+        .into_iter()
+        .map(|p| {
+            let rel = p
+                .strip_prefix(&src)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            (p, rel)
+        })
+        .collect()
+}
+
 /// The file's text without its `#[cfg(test)]` module (tests may reach anywhere).
 fn non_test_text(p: &Path) -> String {
     let text = std::fs::read_to_string(p).unwrap();
@@ -163,16 +181,8 @@ fn areas_only_use_lower_layers_and_handlers_use_no_handlers() {
 /// in `api::respond::error`.
 #[test]
 fn only_the_http_layer_knows_http() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
     let mut problems = Vec::new();
-    for p in &files {
-        let rel = p
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
+    for (p, rel) in &source_files() {
         if rel.starts_with("api/") || rel == "serve.rs" || rel == "main.rs" {
             continue;
         }
@@ -273,16 +283,8 @@ fn no_module_cycles_inside_api_or_fairness() {
 /// hold the seams' handles, never the cache or the shared reads.
 #[test]
 fn the_engine_core_names_nothing_of_its_wing() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
     let mut problems = Vec::new();
-    for p in &files {
-        let rel = p
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
+    for (p, rel) in &source_files() {
         if rel.starts_with("candidates/speed/") || rel == "state.rs" {
             continue;
         }

@@ -51,6 +51,16 @@ impl Ids {
 }
 
 impl Names {
+    /// These classes and traits, no aggregate (for tests).
+    #[cfg(test)]
+    pub(crate) fn of_classes_and_traits(classes: &[&str], traits: &[&str]) -> Names {
+        Names {
+            classes: classes.iter().map(|c| c.to_string()).collect(),
+            traits: traits.iter().map(|t| t.to_string()).collect(),
+            aggregates: Vec::new(),
+        }
+    }
+
     /// The names `q` uses.
     pub fn of(q: &CandidateQuery) -> Names {
         let mut traits: BTreeSet<String> = q.root_required.names();
@@ -135,11 +145,7 @@ mod tests {
     use super::*;
 
     fn names(classes: &[&str], traits: &[&str]) -> Names {
-        Names {
-            classes: classes.iter().map(|c| c.to_string()).collect(),
-            traits: traits.iter().map(|t| t.to_string()).collect(),
-            aggregates: Vec::new(),
-        }
+        Names::of_classes_and_traits(classes, traits)
     }
 
     /// A search sharing a turn resolves only its own names: the turn's

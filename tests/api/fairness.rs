@@ -665,35 +665,28 @@ async fn what_a_round_admits_the_write_accepts() {
             .await;
             rps.push(rp);
         }
-        t.put(
-            "/projects/child/fairness",
-            MV,
-            json!({"weight": 1, "parent_project_id": "parent"}),
-        )
-        .await
-        .expect(200);
-        t.put(
-            "/projects/parent/quota",
-            MV,
-            json!({"limits": {"VCPU": rng.gen_range(2..=10)}}),
-        )
-        .await
-        .expect(200);
-        t.put(
-            "/projects/capped/quota",
-            MV,
-            json!({"limits": {"VCPU": rng.gen_range(1..=6)}}),
-        )
-        .await
-        .expect(200);
         let gen = t.generation(&rps[0]).await;
-        t.put(
-            &format!("/resource_providers/{}/project_reservations/owner", rps[0]),
-            MV,
-            json!({"resource_provider_generation": gen, "resources": {"VCPU": rng.gen_range(1..=3)}}),
-        )
-        .await
-        .expect(200);
+        let settings = [
+            (
+                "/projects/child/fairness".to_string(),
+                json!({"weight": 1, "parent_project_id": "parent"}),
+            ),
+            (
+                "/projects/parent/quota".to_string(),
+                json!({"limits": {"VCPU": rng.gen_range(2..=10)}}),
+            ),
+            (
+                "/projects/capped/quota".to_string(),
+                json!({"limits": {"VCPU": rng.gen_range(1..=6)}}),
+            ),
+            (
+                format!("/resource_providers/{}/project_reservations/owner", rps[0]),
+                json!({"resource_provider_generation": gen, "resources": {"VCPU": rng.gen_range(1..=3)}}),
+            ),
+        ];
+        for (path, body) in settings {
+            t.put(&path, MV, body).await.expect(200);
+        }
         let projects = ["child", "parent", "capped", "owner", "free"];
         let asked: Vec<(String, String, i64, i64)> = (0..rng.gen_range(6..=16))
             .map(|i| {

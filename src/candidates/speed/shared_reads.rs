@@ -218,11 +218,7 @@ mod tests {
     use super::*;
 
     fn names(classes: &[&str], traits: &[&str]) -> Names {
-        Names {
-            classes: classes.iter().map(|c| c.to_string()).collect(),
-            traits: traits.iter().map(|t| t.to_string()).collect(),
-            aggregates: Vec::new(),
-        }
+        Names::of_classes_and_traits(classes, traits)
     }
 
     fn named(classes: &[(&str, i32)], reservations: bool) -> db::NamesRead {
