@@ -2,8 +2,9 @@
 //! other projects' reservations, run inside the write's transaction after
 //! its provider locks (see `db::fairness` for the consumption rule).
 
+use super::detailed::{Cleared, Locked};
 use super::stock::{usage, Inventories};
-use super::{AllocError, Cleared, ConsumerWrite, Locked};
+use super::{AllocError, ConsumerWrite};
 use crate::db::{fairness, providers};
 use sqlx::PgConnection;
 use std::collections::HashMap;

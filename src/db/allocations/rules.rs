@@ -1,6 +1,6 @@
 //! The rules of an allocation write, declared once. Two paths carry them
 //! out: the claim (`placement_claim` in `src/db/definitions.sql`, one
-//! statement for new consumers) and the detailed path ([`super::write`],
+//! statement for new consumers) and the detailed path ([`super::write`], `detailed.rs`,
 //! every write, each refusal with Placement's error). A rule is added here
 //! first, and the compiler and the tests then ask for the rest:
 //!
@@ -202,7 +202,7 @@ mod tests {
     /// one declared before it.
     #[test]
     fn the_detailed_path_checks_in_the_declared_order() {
-        let text = include_str!("mod.rs");
+        let text = include_str!("detailed.rs");
         let start = text
             .find("pub async fn write_checking(")
             .expect("write_checking");
