@@ -31,10 +31,6 @@ pub struct Candidates {
     pub snap: Arc<Snapshot>,
     /// The candidates, in generation order.
     pub candidates: Vec<Candidate>,
-    /// Group suffixes, in the candidates' mapping order.
-    pub suffixes: Vec<String>,
-    /// Class ids requested by any group.
-    pub requested: BTreeSet<i32>,
     /// The resolved request (None: an unknown `in_tree` matches nothing).
     pub request: Option<solve::Request>,
     /// The search stopped at its step budget.
@@ -118,8 +114,6 @@ async fn search_and_write(
     let mut found = Candidates {
         snap,
         candidates: Vec::new(),
-        suffixes: suffixes_of(parsed),
-        requested: requested_of(&ids),
         request: None,
         cut: false,
         adjusted,
