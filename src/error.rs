@@ -62,9 +62,9 @@ pub mod codes {
     pub const DEPLOY_INSUFFICIENT_RESOURCE: &str = "placement.deploy.insufficient_resource";
     /// A CPU-bound deployment found no candidate node with a CPU topology.
     pub const DEPLOY_NO_TOPOLOGY: &str = "placement.deploy.no_topology";
-    /// FILL found every chosen node already at its target.
     /// 409: the app belongs to another project.
     pub const DEPLOY_APP_OWNED: &str = "placement.deploy.app_owned";
+    /// FILL found every chosen node already at its target.
     pub const DEPLOY_ALREADY_FILLED: &str = "placement.deploy.already_filled";
     /// A deployment request the scheduler cannot take (strategy, count,
     /// CPU, memory or volume values).

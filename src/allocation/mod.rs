@@ -1,44 +1,15 @@
 //! Allocation writes, the one path PUT/POST /allocations, the reshaper and
 //! deployments share: one transaction, run again when it loses a database
-//! race, refusals mapped to Placement's errors.
+//! race, refusals mapped to Placement's errors (by
+//! `db::allocations::AllocError::into_error`, beside the rules).
 
 pub mod claims;
 
 use crate::db::allocations::{self as db, AllocError};
 use crate::db::Pool;
-use crate::error::{codes, with_retries, Error, Result};
+use crate::error::{with_retries, Error, Result};
 use crate::types::ConsumerWrite;
 use uuid::Uuid;
-
-/// Maps a refused write to Placement's error; `put_consumer` picks the PUT wording.
-pub fn alloc_error(e: AllocError, put_consumer: Option<Uuid>) -> Error {
-    match e {
-        AllocError::NoProvider(_) => Error::invalid(e.to_string()),
-        AllocError::NoClass(_, ref rc) => match put_consumer {
-            Some(c) => Error::invalid(format!(
-                "Unable to allocate inventory for consumer {c}: No such resource class {rc}."
-            )),
-            None => Error::invalid(format!(
-                "Unable to allocate inventory No such resource class {rc}."
-            )),
-        },
-        AllocError::NoInventory(..)
-        | AllocError::Constraints(..)
-        | AllocError::Capacity(..)
-        | AllocError::BoundShares(..) => Error::conflict(e.to_string()),
-        AllocError::Quota { .. } => Error::conflict(e.to_string()).code(codes::QUOTA_EXCEEDED),
-        AllocError::Reserved(..) => {
-            Error::conflict(e.to_string()).code(codes::RESERVATION_UNAVAILABLE)
-        }
-        AllocError::ConsumerGeneration { .. } => {
-            Error::conflict(e.to_string()).code(codes::CONCURRENT_UPDATE)
-        }
-        AllocError::PriorityClass { .. } => {
-            Error::invalid(e.to_string()).code(codes::COLOCATION_CLASS_NOT_ALLOWED)
-        }
-        AllocError::Db(db) => Error::from(db),
-    }
-}
 
 /// The allocation writes of one process, with what they need: the pool,
 /// the claims it coalesces and how often a conflict is retried
@@ -136,7 +107,7 @@ async fn write_on(
             let mut tx = pool.begin_keyed().await?;
             write_in(&mut tx, path, writes)
                 .await
-                .map_err(|e| alloc_error(e, put_consumer))?;
+                .map_err(|e| e.into_error(put_consumer))?;
             tx.commit().await.map_err(Error::commit_failed)
         }
     })

@@ -157,17 +157,6 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
     }
 }
 
-/// Keys that may be given several times, each value counting (the request
-/// group filters and their suffixed forms). Every other key is
-/// single-valued: its last value is the one used, as WebOb's `GET.get`
-/// reads it, and every value must be valid.
-fn repeatable(key: &str) -> bool {
-    key.starts_with("required")
-        || key.starts_with("member_of")
-        || key == "root_required"
-        || key == "same_subtree"
-}
-
 impl QueryPairs {
     /// Splits a raw query string (percent-decoded, `+` as space).
     pub fn parse(query: Option<&str>) -> Self {
@@ -205,10 +194,24 @@ impl QueryPairs {
         Value::Object(m)
     }
 
+    /// Validates a query whose every key is single-valued (see
+    /// [`Self::validate_repeating`]).
+    pub fn validate(&self, schema: &Value) -> Result<(), ApiError> {
+        self.validate_repeating(schema, |_| false)
+    }
+
     /// Validates the flat view (400 `Invalid query string parameters: ...`)
     /// and, for a single-valued key given more than once, each of its other
-    /// values too: whichever value is used, it was validated.
-    pub fn validate(&self, schema: &Value) -> Result<(), ApiError> {
+    /// values too: whichever value is used, it was validated. A key for
+    /// which `repeats` holds may be given several times, each value
+    /// counting (a request group's filters); the query's declaration beside
+    /// its schema says which (every other key's last value is the one
+    /// used, as WebOb's `GET.get` reads it).
+    pub fn validate_repeating(
+        &self,
+        schema: &Value,
+        repeats: fn(&str) -> bool,
+    ) -> Result<(), ApiError> {
         let invalid = |e: Box<super::schema::validate::SchemaError>| {
             ApiError::bad_request(format!("Invalid query string parameters: {}", e.render()))
         };
@@ -216,7 +219,7 @@ impl QueryPairs {
         validate(schema, &flat).map_err(invalid)?;
         for (i, (key, value)) in self.0.iter().enumerate() {
             let is_last = !self.0[i + 1..].iter().any(|(k, _)| k == key);
-            if is_last || repeatable(key) {
+            if is_last || repeats(key) {
                 continue;
             }
             let mut other = flat.clone();
@@ -233,11 +236,12 @@ impl QueryPairs {
     pub fn validate_with_extension(
         &self,
         schema: &Value,
+        repeats: fn(&str) -> bool,
         extension: &Value,
     ) -> Result<(), ApiError> {
         let ours = |k: &str| extension["properties"].get(k).is_some();
         let (mine, theirs): (Vec<_>, Vec<_>) = self.0.iter().cloned().partition(|(k, _)| ours(k));
-        QueryPairs(theirs).validate(schema)?;
+        QueryPairs(theirs).validate_repeating(schema, repeats)?;
         QueryPairs(mine).validate(extension)
     }
 

@@ -6,7 +6,6 @@ use super::microversion::Microversion;
 use super::schema;
 use super::schema::allocations::writes_from_map;
 use super::schema::bodies::{InventoriesPut, Ordered, Reshape};
-use crate::allocation::alloc_error;
 use crate::api::respond::{codes, ApiResult};
 use crate::db::inventories::Inventory;
 use crate::db::providers::ProviderRow;
@@ -87,7 +86,7 @@ async fn reshape_once(
     let targets = lock_targets(&mut tx, inv_map, writes).await?;
     allocations::check_generations(&mut tx, writes)
         .await
-        .map_err(|e| alloc_error(e, None))?;
+        .map_err(|e| e.into_error(None))?;
 
     // Interim inventory: current records overlaid with the new ones, so
     // nothing still allocated disappears before the allocations move.
@@ -113,7 +112,7 @@ async fn reshape_once(
 
     allocations::write(&mut tx, writes)
         .await
-        .map_err(|e| alloc_error(e, None))?;
+        .map_err(|e| e.into_error(None))?;
 
     // Final inventory, exactly as given.
     for (rp, wanted) in &targets {

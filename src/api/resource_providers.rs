@@ -48,7 +48,10 @@ fn modified(rp: &ProviderRow) -> Option<chrono::DateTime<chrono::Utc>> {
 
 /// `GET /resource_providers`.
 pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -> ApiResult<Reply> {
-    q.validate(&schema::provider_list_query(mv))?;
+    q.validate_repeating(
+        &schema::provider_list_query(mv),
+        schema::provider_list_repeats,
+    )?;
     let v = mv;
     let mut conn = st.pool.acquire().await?;
     let mut f = ProviderFilter {

@@ -4,7 +4,6 @@
 
 use super::deployment_request::Cpus;
 use super::nodes::{self, instance_resources, workload, CpuModel, NodeState, CPU_SHARES, MIB};
-use crate::allocation::alloc_error;
 use crate::db::allocations as alloc_db;
 use crate::db::deployments::{self as db, InstanceSpec};
 use crate::error::{codes, Error, Result};
@@ -145,9 +144,9 @@ async fn write(
         // Only a node without a topology leaves its capacity check to the
         // write; the refusal is a deployment's like any other.
         alloc_db::AllocError::Capacity(..) => {
-            alloc_error(e, None).code(codes::DEPLOY_INSUFFICIENT_RESOURCE)
+            e.into_error(None).code(codes::DEPLOY_INSUFFICIENT_RESOURCE)
         }
-        e => alloc_error(e, None),
+        e => e.into_error(None),
     })?;
     Ok(cpu_map)
 }

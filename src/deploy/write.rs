@@ -8,7 +8,6 @@
 
 use super::deployment_request::Deployment;
 use super::{refresh, PlannedInstance};
-use crate::allocation::alloc_error;
 use crate::db::allocations as alloc_db;
 use crate::db::colocation as colocation_db;
 use crate::db::colocation::PriorityRow;
@@ -67,8 +66,8 @@ pub async fn write_instances(
     let ids = match alloc_db::write(tx, &writes).await {
         Ok(ids) => ids,
         // A node filled up between planning and locking: plan again.
-        Err(e @ alloc_db::AllocError::Capacity(..)) => return Err(alloc_error(e, None).lost_race()),
-        Err(e) => return Err(alloc_error(e, None)),
+        Err(e @ alloc_db::AllocError::Capacity(..)) => return Err(e.into_error(None).lost_race()),
+        Err(e) => return Err(e.into_error(None)),
     };
     let mut rows = Vec::with_capacity(items.len());
     let mut bindings = Vec::new();

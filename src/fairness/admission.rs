@@ -8,7 +8,6 @@
 use super::round_inputs::{load, Loaded};
 use super::round_providers::{self as providers, Cached};
 use super::Amounts;
-use crate::allocation::alloc_error;
 use crate::candidates::engine::ProviderSnapshots;
 use crate::db::allocations::{self as alloc_db, AllocError};
 use crate::db::fairness as db;
@@ -392,7 +391,7 @@ async fn commit(
             e,
             AllocError::Capacity(..) | AllocError::Reserved(..) | AllocError::Quota { .. }
         );
-        let err = alloc_error(e, None);
+        let err = e.into_error(None);
         match replan {
             true => err.lost_race(),
             false => err,

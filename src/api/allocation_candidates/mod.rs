@@ -20,8 +20,9 @@ use axum::extract::State;
 /// `GET /allocation_candidates`.
 pub async fn list(State(st): State<AppState>, mv: Microversion, q: QueryPairs) -> ApiResult<Reply> {
     q.validate_with_extension(
-        &schema::candidates_query(mv),
-        schema::candidates_extension_query(),
+        &query::schema(mv),
+        query::repeats,
+        query::extension_schema(),
     )?;
     let started = std::time::Instant::now();
     let cap = usize::try_from(st.settings.max_allocation_candidates).ok();
@@ -58,8 +59,9 @@ pub async fn explain(
     q: QueryPairs,
 ) -> ApiResult<Reply> {
     q.validate_with_extension(
-        &schema::candidates_query(mv),
-        schema::candidates_extension_query(),
+        &query::schema(mv),
+        query::repeats,
+        query::extension_schema(),
     )?;
     // The first `limit`, as the candidates query reads it.
     let limit: Option<usize> = q.all("limit").first().and_then(|v| v.parse().ok());

@@ -1,9 +1,11 @@
 //! Placement's query grammar of `GET /allocation_candidates` (and its
-//! explain), read at the API edge: the query pairs, already checked against
-//! the route's schema, into request groups with the group-level validation
-//! Placement applies per microversion, and into the engine's typed search.
-//! The engine never sees a query pair. Pure.
+//! explain), read at the API edge: its schema per microversion and the
+//! keys that repeat (the syntax), then the query pairs, checked against
+//! them, into request groups with the group-level validation Placement
+//! applies per microversion, and into the engine's typed search. The
+//! engine never sees a query pair. Pure.
 
+use crate::api::schema::{external_id, per_version, PerVersion, VERSIONS};
 use crate::candidates::query_grammar::{
     conflicting_traits, parse_member_of, parse_required, parse_resources, TraitFilter,
 };
@@ -11,7 +13,85 @@ use crate::candidates::search::{CandidateQuery, GroupPolicy, GroupSpec, Scope, S
 use crate::error::{codes, Error, Result};
 use crate::microversions::Microversion;
 use crate::types::PriorityClass;
+use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::{LazyLock, OnceLock};
+
+/// The extension parameters of `GET /allocation_candidates`, validated
+/// apart from Placement's own so that a Placement client's errors print
+/// Placement's schema: `project_id` (whose reservations count as
+/// available) and `priority_class` (batch and free queries see only the
+/// batch capacity of providers the load filter accepts, §C.3).
+pub fn extension_schema() -> &'static Value {
+    static BUILT: LazyLock<Value> = LazyLock::new(build_extension_schema);
+    &BUILT
+}
+
+fn build_extension_schema() -> Value {
+    json!({"type": "object", "properties": {
+        "project_id": external_id(),
+        "priority_class": {"type": "string", "enum": PriorityClass::names()}
+    }})
+}
+
+/// The query's syntax: Placement's schema of `GET /allocation_candidates`
+/// per microversion (a new parameter's type goes here, [`repeats`] when it
+/// may repeat, its meaning in [`parse`]).
+pub fn schema(mv: Microversion) -> Cow<'static, Value> {
+    static BUILT: PerVersion = [const { OnceLock::new() }; VERSIONS];
+    per_version(&BUILT, mv, build_schema)
+}
+
+fn build_schema(mv: Microversion) -> Value {
+    let limit = json!({"type": ["integer", "string"], "pattern": "^[1-9][0-9]*$", "minimum": 1, "minLength": 1});
+    let listed = json!({"type": ["string"]});
+    if !mv.at_least(1, 25) {
+        let mut props = json!({"resources": {"type": "string"}});
+        if mv.at_least(1, 16) {
+            props["limit"] = limit;
+        }
+        if mv.at_least(1, 17) {
+            props["required"] = listed.clone();
+        }
+        if mv.at_least(1, 21) {
+            props["member_of"] = listed;
+        }
+        return json!({"type": "object", "properties": props, "required": ["resources"], "additionalProperties": false});
+    }
+    let suffix = if mv.at_least(1, 33) {
+        "[a-zA-Z0-9_-]{1,64}"
+    } else {
+        "[1-9][0-9]*"
+    };
+    let mut props =
+        json!({"limit": limit, "group_policy": {"type": "string", "enum": ["none", "isolate"]}});
+    if mv.at_least(1, 35) {
+        props["root_required"] = listed.clone();
+    }
+    if mv.at_least(1, 36) {
+        props["same_subtree"] = listed;
+    }
+    let mut patterns = serde_json::Map::new();
+    let mut keys = vec!["resources", "required", "member_of"];
+    if mv.at_least(1, 31) {
+        keys.push("in_tree");
+    }
+    for k in keys {
+        patterns.insert(format!("^{k}({suffix})?$"), json!({"type": "string"}));
+    }
+    json!({"type": "object", "properties": props, "additionalProperties": false, "patternProperties": patterns})
+}
+
+/// The keys that may be given several times, each value counting (the
+/// request groups' filters, suffixed or not); every other key counts by
+/// its last value, and each of its values is validated.
+pub fn repeats(key: &str) -> bool {
+    key.starts_with("required")
+        || key.starts_with("member_of")
+        || key == "root_required"
+        || key == "same_subtree"
+}
 
 /// A query error: the message and Placement's error code (None: undefined_code).
 #[derive(Debug, Clone, PartialEq, Eq)]

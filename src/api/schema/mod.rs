@@ -21,19 +21,19 @@ use crate::api::microversion::Microversion;
 use crate::microversions::LATEST;
 use serde_json::{json, Value};
 use std::borrow::Cow;
-use std::sync::{LazyLock, OnceLock};
+use std::sync::OnceLock;
 
 /// One slot per minor version served.
-const VERSIONS: usize = LATEST.minor as usize + 1;
+pub(crate) const VERSIONS: usize = LATEST.minor as usize + 1;
 
 /// Schemas of a hot path, one per microversion, each built once: a claim's
 /// `PUT` and every candidates query built theirs on every request, about a
 /// tenth of the server's CPU in the claims bench.
-type PerVersion = [OnceLock<Value>; VERSIONS];
+pub(crate) type PerVersion = [OnceLock<Value>; VERSIONS];
 
 /// The schema `build` makes for `mv`, from `cache` once built (a version
 /// outside the cache's range, never negotiated, is built each time).
-fn per_version(
+pub(crate) fn per_version(
     cache: &'static PerVersion,
     mv: Microversion,
     build: fn(Microversion) -> Value,
@@ -80,6 +80,12 @@ pub fn provider_update(mv: Microversion) -> Value {
         s["properties"]["parent_provider_uuid"] = nullable_uuid();
     }
     s
+}
+
+/// The keys of `GET /resource_providers` that may repeat, each value
+/// counting (1.24 and 1.18's filters; the schema allows them).
+pub fn provider_list_repeats(key: &str) -> bool {
+    key == "required" || key == "member_of"
 }
 
 /// Query of `GET /resource_providers`.
@@ -199,7 +205,7 @@ const RC_PATTERN: &str = "^[A-Z0-9_]+$";
 /// Provider and consumer uuids as Placement's schemas match keys.
 const UUID_PATTERN: &str = "^[0-9a-fA-F-]{36}$";
 
-fn external_id() -> Value {
+pub(crate) fn external_id() -> Value {
     json!({"type": "string", "minLength": 1, "maxLength": 255})
 }
 
@@ -312,67 +318,4 @@ pub fn reshaper(mv: Microversion) -> Value {
         "required": ["inventories", "allocations"],
         "additionalProperties": false
     })
-}
-
-/// The extension parameters of `GET /allocation_candidates`, validated
-/// apart from Placement's own so that a Placement client's errors print
-/// Placement's schema: `project_id` (whose reservations count as
-/// available) and `priority_class` (batch and free queries see only the
-/// batch capacity of providers the load filter accepts, §C.3).
-pub fn candidates_extension_query() -> &'static Value {
-    static BUILT: LazyLock<Value> = LazyLock::new(build_candidates_extension_query);
-    &BUILT
-}
-
-fn build_candidates_extension_query() -> Value {
-    json!({"type": "object", "properties": {
-        "project_id": external_id(),
-        "priority_class": {"type": "string", "enum": crate::types::PriorityClass::names()}
-    }})
-}
-
-/// Query of `GET /allocation_candidates`, Placement's per microversion.
-pub fn candidates_query(mv: Microversion) -> Cow<'static, Value> {
-    static BUILT: PerVersion = [const { OnceLock::new() }; VERSIONS];
-    per_version(&BUILT, mv, build_candidates_query)
-}
-
-fn build_candidates_query(mv: Microversion) -> Value {
-    let limit = json!({"type": ["integer", "string"], "pattern": "^[1-9][0-9]*$", "minimum": 1, "minLength": 1});
-    let listed = json!({"type": ["string"]});
-    if !mv.at_least(1, 25) {
-        let mut props = json!({"resources": {"type": "string"}});
-        if mv.at_least(1, 16) {
-            props["limit"] = limit;
-        }
-        if mv.at_least(1, 17) {
-            props["required"] = listed.clone();
-        }
-        if mv.at_least(1, 21) {
-            props["member_of"] = listed;
-        }
-        return json!({"type": "object", "properties": props, "required": ["resources"], "additionalProperties": false});
-    }
-    let suffix = if mv.at_least(1, 33) {
-        "[a-zA-Z0-9_-]{1,64}"
-    } else {
-        "[1-9][0-9]*"
-    };
-    let mut props =
-        json!({"limit": limit, "group_policy": {"type": "string", "enum": ["none", "isolate"]}});
-    if mv.at_least(1, 35) {
-        props["root_required"] = listed.clone();
-    }
-    if mv.at_least(1, 36) {
-        props["same_subtree"] = listed;
-    }
-    let mut patterns = serde_json::Map::new();
-    let mut keys = vec!["resources", "required", "member_of"];
-    if mv.at_least(1, 31) {
-        keys.push("in_tree");
-    }
-    for k in keys {
-        patterns.insert(format!("^{k}({suffix})?$"), json!({"type": "string"}));
-    }
-    json!({"type": "object", "properties": props, "additionalProperties": false, "patternProperties": patterns})
 }

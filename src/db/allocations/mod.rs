@@ -1,5 +1,4 @@
-//! Allocations: reads by consumer and by provider, their refusals
-//! (`AllocError`), and the two paths that write them: the detailed write
+//! Allocations: reads by consumer and by provider, and the two paths that write them: the detailed write
 //! (`detailed.rs`) used by PUT/POST /allocations, the reshaper, deployments
 //! and queue rounds, and the claim of new consumers in one statement
 //! (`claim.rs`), whose rules are declared once in `rules.rs`.
@@ -18,6 +17,7 @@ mod detailed;
 mod fairness_checks;
 mod priority_classes;
 pub mod rules;
+pub use rules::AllocError;
 mod stock;
 use crate::types::{ConsumerWrite, GenerationCheck};
 use chrono::{DateTime, Utc};
@@ -85,73 +85,6 @@ pub async fn of_provider(
     .bind(rp_id)
     .fetch_all(conn)
     .await
-}
-
-/// Why an allocation write was refused. Each maps to one Placement error.
-#[derive(Debug, thiserror::Error)]
-pub enum AllocError {
-    /// 400: a provider named in the request does not exist (as the
-    /// request spelled it).
-    #[error("Allocation for resource provider '{0}' that does not exist.")]
-    NoProvider(String),
-    /// 400: an unknown resource class.
-    #[error("No such resource class {1}.")]
-    NoClass(Uuid, String),
-    /// 409 undefined_code: the provider lacks inventory of the classes.
-    #[error(
-        "Unable to allocate inventory: Inventory for '{1}' on resource provider '{0}' invalid."
-    )]
-    NoInventory(Uuid, String),
-    /// 409 undefined_code: min_unit/max_unit/step_size violated.
-    #[error("Unable to allocate inventory: Unable to create allocation for '{1}' on resource provider '{0}'. The requested amount would violate inventory constraints.")]
-    Constraints(Uuid, String),
-    /// 409 undefined_code: not enough capacity.
-    #[error("Unable to allocate inventory: Unable to create allocation for '{1}' on resource provider '{0}'. The requested amount would exceed the capacity.")]
-    Capacity(Uuid, String),
-    /// 409 concurrent_update: consumer generation mismatch.
-    #[error("consumer generation conflict - expected {expected} but got {got}")]
-    ConsumerGeneration {
-        /// What the server has ("null" for no consumer).
-        expected: String,
-        /// What the client sent ("None" for null).
-        got: String,
-    },
-    /// 409: the consumer is a deployment instance whose bound cores would no
-    /// longer match its CUSTOM_CPU_SHARES allocation.
-    #[error("Unable to allocate inventory: consumer {0} has cores bound by a deployment; its CUSTOM_CPU_SHARES allocation must stay {1} on resource provider '{2}' (resize it through /deployments, or delete its allocations).")]
-    BoundShares(Uuid, i64, Uuid),
-    /// 409 placement.quota.exceeded: a project would go over a limit.
-    #[error("Quota exceeded: project {project} would consume {after} {class}, over its limit of {limit} (it consumes {before} now).")]
-    Quota {
-        /// The limited project (the writer's or an ancestor).
-        project: String,
-        /// The class.
-        class: String,
-        /// The limit.
-        limit: i64,
-        /// Consumption before the write.
-        before: i64,
-        /// Consumption the write would leave.
-        after: i64,
-    },
-    /// 409 placement.reservation.unavailable: the capacity left is reserved
-    /// for other projects.
-    #[error("Unable to allocate inventory: Unable to create allocation for '{1}' on resource provider '{0}'. The capacity left is reserved for other projects.")]
-    Reserved(Uuid, String),
-    /// 400 placement.colocation.class_not_allowed: batch and free
-    /// consumers use only the batch classes (and DISK_GB), and only they do.
-    #[error("Unable to allocate inventory: consumer {consumer} is {priority} work, which may not allocate {class} (batch and free work uses BATCH_VCPU_MILLI, BATCH_MEMORY_MB and DISK_GB; other work may not use the BATCH_* classes).")]
-    PriorityClass {
-        /// The consumer.
-        consumer: Uuid,
-        /// Its priority class's name.
-        priority: &'static str,
-        /// The class it may not allocate.
-        class: String,
-    },
-    /// Database failure.
-    #[error(transparent)]
-    Db(#[from] sqlx::Error),
 }
 
 /// Consumer uuid → id.

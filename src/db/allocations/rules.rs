@@ -1,8 +1,11 @@
-//! The rules of an allocation write, declared once. Two paths carry them
-//! out: the claim (`placement_claim` in `src/db/definitions.sql`, one
-//! statement for new consumers) and the detailed path ([`super::write`], `detailed.rs`,
-//! every write, each refusal with Placement's error). A rule is added here
-//! first, and the compiler and the tests then ask for the rest:
+//! The rules of an allocation write, declared once, with their refusals.
+//! Two paths carry them out: the claim (`placement_claim` in
+//! `src/db/definitions.sql`, one statement for new consumers) and the
+//! detailed path (`write_checking` in `detailed.rs`, every write, each
+//! refusal with Placement's error). A rule is added here first (its
+//! [`WriteRule`], its place in [`WRITE_RULES`], its [`AllocError`] with
+//! the message and [`AllocError::into_error`]'s status and code), and the
+//! compiler and the tests then ask for the rest:
 //!
 //! - every refusal of the detailed path is an [`AllocError`] that
 //!   [`WriteRule::of`] names a rule for (a match without a wildcard: a new
@@ -11,11 +14,15 @@
 //!   exhaustive likewise), and `placement_claim`'s text carries a marker
 //!   for each rule it checks or leaves to the detailed path (a test below
 //!   reads the file);
+//! - `write_checking` checks each declared rule in the declared order (a
+//!   test below reads that file too);
 //! - `tests/claim_agrees.rs` requires, of its random writes, that each
 //!   rule the claim can meet refused at least one of them on the detailed
-//!   path, and that the two paths agree on every write.
+//!   path, that the two paths agree on every write, and that taking any
+//!   one check out of `write_checking` breaks one of them.
 
-use super::AllocError;
+use crate::error::{codes, Error};
+use uuid::Uuid;
 
 /// One rule of the allocation write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -148,6 +155,109 @@ impl WriteRule {
             AllocError::Quota { .. } => WriteRule::Limit,
             AllocError::Db(_) => return None,
         })
+    }
+}
+
+/// Why an allocation write was refused. Each maps to one Placement error.
+#[derive(Debug, thiserror::Error)]
+pub enum AllocError {
+    /// 400: a provider named in the request does not exist (as the
+    /// request spelled it).
+    #[error("Allocation for resource provider '{0}' that does not exist.")]
+    NoProvider(String),
+    /// 400: an unknown resource class.
+    #[error("No such resource class {1}.")]
+    NoClass(Uuid, String),
+    /// 409 undefined_code: the provider lacks inventory of the classes.
+    #[error(
+        "Unable to allocate inventory: Inventory for '{1}' on resource provider '{0}' invalid."
+    )]
+    NoInventory(Uuid, String),
+    /// 409 undefined_code: min_unit/max_unit/step_size violated.
+    #[error("Unable to allocate inventory: Unable to create allocation for '{1}' on resource provider '{0}'. The requested amount would violate inventory constraints.")]
+    Constraints(Uuid, String),
+    /// 409 undefined_code: not enough capacity.
+    #[error("Unable to allocate inventory: Unable to create allocation for '{1}' on resource provider '{0}'. The requested amount would exceed the capacity.")]
+    Capacity(Uuid, String),
+    /// 409 concurrent_update: consumer generation mismatch.
+    #[error("consumer generation conflict - expected {expected} but got {got}")]
+    ConsumerGeneration {
+        /// What the server has ("null" for no consumer).
+        expected: String,
+        /// What the client sent ("None" for null).
+        got: String,
+    },
+    /// 409: the consumer is a deployment instance whose bound cores would no
+    /// longer match its CUSTOM_CPU_SHARES allocation.
+    #[error("Unable to allocate inventory: consumer {0} has cores bound by a deployment; its CUSTOM_CPU_SHARES allocation must stay {1} on resource provider '{2}' (resize it through /deployments, or delete its allocations).")]
+    BoundShares(Uuid, i64, Uuid),
+    /// 409 placement.quota.exceeded: a project would go over a limit.
+    #[error("Quota exceeded: project {project} would consume {after} {class}, over its limit of {limit} (it consumes {before} now).")]
+    Quota {
+        /// The limited project (the writer's or an ancestor).
+        project: String,
+        /// The class.
+        class: String,
+        /// The limit.
+        limit: i64,
+        /// Consumption before the write.
+        before: i64,
+        /// Consumption the write would leave.
+        after: i64,
+    },
+    /// 409 placement.reservation.unavailable: the capacity left is reserved
+    /// for other projects.
+    #[error("Unable to allocate inventory: Unable to create allocation for '{1}' on resource provider '{0}'. The capacity left is reserved for other projects.")]
+    Reserved(Uuid, String),
+    /// 400 placement.colocation.class_not_allowed: batch and free
+    /// consumers use only the batch classes (and DISK_GB), and only they do.
+    #[error("Unable to allocate inventory: consumer {consumer} is {priority} work, which may not allocate {class} (batch and free work uses BATCH_VCPU_MILLI, BATCH_MEMORY_MB and DISK_GB; other work may not use the BATCH_* classes).")]
+    PriorityClass {
+        /// The consumer.
+        consumer: Uuid,
+        /// Its priority class's name.
+        priority: &'static str,
+        /// The class it may not allocate.
+        class: String,
+    },
+    /// Database failure.
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+}
+
+impl AllocError {
+    /// Placement's error for the refusal, mapped here once for every
+    /// writer; `put_consumer` picks the wording of `PUT
+    /// /allocations/{consumer}` where Placement's differs.
+    pub fn into_error(self, put_consumer: Option<Uuid>) -> Error {
+        match self {
+            AllocError::NoProvider(_) => Error::invalid(self.to_string()),
+            AllocError::NoClass(_, ref rc) => match put_consumer {
+                Some(c) => Error::invalid(format!(
+                    "Unable to allocate inventory for consumer {c}: No such resource class {rc}."
+                )),
+                None => Error::invalid(format!(
+                    "Unable to allocate inventory No such resource class {rc}."
+                )),
+            },
+            AllocError::NoInventory(..)
+            | AllocError::Constraints(..)
+            | AllocError::Capacity(..)
+            | AllocError::BoundShares(..) => Error::conflict(self.to_string()),
+            AllocError::Quota { .. } => {
+                Error::conflict(self.to_string()).code(codes::QUOTA_EXCEEDED)
+            }
+            AllocError::Reserved(..) => {
+                Error::conflict(self.to_string()).code(codes::RESERVATION_UNAVAILABLE)
+            }
+            AllocError::ConsumerGeneration { .. } => {
+                Error::conflict(self.to_string()).code(codes::CONCURRENT_UPDATE)
+            }
+            AllocError::PriorityClass { .. } => {
+                Error::invalid(self.to_string()).code(codes::COLOCATION_CLASS_NOT_ALLOWED)
+            }
+            AllocError::Db(db) => Error::from(db),
+        }
     }
 }
 
