@@ -14,6 +14,7 @@ use placement::sched::{
     calculate_deploy, nodes_capacity, plan_deploy, CoreId, CpuMap, NodeName, NodeResource,
     NodeResourceInfo, ResourceRequest, SchedConfig, Strategy,
 };
+use placement::types::Inventory;
 
 const GIB: i64 = 1 << 30;
 const INSTANCES: i64 = 10_000;
@@ -167,12 +168,11 @@ fn perfload_snapshot() -> Snapshot {
     const AVX2: i32 = 7;
     let stock = |class, total, min_unit, max_unit| Stock {
         class,
-        total,
-        reserved: 0,
-        min_unit,
-        max_unit,
-        step_size: 1,
-        allocation_ratio: 1.0,
+        inventory: Inventory {
+            min_unit,
+            max_unit,
+            ..Inventory::whole(total)
+        },
         used: 0,
     };
     let nodes = (0..1_000u128)

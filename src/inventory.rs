@@ -1,9 +1,10 @@
 //! Inventory rules and the replace-all write shared by the inventories
 //! handlers and the reshaper.
 
-use crate::db::inventories::{self, Inventory, InventoryRow};
+use crate::db::inventories::{self, InventoryRow};
 use crate::db::{classes, providers};
 use crate::error::{codes, Error, Result};
+use crate::types::Inventory;
 use sqlx::PgConnection;
 
 /// Why an inventory's capacity is invalid, if it is (from microversion 1.26

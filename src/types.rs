@@ -81,6 +81,90 @@ pub fn units_ok(n: i64, min_unit: i64, max_unit: i64, step_size: i64) -> bool {
     n >= min_unit && n <= max_unit && step_size > 0 && n % step_size == 0
 }
 
+// The field set spelled once. Placement's bodies read it (with
+// Placement's defaults, below; the route's JSON schema has checked the
+// body first), its answers carry it (flattened beside a generation), rows
+// read it by flattening it (`#[sqlx(flatten)]`, and `#[serde(flatten)]`
+// where a row arrives as JSON), and the candidate snapshot and the node
+// agent hold it.
+/// The capacity and unit fields of one inventory record. A body may leave
+/// out all but `total`: reserved 0, min_unit 1, max_unit 2147483647,
+/// step_size 1, allocation_ratio 1.0.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema, sqlx::FromRow,
+)]
+pub struct Inventory {
+    /// Units in total.
+    pub total: i32,
+    /// Units held back from allocation.
+    #[serde(default)]
+    pub reserved: i32,
+    /// Smallest allocation.
+    #[serde(default = "one_unit")]
+    pub min_unit: i32,
+    /// Largest allocation.
+    #[serde(default = "any_units")]
+    pub max_unit: i32,
+    /// Allocations must be multiples of this.
+    #[serde(default = "one_unit")]
+    pub step_size: i32,
+    /// Overcommit factor.
+    #[serde(default = "no_overcommit")]
+    pub allocation_ratio: f64,
+}
+
+fn one_unit() -> i32 {
+    1
+}
+
+fn any_units() -> i32 {
+    i32::MAX
+}
+
+fn no_overcommit() -> f64 {
+    1.0
+}
+
+impl Inventory {
+    /// Exact capacity used by allocation checks: `(total - reserved) * ratio`.
+    pub fn capacity(&self) -> f64 {
+        capacity(
+            self.total.into(),
+            self.reserved.into(),
+            self.allocation_ratio,
+        )
+    }
+
+    /// Whether one allocation of `n` respects the unit rules.
+    pub fn units_ok(&self, n: i64) -> bool {
+        units_ok(
+            n,
+            self.min_unit.into(),
+            self.max_unit.into(),
+            self.step_size.into(),
+        )
+    }
+
+    /// `total` units, none reserved, at ratio 1, any amount from one unit
+    /// to all of them: the record an owner writes when one allocation may
+    /// take the whole (the node agent's classes, tests' providers).
+    pub fn whole(total: i32) -> Inventory {
+        Inventory {
+            total,
+            reserved: 0,
+            min_unit: 1,
+            max_unit: total.max(1),
+            step_size: 1,
+            allocation_ratio: 1.0,
+        }
+    }
+
+    /// Truncated capacity shown in summaries and checked on inventory writes.
+    pub fn capacity_int(&self) -> i64 {
+        self.capacity() as i64
+    }
+}
+
 /// A generation as the client sent it: any JSON number, kept exactly, so
 /// that a value outside the stored range (2^32+5, 2^63, -1) never matches a
 /// stored generation and a conflict message shows what was really sent.

@@ -16,6 +16,7 @@
 use placement::api::allocation_candidates::query;
 use placement::candidates::snapshot::{JsonUuid, Node, Snapshot, Stock};
 use placement::candidates::solve::{anchor_of, solve, Candidate, Group, Limits, Request, Stopped};
+use placement::types::Inventory;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -127,12 +128,11 @@ fn build(rows: Vec<Row>) -> Snapshot {
                 .into_iter()
                 .map(|(class, total, max_unit, step_size, used)| Stock {
                     class,
-                    total,
-                    reserved: 0,
-                    min_unit: 1,
-                    max_unit,
-                    step_size,
-                    allocation_ratio: 1.0,
+                    inventory: Inventory {
+                        max_unit: i32::try_from(max_unit).expect("a small max_unit"),
+                        step_size: i32::try_from(step_size).expect("a small step_size"),
+                        ..Inventory::whole(i32::try_from(total).expect("a small total"))
+                    },
                     used,
                 })
                 .collect(),
@@ -350,7 +350,7 @@ fn combine(s: &Snapshot, req: &Request, combo: &[Way]) -> Option<Candidate> {
     }
     let capacity_ok = sums.iter().all(|(&(p, c), &sum)| {
         let st = s.nodes[p].stock(c).unwrap();
-        st.used + sum <= st.capacity_int() && sum <= st.max_unit
+        st.used + sum <= st.capacity_int() && sum <= i64::from(st.inventory.max_unit)
     });
     let numbered: Vec<usize> = req
         .groups

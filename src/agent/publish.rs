@@ -6,7 +6,8 @@
 //! overwritten blindly.
 
 use super::service::{refused, Service, ServiceError, CONFLICT_TRIES};
-use super::tree::{Stock, Wanted};
+use super::tree::Wanted;
+use crate::types::Inventory;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -21,22 +22,11 @@ pub struct Changes {
     pub traits_written: usize,
 }
 
-/// One inventory record as Placement's body has it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct InventoryWire {
-    total: u64,
-    reserved: u64,
-    min_unit: u64,
-    max_unit: u64,
-    step_size: u64,
-    allocation_ratio: f64,
-}
-
 /// `GET`/`PUT …/inventories`.
 #[derive(Serialize, Deserialize)]
 struct InventoriesWire {
     resource_provider_generation: u32,
-    inventories: BTreeMap<String, InventoryWire>,
+    inventories: BTreeMap<String, Inventory>,
 }
 
 /// `GET`/`PUT …/traits`.
@@ -117,24 +107,16 @@ async fn provider(
 async fn inventories(
     service: &Service,
     uuid: &str,
-    wanted: &BTreeMap<String, Stock>,
+    wanted: &BTreeMap<String, Inventory>,
 ) -> Result<bool, ServiceError> {
     let path = format!("/resource_providers/{uuid}/inventories");
     for _ in 0..CONFLICT_TRIES {
         let mut held: InventoriesWire = service.read(&path).await?;
         let mut differs = false;
         for (class, stock) in wanted {
-            let fresh = InventoryWire {
-                total: stock.total,
-                reserved: stock.reserved,
-                min_unit: 1,
-                max_unit: stock.total,
-                step_size: 1,
-                allocation_ratio: stock.allocation_ratio,
-            };
             let record = held.inventories.entry(class.clone()).or_insert_with(|| {
                 differs = true;
-                fresh.clone()
+                *stock
             });
             let same = record.total == stock.total
                 && record.reserved == stock.reserved
@@ -144,7 +126,7 @@ async fn inventories(
                 record.total = stock.total;
                 record.reserved = stock.reserved;
                 // The agent owns these classes: one unit may take all.
-                record.max_unit = stock.total.max(1);
+                record.max_unit = stock.max_unit;
                 record.allocation_ratio = stock.allocation_ratio;
             }
         }

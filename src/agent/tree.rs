@@ -8,6 +8,7 @@
 
 use super::discovery::{Cell, Machine};
 use crate::config::TreeLayout;
+use crate::types::Inventory;
 use std::collections::BTreeMap;
 
 /// What the operator sets about the tree.
@@ -25,22 +26,20 @@ pub struct TreeSettings {
     pub layout: TreeLayout,
 }
 
-/// One inventory record, as Placement's body has it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Stock {
-    pub total: u64,
-    pub reserved: u64,
-    pub allocation_ratio: f64,
-}
-
 /// One provider of the tree.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Wanted {
     pub name: String,
     /// Index of the parent in the tree (parents come first).
     pub parent: Option<usize>,
-    pub inventories: BTreeMap<String, Stock>,
+    pub inventories: BTreeMap<String, Inventory>,
     pub traits: Vec<String>,
+}
+
+/// A count as an inventory's units: Placement takes at most 2^31 − 1
+/// (2 PiB of memory in MB), so a larger count is published as that.
+fn units(n: u64) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
 }
 
 /// VCPU and MEMORY_MB of some CPUs and memory; `reserved_mb` of the
@@ -50,25 +49,24 @@ fn cpus_and_memory(
     memory_mb: u64,
     reserved_mb: u64,
     s: &TreeSettings,
-) -> BTreeMap<String, Stock> {
+) -> BTreeMap<String, Inventory> {
     let mut inventories = BTreeMap::new();
     if cpus > 0 {
         inventories.insert(
             "VCPU".to_string(),
-            Stock {
-                total: u64::try_from(cpus).unwrap_or(u64::MAX),
-                reserved: 0,
+            Inventory {
                 allocation_ratio: s.cpu_allocation_ratio,
+                ..Inventory::whole(units(u64::try_from(cpus).unwrap_or(u64::MAX)))
             },
         );
     }
     if memory_mb > 0 {
         inventories.insert(
             "MEMORY_MB".to_string(),
-            Stock {
-                total: memory_mb,
-                reserved: reserved_mb.min(memory_mb),
+            Inventory {
+                reserved: units(reserved_mb.min(memory_mb)),
                 allocation_ratio: s.memory_allocation_ratio,
+                ..Inventory::whole(units(memory_mb))
             },
         );
     }
@@ -107,11 +105,7 @@ pub fn tree(machine: &Machine, s: &TreeSettings) -> Vec<Wanted> {
             parent: Some(parent),
             inventories: BTreeMap::from([(
                 s.vf_class.clone(),
-                Stock {
-                    total: u64::from(f.total_vfs),
-                    reserved: 0,
-                    allocation_ratio: 1.0,
-                },
+                Inventory::whole(units(u64::from(f.total_vfs))),
             )]),
             traits: Vec::new(),
         });

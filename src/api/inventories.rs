@@ -8,12 +8,13 @@ use super::schema;
 use super::schema::bodies::{InventoriesPut, InventoryCreate, InventoryUpdate};
 use super::schema::responses::{Inventories, InventoryWithGeneration};
 use crate::api::respond::{codes, ApiError, ApiResult, GenerationConflict};
-use crate::db::inventories::{self, Inventory, InventoryRow};
+use crate::db::inventories::{self, InventoryRow};
 use crate::db::{classes, providers};
 use crate::inventory::{
     in_use, invalid_capacity, refuse_server_owned, server_owned, set_inventories,
 };
 use crate::state::AppState;
+use crate::types::Inventory;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use sqlx::PgConnection;
@@ -21,12 +22,7 @@ use std::collections::HashMap;
 
 fn one_json(inv: &Inventory, generation: i32) -> InventoryWithGeneration {
     InventoryWithGeneration {
-        total: inv.total,
-        reserved: inv.reserved,
-        min_unit: inv.min_unit,
-        max_unit: inv.max_unit,
-        step_size: inv.step_size,
-        allocation_ratio: inv.allocation_ratio,
+        inventory: *inv,
         resource_provider_generation: generation,
     }
 }
@@ -101,7 +97,7 @@ pub async fn create(
     let b: InventoryCreate = body.parse(&schema::inventory_post())?;
     let rc = b.resource_class;
     // As Placement: the capacity is checked before the class is looked up.
-    let inv = Inventory::from(b.record);
+    let inv = b.record;
     if let Some(why) = invalid_capacity(&inv, mv.at_least(1, 26), &rc, &rp.uuid) {
         return Err(ApiError::bad_request(format!(
             "Unable to create inventory for resource provider {}: {why}",
@@ -180,7 +176,7 @@ pub async fn update(
     if !b.resource_provider_generation.matches(rp.generation) {
         return Err(generation_conflict());
     }
-    let inv = Inventory::from(b.record);
+    let inv = b.record;
     if let Some(why) = invalid_capacity(&inv, mv.at_least(1, 26), &rc, &rp.uuid) {
         return Err(ApiError::bad_request(format!(
             "Unable to update inventory for resource provider {}: {why}",

@@ -328,14 +328,14 @@ fn stock_detail(
         "resource_class": class_name(snap, class),
         "provider": provider,
         "requested": amount,
-        "total": s.total,
-        "reserved": s.reserved,
-        "allocation_ratio": s.allocation_ratio,
+        "total": s.inventory.total,
+        "reserved": s.inventory.reserved,
+        "allocation_ratio": s.inventory.allocation_ratio,
         "used": s.used,
         "free": s.capacity_int() - s.used,
-        "min_unit": s.min_unit,
-        "max_unit": s.max_unit,
-        "step_size": s.step_size
+        "min_unit": s.inventory.min_unit,
+        "max_unit": s.inventory.max_unit,
+        "step_size": s.inventory.step_size
     })
 }
 

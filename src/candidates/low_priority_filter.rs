@@ -119,7 +119,10 @@ impl LoadJudge {
     }
 
     fn host<'a>(&self, node: &'a Node, report: &'a Report) -> HostLoad<'a> {
-        let total = |class: i32| node.stock(class).map_or(0, |s| s.total);
+        let total = |class: i32| {
+            node.stock(class)
+                .map_or(0, |s| i64::from(s.inventory.total))
+        };
         HostLoad {
             capacity: CpuMem::new(total(VCPU_ID).saturating_mul(1000), total(MEMORY_MB_ID)),
             node_used: report.node_used,

@@ -16,12 +16,7 @@ fn fill(snap: &mut Snapshot, index: &HashMap<i64, usize>, data: NodeData) {
         if let Some(&i) = index.get(&s.provider_id) {
             Arc::make_mut(&mut snap.nodes[i]).stock.push(Stock {
                 class: s.class_id,
-                total: s.total.into(),
-                reserved: s.reserved.into(),
-                min_unit: s.min_unit.into(),
-                max_unit: s.max_unit.into(),
-                step_size: s.step_size.into(),
-                allocation_ratio: s.allocation_ratio,
+                inventory: s.inventory,
                 used: s.used,
             });
         }
@@ -201,12 +196,7 @@ mod tests {
             aggs: Vec::new(),
             stock: vec![Stock {
                 class: 0,
-                total: 100,
-                reserved: 0,
-                min_unit: 1,
-                max_unit: 100,
-                step_size: 1,
-                allocation_ratio: 1.0,
+                inventory: crate::types::Inventory::whole(100),
                 used,
             }],
             report,

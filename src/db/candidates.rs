@@ -4,7 +4,7 @@
 //! `migrations/*_change_log.sql`).
 
 use crate::db::colocation::placement::{self, PendingRow, ReportRow};
-use crate::types::MISC_SHARES_VIA_AGGREGATE;
+use crate::types::{Inventory, MISC_SHARES_VIA_AGGREGATE};
 use sqlx::types::Json;
 use sqlx::PgConnection;
 use std::collections::HashMap;
@@ -16,18 +16,10 @@ pub struct StockRow {
     pub provider_id: i64,
     /// The class.
     pub class_id: i32,
-    /// Units in total.
-    pub total: i32,
-    /// Units held back.
-    pub reserved: i32,
-    /// Smallest allocation.
-    pub min_unit: i32,
-    /// Largest allocation.
-    pub max_unit: i32,
-    /// Allocation granularity.
-    pub step_size: i32,
-    /// Overcommit factor.
-    pub allocation_ratio: f64,
+    /// The record.
+    #[sqlx(flatten)]
+    #[serde(flatten)]
+    pub inventory: Inventory,
     /// Units allocated.
     pub used: i64,
 }

@@ -1,54 +1,8 @@
 //! Inventories of providers and the in-use checks around them.
 
+use crate::types::Inventory;
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
-
-// The one spelling of the field set: rows read it by flattening it.
-/// The capacity fields of one inventory record.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema, sqlx::FromRow,
-)]
-pub struct Inventory {
-    /// Units in total.
-    pub total: i32,
-    /// Units held back from allocation.
-    pub reserved: i32,
-    /// Smallest allocation.
-    pub min_unit: i32,
-    /// Largest allocation.
-    pub max_unit: i32,
-    /// Allocations must be multiples of this.
-    pub step_size: i32,
-    /// Overcommit factor.
-    pub allocation_ratio: f64,
-}
-
-impl Inventory {
-    /// Exact capacity used by allocation checks: `(total - reserved) * ratio`.
-    pub fn capacity(&self) -> f64 {
-        crate::types::capacity(
-            self.total.into(),
-            self.reserved.into(),
-            self.allocation_ratio,
-        )
-    }
-
-    /// Whether one allocation of `n` respects the unit rules.
-    pub fn units_ok(&self, n: i64) -> bool {
-        crate::types::units_ok(
-            n,
-            self.min_unit.into(),
-            self.max_unit.into(),
-            self.step_size.into(),
-        )
-    }
-
-    /// Truncated capacity shown in summaries and checked on inventory writes.
-    pub fn capacity_int(&self) -> i64 {
-        self.capacity() as i64
-    }
-}
 
 /// An inventory record with its class name and timestamps.
 #[derive(Debug, Clone, sqlx::FromRow)]

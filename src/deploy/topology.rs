@@ -6,10 +6,11 @@
 use super::CPU_SHARES;
 use crate::db::classes;
 use crate::db::deployments::{self as db, Topology};
-use crate::db::inventories::{self, Inventory};
+use crate::db::inventories;
 use crate::db::providers::{self, ProviderRow};
 use crate::error::{codes, Error, Result};
 use crate::sched;
+use crate::types::Inventory;
 use sqlx::PgConnection;
 use std::collections::HashMap;
 use uuid::Uuid;

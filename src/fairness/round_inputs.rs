@@ -152,14 +152,14 @@ fn pool(
                 let Some(&c) = class_of_id.get(&s.class) else {
                     continue;
                 };
-                let capacity = crate::types::capacity(s.total, s.reserved, s.allocation_ratio);
+                let capacity = s.capacity();
                 totals[c] += capacity;
                 stock[c] = Some(round::Stock {
                     capacity,
                     used: s.used,
-                    min_unit: s.min_unit,
-                    max_unit: s.max_unit,
-                    step_size: s.step_size,
+                    min_unit: s.inventory.min_unit.into(),
+                    max_unit: s.inventory.max_unit.into(),
+                    step_size: s.inventory.step_size.into(),
                 });
             }
             round::Provider {

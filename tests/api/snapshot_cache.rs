@@ -188,7 +188,10 @@ async fn allocations_alone_reach_the_cache_as_units_from_the_log() {
     let now = seen(&mut conn).await.unwrap();
     let after = cache.covering(&mut conn, &now).await.unwrap().unwrap();
     let i = after.by_uuid(&b.parse().unwrap()).unwrap();
-    assert_eq!((after.nodes[i].stock[0].total, used(&after, &b)), (8, 5));
+    assert_eq!(
+        (after.nodes[i].stock[0].inventory.total, used(&after, &b)),
+        (8, 5)
+    );
     assert_eq!(used(&after, &a), 2);
     assert_eq!(cache.usage_patches(), 1, "read again, not by units");
 }

@@ -4,7 +4,7 @@
 //! integers arrive range-checked into their types, uuids parsed,
 //! generations exact.
 
-use crate::db::inventories::Inventory;
+use crate::types::Inventory;
 use crate::types::{parse_uuid_like, GivenGeneration};
 use indexmap::IndexMap;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -136,53 +136,6 @@ pub enum AggregatesPut {
 #[schema(value_type = Vec<Uuid>)]
 pub struct BareAggregates(pub Vec<UuidLike>);
 
-/// One inventory record, with Placement's defaults.
-#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
-pub struct InventoryBody {
-    /// Units in total.
-    pub total: i32,
-    /// Units held back.
-    #[serde(default)]
-    pub reserved: i32,
-    /// Smallest allocation.
-    #[serde(default = "one")]
-    pub min_unit: i32,
-    /// Largest allocation.
-    #[serde(default = "max_int")]
-    pub max_unit: i32,
-    /// Allocation granularity.
-    #[serde(default = "one")]
-    pub step_size: i32,
-    /// Overcommit factor.
-    #[serde(default = "ratio_one")]
-    pub allocation_ratio: f64,
-}
-
-fn one() -> i32 {
-    1
-}
-
-fn max_int() -> i32 {
-    i32::MAX
-}
-
-fn ratio_one() -> f64 {
-    1.0
-}
-
-impl From<InventoryBody> for Inventory {
-    fn from(b: InventoryBody) -> Self {
-        Inventory {
-            total: b.total,
-            reserved: b.reserved,
-            min_unit: b.min_unit,
-            max_unit: b.max_unit,
-            step_size: b.step_size,
-            allocation_ratio: b.allocation_ratio,
-        }
-    }
-}
-
 /// `POST /resource_providers/{uuid}/inventories`.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct InventoryCreate {
@@ -190,7 +143,7 @@ pub struct InventoryCreate {
     pub resource_class: String,
     /// The record.
     #[serde(flatten)]
-    pub record: InventoryBody,
+    pub record: Inventory,
 }
 
 /// `PUT /resource_providers/{uuid}/inventories/{rc}`.
@@ -201,7 +154,7 @@ pub struct InventoryUpdate {
     pub resource_provider_generation: GivenGeneration,
     /// The record.
     #[serde(flatten)]
-    pub record: InventoryBody,
+    pub record: Inventory,
 }
 
 /// `PUT /resource_providers/{uuid}/inventories` (and each provider of a reshape).
@@ -211,8 +164,8 @@ pub struct InventoriesPut {
     #[schema(value_type = i64)]
     pub resource_provider_generation: GivenGeneration,
     /// Every record the provider is to have, by class.
-    #[schema(value_type = BTreeMap<String, InventoryBody>)]
-    pub inventories: Ordered<InventoryBody>,
+    #[schema(value_type = BTreeMap<String, Inventory>)]
+    pub inventories: Ordered<Inventory>,
 }
 
 impl InventoriesPut {
@@ -221,7 +174,7 @@ impl InventoriesPut {
         self.inventories
             .0
             .iter()
-            .map(|(rc, b)| (rc.clone(), Inventory::from(*b)))
+            .map(|(rc, b)| (rc.clone(), *b))
             .collect()
     }
 }
@@ -381,7 +334,7 @@ mod tests {
             serde_json::from_str(r#"{"name": "a", "parent_provider_uuid": null}"#).unwrap();
         assert!(keep.parent_provider_uuid.is_none());
         assert_eq!(clear.parent_provider_uuid, Some(None));
-        let too_big: Result<InventoryBody, _> = serde_json::from_str(r#"{"total": 2147483648}"#);
+        let too_big: Result<Inventory, _> = serde_json::from_str(r#"{"total": 2147483648}"#);
         assert!(too_big.is_err());
     }
 }

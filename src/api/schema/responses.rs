@@ -5,7 +5,7 @@
 //! answer of the test suite against it.
 
 use super::{register, Schemas};
-use crate::db::inventories::Inventory;
+use crate::types::Inventory;
 use indexmap::IndexMap;
 use serde::Serialize;
 use serde_json::Value;
@@ -90,18 +90,9 @@ pub struct ProviderList {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InventoryWithGeneration {
-    /// Units in total.
-    pub total: i32,
-    /// Units held back.
-    pub reserved: i32,
-    /// Smallest allocation.
-    pub min_unit: i32,
-    /// Largest allocation.
-    pub max_unit: i32,
-    /// Allocation granularity.
-    pub step_size: i32,
-    /// Overcommit factor.
-    pub allocation_ratio: f64,
+    /// The record.
+    #[serde(flatten)]
+    pub inventory: Inventory,
     /// The provider's generation.
     pub resource_provider_generation: i32,
 }

@@ -3,6 +3,7 @@
 //! current by `candidates::speed::snapshot_cache`; read by the pure solver.
 
 use crate::sched::colocation::CpuMem;
+use crate::types::Inventory;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -19,18 +20,8 @@ pub type FastMap<K, V> = hashbrown::HashMap<K, V>;
 pub struct Stock {
     /// Resource class id.
     pub class: i32,
-    /// Units in total.
-    pub total: i64,
-    /// Units held back.
-    pub reserved: i64,
-    /// Smallest allocation.
-    pub min_unit: i64,
-    /// Largest allocation.
-    pub max_unit: i64,
-    /// Allocation granularity.
-    pub step_size: i64,
-    /// Overcommit factor.
-    pub allocation_ratio: f64,
+    /// The record: capacity and unit rules.
+    pub inventory: Inventory,
     /// Units allocated now.
     pub used: i64,
 }
@@ -38,7 +29,7 @@ pub struct Stock {
 impl Stock {
     /// Exact capacity, as the allocation check computes it.
     pub fn capacity(&self) -> f64 {
-        crate::types::capacity(self.total, self.reserved, self.allocation_ratio)
+        self.inventory.capacity()
     }
 
     /// Truncated capacity, as summaries show it and merging re-checks it.
@@ -48,8 +39,7 @@ impl Stock {
 
     /// True when one allocation of `n` fits: capacity and unit constraints.
     pub fn fits(&self, n: i64) -> bool {
-        (self.used + n) as f64 <= self.capacity()
-            && crate::types::units_ok(n, self.min_unit, self.max_unit, self.step_size)
+        (self.used + n) as f64 <= self.capacity() && self.inventory.units_ok(n)
     }
 }
 

@@ -48,9 +48,9 @@ impl AnchorProduct {
         let cand = &self.lists[d][self.choice[d]];
         let ok_capacity = cand.alloc.iter().all(|&(node, class, n)| {
             let sum = self.used(node, class) + n;
-            snap.nodes[node]
-                .stock(class)
-                .is_some_and(|s| s.used + sum <= s.capacity_int() && sum <= s.max_unit)
+            snap.nodes[node].stock(class).is_some_and(|s| {
+                s.used + sum <= s.capacity_int() && sum <= i64::from(s.inventory.max_unit)
+            })
         });
         let isolated = !req.isolate || req.groups[d].suffix.is_empty() || {
             let p = cand.providers[0];

@@ -15,15 +15,10 @@ const X: i32 = 10000;
 const SHARES: i32 = 1;
 const PHYS_A: i32 = 500;
 
-fn stock(class: i32, total: i64) -> Stock {
+fn stock(class: i32, total: i32) -> Stock {
     Stock {
         class,
-        total,
-        reserved: 0,
-        min_unit: 1,
-        max_unit: total,
-        step_size: 1,
-        allocation_ratio: 1.0,
+        inventory: crate::types::Inventory::whole(total),
         used: 0,
     }
 }

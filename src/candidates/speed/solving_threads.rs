@@ -230,12 +230,7 @@ mod tests {
                     stamp: 0,
                     stock: vec![Stock {
                         class: 0,
-                        total: 4,
-                        reserved: 0,
-                        min_unit: 1,
-                        max_unit: 4,
-                        step_size: 1,
-                        allocation_ratio: 1.0,
+                        inventory: crate::types::Inventory::whole(4),
                         used: if i < full { 4 } else { 0 },
                     }],
                     report: None,

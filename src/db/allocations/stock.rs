@@ -1,7 +1,7 @@
 //! What the allocation write reads of its locked providers: usage per
 //! class, and inventories.
 
-use crate::db::inventories::Inventory;
+use crate::types::Inventory;
 use sqlx::PgConnection;
 use std::collections::HashMap;
 
@@ -30,24 +30,23 @@ pub(super) async fn usage_and_inventories(
     conn: &mut PgConnection,
     rp_ids: &[i64],
 ) -> Result<(Usage, Inventories), sqlx::Error> {
+    // Each row is one or the other, as `is_inventory` says; the other
+    // part is zeros the loop below never reads.
     #[derive(sqlx::FromRow)]
     struct Row {
         resource_provider_id: i64,
         resource_class_id: i32,
-        total: Option<i32>,
-        reserved: i32,
-        min_unit: i32,
-        max_unit: i32,
-        step_size: i32,
-        allocation_ratio: f64,
-        used: Option<i64>,
+        is_inventory: bool,
+        #[sqlx(flatten)]
+        inventory: Inventory,
+        used: i64,
     }
     let rows: Vec<Row> = crate::db::query_as(
-        "SELECT resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit, step_size,
-                allocation_ratio, NULL::bigint AS used
+        "SELECT resource_provider_id, resource_class_id, true AS is_inventory, total, reserved, min_unit,
+                max_unit, step_size, allocation_ratio, 0::bigint AS used
            FROM inventories WHERE resource_provider_id = ANY($1)
          UNION ALL
-         SELECT resource_provider_id, resource_class_id, NULL, 0, 0, 0, 0, 0, SUM(used)::bigint
+         SELECT resource_provider_id, resource_class_id, false, 0, 0, 0, 0, 0, 0, SUM(used)::bigint
            FROM allocations WHERE resource_provider_id = ANY($1) GROUP BY 1, 2",
     )
     .bind(rp_ids)
@@ -56,21 +55,10 @@ pub(super) async fn usage_and_inventories(
     let (mut usage, mut inventories) = (Usage::new(), Inventories::new());
     for r in rows {
         let key = (r.resource_provider_id, r.resource_class_id);
-        if let Some(used) = r.used {
-            usage.insert(key, used);
-        }
-        if let Some(total) = r.total {
-            inventories.insert(
-                key,
-                Inventory {
-                    total,
-                    reserved: r.reserved,
-                    min_unit: r.min_unit,
-                    max_unit: r.max_unit,
-                    step_size: r.step_size,
-                    allocation_ratio: r.allocation_ratio,
-                },
-            );
+        if r.is_inventory {
+            inventories.insert(key, r.inventory);
+        } else {
+            usage.insert(key, r.used);
         }
     }
     Ok((usage, inventories))

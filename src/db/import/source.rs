@@ -48,7 +48,7 @@ pub struct Inventory {
     pub resource_provider_id: i32,
     pub resource_class_id: i32,
     #[sqlx(flatten)]
-    pub capacity: crate::db::inventories::Inventory,
+    pub capacity: crate::types::Inventory,
 }
 
 /// An allocation row (the consumer by uuid text, as Placement keeps it).

@@ -271,7 +271,7 @@ async fn read(conn: &mut MySqlConnection) -> Result<Snapshot, SourceError> {
             .map(|r| Inventory {
                 resource_provider_id: r.resource_provider_id,
                 resource_class_id: r.resource_class_id,
-                capacity: crate::db::inventories::Inventory {
+                capacity: crate::types::Inventory {
                     total: r.total,
                     reserved: r.reserved,
                     min_unit: r.min_unit,

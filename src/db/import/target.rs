@@ -215,7 +215,7 @@ async fn inventories(
         .iter()
         .map(|i| class_of(classes, i.resource_class_id))
         .collect::<Result<_, _>>()?;
-    let col = |f: fn(&crate::db::inventories::Inventory) -> i32| -> Vec<i32> {
+    let col = |f: fn(&crate::types::Inventory) -> i32| -> Vec<i32> {
         inv.iter().map(|i| f(&i.capacity)).collect()
     };
     let ratios: Vec<f64> = inv.iter().map(|i| i.capacity.allocation_ratio).collect();
