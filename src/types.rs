@@ -84,9 +84,8 @@ pub fn units_ok(n: i64, min_unit: i64, max_unit: i64, step_size: i64) -> bool {
 // The field set spelled once. Placement's bodies read it (with
 // Placement's defaults, below; the route's JSON schema has checked the
 // body first), its answers carry it (flattened beside a generation), rows
-// read it by flattening it (`#[sqlx(flatten)]`, and `#[serde(flatten)]`
-// where a row arrives as JSON), and the candidate snapshot and the node
-// agent hold it.
+// read it by flattening it (`#[sqlx(flatten)]`), and the candidate
+// snapshot and the node agent hold it.
 /// The capacity and unit fields of one inventory record. A body may leave
 /// out all but `total`: reserved 0, min_unit 1, max_unit 2147483647,
 /// step_size 1, allocation_ratio 1.0.

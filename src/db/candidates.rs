@@ -16,9 +16,9 @@ pub struct StockRow {
     pub provider_id: i64,
     /// The class.
     pub class_id: i32,
-    /// The record.
+    /// The record (columns of its own in a row, an object of its own in
+    /// [`provider_data`]'s JSON).
     #[sqlx(flatten)]
-    #[serde(flatten)]
     pub inventory: Inventory,
     /// Units allocated.
     pub used: i64,
@@ -139,8 +139,11 @@ fn provider_data_columns(ids: &str) -> String {
     ));
     format!(
         "(SELECT coalesce(json_agg(s ORDER BY s.provider_id, s.class_id), '[]')
-             FROM (SELECT i.resource_provider_id AS provider_id, i.resource_class_id AS class_id, i.total,
-                          i.reserved, i.min_unit, i.max_unit, i.step_size, i.allocation_ratio,
+             FROM (SELECT i.resource_provider_id AS provider_id, i.resource_class_id AS class_id,
+                          json_build_object('total', i.total, 'reserved', i.reserved,
+                                            'min_unit', i.min_unit, 'max_unit', i.max_unit,
+                                            'step_size', i.step_size,
+                                            'allocation_ratio', i.allocation_ratio) AS inventory,
                           COALESCE(u.used, 0)::bigint AS used
                      FROM inventories i
                      LEFT JOIN (SELECT resource_provider_id, resource_class_id, SUM(used) AS used
