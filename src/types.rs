@@ -439,7 +439,7 @@ pub struct ConsumerWrite {
     /// Generation check.
     pub generation: GenerationCheck,
     /// New allocations (empty: remove the consumer).
-    pub allocations: ProviderClaims,
+    pub allocations: AllocationsByProvider,
     /// The first provider key of the body that is no uuid (the schema's
     /// pattern takes any 36 hex digits and hyphens): a provider that does
     /// not exist, refused after the consumer generation as Placement
@@ -450,4 +450,4 @@ pub struct ConsumerWrite {
 /// Provider → class → units, in the order given: rows are inserted in
 /// this order, and a consumer's allocations are read back in it, as
 /// Placement answers them.
-pub type ProviderClaims = indexmap::IndexMap<uuid::Uuid, indexmap::IndexMap<String, i64>>;
+pub type AllocationsByProvider = indexmap::IndexMap<uuid::Uuid, indexmap::IndexMap<String, i64>>;

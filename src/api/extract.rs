@@ -69,7 +69,7 @@ impl JsonBody {
     /// `placement.body.invalid` (Placement's texts print the whole schema,
     /// which for these bodies says nothing a caller can act on). Where the
     /// schema is a choice of shapes (`anyOf`: a queue submission alone or
-    /// a batch), the shape whose required fields the body has is the one
+    /// a list of them), the shape whose required fields the body has is the one
     /// reported against.
     pub fn parse_extension<T: DeserializeOwned>(self, schema: &Value) -> Result<T, ApiError> {
         let invalid = |what: String| {

@@ -59,7 +59,7 @@ pub(in crate::api) fn schema() -> Value {
 }
 
 /// `POST /queue`: 202 with the queued request (or `{"requests": [...]}`
-/// for a batch); checked against every project and user it names.
+/// for a list of submissions); checked against every project and user it names.
 pub async fn create(
     State(st): State<AppState>,
     auth: Authorize,

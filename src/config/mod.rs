@@ -563,7 +563,7 @@ pub struct Settings {
     pub admission_max_steps: u64,
     /// Pending requests one project may have in the fair queue; a
     /// submission past it is refused 409 `placement.queue.project_full`
-    /// (a batch whole), so no project can make everyone's queue slow.
+    /// (a list of submissions whole), so no project can make everyone's queue slow.
     #[arg(
         long,
         env = "PLACEMENT_QUEUE_MAX_PENDING_PER_PROJECT",

@@ -453,7 +453,7 @@ pub async fn take_app(
         .bind(project)
         .execute(&mut *conn)
         .await?;
-    // A statement of its own: it sees a claim another writer committed
+    // A statement of its own: it sees the owner another writer committed
     // while the insert waited for it.
     crate::db::query_scalar("SELECT project_id FROM deployment_apps WHERE app = $1")
         .bind(app)

@@ -9,7 +9,7 @@ use crate::db::deployments::{self as db, InstanceSpec};
 use crate::error::{codes, Error, Result};
 use crate::sched::{self, CpuMap, ReallocRequest};
 use crate::types::GivenGeneration;
-use crate::types::{ConsumerWrite, GenerationCheck, ProviderClaims};
+use crate::types::{AllocationsByProvider, ConsumerWrite, GenerationCheck};
 use std::collections::BTreeMap;
 
 /// A resize's deltas.
@@ -212,7 +212,7 @@ fn resized_allocations(
     node: uuid::Uuid,
     memory_mb: i64,
     cpu_map: &CpuMap,
-) -> ProviderClaims {
+) -> AllocationsByProvider {
     let extra: BTreeMap<String, i64> = current
         .iter()
         .filter(|r| {
@@ -222,7 +222,7 @@ fn resized_allocations(
         })
         .map(|r| (r.resource_class.clone(), i64::from(r.used)))
         .collect();
-    let mut allocations = ProviderClaims::new();
+    let mut allocations = AllocationsByProvider::new();
     for r in current.iter().filter(|r| r.provider_uuid != node) {
         allocations
             .entry(r.provider_uuid)

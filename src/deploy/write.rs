@@ -14,7 +14,7 @@ use crate::db::colocation::PriorityRow;
 use crate::db::deployments::{self as db, NewInstance};
 use crate::db::volumes::{self, NewBindings};
 use crate::error::{Error, Result};
-use crate::types::{ConsumerWrite, GenerationCheck, ProviderClaims};
+use crate::types::{AllocationsByProvider, ConsumerWrite, GenerationCheck};
 use std::collections::{BTreeMap, HashSet};
 
 /// One instance to write: the planned instance, the provider it lands on
@@ -56,7 +56,7 @@ pub async fn write_instances(
             user_id: d.owner.user_id.clone(),
             consumer_type: Some(d.owner.consumer_type.clone()),
             generation: GenerationCheck::New,
-            allocations: ProviderClaims::from([(
+            allocations: AllocationsByProvider::from([(
                 i.instance.node,
                 i.resources.clone().into_iter().collect(),
             )]),

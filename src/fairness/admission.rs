@@ -1,4 +1,4 @@
-//! `POST /admissions`: one DRF admission round over a batch of requests,
+//! `POST /admissions`: one DRF admission round over a set of requests,
 //! serialised across processes by an advisory lock, with every admitted
 //! allocation committed in one transaction through the shared allocation
 //! write (so limits, reservations and capacity are checked again there).
@@ -14,7 +14,7 @@ use crate::db::fairness as db;
 use crate::db::Pool;
 use crate::error::{with_retries, Error, Result};
 use crate::sched::admission::{self as round, Outcome, Reason, Stage};
-use crate::types::{ConsumerWrite, GenerationCheck, ProviderClaims};
+use crate::types::{AllocationsByProvider, ConsumerWrite, GenerationCheck};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use utoipa::ToSchema;
@@ -374,7 +374,7 @@ async fn commit(
             user_id: item.user_id.clone(),
             consumer_type: item.consumer_type.clone(),
             generation: GenerationCheck::New,
-            allocations: ProviderClaims::from([(
+            allocations: AllocationsByProvider::from([(
                 loaded.providers[provider],
                 item.resources.clone().into_iter().collect(),
             )]),

@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
 
-/// The pool's providers with the round's order.
-pub struct PoolRows<'a> {
+/// The cluster's providers with the round's order.
+pub struct OrderedProviders<'a> {
     /// The providers.
     pub snap: &'a Snapshot,
     /// Snapshot indexes in the round's order.
@@ -22,7 +22,7 @@ pub struct PoolRows<'a> {
 
 /// Which providers a request's traits and aggregates allow.
 pub struct Eligibility<'a> {
-    pool: PoolRows<'a>,
+    pool: OrderedProviders<'a>,
     /// Ids of the traits the requests name (all exist).
     traits: HashMap<String, i32>,
     /// Ids of the aggregates the requests name (unknown ones are left out).
@@ -34,7 +34,7 @@ impl<'a> Eligibility<'a> {
     pub async fn new(
         conn: &mut PgConnection,
         items: &[AdmissionItem],
-        pool: PoolRows<'a>,
+        pool: OrderedProviders<'a>,
     ) -> Result<Self> {
         let wanted = super::trait_names(items.iter().flat_map(|i| &i.required));
         let resolved = traits::resolve(conn, &wanted).await?;

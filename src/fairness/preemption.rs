@@ -14,7 +14,7 @@ use super::queue::QueueItem;
 use crate::db::fairness::preemptions::{self as db, AdviceRow, HolderRow, NewAdvice, NewHold};
 use crate::db::fairness::queue::PendingRow;
 use crate::error::Result;
-use crate::sched::preempt::{self, Ask, Holder, Pool, Victim};
+use crate::sched::preempt::{self, Ask, ClusterCapacity, Holder, Victim};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use utoipa::ToSchema;
@@ -228,7 +228,12 @@ pub async fn advise(
         return Ok(0);
     }
     let inputs = Inputs::load(tx, view, &waiting, rows, &within).await?;
-    let advice = preempt::advise(&inputs.pool, &inputs.holders, &inputs.victims, &inputs.asks);
+    let advice = preempt::advise(
+        &inputs.cluster,
+        &inputs.holders,
+        &inputs.victims,
+        &inputs.asks,
+    );
     // Class and project ids of every advised request, read once.
     let advised: Vec<&(PendingRow, QueueItem)> =
         advice.iter().map(|a| &rows[waiting[a.ask]]).collect();
@@ -305,7 +310,7 @@ fn waiting_for_room(
 
 /// The pure advice's inputs, with the consumers behind the victims.
 struct Inputs {
-    pool: Pool,
+    cluster: ClusterCapacity,
     holders: Vec<Holder>,
     victims: Vec<Victim>,
     asks: Vec<Ask>,
@@ -371,13 +376,13 @@ impl Inputs {
                 ..ask(view, &project_ix, i, &rows[i])
             })
             .collect();
-        let pool = Pool {
+        let cluster = ClusterCapacity {
             totals: view.totals.clone(),
             excluded: view.excluded.clone(),
             free: view.free.clone(),
         };
         Ok(Inputs {
-            pool,
+            cluster,
             holders,
             victims,
             asks,

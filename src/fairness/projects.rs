@@ -278,12 +278,12 @@ fn view(
     }
 }
 
-/// A limit that a claim of the requested amounts by a project would go
+/// A limit that allocating the requested amounts to a project would go
 /// over: its own, or an ancestor's.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QuotaShortfall {
-    /// The limited project (the claimant or an ancestor).
+    /// The limited project (the requester or an ancestor).
     pub project_id: String,
     /// The class.
     pub resource_class: String,
@@ -291,15 +291,15 @@ pub struct QuotaShortfall {
     pub limit: i64,
     /// What the limited project's subtree consumes now.
     pub consumed: i64,
-    /// What the claim asks for in the class.
+    /// What the request asks for in the class.
     pub requested: i64,
 }
 
 /// The limits of `project` and its ancestors that `requested` would go
-/// over. A claim on the project's own reservations may consume less than
+/// over. An allocation on the project's own reservations may consume less than
 /// it asks (consumption counts the larger of allocations and
 /// reservations), so a shortfall here is where the write will refuse
-/// unless the claim lands inside them.
+/// unless the allocation lands inside them.
 pub async fn quota_shortfalls(
     pool: &Pool,
     project: &str,

@@ -1,10 +1,10 @@
-//! Builds an admission round (`sched::admission::Round`): the pool's
+//! Builds an admission round (`sched::admission::Round`): the cluster's
 //! providers (from the candidate snapshot, see `fairness::round_providers`) in a
 //! seeded shuffle, every project that asks, owns a reservation, has a
 //! quota or sits above one of those, the reservations' unused parts, and
 //! the active decline filters.
 
-use super::eligibility::{Eligibility, PoolRows};
+use super::eligibility::{Eligibility, OrderedProviders};
 use super::round_request::{AdmissionItem, PriorityClass};
 use crate::candidates::snapshot::Snapshot;
 use crate::db::fairness as db;
@@ -100,10 +100,10 @@ pub async fn load(
     let classes = Classes::of(conn, snap, items).await?;
     let class_ix = classes.index();
     let class_of_id = &classes.by_id;
-    let (mut providers, totals) = pool(snap, &order, classes.names.len(), class_of_id);
+    let (mut providers, totals) = round_stock(snap, &order, classes.names.len(), class_of_id);
     let mut projects = Projects::load(conn, items).await?;
     reservations(conn, &mut providers, &mut projects, &ix_of_id, class_of_id).await?;
-    let rows = PoolRows {
+    let rows = OrderedProviders {
         snap,
         order: &order,
     };
@@ -135,9 +135,9 @@ pub async fn load(
     })
 }
 
-/// The pool's inventories as round providers (in round order) and the
+/// The cluster's inventories as round providers (in round order) and the
 /// DRF totals: Σ capacity per class.
-fn pool(
+fn round_stock(
     snap: &Snapshot,
     order: &[usize],
     classes: usize,
@@ -399,7 +399,7 @@ async fn requests(
     items: &[AdmissionItem],
     projects: &Projects,
     class_ix: &HashMap<&str, Class>,
-    pool: PoolRows<'_>,
+    pool: OrderedProviders<'_>,
 ) -> Result<Vec<round::Request>> {
     let filter = Eligibility::new(conn, items, pool).await?;
     let mut cache: HashMap<FilterKey, Arc<[ProviderIx]>> = HashMap::new();

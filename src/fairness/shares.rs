@@ -1,5 +1,5 @@
 //! `GET /fairness/shares`: each project's weighted dominant share as the
-//! DRF sorter sees it (over the pool's Placement capacity, excluded classes
+//! DRF sorter sees it (over the cluster's Placement capacity, excluded classes
 //! left out), with its weight, allocation count, consumption and
 //! unsatisfied guarantee: what Mesos exposes as role metrics.
 
@@ -19,7 +19,7 @@ pub struct ProjectShare {
     pub project_id: String,
     /// Parent project, if any.
     pub parent_project_id: Option<String>,
-    /// max over classes of allocated / pool capacity (its subtree), ÷ weight.
+    /// max over classes of allocated / cluster capacity (its subtree), ÷ weight.
     pub dominant_share: f64,
     /// The class behind it (null when it holds nothing).
     pub dominant_rc: Option<String>,
@@ -37,7 +37,7 @@ pub struct ProjectShare {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Shares {
-    /// Pool capacity per class: the shares' denominators.
+    /// Cluster capacity per class: the shares' denominators.
     pub totals: BTreeMap<String, f64>,
     /// Classes left out of shares.
     pub excluded_resource_classes: Vec<String>,

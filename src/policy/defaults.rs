@@ -28,7 +28,7 @@ pub const EXTENSION_CHECK: &str = "rule:admin_or_service_api";
 pub const TENANT_READ: &str = "rule:admin_or_service_api or rule:project_reader_api";
 
 /// The default of the rules by which a project's members submit and
-/// cancel their own queued requests (every project a batch names).
+/// cancel their own queued requests (every project a list of submissions names).
 pub const TENANT_WRITE: &str =
     "rule:admin_or_service_api or (role:member and project_id:%(project_id)s)";
 

@@ -44,7 +44,7 @@ pub struct Internal {
 /// Everything the sorter reads.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SortInput {
-    /// Totals over the pool in scope.
+    /// Totals over the cluster in scope.
     pub totals: Resources,
     /// Resource names that do not count towards shares.
     pub excluded: Vec<String>,

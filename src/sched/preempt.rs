@@ -13,7 +13,7 @@
 //! - on each provider the victims are taken in the order (priority
 //!   ascending, share above fair descending, newest first) until the
 //!   request fits; the provider needing the fewest victims wins (the
-//!   first in pool order on a tie);
+//!   first in cluster order on a tie);
 //! - requests are advised in queue order while their project's guarantee
 //!   is unsatisfied on one of their classes, counting what earlier advice
 //!   already wins back;
@@ -39,9 +39,9 @@
 /// Index of a resource class.
 pub type Class = usize;
 
-/// The pool: DRF denominators and what is free on each provider.
+/// The cluster as the advice sees it: DRF denominators and what is free on each provider.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Pool {
+pub struct ClusterCapacity {
     /// Σ capacity per class.
     pub totals: Vec<f64>,
     /// Classes that do not count towards shares.
@@ -127,7 +127,7 @@ pub struct Advice {
 /// The running picture while advice is built.
 #[derive(Clone)]
 struct Picture<'a> {
-    pool: &'a Pool,
+    cluster: &'a ClusterCapacity,
     projects: &'a [Holder],
     victims: &'a [Victim],
     allocated: Vec<Vec<i64>>,
@@ -137,7 +137,12 @@ struct Picture<'a> {
 }
 
 impl<'a> Picture<'a> {
-    fn new(pool: &'a Pool, projects: &'a [Holder], victims: &'a [Victim], asks: &[Ask]) -> Self {
+    fn new(
+        cluster: &'a ClusterCapacity,
+        projects: &'a [Holder],
+        victims: &'a [Victim],
+        asks: &[Ask],
+    ) -> Self {
         let asking: Vec<bool> = (0..projects.len())
             .map(|p| asks.iter().any(|a| a.project == p))
             .collect();
@@ -148,11 +153,11 @@ impl<'a> Picture<'a> {
             .map(|(_, h)| h.weight)
             .sum();
         Picture {
-            pool,
+            cluster,
             projects,
             victims,
             allocated: projects.iter().map(|h| h.allocated.clone()).collect(),
-            free: pool.free.clone(),
+            free: cluster.free.clone(),
             taken: vec![false; victims.len()],
             total_weight,
         }
@@ -162,9 +167,9 @@ impl<'a> Picture<'a> {
         allocated
             .iter()
             .enumerate()
-            .filter(|(c, _)| !self.pool.excluded.get(*c).copied().unwrap_or(false))
-            .filter(|(c, _)| self.pool.totals.get(*c).is_some_and(|t| *t > 0.0))
-            .map(|(c, n)| *n as f64 / self.pool.totals[c])
+            .filter(|(c, _)| !self.cluster.excluded.get(*c).copied().unwrap_or(false))
+            .filter(|(c, _)| self.cluster.totals.get(*c).is_some_and(|t| *t > 0.0))
+            .map(|(c, n)| *n as f64 / self.cluster.totals[c])
             .fold(0.0, f64::max)
     }
 
@@ -335,8 +340,13 @@ fn reclaimable(holder: &Holder, won: &[i64]) -> Vec<i64> {
 }
 
 /// The advice for `asks` (waiting requests that did not fit, in queue order).
-pub fn advise(pool: &Pool, projects: &[Holder], victims: &[Victim], asks: &[Ask]) -> Vec<Advice> {
-    let mut picture = Picture::new(pool, projects, victims, asks);
+pub fn advise(
+    cluster: &ClusterCapacity,
+    projects: &[Holder],
+    victims: &[Victim],
+    asks: &[Ask],
+) -> Vec<Advice> {
+    let mut picture = Picture::new(cluster, projects, victims, asks);
     let mut won: Vec<Vec<i64>> = projects
         .iter()
         .map(|h| vec![0; h.allocated.len()])

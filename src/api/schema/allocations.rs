@@ -5,7 +5,7 @@ use crate::api::microversion::Microversion;
 use crate::api::schema::bodies::{AllocationSet, AllocationsPut, Ordered};
 use crate::config::Settings;
 use crate::types::parse_uuid_like;
-use crate::types::{ConsumerWrite, GenerationCheck, ProviderClaims};
+use crate::types::{AllocationsByProvider, ConsumerWrite, GenerationCheck};
 use indexmap::IndexMap;
 use uuid::Uuid;
 
@@ -17,7 +17,7 @@ pub fn consumer_write(
     settings: &Settings,
 ) -> ConsumerWrite {
     // In body order: Placement writes (and later answers) them so.
-    let mut allocations: ProviderClaims = ProviderClaims::new();
+    let mut allocations: AllocationsByProvider = AllocationsByProvider::new();
     let mut unparsed_provider: Option<String> = None;
     let mut add = |rp: &str, resources: &IndexMap<String, i64>| {
         let Some(uuid) = parse_uuid_like(rp) else {

@@ -19,7 +19,7 @@
 //!   pool, one job per core, or in place when small).
 //!
 //! The connection the shared reads keep warm between them is
-//! `db::warm_connection`; requests batched into one statement outside the
+//! `db::warm_connection`; requests coalesced into one statement outside the
 //! engine (claims, queue submissions) use `crate::coalescing`.
 
 pub mod shared_reads;

@@ -148,7 +148,7 @@ pub(super) async fn check_reservations(
 ) -> Result<(), AllocError> {
     let used_after = usage(conn, &locked.providers).await?;
     let reserved_after = fairness::unused_reservations(conn, Some(&locked.providers), None).await?;
-    let claimed = |used: &HashMap<(i64, i32), i64>, reserved: &HashMap<(i64, i32), i64>, k| {
+    let held = |used: &HashMap<(i64, i32), i64>, reserved: &HashMap<(i64, i32), i64>, k| {
         used.get(&k).copied().unwrap_or(0) + reserved.get(&k).copied().unwrap_or(0)
     };
     for w in writes {
@@ -158,8 +158,8 @@ pub(super) async fn check_reservations(
                 if !reserved_before.contains_key(&k) && !reserved_after.contains_key(&k) {
                     continue;
                 }
-                let now = claimed(&used_after, &reserved_after, k);
-                let was = claimed(before, reserved_before, k);
+                let now = held(&used_after, &reserved_after, k);
+                let was = held(before, reserved_before, k);
                 if inventories
                     .get(&k)
                     .is_some_and(|i| now as f64 > i.capacity())

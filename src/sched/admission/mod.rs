@@ -1,4 +1,4 @@
-//! One admission round over a batch of requests: the Mesos allocator's two
+//! One admission round over a set of requests: the Mesos allocator's two
 //! stages (`__generateOffers`) at request granularity, as
 //! `fairness_colocation.md` §C.2 specifies them. Pure: plain data in,
 //! decisions out; the service loads the data and commits the result.
@@ -28,7 +28,7 @@
 
 use std::sync::Arc;
 
-mod empty_pool;
+mod empty_capacity;
 mod queueing;
 mod room;
 mod state;
@@ -68,7 +68,7 @@ pub struct Reservation {
     pub unused: i64,
 }
 
-/// One provider of the pool.
+/// One provider of the cluster.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Provider {
     /// Inventories by class (None: no inventory of that class).
@@ -173,11 +173,11 @@ pub struct Decline {
 pub struct Round {
     /// Number of classes.
     pub classes: usize,
-    /// DRF denominators by class: Σ capacity over the pool.
+    /// DRF denominators by class: Σ capacity over the cluster.
     pub totals: Vec<f64>,
     /// Classes that do not count towards shares.
     pub excluded: Vec<bool>,
-    /// The pool, in the order requests try it (the seeded shuffle).
+    /// The cluster, in the order requests try it (the seeded shuffle).
     pub providers: Vec<Provider>,
     /// Every project that asks, owns a reservation, or is an ancestor.
     pub projects: Vec<Project>,
@@ -211,7 +211,7 @@ pub enum Reason {
     Headroom,
     /// The round's step budget ran out before it was tried.
     NotReached,
-    /// No provider of the pool could hold it even empty (a class asks
+    /// No provider of the cluster could hold it even empty (a class asks
     /// more than any provider has or allows in one allocation, or is
     /// stocked nowhere): waiting cannot help, so it holds up nothing
     /// behind it in its project.
@@ -259,7 +259,7 @@ pub struct Admitted {
 }
 
 /// A weighted dominant share: the largest fraction of any counted class's
-/// pool total in `alloc`, divided by `weight` (the Mesos sorter's order).
+/// cluster total in `alloc`, divided by `weight` (the Mesos sorter's order).
 pub fn dominant_share(round: &Round, alloc: &[i64], weight: f64) -> f64 {
     let dominant = (0..round.classes)
         .filter(|&c| round.totals[c] > 0.0 && !round.excluded[c])
@@ -415,7 +415,7 @@ mod tests {
     }
 
     /// Issue 65, item 6: `never_fits` from the whole request. A head
-    /// whose traits or aggregates allow no provider, or a gang the pool
+    /// whose traits or aggregates allow no provider, or a gang the cluster
     /// could never hold whole (by its total, or by its members' places),
     /// says so and holds up nothing behind it, with room free.
     #[test]

@@ -1,13 +1,13 @@
 //! The room each provider has left, per class, in a max-tree over the
-//! pool's order, so that a request passes over the providers that cannot
+//! cluster's order, so that a request passes over the providers that cannot
 //! hold it instead of visiting them one by one.
 //!
 //! A provider takes `n` units of a class only when `used + n ≤ capacity`
 //! (reservations only tighten that), so where `capacity − used` is less
 //! than `n` the capacity check fails. Two scans are cut short this way: a
-//! deep queue behind a full pool (a round over 80,000 requests on 10,000
+//! deep queue behind a full cluster (a round over 80,000 requests on 10,000
 //! full providers spent its 10-million step budget learning that one
-//! provider at a time), and requests that fill the pool in order (each
+//! provider at a time), and requests that fill the cluster in order (each
 //! visited every provider the ones before it had filled: 25 and 50 million
 //! steps for 10,000 requests). The round charges the visits it passes over
 //! as steps, so every decision and `not_reached` stays the full scan's.
@@ -17,7 +17,7 @@ use super::{Class, Provider};
 /// Per class, a max-tree of `capacity − used` over the providers in the
 /// round's order (no stock of the class: −∞).
 pub(super) struct Rooms {
-    /// Providers in the pool.
+    /// Providers in the cluster.
     len: usize,
     /// Leaves (a power of two, ≥ `len`; padding is −∞).
     leaves: usize,
@@ -37,7 +37,7 @@ fn clearly_over(n: i64, room: f64) -> bool {
 }
 
 impl Rooms {
-    /// The pool's rooms.
+    /// The cluster's rooms.
     pub(super) fn of(providers: &[Provider], classes: usize) -> Self {
         let leaves = providers.len().next_power_of_two().max(1);
         let trees = (0..classes)
@@ -82,7 +82,7 @@ impl Rooms {
     }
 
     /// True when no provider could hold `resources` even empty (each class
-    /// alone). Classes the pool does not know are left to the provider
+    /// alone). Classes the cluster does not know are left to the provider
     /// checks.
     pub(super) fn never_fits(&self, resources: &[(Class, i64)]) -> bool {
         resources.iter().any(|&(c, n)| {
@@ -93,7 +93,7 @@ impl Rooms {
     }
 
     /// False when no provider has room for `resources` (each class alone);
-    /// true when one might. Classes the pool does not know are left to the
+    /// true when one might. Classes the cluster does not know are left to the
     /// provider checks.
     pub(super) fn may_fit(&self, resources: &[(Class, i64)]) -> bool {
         !self.skips
@@ -103,14 +103,14 @@ impl Rooms {
     }
 
     /// The first provider at or after `from` that may hold `resources`
-    /// (every class at once), or the pool's size when none may.
+    /// (every class at once), or the cluster's size when none may.
     pub(super) fn next_open(&self, from: usize, resources: &[(Class, i64)]) -> usize {
         if !self.skips {
             return from;
         }
         let mut at = from;
         // Each class moves `at` to its own next open provider, until one
-        // position suits them all (or the pool ends).
+        // position suits them all (or the cluster ends).
         loop {
             let mut moved = false;
             for &(c, n) in resources {
@@ -293,7 +293,7 @@ mod tests {
         let rooms = Rooms::of(&pool, 2);
         assert_eq!(rooms.next_open(0, &[(0, 1), (1, 1)]), 2);
         assert_eq!(rooms.next_open(0, &[(0, 2), (1, 2)]), 3);
-        // A class no provider has refuses; one the pool does not know is
+        // A class no provider has refuses; one the cluster does not know is
         // left to the checks.
         assert!(!Rooms::of(&[Provider::default()], 1).may_fit(&[(0, 1)]));
         assert!(rooms.may_fit(&[(5, 1)]));

@@ -1,7 +1,7 @@
 //! The bookkeeping of one admission round: queues, shares, consumption,
 //! headroom and the provider checks, stage by stage.
 
-use super::empty_pool::EmptyPool;
+use super::empty_capacity::EmptyCapacity;
 use super::room::Rooms;
 use super::{
     Admitted, Class, Decision, Decline, Outcome, ProjectIx, Provider, ProviderIx, Reason,
@@ -40,15 +40,15 @@ pub(super) struct State<'a> {
     children: Vec<Vec<ProjectIx>>,
     paths: Vec<String>,
     leaf_paths: Vec<String>,
-    /// Free capacity outside every reservation, summed over the pool.
+    /// Free capacity outside every reservation, summed over the cluster.
     available: Vec<i64>,
     declines: HashMap<(ProjectIx, ProviderIx), Vec<&'a Decline>>,
     decided: Vec<Option<Outcome>>,
     admitted_order: Vec<usize>,
     steps: u64,
     rooms: Rooms,
-    /// The pool empty: whether a request or a gang could ever fit.
-    empty: EmptyPool<'a>,
+    /// The cluster empty: whether a request or a gang could ever fit.
+    empty: EmptyCapacity<'a>,
     /// Each project's weighted subtree share and its own (leaf) share,
     /// kept as admissions change them: the sorter compares them for every
     /// project at every pick.
@@ -126,7 +126,7 @@ impl<'a> State<'a> {
             admitted_order: Vec::new(),
             steps: 0,
             rooms: Rooms::of(&round.providers, round.classes),
-            empty: EmptyPool::of(&round.providers, round.classes),
+            empty: EmptyCapacity::of(&round.providers, round.classes),
             node_share: Vec::new(),
             leaf_share: Vec::new(),
             roots: (0..n)
@@ -207,7 +207,7 @@ impl<'a> State<'a> {
 
     /// Admits project `p`'s head request `req`, with every other member of
     /// its gang: all of them, or none (each placed as the ones before it
-    /// left the pool; undone when one does not fit, whose reason is the
+    /// left the cluster; undone when one does not fit, whose reason is the
     /// answer). Admitted requests leave the queue.
     fn admit_head(&mut self, p: ProjectIx, req: usize, stage: Stage) -> Result<(), Reason> {
         let members = self.members(p, req);
@@ -392,7 +392,7 @@ impl<'a> State<'a> {
         let mut k = 0;
         while k < candidates {
             if r.allowed.is_none() {
-                // The pool in order: pass over the providers without room.
+                // The cluster in order: pass over the providers without room.
                 let open = self.rooms.next_open(k, &r.resources);
                 self.pass_over(open - k)?;
                 k = open;

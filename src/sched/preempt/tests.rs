@@ -1,14 +1,14 @@
 //! Preemption advice: Mesos' question four with a guarantee, the victim
 //! order, the batch/prod rule, the fair-share floor, and properties over
-//! random pools.
+//! random clusters.
 
 use super::*;
 use proptest::prelude::*;
 
 const VCPU: Class = 0;
 
-fn pool(providers: usize, vcpu_each: i64, free: i64) -> Pool {
-    Pool {
+fn cluster(providers: usize, vcpu_each: i64, free: i64) -> ClusterCapacity {
+    ClusterCapacity {
         totals: vec![(providers as i64 * vcpu_each) as f64],
         excluded: vec![false],
         free: vec![vec![free]; providers],
@@ -52,17 +52,17 @@ fn holder(weight: f64, allocated: i64, guarantee: i64) -> Holder {
 
 /// B (weight 2) fills 6 providers of 10 while A (weight 1) is idle; A
 /// then asks for 30 single cores with a guarantee of 20.
-fn question_four(guarantee: i64) -> (Pool, Vec<Holder>, Vec<Victim>, Vec<Ask>) {
+fn question_four(guarantee: i64) -> (ClusterCapacity, Vec<Holder>, Vec<Victim>, Vec<Ask>) {
     let victims: Vec<Victim> = (0..60).map(|i| victim(1, i / 10, 1, 0, i as u64)).collect();
     let projects = vec![holder(1.0, 0, guarantee), holder(2.0, 60, 0)];
     let asks = (0..30).map(|_| ask(0, 1)).collect();
-    (pool(6, 10, 0), projects, victims, asks)
+    (cluster(6, 10, 0), projects, victims, asks)
 }
 
 #[test]
 fn a_guarantee_is_won_back_down_to_the_weighted_shares() {
-    let (pool, projects, victims, asks) = question_four(20);
-    let advice = advise(&pool, &projects, &victims, &asks);
+    let (cluster, projects, victims, asks) = question_four(20);
+    let advice = advise(&cluster, &projects, &victims, &asks);
     // A's guarantee of 20 is won back one victim each, and B keeps 40 of
     // 60: exactly its fair share of 2/3, so the weights' 1:2.
     assert_eq!(advice.len(), 20);
@@ -75,8 +75,8 @@ fn a_guarantee_is_won_back_down_to_the_weighted_shares() {
 
 #[test]
 fn without_a_guarantee_nothing_is_advised() {
-    let (pool, projects, victims, asks) = question_four(0);
-    assert!(advise(&pool, &projects, &victims, &asks).is_empty());
+    let (cluster, projects, victims, asks) = question_four(0);
+    assert!(advise(&cluster, &projects, &victims, &asks).is_empty());
 }
 
 #[test]
@@ -84,7 +84,7 @@ fn a_project_at_its_fair_share_is_never_taken() {
     // B holds 40 of 60 with A holding 20: both at their fair shares.
     let victims: Vec<Victim> = (0..40).map(|i| victim(1, i / 10, 1, 0, i as u64)).collect();
     let projects = vec![holder(1.0, 20, 30), holder(2.0, 40, 0)];
-    let advice = advise(&pool(6, 10, 0), &projects, &victims, &[ask(0, 1)]);
+    let advice = advise(&cluster(6, 10, 0), &projects, &victims, &[ask(0, 1)]);
     assert!(advice.is_empty(), "{advice:?}");
 }
 
@@ -97,7 +97,7 @@ fn lowest_priority_then_newest_go_first() {
         victim(1, 0, 1, 9, 4),
     ];
     let projects = vec![holder(1.0, 0, 4), holder(1.0, 4, 0)];
-    let advice = advise(&pool(1, 4, 0), &projects, &victims, &[ask(0, 2)]);
+    let advice = advise(&cluster(1, 4, 0), &projects, &victims, &[ask(0, 2)]);
     assert_eq!(advice.len(), 1);
     assert_eq!(
         advice[0].victims,
@@ -115,9 +115,9 @@ fn a_batch_request_never_removes_production() {
     let projects = vec![holder(1.0, 0, 4), holder(1.0, 4, 0)];
     let mut batch = ask(0, 1);
     batch.batch = true;
-    assert!(advise(&pool(1, 4, 0), &projects, &victims, &[batch]).is_empty());
+    assert!(advise(&cluster(1, 4, 0), &projects, &victims, &[batch]).is_empty());
     assert_eq!(
-        advise(&pool(1, 4, 0), &projects, &victims, &[ask(0, 1)]).len(),
+        advise(&cluster(1, 4, 0), &projects, &victims, &[ask(0, 1)]).len(),
         1
     );
 }
@@ -130,7 +130,7 @@ fn the_provider_needing_fewest_victims_wins() {
         victim(1, 0, 1, 0, 2),
         victim(1, 1, 4, 0, 3),
     ];
-    let mut p = pool(2, 4, 0);
+    let mut p = cluster(2, 4, 0);
     p.free[0][VCPU] = 1;
     let projects = vec![holder(1.0, 0, 4), holder(1.0, 6, 0)];
     let advice = advise(&p, &projects, &victims, &[ask(0, 3)]);
@@ -146,7 +146,7 @@ fn the_provider_already_holding_room_wins_while_it_can_make_it() {
     // another provider would need fewer victims.
     let victims: Vec<Victim> = (0..30).map(|i| victim(1, i / 10, 1, 0, i as u64)).collect();
     let projects = vec![holder(1.0, 0, 8), holder(2.0, 30, 0)];
-    let p = pool(3, 10, 0);
+    let p = cluster(3, 10, 0);
     assert_eq!(advise(&p, &projects, &victims, &[ask(0, 8)])[0].provider, 0);
     let held = Ask {
         held_on: Some(2),
@@ -197,9 +197,9 @@ proptest! {
             .collect();
         let used: i64 = victims.iter().map(|v| v.amounts[0].1).sum();
         let total = used + free.iter().sum::<i64>();
-        let pool = Pool { totals: vec![total.max(1) as f64], excluded: vec![false], free: free.iter().map(|f| vec![*f]).collect() };
+        let cluster = ClusterCapacity { totals: vec![total.max(1) as f64], excluded: vec![false], free: free.iter().map(|f| vec![*f]).collect() };
         let asks: Vec<Ask> = asks_in.iter().map(|&(p, n)| ask(p, n)).collect();
-        let advice = advise(&pool, &projects, &victims, &asks);
+        let advice = advise(&cluster, &projects, &victims, &asks);
         let active: f64 = (0..3)
             .filter(|&p| projects[p].allocated[0] > 0 || asks.iter().any(|a| a.project == p))
             .map(|p| projects[p].weight)
@@ -213,7 +213,7 @@ proptest! {
                 prop_assert!(seen.insert(v), "victim {} twice", v);
                 prop_assert!(victims[v].provider == a.provider);
                 prop_assert!(owner != asks[a.ask].project);
-                let share = held[owner] as f64 / pool.totals[0];
+                let share = held[owner] as f64 / cluster.totals[0];
                 prop_assert!(share > projects[owner].weight / active, "taken at or below its fair share");
                 held[owner] -= victims[v].amounts[0].1;
                 free_now[a.provider] += victims[v].amounts[0].1;
@@ -234,9 +234,9 @@ fn only_what_the_guarantee_gives_is_reclaimed() {
     let victims: Vec<Victim> = (0..8).map(|i| victim(1, i / 4, 1, 0, i as u64)).collect();
     let projects = vec![holder(1.0, 0, 1), holder(1.0, 8, 0)];
     // Both providers full: 4 would need 4 victims, beyond the guarantee.
-    assert!(advise(&pool(2, 4, 0), &projects, &victims, &[ask(0, 4)]).is_empty());
+    assert!(advise(&cluster(2, 4, 0), &projects, &victims, &[ask(0, 4)]).is_empty());
     // Three free on the second: one victim there, no more.
-    let mut p = pool(2, 4, 0);
+    let mut p = cluster(2, 4, 0);
     p.free[1][VCPU] = 3;
     let on_second: Vec<Victim> = (0..5)
         .map(|i| victim(1, usize::from(i > 0), 1, 0, i))
@@ -247,7 +247,7 @@ fn only_what_the_guarantee_gives_is_reclaimed() {
     assert_eq!(advice[0].victims.len(), 1);
     // Within the guarantee, the whole request is won back.
     let projects = vec![holder(1.0, 0, 4), holder(1.0, 8, 0)];
-    let advice = advise(&pool(2, 4, 0), &projects, &victims, &[ask(0, 4)]);
+    let advice = advise(&cluster(2, 4, 0), &projects, &victims, &[ask(0, 4)]);
     assert_eq!(advice[0].victims.len(), 4);
 }
 
@@ -265,14 +265,14 @@ fn a_gang_is_advised_whole_or_not_at_all() {
     let projects = vec![holder(1.0, 0, 16), holder(0.01, 16, 0)];
     // Three members of 8 on two providers of 8: never whole, no victim.
     let three = vec![member(8), member(8), member(8)];
-    assert!(advise(&pool(2, 8, 0), &projects, &victims, &three).is_empty());
+    assert!(advise(&cluster(2, 8, 0), &projects, &victims, &three).is_empty());
     // Two of 8 fit whole once both providers are emptied.
     let two = vec![member(8), member(8)];
-    let advice = advise(&pool(2, 8, 0), &projects, &victims, &two);
+    let advice = advise(&cluster(2, 8, 0), &projects, &victims, &two);
     assert_eq!(advice.len(), 2);
     assert_eq!(advice.iter().map(|a| a.victims.len()).sum::<usize>(), 16);
     // A member that fits in free room: advised with no victim, its room held.
-    let mut p = pool(2, 8, 0);
+    let mut p = cluster(2, 8, 0);
     p.free[0][VCPU] = 8;
     let partly: Vec<Victim> = (0..8).map(|i| victim(1, 1, 1, 0, i)).collect();
     let projects = vec![holder(1.0, 0, 16), holder(0.01, 8, 0)];
@@ -299,14 +299,14 @@ fn a_project_may_take_room_from_its_own_lower_priority_work() {
         ..ask(0, 4)
     };
     let advice = advise(
-        &pool(1, 8, 0),
+        &cluster(1, 8, 0),
         &projects,
         &victims,
         std::slice::from_ref(&prod),
     );
     assert_eq!(advice.len(), 1);
     assert_eq!(advice[0].victims, vec![7, 6, 5, 4], "newest first");
-    assert!(advise(&pool(1, 8, 0), &projects, &victims, &[ask(0, 4)]).is_empty());
+    assert!(advise(&cluster(1, 8, 0), &projects, &victims, &[ask(0, 4)]).is_empty());
     let also_batch = Ask { class: 2, ..prod };
-    assert!(advise(&pool(1, 8, 0), &projects, &victims, &[also_batch]).is_empty());
+    assert!(advise(&cluster(1, 8, 0), &projects, &victims, &[also_batch]).is_empty());
 }

@@ -1,7 +1,7 @@
-//! Whether a request, or a gang, could be placed even on an empty pool:
+//! Whether a request, or a gang, could be placed even on empty providers:
 //! the test behind `never_fits`, from the whole request. A request whose
 //! traits or aggregates allow no provider, whose classes no allowed
-//! provider could hold, or a gang larger than the pool can ever hold
+//! provider could hold, or a gang larger than the providers can ever hold
 //! whole, waits for nothing: it says `never_fits` and leaves the head of
 //! its project's queue instead of blocking the work behind it.
 //!
@@ -12,9 +12,9 @@
 use super::{Class, Provider, Request};
 use std::collections::HashMap;
 
-/// The pool's empty capacities, with the per-class largest over each
+/// The providers' empty capacities, with the per-class largest over each
 /// list of allowed providers worked out once a round.
-pub(super) struct EmptyPool<'a> {
+pub(super) struct EmptyCapacity<'a> {
     providers: &'a [Provider],
     classes: usize,
     /// Per allowed list (by its address; the lists live for the round):
@@ -36,11 +36,11 @@ fn over(n: i64, room: f64) -> bool {
     room == f64::NEG_INFINITY || n as f64 > room + 1e-9 * room.abs().max(1.0)
 }
 
-impl<'a> EmptyPool<'a> {
-    /// The pool of `providers` (as they stand before the round), with
+impl<'a> EmptyCapacity<'a> {
+    /// The empty capacities of `providers` (as they stand before the round), with
     /// `classes` classes.
     pub(super) fn of(providers: &'a [Provider], classes: usize) -> Self {
-        EmptyPool {
+        EmptyCapacity {
             providers,
             classes,
             largest_by_list: HashMap::new(),
@@ -50,7 +50,7 @@ impl<'a> EmptyPool<'a> {
     /// True when no provider `r` may use could hold it even empty, class
     /// by class: its allowed list is empty, or a class it asks is more
     /// than any allowed provider holds. (A request without a list is the
-    /// pool's `Rooms::never_fits`.)
+    /// round's `Rooms::never_fits`.)
     pub(super) fn never_fits(&mut self, r: &Request) -> bool {
         let Some(list) = &r.allowed else {
             return false;
@@ -74,7 +74,7 @@ impl<'a> EmptyPool<'a> {
     }
 
     /// True when the gang `members` could never be placed whole, even on
-    /// the empty pool: for some class, more than every provider together
+    /// the empty providers: for some class, more than every provider together
     /// holds; or, for members all alike, more members than the providers
     /// have places for (each provider's places: the fewest, over the
     /// classes, of its capacity over one member's need).
