@@ -1,8 +1,8 @@
 //! Coalescing of requests that arrive together: each caller queues its
-//! item and takes a turn; a turn takes everything waiting (the group) and
-//! runs it as one unit of work (one statement, one transaction), and tells
-//! each caller its own outcome. ("Batch" is a priority class here, never
-//! this.)
+//! item and waits for a turn, unless another turn takes its item first; a
+//! turn takes everything waiting (the group) and runs it as one unit of
+//! work (one statement, one transaction), and tells each caller its own
+//! outcome. ("Batch" is a priority class here, never this.)
 //!
 //! Why: one request's work is a few round trips, each waking the server
 //! and PostgreSQL; on two busy cores that per-round-trip cost, not the work
@@ -67,11 +67,20 @@ impl<T: Send + 'static, O: Clone + Send + 'static> Coalescer<T, O> {
         F: FnOnce(Vec<T>) -> Fut,
         Fut: Future<Output = Vec<O>> + Send + 'static,
     {
-        let (sender, outcome) = oneshot::channel();
+        let (sender, mut outcome) = oneshot::channel();
         lock(&self.waiting).push((item, sender));
         {
-            // The semaphore is never closed.
-            let _turn = self.turns.acquire().await;
+            // A request whose item another turn took waits for its outcome
+            // only: were it to keep its place in the line for a turn, it
+            // would run one for whatever arrived meanwhile (often a single
+            // request) before answering its own client, and the requests
+            // behind it would gather in ones. The semaphore is never
+            // closed.
+            let _turn = tokio::select! {
+                biased;
+                done = &mut outcome => return done.ok(),
+                turn = self.turns.acquire() => turn,
+            };
             let group = {
                 let mut waiting = lock(&self.waiting);
                 let taken = waiting.len().min(self.most);
@@ -154,6 +163,43 @@ mod tests {
         for (n, r) in (2..6).zip(rest) {
             assert_eq!(r.await.ok().flatten(), Some((n * 2, 4)));
         }
+    }
+
+    /// Clients that each send their next request once the last is
+    /// answered still gather: a request whose item a turn took is answered
+    /// when that turn ends, not after running a turn of its own for the
+    /// requests that arrived meanwhile (which made every turn one request
+    /// long and every request wait for all the others' turns).
+    #[tokio::test]
+    async fn clients_in_a_loop_gather_in_groups() {
+        let gather: Arc<Coalescer<u32, usize>> = Arc::new(Coalescer::new(1, 100, |_| false));
+        let clients: Vec<_> = (0..16)
+            .map(|_| {
+                let g = gather.clone();
+                tokio::spawn(async move {
+                    let mut sizes = Vec::new();
+                    for n in 0..20 {
+                        let size = g
+                            .submit(n, |items| async move {
+                                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                                vec![items.len(); items.len()]
+                            })
+                            .await;
+                        sizes.push(size.unwrap_or(0));
+                    }
+                    sizes
+                })
+            })
+            .collect();
+        let mut sizes = Vec::new();
+        for c in clients {
+            sizes.extend(c.await.unwrap_or_default());
+        }
+        let mean = sizes.iter().sum::<usize>() as f64 / sizes.len() as f64;
+        assert!(
+            mean > 4.0,
+            "requests gathered {mean:.1} to a turn on average"
+        );
     }
 
     /// Work that answers too few outcomes leaves the rest with none.

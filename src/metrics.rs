@@ -97,6 +97,8 @@ pub struct Metrics {
     pub write_conflicts: Counter,
     /// Claims written by one statement shared with other claims.
     pub claims_together: Counter,
+    /// Single deployments written by one transaction shared with others.
+    pub deployments_together: Counter,
     /// Searches served by a read shared with other searches.
     pub searches_together: Counter,
     /// Searches answered by a solve begun ahead of their turn.
@@ -228,6 +230,7 @@ impl Metrics {
             write_retries: Counter::default(),
             write_conflicts: Counter::default(),
             claims_together: Counter::default(),
+            deployments_together: Counter::default(),
             searches_together: Counter::default(),
             searches_solved_ahead: Counter::default(),
             solves_ahead_discarded: Counter::default(),
@@ -299,6 +302,11 @@ impl Metrics {
             "claims_together",
             "Claims written by one statement shared with other claims",
             self.claims_together.clone(),
+        );
+        r.register(
+            "deployments_together",
+            "Single deployments written by one transaction shared with others",
+            self.deployments_together.clone(),
         );
         self.register_search();
         self.register_work();

@@ -90,6 +90,8 @@ pub struct Machinery {
     pub nodes: Arc<crate::deploy::node_cache::NodeCache>,
     /// The deployment nodes in the strategies' orders, per query and shape.
     pub rankings: Arc<crate::deploy::ranking::Rankings>,
+    /// Single deployments waiting to be placed together.
+    pub deployments: Arc<crate::deploy::Turns>,
     /// Wakes this process's long polls of the fair queue.
     pub queue_signals: Arc<crate::fairness::long_polls::QueueSignals>,
     /// Single queue submissions waiting to be stored by one statement.
@@ -107,6 +109,7 @@ impl Default for Machinery {
             solving: Arc::default(),
             nodes: Arc::default(),
             rankings: Arc::default(),
+            deployments: Arc::default(),
             queue_signals: Arc::default(),
             submissions: Arc::default(),
             claims: Arc::default(),
@@ -160,13 +163,16 @@ impl AppState {
 
     /// Deployments, with the candidate engine and the deployment nodes as
     /// this process keeps them.
-    pub fn deployments(&self) -> crate::deploy::Deployments<'_> {
+    pub fn deployments(&self) -> crate::deploy::Deployments {
+        let m = &self.machinery;
         crate::deploy::Deployments {
-            engine: self.engine(),
-            views: crate::deploy::NodeViews {
-                states: &self.machinery.nodes,
-                rankings: &self.machinery.rankings,
-            },
+            pool: self.pool.clone(),
+            read: m.shared_reads.clone(),
+            solving: m.solving.clone(),
+            settings: self.settings.clone(),
+            states: m.nodes.clone(),
+            rankings: m.rankings.clone(),
+            turns: m.deployments.clone(),
             retries: self.settings.allocation_conflict_retry_count,
         }
     }

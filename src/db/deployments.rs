@@ -356,22 +356,40 @@ pub struct InstanceSizes {
     pub memory_mb: i64,
 }
 
-/// Records new instances of one deployment (same app and sizes) with their
-/// core bindings in one statement.
+/// One deployment's new instances: the app and sizes they share.
+#[derive(Debug, Clone)]
+pub struct DeploymentRows<'a> {
+    /// Their app.
+    pub app: &'a str,
+    /// Their sizes.
+    pub sizes: InstanceSizes,
+    /// The instances.
+    pub instances: Vec<NewInstance>,
+}
+
+/// Records the new instances of one or more deployments with their core
+/// bindings in one statement.
 #[tracing::instrument(level = "debug", skip_all, err(level = "debug"))]
 pub async fn insert_instances(
     conn: &mut PgConnection,
-    app: &str,
-    sizes: InstanceSizes,
-    instances: &[NewInstance],
+    deployments: &[DeploymentRows<'_>],
 ) -> Result<(), sqlx::Error> {
-    let consumers: Vec<i64> = instances.iter().map(|i| i.consumer_id).collect();
-    let rps: Vec<i64> = instances.iter().map(|i| i.rp_id).collect();
-    let numas: Vec<Option<String>> = instances.iter().map(|i| i.numa_node.clone()).collect();
+    let rows = || {
+        deployments
+            .iter()
+            .flat_map(|d| d.instances.iter().map(move |i| (d, i)))
+    };
+    let consumers: Vec<i64> = rows().map(|(_, i)| i.consumer_id).collect();
+    let rps: Vec<i64> = rows().map(|(_, i)| i.rp_id).collect();
+    let numas: Vec<Option<String>> = rows().map(|(_, i)| i.numa_node.clone()).collect();
+    let apps: Vec<&str> = rows().map(|(d, _)| d.app).collect();
+    let cpus: Vec<f64> = rows().map(|(d, _)| d.sizes.cpu).collect();
+    let binds: Vec<bool> = rows().map(|(d, _)| d.sizes.cpu_bind).collect();
+    let memories: Vec<i64> = rows().map(|(d, _)| d.sizes.memory_mb).collect();
     // The bindings travel flat, each tagged with its instance's position
     // (1-based, as WITH ORDINALITY counts), and are folded back per instance.
     let (mut owner, mut core, mut shares) = (Vec::new(), Vec::new(), Vec::new());
-    for (n, instance) in (1i64..).zip(instances) {
+    for (n, (_, instance)) in (1i64..).zip(rows()) {
         for (c, s) in instance.cpu_map.iter().filter(|(_, s)| *s > 0) {
             owner.push(n);
             core.push(c.as_str());
@@ -381,19 +399,20 @@ pub async fn insert_instances(
     crate::db::query(
         "INSERT INTO instances (consumer_id, app, resource_provider_id, cpu, cpu_bind, memory_mb, numa_node,
                                 core_ids, core_shares)
-         SELECT t.c, $1, t.rp, $2, $3, $4, t.numa, COALESCE(b.ids, '{}'), COALESCE(b.shares, '{}')
-           FROM UNNEST($5::bigint[], $6::bigint[], $7::text[]) WITH ORDINALITY AS t(c, rp, numa, n)
+         SELECT t.c, t.app, t.rp, t.cpu, t.bind, t.mem, t.numa, COALESCE(b.ids, '{}'), COALESCE(b.shares, '{}')
+           FROM UNNEST($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::float8[], $6::bool[], $7::bigint[])
+                WITH ORDINALITY AS t(c, rp, numa, app, cpu, bind, mem, n)
            LEFT JOIN (SELECT n, array_agg(core ORDER BY k) AS ids, array_agg(s ORDER BY k) AS shares
                         FROM UNNEST($8::bigint[], $9::text[], $10::int[]) WITH ORDINALITY AS f(n, core, s, k)
                        GROUP BY n) b ON b.n = t.n",
     )
-    .bind(app)
-    .bind(sizes.cpu)
-    .bind(sizes.cpu_bind)
-    .bind(sizes.memory_mb)
     .bind(&consumers)
     .bind(&rps)
     .bind(&numas)
+    .bind(&apps)
+    .bind(&cpus)
+    .bind(&binds)
+    .bind(&memories)
     .bind(&owner)
     .bind(&core)
     .bind(&shares)

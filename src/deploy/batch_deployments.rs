@@ -6,7 +6,7 @@
 
 use super::deployment_request::Deployment;
 use super::plan::NodeVerdict;
-use super::write::{write_instances, InstanceWrite, WriteOptions};
+use super::write::{write_instances, DeploymentWrite, InstanceWrite};
 use super::{Deployed, PlannedInstance};
 use crate::candidates::find::{self, Engine};
 use crate::candidates::low_priority_filter::{self, LoadJudge};
@@ -237,12 +237,13 @@ async fn commit(
         priority: d.priority,
         eviction_enabled: false,
     };
-    let options = WriteOptions {
+    let write = DeploymentWrite {
+        d,
+        items,
         cpu_bind: false,
-        priority: Some(&priority),
     };
     let mut tx = pool.begin().await?;
-    write_instances(&mut tx, d, &items, options).await?;
+    write_instances(&mut tx, &[write], Some(&priority)).await?;
     tx.commit().await.map_err(Error::commit_failed)?;
     Ok(())
 }

@@ -14,11 +14,14 @@ mod ranked;
 pub mod ranking;
 pub mod refresh;
 pub mod resize;
+pub mod together;
 pub mod topology;
 pub mod write;
 
+use crate::candidates::engine::{ProviderRead, SolvingStep};
 use crate::candidates::find::{self, Engine};
 use crate::candidates::search::{Scope, Search};
+use crate::config::Settings;
 use crate::db::deployments as db;
 use crate::error::{codes, with_retries, Error, NodeReport, Refusal, Result};
 use crate::sched::{self, CapacityMap, NodeName, SchedError};
@@ -30,7 +33,9 @@ use plan::NodeVerdict;
 use ranking::Rankings;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use write::{InstanceWrite, WriteOptions};
+use std::sync::Arc;
+pub use together::Turns;
+use write::{DeploymentWrite, InstanceWrite};
 
 /// One new instance as planned.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,40 +91,74 @@ impl Deployed {
     }
 }
 
-/// This process's machinery for deployments.
-pub struct NodeViews<'a> {
-    /// Node states by provider.
-    pub states: &'a NodeCache,
-    /// The rankings over them.
-    pub rankings: &'a Rankings,
-}
-
-/// Places `d`: its nodes from the candidate engine, the plan from the
-/// scheduler over this process's node states, everything written in one
-/// transaction. A deployment of a few instances plans over the head of
-/// its strategy's order, kept by a [`Ranking`]; the rest (and whatever a
-/// ranking cannot serve) over every candidate node.
 /// Deployments as one process runs them, with what they need: the
-/// candidate engine, the nodes' states and rankings it keeps, and how
-/// often a lost race is retried (`AppState::deployments`).
-pub struct Deployments<'a> {
-    /// The candidate engine.
-    pub engine: Engine<'a>,
-    /// The deployment nodes as this process keeps them.
-    pub views: NodeViews<'a>,
+/// candidate engine's parts, the nodes' states and rankings and the turns
+/// this process keeps, and how often a lost race is retried
+/// (`AppState::deployments`). Owned handles: a turn of single
+/// deployments runs in a task of its own.
+#[derive(Clone)]
+pub struct Deployments {
+    /// The database.
+    pub pool: crate::db::Pool,
+    /// Where names and provider data come from.
+    pub read: Arc<dyn ProviderRead>,
+    /// Where searches are solved.
+    pub solving: Arc<dyn SolvingStep>,
+    /// Limits and generation order.
+    pub settings: Arc<Settings>,
+    /// Node states by provider.
+    pub states: Arc<NodeCache>,
+    /// The rankings over them.
+    pub rankings: Arc<Rankings>,
+    /// Single deployments waiting to be placed together.
+    pub turns: Arc<together::Turns>,
     /// Retries of a plan that lost a race.
     pub retries: u32,
 }
 
-impl Deployments<'_> {
-    /// Places `d`: production work through [`deploy`], batch and free work
-    /// on the batch inventory (`batch_deployments`).
+impl Deployments {
+    /// Places `d`: its nodes from the candidate engine, the plan from the
+    /// scheduler over this process's node states, everything written in
+    /// one transaction. A deployment of a few instances plans over the
+    /// head of its strategy's order, kept by a [`Ranking`](ranking::Ranking),
+    /// together with the others arriving at the same moment
+    /// ([`together`]); the rest (and whatever a ranking cannot serve) over
+    /// every candidate node. Batch and free work goes on the batch
+    /// inventory (`batch_deployments`).
     pub async fn deploy(&self, d: &Deployment) -> Result<Deployed> {
-        match d.priority_class.filter(|c| c.low()) {
-            Some(class) => batch_deployments::deploy(&self.engine, self.retries, d, class).await,
-            None => deploy(&self.engine, &self.views, self.retries, d).await,
+        let engine = self.engine();
+        if let Some(class) = d.priority_class.filter(|c| c.low()) {
+            return batch_deployments::deploy(&engine, self.retries, d, class).await;
+        }
+        if together::goes_together(d) {
+            if let Some(done) = self.turns.place(self, d).await? {
+                return Ok(done);
+            }
+        }
+        let views = NodeViews {
+            states: &self.states,
+            rankings: &self.rankings,
+        };
+        deploy(&engine, &views, self.retries, d).await
+    }
+
+    /// The candidate engine over these handles.
+    fn engine(&self) -> Engine<'_> {
+        Engine {
+            pool: &self.pool,
+            read: &*self.read,
+            solving: &*self.solving,
+            settings: &self.settings,
         }
     }
+}
+
+/// This process's node states and the rankings over them.
+struct NodeViews<'a> {
+    /// Node states by provider.
+    states: &'a NodeCache,
+    /// The rankings over them.
+    rankings: &'a Rankings,
 }
 
 /// Places a production deployment (see the module's note).
@@ -370,29 +409,13 @@ async fn place_on(
     outside: i64,
 ) -> Result<Outcome> {
     let started = std::time::Instant::now();
-    let existing: BTreeMap<NodeName, i64> = cached
-        .iter()
-        .map(|n| (NodeName::of(n.node.uuid), n.node.count_of(d.app.as_str())))
-        .collect();
     let (judged, verdicts) = judge(cached, &d.shape);
     let name = |n: &NodeState| NodeName::of(n.uuid);
     let mut busy: HashSet<i64> = HashSet::new();
     let mut waiting = d.dry_run;
     for round in 1.. {
-        let mut caps = CapacityMap::from_nodes(cached.iter().zip(&judged).filter_map(|(n, j)| {
-            let cap = *j.as_ref().ok()?;
-            (!busy.contains(&n.node.rp_id)).then(|| (name(&n.node), cap))
-        }));
-        caps.total = caps.total.saturating_add(outside);
-        let seed = rand::random();
-        let deploy_map = match sched::plan_deploy_spread(
-            d.strategy,
-            d.count,
-            d.nodes_limit,
-            &caps,
-            &existing,
-            seed,
-        ) {
+        let (caps, spread) = spread(d, cached, &judged, &busy, outside);
+        let deploy_map = match spread {
             Ok(m) => m,
             Err(e) if busy.is_empty() => return Ok(Outcome::Refused(e, verdicts)),
             Err(_) => {
@@ -436,6 +459,31 @@ async fn place_on(
         return Ok(Outcome::Done(answer));
     }
     Err(Error::internal("the planning loop ended"))
+}
+
+/// The capacity map of `cached` without the `busy` nodes (plus `outside`,
+/// the capacity of candidates not among them), and the strategy's deploy
+/// map over it.
+fn spread(
+    d: &Deployment,
+    cached: &[Arc<node_cache::Cached>],
+    judged: &[Result<sched::NodeCapacity, plan::Shortfall>],
+    busy: &HashSet<i64>,
+    outside: i64,
+) -> (CapacityMap, Result<BTreeMap<NodeName, i64>, SchedError>) {
+    let existing: BTreeMap<NodeName, i64> = cached
+        .iter()
+        .map(|n| (NodeName::of(n.node.uuid), n.node.count_of(d.app.as_str())))
+        .collect();
+    let mut caps = CapacityMap::from_nodes(cached.iter().zip(judged).filter_map(|(n, j)| {
+        let cap = *j.as_ref().ok()?;
+        (!busy.contains(&n.node.rp_id)).then(|| (NodeName::of(n.node.uuid), cap))
+    }));
+    caps.total = caps.total.saturating_add(outside);
+    let seed = rand::random();
+    let deploy_map =
+        sched::plan_deploy_spread(d.strategy, d.count, d.nodes_limit, &caps, &existing, seed);
+    (caps, deploy_map)
 }
 
 /// Whether one instance's CPUs exceed the size of every candidate node
@@ -622,6 +670,16 @@ async fn write(
     planned: &[Planned],
     instances: &[PlannedInstance],
 ) -> Result<()> {
+    write::write_instances(tx, &[deployment_write(d, planned, instances)], None).await
+}
+
+/// What writing `d`'s planned instances takes: each instance's amounts by
+/// class on its node.
+fn deployment_write<'a>(
+    d: &'a Deployment,
+    planned: &[Planned],
+    instances: &'a [PlannedInstance],
+) -> DeploymentWrite<'a> {
     let items: Vec<InstanceWrite> = planned
         .iter()
         .zip(instances)
@@ -641,9 +699,9 @@ async fn write(
             }
         })
         .collect();
-    let options = WriteOptions {
+    DeploymentWrite {
+        d,
+        items,
         cpu_bind: d.shape.cpu_bind,
-        priority: None,
-    };
-    write::write_instances(tx, d, &items, options).await
+    }
 }

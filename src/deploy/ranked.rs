@@ -34,36 +34,42 @@ pub(super) async fn deploy(
     })
 }
 
-/// One attempt over a ranking's head: the search looks only at the trees
-/// changed since the ranking's mark, the ranking takes their new states,
-/// and the plan runs over the nodes that begin the strategy's order.
+/// Brings `ranking` forward for `d`'s query: the search looks only at the
+/// trees changed since the ranking's mark, and the ranking takes their
+/// new states. False when no ranking can serve `d`: capacity withheld for
+/// reservations depends on the project, and a sharing provider changes
+/// other trees' answers.
+pub(super) async fn bring_forward(
+    engine: &Engine<'_>,
+    cache: &NodeCache,
+    ranking: &tokio::sync::Mutex<Ranking>,
+    d: &Deployment,
+) -> Result<bool> {
+    let mark = ranking.lock().await.mark();
+    let scope = mark.map_or(Scope::EveryTree, Scope::ChangedSince);
+    let found = find::run(engine, &node_search(d, scope)).await?;
+    if !found.adjusted.withheld.is_empty() || !found.snap.sharing_nodes.is_empty() {
+        return Ok(false);
+    }
+    let wanted = stamped(&found, &candidate_nodes(&found));
+    let states = cache.current(engine.pool, &wanted).await?;
+    ranking.lock().await.update(&found, &states, &d.shape);
+    Ok(true)
+}
+
+/// One attempt over a ranking's head: the ranking brought forward, then
+/// the plan over the nodes that begin the strategy's order.
 async fn attempt(
     engine: &Engine<'_>,
     cache: &NodeCache,
     ranking: &tokio::sync::Mutex<Ranking>,
     d: &Deployment,
 ) -> Result<Outcome> {
-    let mark = ranking.lock().await.mark();
-    let scope = mark.map_or(Scope::EveryTree, Scope::ChangedSince);
-    let found = find::run(engine, &node_search(d, scope)).await?;
-    // Capacity withheld for reservations depends on the project, and a
-    // sharing provider changes other trees' answers: no ranking holds.
-    if !found.adjusted.withheld.is_empty() || !found.snap.sharing_nodes.is_empty() {
+    if !bring_forward(engine, cache, ranking, d).await? {
         return Ok(Outcome::Unserved);
     }
-    let wanted = stamped(&found, &candidate_nodes(&found));
-    let states = cache.current(engine.pool, &wanted).await?;
-    let head = {
-        let mut ranking = ranking.lock().await;
-        ranking.update(&found, &states, &d.shape);
-        ranking.head(d)
-    };
-    let Some(head) = head else {
+    let Some(head) = ranking.lock().await.head(d, 0) else {
         return Ok(Outcome::Unserved);
     };
-    let in_head = head.nodes.iter().fold(0i64, |t, n| {
-        t.saturating_add(n.capacity(&d.shape).map_or(0, |c| c.capacity))
-    });
-    let outside = head.total.saturating_sub(in_head).max(0);
-    place_on(engine.pool, d, &head.nodes, outside).await
+    place_on(engine.pool, d, &head.nodes, head.outside(&d.shape)).await
 }

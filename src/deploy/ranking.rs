@@ -83,6 +83,12 @@ impl Rankings {
     }
 }
 
+/// Whether a ranking serves `d` (a deployment of a few instances, not a
+/// dry run, by a strategy whose order a ranking keeps).
+pub fn serves(d: &Deployment) -> bool {
+    head_size(d).is_some()
+}
+
 /// How many nodes of its order `d`'s strategy may use; None when it may
 /// use every node (or reads an order no ranking keeps).
 fn head_size(d: &Deployment) -> Option<usize> {
@@ -184,6 +190,16 @@ pub struct Head {
     pub total: i64,
 }
 
+impl Head {
+    /// The capacity for `shape` of the members not in the head.
+    pub fn outside(&self, shape: &InstanceShape) -> i64 {
+        let in_head = self.nodes.iter().fold(0i64, |t, n| {
+            t.saturating_add(n.capacity(shape).map_or(0, |c| c.capacity))
+        });
+        self.total.saturating_sub(in_head).max(0)
+    }
+}
+
 impl Ranking {
     /// Where its members stand: a search changed since this point finds
     /// what it needs to bring them forward.
@@ -272,10 +288,14 @@ impl Ranking {
         self.members.insert(m.state.node.rp_id, m);
     }
 
-    /// The nodes that begin `d`'s strategy order; None when this ranking
-    /// cannot say (the strategy reads every node, or there are too few).
-    pub fn head(&mut self, d: &Deployment) -> Option<Head> {
-        let wanted = head_size(d)?.saturating_add(SPARE);
+    /// The nodes that begin `d`'s strategy order, when `before` instances
+    /// of other deployments (of a turn placed together) are placed first;
+    /// None when this ranking cannot say (the strategy reads every node,
+    /// or there are too few). A node's key only grows as it takes an
+    /// instance, so `d`'s picks stay within the first `before + count`
+    /// nodes of the order.
+    pub fn head(&mut self, d: &Deployment, before: usize) -> Option<Head> {
+        let wanted = head_size(d)?.saturating_add(before).saturating_add(SPARE);
         let start = rand::random();
         let ids = match d.strategy {
             Strategy::Global => first(&self.by_load, wanted, start),
@@ -486,7 +506,7 @@ mod tests {
                 }
             }
             let every = plan(&d, &nodes, None);
-            match ranking.head(&d) {
+            match ranking.head(&d, 0) {
                 Some(head) => {
                     let ranked = plan(&d, &head.nodes, Some(head.total));
                     // A plan the head refuses goes the whole way.

@@ -1,4 +1,5 @@
-//! The one write of a deployment's instances, for production and
+//! The one write of deployments' instances (one deployment, or the
+//! single deployments of a turn placed together), for production and
 //! low-priority deployments alike, inside the caller's transaction:
 //! priorities (low-priority work), allocations through the shared
 //! allocation write (capacity checked again under its locks; a node
@@ -28,29 +29,37 @@ pub struct InstanceWrite<'a> {
     pub resources: BTreeMap<String, i64>,
 }
 
-/// How the instances are written beside their allocations.
-pub struct WriteOptions<'a> {
-    /// Whether the instances hold whole cores.
+/// One deployment's instances to write.
+pub struct DeploymentWrite<'a> {
+    /// The deployment (owner, app, shape).
+    pub d: &'a Deployment,
+    /// Its instances.
+    pub items: Vec<InstanceWrite<'a>>,
+    /// Whether they hold whole cores.
     pub cpu_bind: bool,
-    /// The priority their consumers get (low-priority deployments), set
-    /// before the allocation write checks the classes it may use.
-    pub priority: Option<&'a PriorityRow>,
 }
 
-/// Writes every instance of `d` in `tx` (the caller commits).
+/// Writes the instances of every deployment of `writes` in `tx` (the
+/// caller commits): one allocation write, one statement of instance rows
+/// and one of volume bindings for them all. `priority` is the priority
+/// their consumers get (low-priority deployments), set before the
+/// allocation write checks the classes it may use.
 pub async fn write_instances(
     tx: &mut sqlx::PgConnection,
-    d: &Deployment,
-    items: &[InstanceWrite<'_>],
-    options: WriteOptions<'_>,
+    writes: &[DeploymentWrite<'_>],
+    priority: Option<&PriorityRow>,
 ) -> Result<()> {
-    if let Some(row) = options.priority {
-        let consumers: Vec<uuid::Uuid> = items.iter().map(|i| i.instance.consumer_uuid).collect();
+    let items = || {
+        writes
+            .iter()
+            .flat_map(|w| w.items.iter().map(move |i| (w.d, i)))
+    };
+    if let Some(row) = priority {
+        let consumers: Vec<uuid::Uuid> = items().map(|(_, i)| i.instance.consumer_uuid).collect();
         colocation_db::set_priorities(tx, &consumers, row).await?;
     }
-    let writes: Vec<ConsumerWrite> = items
-        .iter()
-        .map(|i| ConsumerWrite {
+    let consumer_writes: Vec<ConsumerWrite> = items()
+        .map(|(d, i)| ConsumerWrite {
             consumer: i.instance.consumer_uuid,
             project_id: d.owner.project_id.clone(),
             user_id: d.owner.user_id.clone(),
@@ -63,39 +72,46 @@ pub async fn write_instances(
             unparsed_provider: None,
         })
         .collect();
-    let ids = match alloc_db::write(tx, &writes).await {
+    let ids = match alloc_db::write(tx, &consumer_writes).await {
         Ok(ids) => ids,
         // A node filled up between planning and locking: plan again.
         Err(e @ alloc_db::AllocError::Capacity(..)) => return Err(e.into_error(None).lost_race()),
         Err(e) => return Err(e.into_error(None)),
     };
-    let mut rows = Vec::with_capacity(items.len());
+    let mut rows = Vec::with_capacity(writes.len());
     let mut bindings = Vec::new();
-    for i in items {
-        let consumer_id = consumer_id(&ids, i.instance.consumer_uuid)?;
-        if !i.instance.volumes.is_empty() {
-            bindings.push(NewBindings {
+    for w in writes {
+        let mut instances = Vec::with_capacity(w.items.len());
+        for i in &w.items {
+            let consumer_id = consumer_id(&ids, i.instance.consumer_uuid)?;
+            if !i.instance.volumes.is_empty() {
+                bindings.push(NewBindings {
+                    consumer_id,
+                    rp_id: i.rp_id,
+                    plan: i.instance.volumes.clone(),
+                });
+            }
+            instances.push(NewInstance {
                 consumer_id,
                 rp_id: i.rp_id,
-                plan: i.instance.volumes.clone(),
+                numa_node: i.instance.numa_node.clone(),
+                cpu_map: i.instance.cpu_map.clone(),
             });
         }
-        rows.push(NewInstance {
-            consumer_id,
-            rp_id: i.rp_id,
-            numa_node: i.instance.numa_node.clone(),
-            cpu_map: i.instance.cpu_map.clone(),
+        let shape = &w.d.shape;
+        rows.push(db::DeploymentRows {
+            app: w.d.app.as_str(),
+            sizes: db::InstanceSizes {
+                cpu: shape.cpu.get(),
+                cpu_bind: w.cpu_bind,
+                memory_mb: shape.memory_mb,
+            },
+            instances,
         });
     }
-    let shape = &d.shape;
-    let sizes = db::InstanceSizes {
-        cpu: shape.cpu.get(),
-        cpu_bind: options.cpu_bind,
-        memory_mb: shape.memory_mb,
-    };
-    db::insert_instances(tx, d.app.as_str(), sizes, &rows).await?;
+    db::insert_instances(tx, &rows).await?;
     volumes::insert_bindings(tx, &bindings).await?;
-    let nodes: HashSet<i64> = items.iter().map(|i| i.rp_id).collect();
+    let nodes: HashSet<i64> = items().map(|(_, i)| i.rp_id).collect();
     refresh::announce(tx, nodes.len()).await?;
     Ok(())
 }

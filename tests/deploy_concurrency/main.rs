@@ -13,6 +13,7 @@
 
 mod refresh;
 mod state;
+mod together;
 
 use placement_testkit::cluster;
 

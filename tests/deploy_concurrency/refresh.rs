@@ -6,7 +6,7 @@
 use super::*;
 
 /// A counter of `GET /metrics` on one server (0 when absent).
-async fn counter(c: &Cluster, server: usize, name: &str) -> f64 {
+pub async fn counter(c: &Cluster, server: usize, name: &str) -> f64 {
     let text = c
         .request(server, reqwest::Method::GET, "/metrics")
         .send()
