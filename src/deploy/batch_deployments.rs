@@ -58,7 +58,7 @@ async fn attempt(
                     short: None,
                 })
                 .collect();
-            super::refusal(&e, &verdicts, &ruled_out)
+            super::refusal::refusal(&e, &verdicts, &ruled_out)
         })?;
     let mut instances = Vec::new();
     let mut rows = Vec::new();
@@ -171,7 +171,7 @@ async fn batch_capacity(engine: &Engine<'_>, d: &Deployment, per: CpuMem) -> Res
         nodes.insert(name, (node.id, node.uuid));
     }
     let chosen: Vec<i64> = nodes.values().map(|(id, _)| *id).collect();
-    let ruled_out = super::engine_refusals(&found, &chosen);
+    let ruled_out = super::refusal::engine_refusals(&found, &chosen);
     Ok((CapacityMap::from_nodes(caps), nodes, ruled_out))
 }
 

@@ -169,7 +169,10 @@ fn on_topology(node: &NodeState, inst: &db::InstanceRow, d: Deltas) -> Result<Af
         keep_cpu_bind: d.cpu_bind.is_none(),
     };
     let out = sched::calculate_realloc(&node.info, &workload(inst), &request, &node.cfg).map_err(
-        |e| Error::conflict(format!("Unable to schedule: {e}.")).code(super::deploy_code(&e)),
+        |e| {
+            Error::conflict(format!("Unable to schedule: {e}."))
+                .code(super::refusal::deploy_code(&e))
+        },
     )?;
     Ok(After {
         cpu: out.workload.cpu_request,

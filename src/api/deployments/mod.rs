@@ -131,7 +131,7 @@ fn render(d: &Deployment, done: Deployed) -> DeploymentAnswer {
         deploy_map: by_name(&done.deploy_map),
         nodes: d
             .dry_run
-            .then(|| done.verdicts.iter().map(deploy::report).collect()),
+            .then(|| done.verdicts.iter().map(deploy::refusal::report).collect()),
         instances: (!d.dry_run).then(|| per_node.clone()),
         plans: d.dry_run.then_some(per_node),
     }
