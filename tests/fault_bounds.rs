@@ -242,6 +242,10 @@ async fn batch_offers(client: &reqwest::Client, base: &str, rp: &str) -> bool {
 
 #[tokio::test]
 async fn a_server_whose_clock_is_20_minutes_fast_places_batch_work_as_the_others() {
+    // Its database and two servers beside a load skew what the load
+    // measures: in a full run on two cores, the pool under a role limit
+    // answered one claim 503 with this test running beside it.
+    let _alone = ONE_LOAD_AT_A_TIME.lock().await;
     let pg = pg::PgCluster::start();
     let url = pg.url();
     let right = cluster::start_server_with(&url, "clock-right", &[]).await;
