@@ -92,6 +92,8 @@ pub struct Machinery {
     pub rankings: Arc<crate::deploy::ranking::Rankings>,
     /// Single deployments waiting to be placed together.
     pub deployments: Arc<crate::deploy::Turns>,
+    /// The apps' owners as read (an app's owner never changes).
+    pub app_owners: Arc<crate::deploy::app_owners::AppOwners>,
     /// Wakes this process's long polls of the fair queue.
     pub queue_signals: Arc<crate::fairness::long_polls::QueueSignals>,
     /// Single queue submissions waiting to be stored by one statement.
@@ -110,6 +112,7 @@ impl Default for Machinery {
             nodes: Arc::default(),
             rankings: Arc::default(),
             deployments: Arc::default(),
+            app_owners: Arc::default(),
             queue_signals: Arc::default(),
             submissions: Arc::default(),
             claims: Arc::default(),
@@ -175,6 +178,11 @@ impl AppState {
             turns: m.deployments.clone(),
             retries: self.settings.allocation_conflict_retry_count,
         }
+    }
+
+    /// The apps' owners, read through this process's copy.
+    pub fn app_owners(&self) -> &crate::deploy::app_owners::AppOwners {
+        &self.machinery.app_owners
     }
 
     /// Admission rounds, placing on this process's provider data.

@@ -5,6 +5,7 @@
 //! bindings. Handlers only parse, call [`deploy`] or [`resize::resize`],
 //! and render.
 
+pub mod app_owners;
 pub mod batch_deployments;
 pub mod deployment_request;
 pub mod node_cache;

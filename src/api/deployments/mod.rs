@@ -73,12 +73,14 @@ async fn place(st: &AppState, auth: &Authorize, body: JsonBody) -> ApiResult<Rep
     )])?;
     // The app is the project's that first deployed it: nobody else
     // deploys into it, nor sees its instances through a dry run.
-    let owner = {
-        let mut conn = st.pool.acquire().await?;
-        match request.dry_run {
-            true => db::app_owner(&mut conn, &request.app).await?,
-            false => Some(db::take_app(&mut conn, &request.app, &request.project_id).await?),
-        }
+    let owners = st.app_owners();
+    let owner = match request.dry_run {
+        true => owners.owner(&st.pool, &request.app).await?,
+        false => Some(
+            owners
+                .take(&st.pool, &request.app, &request.project_id)
+                .await?,
+        ),
     };
     if owner.is_some_and(|o| o != request.project_id) {
         return Err(ApiError::conflict(format!(
@@ -157,11 +159,11 @@ pub async fn show(
     auth: Authorize,
     PathParams(app): PathParams<String>,
 ) -> ApiResult<Reply> {
-    let mut conn = st.pool.acquire().await?;
     // Checked against the app's owner (an app nobody deployed: only
     // rules that ignore the target pass, so nobody learns which exist).
-    let owner = db::app_owner(&mut conn, &app).await?;
+    let owner = st.app_owners().owner(&st.pool, &app).await?;
     auth.check(owner.iter().map(|p| project_target(Some(p), None)))?;
+    let mut conn = st.pool.acquire().await?;
     let rows = db::instances_of(&mut conn, &app).await?;
     let mut nodes: BTreeMap<uuid::Uuid, NodeInstances> = BTreeMap::new();
     for r in &rows {
