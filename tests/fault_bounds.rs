@@ -2,7 +2,8 @@
 //! real `placement serve` processes on a private PostgreSQL that is
 //!   1. frozen for 10 s (SIGSTOP: connections open, nothing answers),
 //!   2. stopped for 15 s,
-//!   3. behind a role `CONNECTION LIMIT` of 6 with a pool of 20,
+//!   3. behind a role `CONNECTION LIMIT` of 6 with a pool of 20, and
+//!      with two of those 6 taken behind the pool's back,
 //!
 //! and a server whose clock runs 20 minutes fast (libfaketime).
 //!
@@ -177,6 +178,77 @@ async fn a_pool_larger_than_the_role_allows_stops_at_what_it_has() {
         larger >= right * 0.5,
         "pool 20 under a limit of 6 served {larger:.0}/s against {right:.0}/s"
     );
+}
+
+/// Sessions of the role opened behind the pool's back, after it read the
+/// room, leave its budget too high until it reads the room again. With
+/// every connection it holds busy, a request opens one more, which
+/// PostgreSQL refuses for the limit, and sqlx retries it until the acquire
+/// timeout. The read of the room that such a wait asks for must not wait
+/// in that same line: it did, and every request waiting was answered 503.
+/// Here a table lock holds the pool's connections up for a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sessions_opened_behind_the_pools_back_cost_no_503() {
+    use sqlx::{Connection, Executor};
+    let _alone = ONE_LOAD_AT_A_TIME.lock().await;
+    let pg = pg::PgCluster::start();
+    // As many seats as the pool may have: its budget is its own size.
+    pg.sql("CREATE ROLE capped LOGIN CONNECTION LIMIT 20");
+    pg.sql("CREATE DATABASE crowded OWNER capped");
+    let url = format!("postgres://capped@127.0.0.1:{}/crowded", pg.port);
+    let server = cluster::start_server_with(&url, "capped", &["--db-max-connections", "20"]).await;
+    // Past its reads at start and a second later; the next is 5 s on.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let budget = metric(&server.base, "placement_db_pool_budget").await;
+    // Every seat the role has left.
+    let mut behind = Vec::new();
+    while let Ok(session) = sqlx::PgConnection::connect(&url).await {
+        behind.push(session);
+    }
+    let taken = behind.len();
+    assert!(taken > 0, "the server left no seat to take");
+    let superuser = format!("postgres://postgres@127.0.0.1:{}/crowded", pg.port);
+    let mut locker = sqlx::PgConnection::connect(&superuser).await.unwrap();
+    locker.execute("BEGIN").await.unwrap();
+    locker
+        .execute("LOCK TABLE resource_providers IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    // More writers than the pool holds connections: each takes its own.
+    let client = reqwest::Client::new();
+    let writers: Vec<_> = (0..12)
+        .map(|i| {
+            let request = client
+                .post(format!("{}/resource_providers", server.base))
+                .header("x-auth-token", "admin")
+                .header("openstack-api-version", "placement 1.39")
+                .json(&json!({"name": format!("behind-{i}")}))
+                .send();
+            tokio::spawn(async move { request.await.map(|r| r.status().as_u16()) })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    locker.execute("COMMIT").await.unwrap();
+    let mut answers = std::collections::BTreeMap::<u16, u32>::new();
+    for writer in writers {
+        *answers.entry(writer.await.unwrap().unwrap()).or_default() += 1;
+    }
+    let seats = metric(&server.base, "placement_db_pool_budget").await;
+    println!("fault bounds: {taken} sessions behind the pool's back: budget {budget:?} then {seats:?}, answers {answers:?}");
+    assert_eq!(
+        answers,
+        [(200, 12)].into(),
+        "every writer answered once the lock went\n{}",
+        server.log()
+    );
+    let room = u32::try_from(20 - taken).unwrap();
+    assert!(
+        seats.is_some_and(|s| s <= f64::from(room)),
+        "the budget counts the {taken} seats taken: {seats:?}"
+    );
+    for session in behind {
+        session.close().await.unwrap();
+    }
 }
 
 /// A node of 10 VCPU and 10,000 MB made through the server at `base`, for

@@ -24,6 +24,9 @@ use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// SQLSTATE `too_many_connections`: a role's or the server's limit.
+const TOO_MANY_CONNECTIONS: &str = "53300";
+
 /// sqlx's pool within its budget; `acquire` and `begin` count their waiters.
 #[derive(Clone, Debug)]
 pub struct Pool {
@@ -170,15 +173,61 @@ impl Pool {
             if self.inner.is_closed() {
                 return;
             }
-            // Not counted as a waiter: the gauge is the requests'.
-            if let Ok(mut conn) = self.connection().await {
-                match super::pool_fit::room(&mut conn).await {
-                    Ok(room) => self.budget.fit(room, self.inner.size()),
-                    Err(e) => tracing::debug!(error = %e, "reading the room PostgreSQL has"),
-                }
+            match self.read_room().await {
+                Ok((room, held)) => self.budget.fit(room, held),
+                Err(e) => tracing::debug!(error = %e, "reading the room PostgreSQL has"),
             }
             self.budget.next_reason().await;
         }
+    }
+
+    /// The room PostgreSQL has, and the connections this pool held while
+    /// it was read: the fewer of those held before and after, so that a
+    /// connection opened meanwhile (PostgreSQL may count it, or not) is
+    /// never counted twice, which would let the budget pass the limit.
+    ///
+    /// The room is read on one of the pool's connections when one comes
+    /// soon. When none does, the pool may be stuck past a limit (a budget
+    /// read too high: every request waits in sqlx, which retries refused
+    /// connections until the acquire timeout), so waiting in that same line
+    /// would keep the budget wrong until every waiter has failed. The room
+    /// is then read on a connection of its own (which PostgreSQL counts in
+    /// the room: the budget comes out one smaller until the next read),
+    /// and a refusal for a limit is itself the answer: the room is full.
+    async fn read_room(&self) -> Result<(super::pool_fit::Room, u32), sqlx::Error> {
+        use super::pool_fit::{room, Room, SLOW_CONNECTION};
+        use sqlx::Connection;
+        let held_before = self.budget.held(self.inner.size());
+        // Not counted as a waiter: the gauge is the requests'.
+        let read = match tokio::time::timeout(SLOW_CONNECTION, self.connection()).await {
+            Ok(conn) => room(&mut *conn?).await?,
+            Err(_) => {
+                let options = self.inner.connect_options();
+                let own = async {
+                    match PgConnection::connect_with(&options).await {
+                        Ok(mut own) => {
+                            let read = room(&mut own).await;
+                            let _ = own.close().await;
+                            read
+                        }
+                        Err(sqlx::Error::Database(e))
+                            if e.code().as_deref() == Some(TOO_MANY_CONNECTIONS) =>
+                        {
+                            Ok(Room::FULL)
+                        }
+                        Err(e) => Err(e),
+                    }
+                };
+                // A database that does not answer at all is the requests'
+                // to report; the next reason reads the room again.
+                let wait = self.inner.options().get_acquire_timeout();
+                tokio::time::timeout(wait, own)
+                    .await
+                    .map_err(|_| sqlx::Error::PoolTimedOut)??
+            }
+        };
+        let held_after = self.budget.held(self.inner.size());
+        Ok((read, held_before.min(held_after)))
     }
 
     /// A connection from sqlx's pool within the acquire timeout, counted

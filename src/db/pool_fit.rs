@@ -17,6 +17,12 @@
 //! the pool's connections to come back idle instead of opening one more.
 //! When the room is full, a request already waiting for a new connection
 //! gives that attempt up and waits the same way.
+//!
+//! The reader never waits long in the requests' line: a budget read too
+//! high leaves every request in sqlx's retries, the reader among them,
+//! until the acquire timeout answers them all 503. When no connection of
+//! the pool comes soon, the room is read on a connection of its own, and a
+//! refusal for a limit (53300) says the room is full.
 
 use sqlx::PgConnection;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -46,6 +52,12 @@ pub struct Room {
 }
 
 impl Room {
+    /// No room at all: PostgreSQL refused a connection for a limit.
+    pub const FULL: Room = Room {
+        role: None,
+        server: 0,
+    };
+
     /// The smaller of the two rooms.
     pub fn free(self) -> i64 {
         self.role.map_or(self.server, |r| r.min(self.server))
@@ -154,13 +166,18 @@ impl Budget {
         self.starved.notify_one();
     }
 
-    /// Sets the budget from `room`, for a pool of `size` connections as
-    /// sqlx counts them. Those that requests are opening are left out:
-    /// PostgreSQL counts them in the room only once they are open, and
-    /// one refused for the limit never is (an undercount only makes the
-    /// budget smaller for a moment).
-    pub fn fit(&self, room: Room, size: u32) {
-        let held = size.saturating_sub(self.opening.load(Ordering::Acquire));
+    /// The connections a pool of `size` connections, as sqlx counts them,
+    /// holds. Those that requests are opening are left out: PostgreSQL
+    /// counts them in the room only once they are open, and one refused
+    /// for the limit never is (an undercount only makes the budget smaller
+    /// for a moment).
+    pub fn held(&self, size: u32) -> u32 {
+        size.saturating_sub(self.opening.load(Ordering::Acquire))
+    }
+
+    /// Sets the budget from `room`, for a pool that holds `held`
+    /// connections ([`Budget::held`]) while the room was read.
+    pub fn fit(&self, room: Room, held: u32) {
         let budget = room.budget(held, self.most);
         if room.is_full() {
             self.full.send_modify(|n| *n += 1);
