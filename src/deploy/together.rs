@@ -262,12 +262,7 @@ fn plan_one(
     let (judged, verdicts) = judge(&nodes, &d.shape);
     let (caps, deploy_map) = spread(d, &nodes, &judged, busy, head.outside);
     let deploy_map = deploy_map.ok()?;
-    let mut taken: Vec<NodeState> = nodes
-        .iter()
-        .filter(|n| deploy_map.contains_key(&NodeName::of(n.node.uuid)))
-        .map(|n| n.node.clone())
-        .collect();
-    plan_instances(&mut taken, &deploy_map, &d.shape).ok()?;
+    let (taken, _) = planned_on_copies(nodes.iter().map(|n| &n.node), &deploy_map, d)?;
     for mut node in taken {
         let count = deploy_map
             .get(&NodeName::of(node.uuid))
@@ -282,6 +277,21 @@ fn plan_one(
         deploy_map,
         verdicts,
     })
+}
+
+/// Copies of the nodes `deploy_map` takes among `nodes`, with `d`'s
+/// instances planned on them; None when they no longer fit.
+fn planned_on_copies<'a>(
+    nodes: impl Iterator<Item = &'a NodeState>,
+    deploy_map: &BTreeMap<NodeName, i64>,
+    d: &Deployment,
+) -> Option<(Vec<NodeState>, Vec<Planned>)> {
+    let mut taken: Vec<NodeState> = nodes
+        .filter(|n| deploy_map.contains_key(&NodeName::of(n.uuid)))
+        .cloned()
+        .collect();
+    let planned = plan_instances(&mut taken, deploy_map, &d.shape).ok()?;
+    Some((taken, planned))
 }
 
 /// The nodes the plans chose, as their heads had them (the newest
@@ -320,9 +330,7 @@ fn instances_on(
         .zip(plans)
         .map(|(d, plan)| {
             let plan = plan?;
-            let on = |n: &NodeState| plan.deploy_map.contains_key(&NodeName::of(n.uuid));
-            let mut taken: Vec<NodeState> = exact.iter().filter(|n| on(n)).cloned().collect();
-            let planned = plan_instances(&mut taken, &plan.deploy_map, &d.shape).ok()?;
+            let (taken, planned) = planned_on_copies(exact.iter(), &plan.deploy_map, d)?;
             for node in taken {
                 if let Ok(i) = exact.binary_search_by_key(&node.rp_id, |n| n.rp_id) {
                     exact[i] = node;

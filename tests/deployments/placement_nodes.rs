@@ -139,3 +139,39 @@ async fn a_bound_request_is_refused_with_every_nodes_reason() {
     assert_eq!(dry.expect(409).error()["nodes"].as_array(), Some(&nodes));
     assert_eq!(deployment(&t, "db").await["count"], json!(0));
 }
+
+/// A node deleted after deployments have ranked it is no longer offered:
+/// the next deployments land on the others, and a deployment too large
+/// for those is refused with their capacity alone.
+#[tokio::test]
+async fn a_deleted_node_leaves_the_rankings() {
+    let t = TestApp::new().await;
+    let big = nova_node(&t, "nova-big", 16, 16384).await;
+    let small = nova_node(&t, "nova-small", 4, 4096).await;
+    // Ranked with both; the first instance goes where the room is.
+    let r = deploy(&t, "web", 1, 512, json!({"cpu": 1.0}))
+        .await
+        .expect(201);
+    assert_eq!(r.json()["deploy_map"], json!({&big: 1}));
+    let one = r.json()["instances"][&big][0]["consumer_uuid"]
+        .as_str()
+        .expect("consumer")
+        .to_string();
+    t.delete(&format!("/allocations/{one}"), "1.28")
+        .await
+        .expect(204);
+    t.delete(&format!("/resource_providers/{big}"), "1.28")
+        .await
+        .expect(204);
+    let r = deploy(&t, "web", 1, 512, json!({"cpu": 1.0}))
+        .await
+        .expect(201);
+    assert_eq!(r.json()["deploy_map"], json!({&small: 1}));
+    let e = deploy(&t, "web", 4, 512, json!({"cpu": 1.0})).await;
+    let e = e.expect_error(
+        409,
+        Some("placement.deploy.insufficient_resource"),
+        "Capacity map",
+    );
+    assert_eq!(e.error()["nodes"], json!([{"node": small, "capacity": 3}]));
+}
