@@ -22,7 +22,8 @@
 //!    Only `api`, `serve` and `main` know HTTP: errors become statuses in
 //!    `api::respond::error`;
 //! 6. `serve` and `localdb`: the HTTP server and the zero-config PostgreSQL;
-//!    `agent`: the per-machine agent, a client of the service over HTTP.
+//!    `agent`: the per-machine agent, a client of the service over HTTP;
+//! 7. `startup`: `placement serve` from its arguments to its stop.
 
 pub mod agent;
 pub mod allocation;
@@ -49,6 +50,7 @@ pub mod policy;
 pub mod provider;
 pub mod sched;
 pub mod serve;
+pub mod startup;
 pub mod state;
 pub mod types;
 pub mod upgrade;

@@ -36,8 +36,11 @@ const LAYERS: &[(&str, u8)] = &[
     ("state", 4),
     ("maintenance", 4),
     ("api", 5),
+    // lib.rs's `app()`: the api's router, mounted under the path prefix.
+    ("app", 5),
     ("serve", 6),
     ("localdb", 6),
+    ("startup", 7),
 ];
 
 /// Modules of `src/api/` that are plumbing, not handlers: any handler may use them.
